@@ -1,0 +1,81 @@
+"""Wiring: build the backend, the slot registry and the device plugin, and run them.
+
+The only module (with ``cli`` and ``demo``) that knows every adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from agent.config import Config
+from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
+from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
+from agent.deviceplugin.lifecycle import PluginEndpoint
+from agent.discovery import DeviceSource, Enumeration, SimSource
+from agent.programming import Programmer, SimProgrammer
+from agent.simfpga import SimFabric
+from agent.slots import SlotRegistry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A discovery source and the programmer for the same hardware."""
+
+    source: DeviceSource
+    programmer: Programmer
+    fabric: SimFabric | None = None
+
+
+def build_backend(config: Config) -> Backend:
+    """The backend the configuration names."""
+    if config.backend == "sim":
+        fabric = SimFabric(
+            config.sim_dev_dir, config.sim_cards, config.sim_slots_per_card, config.sim_program_ms / 1000
+        )
+        return Backend(SimSource(fabric), SimProgrammer(fabric), fabric)
+    raise AssertionError(f"unvalidated backend {config.backend!r}")
+
+
+def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
+    """One line for what was found, one per skipped device."""
+    logger.info("backend %s found %d slots", source.name, len(enumeration.slots))
+    for skipped in enumeration.skipped:
+        logger.warning("backend %s skipped %s: %s", source.name, skipped.device, skipped.reason)
+
+
+class Agent:
+    """The node agent: discovery feeding the registry, the device plugin serving it."""
+
+    def __init__(self, config: Config, backend: Backend | None = None) -> None:
+        self.config = config
+        self.backend = backend or build_backend(config)
+        self.registry = SlotRegistry()
+        self.pod_resources = PodResourcesClient(
+            config.pod_resources_socket, RESOURCE_NAME, POD_RESOURCES_TIMEOUT_S
+        )
+        self.servicer = DevicePluginServicer(self.registry, self.pod_resources, config.cdi)
+        self.lifecycle = PluginLifecycle(PluginEndpoint(config.device_plugin_dir), self.servicer)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set; the socket is removed on the way out."""
+        source = self.backend.source
+        enumeration = await source.enumerate()
+        log_enumeration(source, enumeration)
+        self.registry.replace_all(enumeration.slots)
+        try:
+            async with asyncio.TaskGroup() as group:
+                discovery = group.create_task(source.watch(self.registry), name="discovery")
+                group.create_task(self._run_plugin(stop, discovery), name="device-plugin")
+        finally:
+            await self.pod_resources.close()
+        logger.info("agent stopped")
+
+    async def _run_plugin(self, stop: asyncio.Event, discovery: asyncio.Task[None]) -> None:
+        try:
+            await self.lifecycle.run(stop)
+        finally:
+            discovery.cancel()

@@ -1,0 +1,191 @@
+"""Configuration: one frozen Config, resolved once at start with one precedence.
+
+flag > ``FPGA_AGENT_<FLAG>`` environment variable > YAML file (``--config``) > default.
+Every value is validated here; an error names the flag and where the bad value
+came from, so nothing later has to re-check it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.errors import ConfigError
+
+ENV_PREFIX = "FPGA_AGENT_"
+BACKENDS = ("sim",)
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything the agent needs to know, validated."""
+
+    backend: str
+    device_plugin_dir: Path
+    pod_resources_socket: Path
+    state_dir: Path
+    sim_cards: int
+    sim_slots_per_card: int
+    sim_program_ms: int
+    node_name: str
+    log_level: str
+    log_format: str
+    cdi: bool
+
+    @property
+    def sim_dev_dir(self) -> Path:
+        """Where the simulated cards keep their device files and contents."""
+        return self.state_dir / "sim-dev"
+
+
+def _parse_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"must be an integer, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _parse_path(raw: str) -> Path:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    return path
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {raw!r}")
+
+
+def _parse_name(raw: str) -> str:
+    value = raw.strip()
+    if not value or len(value) > 253:
+        raise ValueError(f"must be a node name of 1 to 253 characters, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    flag: str
+    parse: Callable[[str], Any]
+    default: Callable[[], str]
+    help: str
+
+    @property
+    def field(self) -> str:
+        return self.flag.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option("backend", _parse_choice(BACKENDS), lambda: "sim", "slot backend: sim (simulated cards)"),
+    _Option(
+        "device-plugin-dir",
+        _parse_path,
+        lambda: "/var/lib/kubelet/device-plugins",
+        "kubelet device-plugin directory (holds kubelet.sock and our socket)",
+    ),
+    _Option(
+        "pod-resources-socket",
+        _parse_path,
+        lambda: "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "kubelet pod-resources API socket",
+    ),
+    _Option("state-dir", _parse_path, lambda: "/var/lib/fpga-agent", "agent state directory"),
+    _Option("sim-cards", _parse_int(0, 64), lambda: "2", "simulated cards"),
+    _Option("sim-slots-per-card", _parse_int(1, 64), lambda: "4", "slots per simulated card"),
+    _Option("sim-program-ms", _parse_int(0, 600_000), lambda: "800", "simulated reconfiguration time (ms)"),
+    _Option(
+        "node-name", _parse_name, lambda: os.environ.get("NODE_NAME") or socket.gethostname(), "node name"
+    ),
+    _Option("log-level", _parse_choice(LOG_LEVELS), lambda: "info", "log level"),
+    _Option("log-format", _parse_choice(LOG_FORMATS), lambda: "text", "log format: text or json"),
+    _Option("cdi", _parse_bool, lambda: "false", "also return CDI device names (runtime supports CDI)"),
+)
+_BY_KEY = {opt.field: opt for opt in OPTIONS}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and every option as a flag whose default is 'not given'."""
+    parser.add_argument("--config", default=None, help=f"YAML config file (env {ENV_PREFIX}CONFIG)")
+    for opt in OPTIONS:
+        parser.add_argument(f"--{opt.flag}", dest=opt.field, default=None, help=f"{opt.help} (env {opt.env})")
+
+
+def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    """Resolve every option: flag > environment > config file > default; validate each."""
+    env = os.environ if env is None else env
+    file_values, file_name = _read_file(flags.get("config") or env.get(f"{ENV_PREFIX}CONFIG"))
+    values: dict[str, Any] = {}
+    for opt in OPTIONS:
+        if flags.get(opt.field) is not None:
+            raw, source = str(flags[opt.field]), f"flag --{opt.flag}"
+        elif opt.env in env:
+            raw, source = env[opt.env], f"environment {opt.env}"
+        elif opt.field in file_values:
+            raw, source = file_values[opt.field], f"{file_name} key {opt.flag!r}"
+        else:
+            raw, source = opt.default(), "default"
+        try:
+            values[opt.field] = opt.parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"--{opt.flag}: {exc} (from {source})") from None
+    return Config(**values)
+
+
+def _read_file(name: str | None) -> tuple[dict[str, str], str]:
+    if not name:
+        return {}, ""
+    try:
+        data = yaml.safe_load(Path(name).read_text())
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {name}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {name} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}, name
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {name} must hold a mapping of option names to values")
+    values: dict[str, str] = {}
+    for key, value in data.items():
+        field = str(key).replace("-", "_")
+        if field not in _BY_KEY:
+            raise ConfigError(f"--config: {name} has unknown key {key!r}")
+        if isinstance(value, dict | list) or value is None:
+            raise ConfigError(f"--config: {name} key {key!r} must be a single value")
+        values[field] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values, name

@@ -1,0 +1,148 @@
+"""``fpga-agent demo``: the device-plugin lifecycle on simulated slots, narrated.
+
+Runs the real agent (sim backend) against the in-process kubelet stand-in, in a
+temporary directory, over real unix sockets. Needs no root and no cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
+from agent.app import Agent
+from agent.cli import format_table
+from agent.config import Config
+from agent.deviceplugin import RESOURCE_NAME
+from agent.kubeletsim import KubeletStandIn, PluginConnection
+
+WAIT_S = 10.0
+
+
+def say(step: str, text: str = "") -> None:
+    print(f"\n== {step}" if not text else f"   {text}", flush=True)
+
+
+def ms_since(start: float) -> str:
+    return f"{(time.monotonic() - start) * 1000:.1f} ms"
+
+
+async def run_demo(base: Config) -> int:
+    """Run the narrated demo; returns the process exit code."""
+    with tempfile.TemporaryDirectory(prefix="fpga-slot-demo-") as tmp:
+        root = Path(tmp)
+        config = dataclasses.replace(
+            base,
+            backend="sim",
+            device_plugin_dir=root / "device-plugins",
+            pod_resources_socket=root / "pod-resources" / "kubelet.sock",
+            state_dir=root / "state",
+        )
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        await kubelet.start()
+        agent = Agent(config)
+        stop = asyncio.Event()
+        try:
+            await _narrate(config, kubelet, agent, stop)
+        finally:
+            stop.set()
+            await kubelet.stop()
+    return 0
+
+
+async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: asyncio.Event) -> None:
+    say("1. Start the agent on simulated slots")
+    say(
+        "",
+        f"{config.sim_cards} cards x {config.sim_slots_per_card} slots, kubelet stand-in in {config.device_plugin_dir}",
+    )
+    started = time.monotonic()
+    task = asyncio.create_task(agent.run(stop), name="agent")
+    await kubelet.wait_registered(1, WAIT_S)
+    request = kubelet.registrations[0]
+    say(
+        "",
+        f"registered after {ms_since(started)}: resource {request.resource_name}, version {request.version},",
+    )
+    say(
+        "",
+        f"endpoint {request.endpoint}, pre_start_required={request.options.pre_start_required}, "
+        f"get_preferred_allocation_available={request.options.get_preferred_allocation_available}",
+    )
+
+    conn = kubelet.plugins[RESOURCE_NAME]
+    expected = config.sim_cards * config.sim_slots_per_card
+    await kubelet.wait_for(lambda: len(conn.devices) == expected, WAIT_S)
+    say("2. ListAndWatch: the slots the kubelet sees")
+    print(_device_table(conn), flush=True)
+
+    say("3. A pod asks for 2 slots: GetPreferredAllocation, Allocate, PreStartContainer")
+    admitted = await kubelet.admit("default", "fpga-inference", "main", RESOURCE_NAME, 2)
+    say("", f"preferred allocation: {admitted.preferred} (one card, one NUMA node)")
+    for spec in admitted.response.devices:
+        say("", f"device {spec.host_path} -> {spec.container_path} ({spec.permissions})")
+    for key, value in sorted(admitted.response.envs.items()):
+        say("", f"env {key}={value}")
+    for state in agent.registry.snapshot():
+        if state.slot.id in admitted.device_ids and state.holder is not None:
+            say("", f"agent records slot {state.slot.id} held by {state.holder.describe()}")
+
+    say("4. A bad request changes nothing")
+    try:
+        await conn.stub.Allocate(
+            dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=["no-such-slot"])])
+        )
+    except grpc.aio.AioRpcError as exc:
+        say("", f"Allocate(['no-such-slot']) -> {exc.code().name}: {exc.details()}")
+
+    say("5. The kubelet restarts (deletes every socket, recreates kubelet.sock)")
+    restarted = time.monotonic()
+    await kubelet.restart()
+    await kubelet.wait_registered(2, WAIT_S)
+    say("", f"agent registered again after {ms_since(restarted)}")
+    conn = kubelet.plugins[RESOURCE_NAME]
+    await kubelet.wait_for(lambda: len(conn.healthy()) == expected, WAIT_S)
+    say("", f"kubelet sees {len(conn.healthy())} healthy slots again")
+
+    fabric = agent.backend.fabric
+    if fabric is not None and config.sim_cards > 0:
+        victim = sorted(conn.devices)[-1]
+        card, _, region = victim.rpartition("-")
+        say("6. A slot fails and recovers (event-driven health)")
+        failed = time.monotonic()
+        fabric.set_health(card, region, healthy=False, reason="demo: configuration CRC error")
+        await kubelet.wait_for(lambda: conn.devices[victim].health == "Unhealthy", WAIT_S)
+        say("", f"{victim} Unhealthy at the kubelet after {ms_since(failed)}")
+        recovered = time.monotonic()
+        fabric.set_health(card, region, healthy=True)
+        await kubelet.wait_for(lambda: conn.devices[victim].health == "Healthy", WAIT_S)
+        say("", f"{victim} Healthy again after {ms_since(recovered)}")
+
+    say("7. SIGTERM: stop serving and remove the socket")
+    stop.set()
+    await task
+    say(
+        "",
+        f"socket {config.device_plugin_dir / 'fpga-slot.sock'} exists: "
+        f"{(config.device_plugin_dir / 'fpga-slot.sock').exists()}",
+    )
+    say("done")
+
+
+def _device_table(conn: PluginConnection) -> str:
+    rows: list[dict[str, object]] = [
+        {
+            "id": device.ID,
+            "health": device.health,
+            "numa": ",".join(str(n.ID) for n in device.topology.nodes)
+            if device.HasField("topology")
+            else None,
+        }
+        for device in conn.devices.values()
+    ]
+    return format_table(["id", "health", "numa"], sorted(rows, key=lambda r: str(r["id"])))

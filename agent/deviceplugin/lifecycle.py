@@ -1,0 +1,220 @@
+"""Serve the plugin socket, register with the kubelet, and do it again after a restart.
+
+Apart from the RPC behaviour (``servicer``), this owns the socket's life:
+
+1. remove a stale socket, serve on ``<dir>/<endpoint>`` (mode 0600), and check that
+   our own server answers before telling the kubelet about it;
+2. register with ``<dir>/kubelet.sock``, retrying with exponential backoff;
+3. notice a kubelet restart by any of: ``kubelet.sock`` created again, our socket
+   deleted (both via inotify), the ListAndWatch stream closed by the kubelet;
+   then serve again if our socket is gone and register again;
+4. on stop: end the streams, stop the server, remove our socket if it is still ours
+   (a newer agent may already have replaced it during a rolling update).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import grpc
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
+from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from agent.deviceplugin import constants as c
+from agent.deviceplugin.dirwatch import DirEvent, DirWatcher
+from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
+from agent.errors import KubeletError, RegistrationError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginEndpoint:
+    """Where the plugin serves and whom it registers with."""
+
+    directory: Path
+    endpoint: str = c.ENDPOINT
+    resource_name: str = c.RESOURCE_NAME
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / self.endpoint
+
+    @property
+    def kubelet_socket(self) -> Path:
+        return self.directory / c.KUBELET_SOCKET
+
+
+class PluginLifecycle:
+    """Runs the serve/register/re-register loop until ``stop`` is set."""
+
+    def __init__(self, where: PluginEndpoint, servicer: DevicePluginServicer) -> None:
+        self.where = where
+        self._servicer = servicer
+        self._server: grpc.aio.Server | None = None
+        self._socket_id: tuple[int, int] | None = None
+        self._wake = asyncio.Event()
+        self._reasons: list[str] = []
+        self._generation = 0
+        self.registered = asyncio.Event()
+        self.registrations = 0
+        self.last_registration_s: float | None = None
+        servicer.on_stream_closed = self._on_stream_closed
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve and stay registered until ``stop`` is set; then clean up."""
+        self.where.directory.mkdir(parents=True, exist_ok=True)
+        watcher = DirWatcher(self.where.directory, self._on_dir_event)
+        watcher.start()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await self._serve()
+            delay = c.REGISTER_BACKOFF_MIN_S
+            while not stop.is_set():
+                if not self._socket_is_ours():
+                    await self._restart_server()
+                started = time.monotonic()
+                try:
+                    await self._register()
+                except KubeletError as exc:
+                    logger.warning("registration failed, retrying in %.2f s: %s", delay, exc)
+                    await self._sleep_or_wake(stopping, delay)
+                    delay = min(delay * 2, c.REGISTER_BACKOFF_MAX_S)
+                    continue
+                delay = c.REGISTER_BACKOFF_MIN_S
+                self.last_registration_s = time.monotonic() - started
+                self.registered.set()
+                await self._sleep_or_wake(stopping, None)
+                if not stop.is_set():
+                    self.registered.clear()
+                    logger.info("kubelet restart noticed (%s): registering again", "; ".join(self._reasons))
+        finally:
+            stopping.cancel()
+            watcher.stop()
+            self.registered.clear()
+            await self._shutdown()
+
+    # ------------------------------------------------------------------ events
+    def _trigger(self, reason: str) -> None:
+        self._reasons.append(reason)
+        self._wake.set()
+
+    def _on_dir_event(self, event: DirEvent, name: str) -> None:
+        if event is DirEvent.OVERFLOW:
+            self._trigger("device-plugin directory events lost")
+        elif event is DirEvent.CREATED and name == c.KUBELET_SOCKET:
+            self._trigger(f"{c.KUBELET_SOCKET} created")
+        elif event is DirEvent.DELETED and name == self.where.endpoint and not self._socket_is_ours():
+            self._trigger(f"{self.where.endpoint} deleted")
+
+    def _on_stream_closed(self, generation: int) -> None:
+        # A stream of an older registration closes when the kubelet replaces it: expected.
+        if generation == self._generation and self._servicer.active_streams(generation) == 0:
+            self._trigger("ListAndWatch stream closed by the kubelet")
+
+    async def _sleep_or_wake(self, stopping: asyncio.Future[Literal[True]], delay: float | None) -> None:
+        """Wait for a trigger, ``stop``, or ``delay`` seconds; the safety net re-checks the socket."""
+        deadline = None if delay is None else time.monotonic() + delay
+        while not stopping.done():
+            timeout = c.SOCKET_RECHECK_S
+            if deadline is not None:
+                timeout = min(timeout, max(0.0, deadline - time.monotonic()))
+            waker = asyncio.ensure_future(self._wake.wait())
+            await asyncio.wait((waker, stopping), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            waker.cancel()
+            if self._wake.is_set():
+                self._wake.clear()
+                return
+            if not self._socket_is_ours():
+                self._reasons.append(f"{self.where.endpoint} replaced")
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    # ------------------------------------------------------------------ server
+    async def _serve(self) -> None:
+        path = self.where.socket
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            logger.info("removed stale socket %s", path)
+        self._servicer.open_streams()
+        server = grpc.aio.server()
+        dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
+        old_umask = os.umask(0o177)  # the socket is created 0600, never briefly wider
+        try:
+            if server.add_insecure_port(f"unix://{path}") == 0:
+                raise KubeletError(f"cannot bind {path}")
+            await server.start()
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        st = path.stat()
+        self._server, self._socket_id = server, (st.st_dev, st.st_ino)
+        await self._self_check()
+        logger.info("serving device plugin on %s", path)
+
+    async def _self_check(self) -> None:
+        async with grpc.aio.insecure_channel(f"unix://{self.where.socket}") as channel:
+            options = await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
+                dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
+            )
+        if options != OPTIONS:
+            raise KubeletError(f"own server on {self.where.socket} answered unexpected options {options}")
+
+    async def _restart_server(self) -> None:
+        logger.info("socket %s is gone or replaced: serving again", self.where.socket)
+        await self._stop_server()
+        await self._serve()
+
+    async def _stop_server(self) -> None:
+        self._servicer.close_streams()
+        if self._server is not None:
+            await self._server.stop(c.STOP_GRACE_S)
+            self._server = None
+
+    async def _shutdown(self) -> None:
+        await self._stop_server()
+        if self._socket_is_ours():
+            with contextlib.suppress(FileNotFoundError):
+                self.where.socket.unlink()
+            logger.info("removed socket %s", self.where.socket)
+        self._socket_id = None
+
+    def _socket_is_ours(self) -> bool:
+        try:
+            st = self.where.socket.stat()
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) == self._socket_id
+
+    # ---------------------------------------------------------------- register
+    async def _register(self) -> None:
+        self._reasons.clear()
+        self._wake.clear()
+        self._generation = self._servicer.begin_generation()
+        request = dp.RegisterRequest(
+            version=c.API_VERSION,
+            endpoint=self.where.endpoint,
+            resource_name=self.where.resource_name,
+            options=OPTIONS,
+        )
+        target = self.where.kubelet_socket
+        try:
+            async with grpc.aio.insecure_channel(f"unix://{target}") as channel:
+                await dp_grpc.RegistrationStub(channel).Register(request, timeout=c.REGISTER_TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            raise RegistrationError(f"Register with {target}: {exc.code().name}: {exc.details()}") from exc
+        self.registrations += 1
+        logger.info(
+            "registered %s with the kubelet at %s (endpoint %s)",
+            self.where.resource_name,
+            target,
+            self.where.endpoint,
+        )

@@ -1,0 +1,202 @@
+"""The five DevicePlugin RPCs, answered from the slot registry.
+
+Requests are validated as a whole before anything changes; domain errors are
+mapped to gRPC status codes here, at the edge: a bad ID is INVALID_ARGUMENT, an
+unhealthy slot FAILED_PRECONDITION, and the message names the ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
+from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from agent.deviceplugin.constants import RESOURCE_NAME
+from agent.deviceplugin.podresources import PodResourcesClient
+from agent.errors import KubeletError, RequestError, UnhealthySlotError
+from agent.slots import Slot, SlotId, SlotRegistry, SlotState, choose_preferred
+
+logger = logging.getLogger(__name__)
+
+OPTIONS = dp.DevicePluginOptions(pre_start_required=True, get_preferred_allocation_available=True)
+
+StreamListener = Callable[[int], None]
+
+
+def _status_for(exc: RequestError) -> grpc.StatusCode:
+    if isinstance(exc, UnhealthySlotError):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    return grpc.StatusCode.INVALID_ARGUMENT
+
+
+def device_list(states: list[SlotState]) -> dp.ListAndWatchResponse:
+    """What ListAndWatch sends: every listed slot with health and NUMA node."""
+    devices = []
+    for state in states:
+        topology = None
+        if state.slot.numa is not None:
+            topology = dp.TopologyInfo(nodes=[dp.NUMANode(ID=state.slot.numa)])
+        devices.append(dp.Device(ID=state.slot.id, health=state.health.value, topology=topology))
+    return dp.ListAndWatchResponse(devices=devices)
+
+
+def container_response(slots: list[Slot], cdi: bool) -> dp.ContainerAllocateResponse:
+    """Device nodes (rw), FPGA_SLOTS and per-slot env, and optionally CDI names."""
+    envs = {"FPGA_SLOTS": ",".join(slot.id for slot in slots)}
+    specs: list[dp.DeviceSpec] = []
+    for index, slot in enumerate(slots):
+        envs[f"FPGA_SLOT_{index}_ID"] = slot.id
+        envs[f"FPGA_SLOT_{index}_PLATFORM"] = slot.platform
+        envs[f"FPGA_SLOT_{index}_DEVICE"] = ",".join(node.container_path for node in slot.device_nodes)
+        if slot.numa is not None:
+            envs[f"FPGA_SLOT_{index}_NUMA"] = str(slot.numa)
+        specs.extend(
+            dp.DeviceSpec(container_path=node.container_path, host_path=node.host_path, permissions="rw")
+            for node in slot.device_nodes
+        )
+    response = dp.ContainerAllocateResponse(envs=envs, devices=specs)
+    if cdi:
+        response.cdi_devices.extend(dp.CDIDevice(name=f"{RESOURCE_NAME}={slot.id}") for slot in slots)
+    return response
+
+
+class DevicePluginServicer(dp_grpc.DevicePluginServicer):
+    """RPC behaviour only; serving and registering live in :mod:`lifecycle`."""
+
+    def __init__(self, registry: SlotRegistry, pod_resources: PodResourcesClient | None, cdi: bool) -> None:
+        self._registry = registry
+        self._pod_resources = pod_resources
+        self._cdi = cdi
+        self._closing = asyncio.Event()
+        self._generation = 0
+        self._streams: dict[int, int] = {}  # stream number -> registration generation
+        self._next_stream = 0
+        self.on_stream_closed: StreamListener | None = None
+
+    # ---------------------------------------------------------- lifecycle hooks
+    def begin_generation(self) -> int:
+        """A new registration starts: streams opened from now on belong to it."""
+        self._generation += 1
+        return self._generation
+
+    def open_streams(self) -> None:
+        """A new server starts: streams may be opened again."""
+        self._closing = asyncio.Event()
+
+    def close_streams(self) -> None:
+        """End every ListAndWatch stream cleanly (before the server stops)."""
+        self._closing.set()
+
+    def active_streams(self, generation: int) -> int:
+        """Open ListAndWatch streams that belong to ``generation``."""
+        return sum(1 for gen in self._streams.values() if gen == generation)
+
+    # --------------------------------------------------------------------- RPCs
+    async def GetDevicePluginOptions(
+        self, request: dp.Empty, context: grpc.aio.ServicerContext[dp.Empty, dp.DevicePluginOptions]
+    ) -> dp.DevicePluginOptions:
+        return OPTIONS
+
+    async def ListAndWatch(
+        self, request: dp.Empty, context: grpc.aio.ServicerContext[dp.Empty, dp.ListAndWatchResponse]
+    ) -> AsyncIterator[dp.ListAndWatchResponse]:
+        stream, generation, closing = self._next_stream, self._generation, self._closing
+        self._next_stream += 1
+        self._streams[stream] = generation
+        logger.info("ListAndWatch stream %d opened (registration %d)", stream, generation)
+        closing_wait = asyncio.ensure_future(closing.wait())
+        change: asyncio.Future[int] | None = None
+        ended_by_us = False
+        try:
+            last: dp.ListAndWatchResponse | None = None
+            while True:
+                version = self._registry.version
+                response = device_list(self._registry.snapshot())
+                if response != last:
+                    yield response
+                    last = response
+                change = asyncio.ensure_future(self._registry.wait_for_change(version))
+                done, _ = await asyncio.wait({change, closing_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if closing_wait in done:
+                    ended_by_us = True
+                    return
+        finally:
+            closing_wait.cancel()
+            if change is not None:
+                change.cancel()
+            del self._streams[stream]
+            how = "ended by the plugin" if ended_by_us or closing.is_set() else "closed by the kubelet"
+            logger.info("ListAndWatch stream %d %s", stream, how)
+            if not ended_by_us and not closing.is_set() and self.on_stream_closed is not None:
+                self.on_stream_closed(generation)
+
+    async def GetPreferredAllocation(
+        self,
+        request: dp.PreferredAllocationRequest,
+        context: grpc.aio.ServicerContext[dp.PreferredAllocationRequest, dp.PreferredAllocationResponse],
+    ) -> dp.PreferredAllocationResponse:
+        states: dict[str, SlotState] = {state.slot.id: state for state in self._registry.snapshot()}
+        responses = []
+        for index, req in enumerate(request.container_requests):
+            try:
+                chosen = choose_preferred(
+                    states,
+                    list(req.available_deviceIDs),
+                    list(req.must_include_deviceIDs),
+                    req.allocation_size,
+                )
+            except RequestError as exc:
+                logger.warning("GetPreferredAllocation rejected (container request %d): %s", index, exc)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"container request {index}: {exc}")
+            responses.append(dp.ContainerPreferredAllocationResponse(deviceIDs=chosen))
+        return dp.PreferredAllocationResponse(container_responses=responses)
+
+    async def Allocate(
+        self,
+        request: dp.AllocateRequest,
+        context: grpc.aio.ServicerContext[dp.AllocateRequest, dp.AllocateResponse],
+    ) -> dp.AllocateResponse:
+        groups = [list(req.devices_ids) for req in request.container_requests]
+        try:
+            assigned = self._registry.assign(groups)
+        except RequestError as exc:
+            logger.warning("Allocate rejected %s: %s", groups, exc)
+            await context.abort(_status_for(exc), str(exc))
+        for slots in assigned:
+            logger.info("allocated slots %s", ",".join(slot.id for slot in slots))
+        return dp.AllocateResponse(container_responses=[container_response(s, self._cdi) for s in assigned])
+
+    async def PreStartContainer(
+        self,
+        request: dp.PreStartContainerRequest,
+        context: grpc.aio.ServicerContext[dp.PreStartContainerRequest, dp.PreStartContainerResponse],
+    ) -> dp.PreStartContainerResponse:
+        ids = list(request.devices_ids)
+        try:
+            self._registry.validate(ids)
+        except RequestError as exc:
+            logger.warning("PreStartContainer rejected %s: %s", ids, exc)
+            await context.abort(_status_for(exc), str(exc))
+        await self._record_holder(ids)
+        return dp.PreStartContainerResponse()
+
+    async def _record_holder(self, ids: list[str]) -> None:
+        """Learn which container starts with these slots; a failed lookup only logs."""
+        if self._pod_resources is None:
+            return
+        try:
+            ref = await self._pod_resources.find_container(ids)
+        except KubeletError as exc:
+            logger.warning("slots %s: holder unknown, %s", ",".join(ids), exc)
+            return
+        if ref is None:
+            logger.warning("slots %s: no container holds them in pod-resources yet", ",".join(ids))
+            return
+        self._registry.set_holder([SlotId(i) for i in ids], ref.namespace, ref.pod, ref.container)
+        logger.info(
+            "slots %s start in %s/%s container %s", ",".join(ids), ref.namespace, ref.pod, ref.container
+        )

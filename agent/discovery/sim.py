@@ -1,0 +1,65 @@
+"""Discovery over simulated cards: the same contract as the udev backends.
+
+The fabric reports add/change/remove like udev does; the events are queued and
+applied to the sink in the event loop, so a health change reaches ListAndWatch
+without any polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agent.discovery.base import Enumeration, SlotSink
+from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
+from agent.slots import DeviceNode, Health, Slot, make_slot_id
+
+logger = logging.getLogger(__name__)
+
+#: Where a container sees a simulated slot's device file.
+CONTAINER_DEV_DIR = "/dev/fpga-sim"
+
+
+def slot_from_sim(info: SimSlotInfo) -> Slot:
+    """Translate what the simulated hardware reports into a domain Slot."""
+    slot_id = make_slot_id(info.card, info.region)
+    return Slot(
+        id=slot_id,
+        card=info.card,
+        region=info.region,
+        numa=info.numa,
+        device_nodes=(DeviceNode(info.device_path, f"{CONTAINER_DEV_DIR}/{slot_id}"),),
+        platform=info.platform,
+        loaded=info.loaded,
+        health=Health.HEALTHY if info.healthy else Health.UNHEALTHY,
+        backend="sim",
+        reason=info.reason,
+    )
+
+
+class SimSource:
+    """DeviceSource for a :class:`SimFabric`."""
+
+    name = "sim"
+
+    def __init__(self, fabric: SimFabric) -> None:
+        self._fabric = fabric
+
+    async def enumerate(self) -> Enumeration:
+        return Enumeration(slots=[slot_from_sim(info) for info in self._fabric.slots()])
+
+    async def watch(self, sink: SlotSink) -> None:
+        events: asyncio.Queue[tuple[SimEvent, SimSlotInfo]] = asyncio.Queue()
+        unsubscribe = self._fabric.subscribe(lambda event, info: events.put_nowait((event, info)))
+        try:
+            sink.replace_all((await self.enumerate()).slots)
+            while True:
+                event, info = await events.get()
+                slot = slot_from_sim(info)
+                if event is SimEvent.REMOVE:
+                    logger.info("slot %s removed (card %s unplugged)", slot.id, info.card)
+                    sink.remove(slot.id)
+                else:
+                    sink.upsert(slot)
+        finally:
+            unsubscribe()

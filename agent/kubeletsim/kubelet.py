@@ -1,0 +1,276 @@
+"""The stand-in kubelet: Registration server, plugin client, pod-resources server.
+
+It follows what the kubelet's device manager does:
+
+* ``Register`` validates the request, dials the plugin's socket (``Register``
+  returns only after that worked), then keeps one ListAndWatch stream per resource;
+  a new registration of the same resource replaces the old connection.
+* When a ListAndWatch stream ends, every device of that resource becomes
+  Unhealthy and the stand-in does not reconnect: the plugin must register again.
+* A pod's container is admitted with GetPreferredAllocation (when offered), then
+  Allocate (one container per call, no deadline), then PreStartContainer (30 s
+  deadline, when the plugin asked for it); the pod-resources API lists the container
+  with its devices from Allocate on.
+* ``restart()`` does what a kubelet restart does to the device-plugin directory:
+  every socket in it is deleted and a new ``kubelet.sock`` appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
+from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.kubeletsim.podresources import PodResourcesServicer
+
+if TYPE_CHECKING:
+    from agent._proto.deviceplugin.v1beta1.api_pb2_grpc import DevicePluginAsyncStub
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_VERSIONS = ("v1beta1",)
+DIAL_TIMEOUT_S = 5.0
+PRE_START_TIMEOUT_S = 30.0
+
+
+@dataclass(slots=True)
+class PluginConnection:
+    """The stand-in's view of one registered plugin."""
+
+    request: dp.RegisterRequest
+    options: dp.DevicePluginOptions
+    channel: grpc.aio.Channel
+    stub: DevicePluginAsyncStub
+    registered_at: float
+    devices: dict[str, dp.Device] = field(default_factory=dict)
+    updates: list[tuple[float, list[dp.Device]]] = field(default_factory=list)
+    stream_ended: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    def healthy(self) -> list[str]:
+        """IDs currently advertised Healthy."""
+        return sorted(i for i, d in self.devices.items() if d.health == "Healthy")
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedContainer:
+    """What the stand-in did to start one container."""
+
+    namespace: str
+    pod: str
+    container: str
+    device_ids: list[str]
+    preferred: list[str] | None
+    response: dp.ContainerAllocateResponse
+
+
+class KubeletStandIn:
+    """Serves ``<plugin_dir>/kubelet.sock`` and the pod-resources socket."""
+
+    def __init__(self, plugin_dir: Path, pod_resources_socket: Path) -> None:
+        self.plugin_dir = plugin_dir
+        self.pod_resources_socket = pod_resources_socket
+        self.registrations: list[dp.RegisterRequest] = []
+        self.plugins: dict[str, PluginConnection] = {}
+        # (namespace, pod) -> container -> resource -> device IDs
+        self.assignments: dict[tuple[str, str], dict[str, dict[str, list[str]]]] = {}
+        self._servers: list[grpc.aio.Server] = []
+        self._register_lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+
+    # ---------------------------------------------------------------- running
+    async def start(self) -> None:
+        """Create kubelet.sock and the pod-resources socket."""
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        self.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
+        registration = grpc.aio.server()
+        dp_grpc.add_RegistrationServicer_to_server(_Registration(self), registration)
+        await self._serve(registration, self.plugin_dir / "kubelet.sock")
+        pod_resources = grpc.aio.server()
+        pr_grpc.add_PodResourcesListerServicer_to_server(
+            PodResourcesServicer(lambda: self.assignments, self._allocatable), pod_resources
+        )
+        await self._serve(pod_resources, self.pod_resources_socket)
+
+    async def stop(self) -> None:
+        """Stop serving and drop every plugin connection (sockets stay, as after a crash)."""
+        for resource in list(self.plugins):
+            await self._disconnect(resource)
+        for server in self._servers:
+            await server.stop(0)
+        self._servers.clear()
+
+    async def restart(self) -> None:
+        """Stop, delete every socket in the device-plugin directory, start again."""
+        await self.stop()
+        self._delete_sockets()
+        logger.info("kubelet stand-in restarted: sockets in %s deleted", self.plugin_dir)
+        await self.start()
+
+    def _delete_sockets(self) -> None:
+        """A few local unlinks; cheap enough to do on the loop."""
+        for path in self.plugin_dir.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(path.lstat().st_mode):
+                    path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self.pod_resources_socket.unlink()
+
+    async def _serve(self, server: grpc.aio.Server, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        server.add_insecure_port(f"unix://{path}")
+        await server.start()
+        self._servers.append(server)
+
+    # ----------------------------------------------------------- registration
+    async def handle_register(self, request: dp.RegisterRequest) -> str | None:
+        """Validate, dial and connect; return an error message or None."""
+        if request.version not in SUPPORTED_VERSIONS:
+            return f"unsupported device plugin API version {request.version!r}"
+        if "/" not in request.resource_name or request.resource_name.startswith("kubernetes.io/"):
+            return f"invalid extended resource name {request.resource_name!r}"
+        if not request.endpoint or "/" in request.endpoint:
+            return f"invalid endpoint {request.endpoint!r}"
+        async with self._register_lock:
+            await self._disconnect(request.resource_name)
+            channel = grpc.aio.insecure_channel(f"unix://{self.plugin_dir / request.endpoint}")
+            stub = dp_grpc.DevicePluginStub(channel)
+            try:
+                options = await stub.GetDevicePluginOptions(dp.Empty(), timeout=DIAL_TIMEOUT_S)
+            except grpc.aio.AioRpcError as exc:
+                await channel.close()
+                return f"cannot dial plugin endpoint {request.endpoint}: {exc.code().name} {exc.details()}"
+            conn = PluginConnection(request, options, channel, stub, registered_at=time.monotonic())
+            conn.task = asyncio.create_task(self._watch(conn), name=f"listandwatch {request.resource_name}")
+            self.plugins[request.resource_name] = conn
+            self.registrations.append(request)
+            self._notify()
+        return None
+
+    async def _disconnect(self, resource: str) -> None:
+        conn = self.plugins.pop(resource, None)
+        if conn is None:
+            return
+        if conn.task is not None:
+            conn.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await conn.task
+        await conn.channel.close()
+
+    async def _watch(self, conn: PluginConnection) -> None:
+        call = conn.stub.ListAndWatch(dp.Empty())
+        try:
+            async for response in call:
+                devices = list(response.devices)
+                conn.devices = {d.ID: d for d in devices}
+                conn.updates.append((time.monotonic(), devices))
+                self._notify()
+        except grpc.aio.AioRpcError as exc:
+            logger.info("ListAndWatch for %s ended: %s", conn.request.resource_name, exc.code().name)
+        finally:
+            call.cancel()
+            for device_id, device in conn.devices.items():
+                conn.devices[device_id] = dp.Device(
+                    ID=device.ID, health="Unhealthy", topology=device.topology
+                )
+            conn.stream_ended.set()
+            self._notify()
+
+    async def close_stream(self, resource: str) -> None:
+        """End the ListAndWatch stream as the kubelet does when it drops an endpoint."""
+        conn = self.plugins[resource]
+        if conn.task is not None:
+            conn.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await conn.task
+
+    # ---------------------------------------------------------------- waiting
+    async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> None:
+        """Wait until ``predicate()`` holds; TimeoutError after ``timeout_s``."""
+        async with asyncio.timeout(timeout_s):
+            while not predicate():
+                changed = self._changed
+                await changed.wait()
+
+    async def wait_registered(self, count: int, timeout_s: float = 5.0) -> None:
+        """Wait until ``count`` registrations were accepted in total."""
+        await self.wait_for(lambda: len(self.registrations) >= count, timeout_s)
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # ------------------------------------------------------------------- pods
+    async def admit(
+        self, namespace: str, pod: str, container: str, resource: str, count: int
+    ) -> AdmittedContainer:
+        """Start one container that requests ``count`` devices, as the kubelet would."""
+        conn = self.plugins[resource]
+        in_use = {
+            device_id
+            for containers in self.assignments.values()
+            for resources in containers.values()
+            for device_id in resources.get(resource, [])
+        }
+        free = [device_id for device_id in conn.healthy() if device_id not in in_use]
+        if len(free) < count:
+            raise RuntimeError(f"{resource}: {count} requested, {len(free)} free")
+        preferred = None
+        chosen = free[:count]
+        if conn.options.get_preferred_allocation_available:
+            answer = await conn.stub.GetPreferredAllocation(
+                dp.PreferredAllocationRequest(
+                    container_requests=[
+                        dp.ContainerPreferredAllocationRequest(
+                            available_deviceIDs=free, allocation_size=count
+                        )
+                    ]
+                )
+            )
+            preferred = list(answer.container_responses[0].deviceIDs)
+            if len(preferred) == count and set(preferred) <= set(free):
+                chosen = preferred
+        allocated = await conn.stub.Allocate(
+            dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=chosen)])
+        )
+        pod_entry = self.assignments.setdefault((namespace, pod), {})
+        pod_entry.setdefault(container, {})[resource] = list(chosen)
+        if conn.options.pre_start_required:
+            await conn.stub.PreStartContainer(
+                dp.PreStartContainerRequest(devices_ids=chosen), timeout=PRE_START_TIMEOUT_S
+            )
+        return AdmittedContainer(
+            namespace, pod, container, list(chosen), preferred, allocated.container_responses[0]
+        )
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        """Forget a pod: its devices are free for the next admission."""
+        self.assignments.pop((namespace, pod), None)
+
+    def _allocatable(self) -> dict[str, list[str]]:
+        return {resource: sorted(conn.devices) for resource, conn in self.plugins.items()}
+
+
+class _Registration(dp_grpc.RegistrationServicer):
+    def __init__(self, kubelet: KubeletStandIn) -> None:
+        self._kubelet = kubelet
+
+    async def Register(
+        self, request: dp.RegisterRequest, context: grpc.aio.ServicerContext[dp.RegisterRequest, dp.Empty]
+    ) -> dp.Empty:
+        error = await self._kubelet.handle_register(request)
+        if error is not None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+        return dp.Empty()

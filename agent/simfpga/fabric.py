@@ -1,0 +1,235 @@
+"""A set of simulated FPGA cards with partially reconfigurable slots.
+
+It behaves like the hardware the real backends drive:
+
+* every slot has a device file (created under ``dev_dir``, removed on unplug);
+* a card reconfigures one slot at a time and each reconfiguration takes
+  ``program_s`` seconds; a failed or interrupted one leaves the slot's content
+  unknown (it reports no accelerator, like a DFL port after a failed PR);
+* what a slot holds survives agent restarts (kept in ``dev_dir/fabric.json``),
+  as an FPGA keeps its configuration while the node is up;
+* faults can be injected: a slot's health, the next reconfiguration failing or
+  hanging, a whole card being unplugged and plugged back; each change is
+  reported to subscribers, as udev reports change/remove/add events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PLATFORM = "sim-pr-v1"
+STATE_FILE = "fabric.json"
+
+
+class SimEvent(Enum):
+    """What happened to a slot (mirrors udev's add/change/remove actions)."""
+
+    ADD = "add"
+    CHANGE = "change"
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class SimSlotInfo:
+    """What the simulated hardware reports about one slot."""
+
+    card: str
+    region: str
+    numa: int
+    device_path: str
+    platform: str
+    loaded: str | None
+    healthy: bool
+    reason: str
+
+
+@dataclass(slots=True)
+class _Slot:
+    loaded: str | None = None
+    healthy: bool = True
+    reason: str = ""
+    fail_next: str | None = None
+    hang_next: bool = False
+
+
+@dataclass(slots=True)
+class _Card:
+    name: str
+    numa: int
+    slots: dict[str, _Slot] = field(default_factory=dict)
+    plugged: bool = True
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+Listener = Callable[[SimEvent, SimSlotInfo], None]
+
+
+class SimFabric:
+    """``cards`` x ``slots_per_card`` simulated slots whose device files live in ``dev_dir``."""
+
+    def __init__(self, dev_dir: Path, cards: int, slots_per_card: int, program_s: float) -> None:
+        if cards < 0 or slots_per_card < 1:
+            raise ValueError(f"need cards >= 0 and slots_per_card >= 1, got {cards} x {slots_per_card}")
+        self.dev_dir = dev_dir
+        self.program_s = program_s
+        self._listeners: list[Listener] = []
+        self._cards: dict[str, _Card] = {}
+        for c in range(cards):
+            card = _Card(name=f"simcard{c}", numa=c % 2)
+            card.slots = {f"slot{s}": _Slot() for s in range(slots_per_card)}
+            self._cards[card.name] = card
+        self._restore()
+        for card in self._cards.values():
+            self._create_device_files(card)
+
+    # ----------------------------------------------------------------- reading
+    def slots(self) -> list[SimSlotInfo]:
+        """Every slot of every plugged card."""
+        return [
+            self._info(card, region) for card in self._cards.values() if card.plugged for region in card.slots
+        ]
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` on every change; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    # ----------------------------------------------------------- reconfigure
+    async def program(self, card_name: str, region: str, accelerator_id: str) -> None:
+        """Reconfigure one slot; one slot per card at a time, ``program_s`` each.
+
+        Raises OSError (as the ioctl would) when the card is gone or the injected
+        failure fires. If the operation is interrupted or fails, the slot's
+        content is unknown afterwards.
+        """
+        card = self._cards.get(card_name)
+        if card is None or region not in card.slots:
+            raise FileNotFoundError(f"no simulated slot {card_name}/{region}")
+        async with card.lock:
+            if not card.plugged:
+                raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
+            slot = card.slots[region]
+            slot.loaded = None  # content is undefined while the region is reconfigured
+            self._notify(SimEvent.CHANGE, card, region)
+            try:
+                if slot.hang_next:
+                    slot.hang_next = False
+                    await asyncio.Event().wait()  # never completes; the caller's deadline cancels it
+                await asyncio.sleep(self.program_s)
+                if slot.fail_next is not None:
+                    reason, slot.fail_next = slot.fail_next, None
+                    raise OSError(5, reason)  # EIO
+                if not card.plugged:
+                    raise OSError(19, f"simulated card {card_name} vanished while programming")
+                slot.loaded = accelerator_id
+            finally:
+                self._save()
+                if card.plugged:
+                    self._notify(SimEvent.CHANGE, card, region)
+
+    # ------------------------------------------------------- fault injection
+    def set_health(self, card_name: str, region: str, healthy: bool, reason: str = "") -> None:
+        """Make a slot report (un)healthy, as a crashed or recovered region would."""
+        slot = self._cards[card_name].slots[region]
+        slot.healthy, slot.reason = healthy, ("" if healthy else reason or "injected fault")
+        self._notify(SimEvent.CHANGE, self._cards[card_name], region)
+
+    def fail_next_program(self, card_name: str, region: str, reason: str = "injected failure") -> None:
+        """Make the next reconfiguration of this slot fail with EIO."""
+        self._cards[card_name].slots[region].fail_next = reason
+
+    def hang_next_program(self, card_name: str, region: str) -> None:
+        """Make the next reconfiguration of this slot never finish."""
+        self._cards[card_name].slots[region].hang_next = True
+
+    def unplug(self, card_name: str) -> None:
+        """Remove a card: its device files go away and every slot reports remove."""
+        card = self._cards[card_name]
+        if not card.plugged:
+            return
+        for region in card.slots:
+            self._notify(SimEvent.REMOVE, card, region)
+        card.plugged = False
+        for region in card.slots:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._device_path(card, region))
+
+    def plug(self, card_name: str) -> None:
+        """Put a card back: its device files reappear and every slot reports add."""
+        card = self._cards[card_name]
+        if card.plugged:
+            return
+        card.plugged = True
+        self._create_device_files(card)
+        for region in card.slots:
+            self._notify(SimEvent.ADD, card, region)
+
+    # ---------------------------------------------------------------- helpers
+    def _device_path(self, card: _Card, region: str) -> Path:
+        return self.dev_dir / f"fpga-sim-{card.name}-{region}"
+
+    def _info(self, card: _Card, region: str) -> SimSlotInfo:
+        slot = card.slots[region]
+        return SimSlotInfo(
+            card=card.name,
+            region=region,
+            numa=card.numa,
+            device_path=str(self._device_path(card, region)),
+            platform=PLATFORM,
+            loaded=slot.loaded,
+            healthy=slot.healthy,
+            reason=slot.reason,
+        )
+
+    def _notify(self, event: SimEvent, card: _Card, region: str) -> None:
+        info = self._info(card, region)
+        for listener in list(self._listeners):
+            listener(event, info)
+
+    def _create_device_files(self, card: _Card) -> None:
+        self.dev_dir.mkdir(parents=True, exist_ok=True)
+        for region in card.slots:
+            path = self._device_path(card, region)
+            if not path.exists():
+                path.touch(mode=0o660)
+
+    def _restore(self) -> None:
+        path = self.dev_dir / STATE_FILE
+        try:
+            saved = json.loads(path.read_text())
+            loaded = saved["loaded"]
+            if not isinstance(loaded, dict):
+                raise TypeError("'loaded' is not an object")
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("simulated fabric state %s unreadable (%s); starting with empty slots", path, exc)
+            return
+        for key, accelerator in loaded.items():
+            card_name, _, region = str(key).partition("/")
+            card = self._cards.get(card_name)
+            if card is not None and region in card.slots and isinstance(accelerator, str):
+                card.slots[region].loaded = accelerator
+
+    def _save(self) -> None:
+        loaded = {
+            f"{card.name}/{region}": slot.loaded
+            for card in self._cards.values()
+            for region, slot in card.slots.items()
+            if slot.loaded is not None
+        }
+        self.dev_dir.mkdir(parents=True, exist_ok=True)
+        path = self.dev_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 1, "loaded": loaded}, sort_keys=True))
+        os.replace(tmp, path)

@@ -1,0 +1,30 @@
+"""The slot domain: what a slot is, who holds it, and which slots to hand out.
+
+Standard library only (checked by import-linter), so the policy can be imported by
+the scheduler extender and the cluster simulation without pulling in gRPC or udev.
+"""
+
+from agent.slots.allocator import choose_preferred
+from agent.slots.model import (
+    MAX_SLOT_ID_LEN,
+    DeviceNode,
+    Health,
+    Holder,
+    Slot,
+    SlotId,
+    make_slot_id,
+)
+from agent.slots.registry import SlotRegistry, SlotState
+
+__all__ = [
+    "MAX_SLOT_ID_LEN",
+    "DeviceNode",
+    "Health",
+    "Holder",
+    "Slot",
+    "SlotId",
+    "SlotRegistry",
+    "SlotState",
+    "choose_preferred",
+    "make_slot_id",
+]

@@ -1,0 +1,90 @@
+"""Which slots to prefer for a container: the policy behind GetPreferredAllocation.
+
+Pure and deterministic. The kubelet offers ``available`` IDs, some of which it must
+include; we fill up to ``size`` keeping a multi-slot container on one card (then one
+NUMA node), preferring empty slots (nothing useful is evicted), then the least
+recently used, then the ID for a stable order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from agent.errors import AllocationSizeError, DuplicateSlotError, UnknownSlotError
+from agent.slots.registry import SlotState
+
+
+def choose_preferred(
+    states: Mapping[str, SlotState],
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+) -> list[str]:
+    """Return exactly ``size`` IDs from ``available``, containing all of ``must_include``.
+
+    Raises AllocationSizeError, UnknownSlotError or DuplicateSlotError when the
+    request cannot be met as asked.
+    """
+    _check_request(states, available, must_include, size)
+    chosen = list(must_include)
+    candidates = [slot_id for slot_id in available if slot_id not in set(chosen)]
+    remaining = size - len(chosen)
+    if remaining == 0:
+        return chosen
+
+    cards = {states[slot_id].slot.card for slot_id in chosen}
+    numas = {states[slot_id].slot.numa for slot_id in chosen}
+    if not cards:
+        anchor = _anchor_card(states, candidates, remaining)
+        cards = {anchor}
+        numas = {states[s].slot.numa for s in candidates if states[s].slot.card == anchor}
+
+    def rank(slot_id: str) -> tuple[bool, bool, bool, float, str]:
+        state = states[slot_id]
+        return (
+            state.slot.card not in cards,
+            state.slot.numa not in numas,
+            state.slot.loaded is not None,
+            state.last_used if state.last_used is not None else float("-inf"),
+            slot_id,
+        )
+
+    chosen.extend(sorted(candidates, key=rank)[:remaining])
+    return chosen
+
+
+def _anchor_card(states: Mapping[str, SlotState], candidates: Sequence[str], needed: int) -> str:
+    """The card to start on: the smallest one that fits the request, else the largest.
+
+    Best fit keeps big blocks of free slots for later multi-slot containers.
+    """
+    per_card = Counter(states[slot_id].slot.card for slot_id in candidates)
+    fitting = [(count, card) for card, count in per_card.items() if count >= needed]
+    if fitting:
+        return min(fitting)[1]
+    return max((count, card) for card, count in per_card.items())[1]
+
+
+def _check_request(
+    states: Mapping[str, SlotState], available: Sequence[str], must_include: Sequence[str], size: int
+) -> None:
+    for label, ids in (("available", available), ("must_include", must_include)):
+        seen: set[str] = set()
+        for slot_id in ids:
+            if slot_id in seen:
+                raise DuplicateSlotError(f"slot {slot_id!r} appears twice in {label}")
+            seen.add(slot_id)
+            if slot_id not in states:
+                raise UnknownSlotError(f"slot {slot_id!r} in {label} is not advertised by this node")
+    missing = [slot_id for slot_id in must_include if slot_id not in set(available)]
+    if missing:
+        raise AllocationSizeError(f"must_include slot {missing[0]!r} is not among the available slots")
+    if size < 1:
+        raise AllocationSizeError(f"allocation_size must be at least 1, got {size}")
+    if size < len(must_include):
+        raise AllocationSizeError(
+            f"allocation_size {size} is smaller than the {len(must_include)} must_include slots"
+        )
+    if size > len(available):
+        raise AllocationSizeError(f"allocation_size {size} exceeds the {len(available)} available slots")

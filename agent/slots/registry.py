@@ -1,0 +1,193 @@
+"""The node's slot table: what discovery reports, merged with who holds each slot.
+
+One instance per agent, mutated only from the event loop's thread. Every change
+wakes the waiters of :meth:`SlotRegistry.wait_for_change` (ListAndWatch streams),
+so nothing polls. Requests are validated as a whole before anything is changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError
+from agent.slots.model import Health, Holder, Slot, SlotId
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotState:
+    """A slot with its assignment, as the plugin and the CLI show it."""
+
+    slot: Slot
+    holder: Holder | None
+    last_used: float | None
+    present: bool
+
+    @property
+    def health(self) -> Health:
+        """A slot whose device vanished is Unhealthy whatever it last reported."""
+        return self.slot.health if self.present else Health.UNHEALTHY
+
+
+class SlotRegistry:
+    """Slots by ID plus their holders; wakes waiters on every change."""
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self._slots: dict[SlotId, Slot] = {}
+        self._present: dict[SlotId, bool] = {}
+        self._holders: dict[SlotId, Holder] = {}
+        self._last_used: dict[SlotId, float] = {}
+        self._version = 0
+        self._changed = asyncio.Event()
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def version(self) -> int:
+        """Increases by one on every change."""
+        return self._version
+
+    def snapshot(self) -> list[SlotState]:
+        """All listed slots, sorted by ID."""
+        return [self._state(slot_id) for slot_id in sorted(self._slots)]
+
+    def get(self, slot_id: SlotId) -> SlotState | None:
+        """One slot's state, or None when it is not listed."""
+        return self._state(slot_id) if slot_id in self._slots else None
+
+    async def wait_for_change(self, seen_version: int) -> int:
+        """Return the current version once it differs from ``seen_version``."""
+        while self._version == seen_version:
+            await self._changed.wait()
+        return self._version
+
+    # -------------------------------------------------------------- discovery
+    def replace_all(self, slots: Iterable[Slot]) -> None:
+        """Take a full enumeration: new slots appear, missing ones are removed or kept (held)."""
+        fresh = {slot.id: slot for slot in slots}
+        for slot_id in list(self._slots):
+            if slot_id not in fresh:
+                self._drop(slot_id)
+        for slot in fresh.values():
+            self._slots[slot.id] = slot
+            self._present[slot.id] = True
+        self._bump()
+
+    def upsert(self, slot: Slot) -> None:
+        """A slot appeared or changed (health, content)."""
+        if self._slots.get(slot.id) == slot and self._present.get(slot.id):
+            return
+        self._slots[slot.id] = slot
+        self._present[slot.id] = True
+        self._bump()
+
+    def remove(self, slot_id: SlotId) -> None:
+        """A slot's device disappeared.
+
+        A held slot stays listed as Unhealthy until it is released, so the kubelet
+        keeps track of it; a free one is removed from the list.
+        """
+        if slot_id in self._slots:
+            self._drop(slot_id)
+            self._bump()
+
+    def set_health(self, slot_id: SlotId, health: Health, reason: str = "") -> None:
+        """Change one slot's health (e.g. after a failed programming)."""
+        slot = self._slots.get(slot_id)
+        if slot is None:
+            raise UnknownSlotError(f"slot {slot_id!r} is not known on this node")
+        self.upsert(replace(slot, health=health, reason=reason))
+
+    # ------------------------------------------------------------- assignment
+    def validate(self, slot_ids: Sequence[str]) -> list[Slot]:
+        """Check a request's IDs without changing anything.
+
+        Raises UnknownSlotError, DuplicateSlotError or UnhealthySlotError naming
+        the first offending ID.
+        """
+        seen: set[str] = set()
+        chosen: list[Slot] = []
+        for raw in slot_ids:
+            if raw in seen:
+                raise DuplicateSlotError(f"slot {raw!r} is requested more than once")
+            seen.add(raw)
+            state = self.get(SlotId(raw))
+            if state is None:
+                raise UnknownSlotError(f"slot {raw!r} is not advertised by this node")
+            if state.health is not Health.HEALTHY:
+                why = state.slot.reason or ("device is gone" if not state.present else "unhealthy")
+                raise UnhealthySlotError(f"slot {raw!r} is unhealthy: {why}")
+            chosen.append(state.slot)
+        return chosen
+
+    def assign(self, groups: Sequence[Sequence[str]]) -> list[list[Slot]]:
+        """Assign each container's slots; all groups are validated before any change.
+
+        The kubelet is the authority on which slots are free: a slot we still
+        believe held (its pod may be gone a moment ago) is simply re-assigned.
+        """
+        flat = [slot_id for group in groups for slot_id in group]
+        self.validate(flat)
+        now = self._clock()
+        result: list[list[Slot]] = []
+        for group in groups:
+            slots = []
+            for raw in group:
+                slot_id = SlotId(raw)
+                self._holders[slot_id] = Holder(allocated_at=now)
+                self._last_used[slot_id] = now
+                slots.append(self._slots[slot_id])
+            result.append(slots)
+        self._bump()
+        return result
+
+    def set_holder(self, slot_ids: Iterable[SlotId], namespace: str, pod: str, container: str) -> None:
+        """Record which pod/container the slots went to (learned at PreStartContainer)."""
+        now = self._clock()
+        for slot_id in slot_ids:
+            if slot_id in self._slots:
+                previous = self._holders.get(slot_id)
+                allocated_at = previous.allocated_at if previous else now
+                self._holders[slot_id] = Holder(allocated_at, namespace, pod, container)
+                self._last_used[slot_id] = now
+        self._bump()
+
+    def release(self, slot_ids: Iterable[SlotId]) -> None:
+        """Slots whose holder is gone become free; a vanished one leaves the list."""
+        changed = False
+        for slot_id in slot_ids:
+            if self._holders.pop(slot_id, None) is not None:
+                changed = True
+                if not self._present.get(slot_id, False):
+                    self._forget(slot_id)
+        if changed:
+            self._bump()
+
+    # ---------------------------------------------------------------- helpers
+    def _state(self, slot_id: SlotId) -> SlotState:
+        return SlotState(
+            slot=self._slots[slot_id],
+            holder=self._holders.get(slot_id),
+            last_used=self._last_used.get(slot_id),
+            present=self._present.get(slot_id, False),
+        )
+
+    def _drop(self, slot_id: SlotId) -> None:
+        if slot_id in self._holders:
+            self._present[slot_id] = False
+        else:
+            self._forget(slot_id)
+
+    def _forget(self, slot_id: SlotId) -> None:
+        self._slots.pop(slot_id, None)
+        self._present.pop(slot_id, None)
+        self._last_used.pop(slot_id, None)
+
+    def _bump(self) -> None:
+        self._version += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
