@@ -57,10 +57,8 @@ async def run_demo(base: Config) -> int:
 
 async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: asyncio.Event) -> None:
     say("1. Start the agent on simulated slots")
-    say(
-        "",
-        f"{config.sim_cards} cards x {config.sim_slots_per_card} slots, kubelet stand-in in {config.device_plugin_dir}",
-    )
+    shape = f"{config.sim_cards} cards x {config.sim_slots_per_card} slots"
+    say("", f"{shape}, kubelet stand-in in {config.device_plugin_dir}")
     started = time.monotonic()
     task = asyncio.create_task(agent.run(stop), name="agent")
     await kubelet.wait_registered(1, WAIT_S)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import stat
 import time
 from collections.abc import Callable
@@ -129,7 +130,7 @@ class KubeletStandIn:
 
     async def _serve(self, server: grpc.aio.Server, path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            os.unlink(path)
         server.add_insecure_port(f"unix://{path}")
         await server.start()
         self._servers.append(server)
