@@ -1,0 +1,139 @@
+"""Device-plugin benchmarks against a real agent process, printed as a table.
+
+Starts ``fpga-agent run`` (sim backend, 64 slots by default) as a subprocess, with
+the in-process kubelet stand-in on the other end of real unix sockets, and measures:
+
+* launch to registered (process start until the stand-in accepted Register);
+* agent RSS after start and after the RPC load;
+* Allocate and GetPreferredAllocation round trips (p50/p99) as the kubelet sees them;
+* re-registration after a kubelet restart (sockets deleted, kubelet.sock recreated).
+
+Usage: python bench/device_plugin.py [--slots-per-card 8 --cards 8 --calls 2000 --restarts 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
+from agent.deviceplugin import RESOURCE_NAME
+from agent.kubeletsim import KubeletStandIn
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    root = Path(tempfile.mkdtemp(prefix="fs-bench-", dir="/tmp"))
+    kubelet = KubeletStandIn(root / "dp", root / "pr" / "kubelet.sock")
+    await kubelet.start()
+    env = dict(os.environ, GRPC_VERBOSITY="ERROR")
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent.cli", "run", "--backend", "sim",
+        "--sim-cards", str(args.cards), "--sim-slots-per-card", str(args.slots_per_card),
+        "--device-plugin-dir", str(root / "dp"), "--pod-resources-socket", str(root / "pr" / "kubelet.sock"),
+        "--state-dir", str(root / "state"), "--log-level", "warning",
+        env=env,
+    )  # fmt: skip
+    rows: list[tuple[str, str, str]] = []
+    try:
+        total = args.cards * args.slots_per_card
+        await kubelet.wait_registered(1, 30)
+        launch_ms = (time.monotonic() - started) * 1000
+        conn = kubelet.plugins[RESOURCE_NAME]
+        await kubelet.wait_for(lambda: len(conn.devices) == total, 10)
+        rows.append(("launch to registered", f"{launch_ms:.0f} ms", "<= 1000 ms"))
+        rows.append(("agent RSS after start", f"{rss_mb(proc.pid):.1f} MB", "<= 60 MB"))
+
+        ids = sorted(conn.devices)
+        alloc: list[float] = []
+        for i in range(args.calls):
+            request = dp.AllocateRequest(
+                container_requests=[dp.ContainerAllocateRequest(devices_ids=[ids[i % total]])]
+            )
+            t = time.perf_counter()
+            await conn.stub.Allocate(request)
+            alloc.append((time.perf_counter() - t) * 1000)
+        rows.append(
+            (
+                f"Allocate round trip, {total} slots",
+                f"p50 {pct(alloc, 0.5):.3f} ms / p99 {pct(alloc, 0.99):.3f} ms",
+                "p99 <= 1.2 ms",
+            )
+        )
+
+        pref: list[float] = []
+        request = dp.PreferredAllocationRequest(
+            container_requests=[
+                dp.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=2)
+            ]
+        )
+        for _ in range(args.calls):
+            t = time.perf_counter()
+            await conn.stub.GetPreferredAllocation(request)
+            pref.append((time.perf_counter() - t) * 1000)
+        rows.append(
+            (
+                f"GetPreferredAllocation (2 of {total})",
+                f"p50 {pct(pref, 0.5):.3f} ms / p99 {pct(pref, 0.99):.3f} ms",
+                "-",
+            )
+        )
+        rows.append(("agent RSS after load", f"{rss_mb(proc.pid):.1f} MB", "<= 60 MB"))
+
+        rereg: list[float] = []
+        for n in range(args.restarts):
+            t = time.monotonic()
+            await kubelet.restart()
+            await kubelet.wait_registered(n + 2, 10)
+            rereg.append((time.monotonic() - t) * 1000)
+        rows.append(
+            (
+                "re-registration after kubelet restart",
+                f"p50 {statistics.median(rereg):.1f} ms / max {max(rereg):.1f} ms",
+                "< 1000 ms",
+            )
+        )
+    finally:
+        proc.terminate()
+        code = await proc.wait()
+        await kubelet.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    rows.append(("exit code after SIGTERM", str(code), "0"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cards", type=int, default=8)
+    parser.add_argument("--slots-per-card", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--restarts", type=int, default=20)
+    rows = asyncio.run(bench(parser.parse_args()))
+    width = max(len(r[0]) for r in rows)
+    vwidth = max(len(r[1]) for r in rows)
+    print(f"{'measure'.ljust(width)}  {'result'.ljust(vwidth)}  target")
+    for name, value, target in rows:
+        print(f"{name.ljust(width)}  {value.ljust(vwidth)}  {target}")
+
+
+if __name__ == "__main__":
+    main()
