@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from dataclasses import dataclass
 
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
-from agent.discovery import DeviceSource, Enumeration, SimSource
+from agent.discovery import (
+    CompositeSource,
+    DeviceSource,
+    Enumeration,
+    SimSource,
+    dfl_source,
+    fpga_region_source,
+    static_source,
+)
 from agent.programming import Programmer, SimProgrammer
 from agent.simfpga import SimFabric
 from agent.slots import SlotRegistry
@@ -23,28 +32,46 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A discovery source and the programmer for the same hardware."""
+    """A discovery source and, where one exists yet, the programmer for the same hardware."""
 
     source: DeviceSource
-    programmer: Programmer
+    programmer: Programmer | None = None
     fabric: SimFabric | None = None
 
 
 def build_backend(config: Config) -> Backend:
-    """The backend the configuration names."""
+    """The backend the configuration names; ``auto`` runs every hardware backend side by side."""
     if config.backend == "sim":
         fabric = SimFabric(
             config.sim_dev_dir, config.sim_cards, config.sim_slots_per_card, config.sim_program_ms / 1000
         )
         return Backend(SimSource(fabric), SimProgrammer(fabric), fabric)
-    raise AssertionError(f"unvalidated backend {config.backend!r}")
+    hardware: dict[str, DeviceSource] = {
+        "dfl": dfl_source(),
+        "fpga-region": fpga_region_source(),
+        "static": static_source(config.static_slots),
+    }
+    if config.backend == "auto":
+        sources = [hardware["dfl"], hardware["fpga-region"]]
+        if config.static_slots:
+            sources.append(hardware["static"])
+        return Backend(CompositeSource("auto", sources))
+    return Backend(hardware[config.backend])
 
 
 def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
-    """One line for what was found, one per skipped device."""
-    logger.info("backend %s found %d slots", source.name, len(enumeration.slots))
+    """One line for what was found (per backend), one per skipped device."""
+    counts = Counter(slot.backend for slot in enumeration.slots)
+    found = ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
+    logger.info("backend %s found %d slots (%s)", source.name, len(enumeration.slots), found)
     for skipped in enumeration.skipped:
         logger.warning("backend %s skipped %s: %s", source.name, skipped.device, skipped.reason)
+    if not enumeration.slots:
+        logger.warning(
+            "no FPGA slots found by backend %s (no usable DFL port, FPGA-manager region or static slot): "
+            "registering with 0 slots; hot-plugged cards are picked up when udev reports them",
+            source.name,
+        )
 
 
 class Agent:

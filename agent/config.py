@@ -8,6 +8,7 @@ came from, so nothing later has to re-check it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -17,10 +18,11 @@ from typing import Any
 
 import yaml
 
+from agent.discovery.static import StaticSlotSpec, parse_static_slots
 from agent.errors import ConfigError
 
 ENV_PREFIX = "FPGA_AGENT_"
-BACKENDS = ("sim",)
+BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -40,6 +42,7 @@ class Config:
     log_level: str
     log_format: str
     cdi: bool
+    static_slots: tuple[StaticSlotSpec, ...] = ()
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -88,6 +91,14 @@ def _parse_bool(raw: str) -> bool:
     raise ValueError(f"must be true or false, got {raw!r}")
 
 
+def _parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
+    return parse_static_slots(data)
+
+
 def _parse_name(raw: str) -> str:
     value = raw.strip()
     if not value or len(value) > 253:
@@ -112,7 +123,12 @@ class _Option:
 
 
 OPTIONS: tuple[_Option, ...] = (
-    _Option("backend", _parse_choice(BACKENDS), lambda: "sim", "slot backend: sim (simulated cards)"),
+    _Option(
+        "backend",
+        _parse_choice(BACKENDS),
+        lambda: "auto",
+        "slot backend: auto (every hardware backend present), sim, dfl, fpga-region, static",
+    ),
     _Option(
         "device-plugin-dir",
         _parse_path,
@@ -135,6 +151,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda: "info", "log level"),
     _Option("log-format", _parse_choice(LOG_FORMATS), lambda: "text", "log format: text or json"),
     _Option("cdi", _parse_bool, lambda: "false", "also return CDI device names (runtime supports CDI)"),
+    _Option(
+        "static-slots",
+        _parse_static,
+        lambda: "[]",
+        "slots of the static backend: list of {card, region, devices, numa, platform} (YAML/JSON)",
+    ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}
 
@@ -185,7 +207,10 @@ def _read_file(name: str | None) -> tuple[dict[str, str], str]:
         field = str(key).replace("-", "_")
         if field not in _BY_KEY:
             raise ConfigError(f"--config: {name} has unknown key {key!r}")
-        if isinstance(value, dict | list) or value is None:
+        if field == "static_slots":
+            values[field] = json.dumps(value)
+        elif isinstance(value, dict | list) or value is None:
             raise ConfigError(f"--config: {name} key {key!r} must be a single value")
-        values[field] = str(value).lower() if isinstance(value, bool) else str(value)
+        else:
+            values[field] = str(value).lower() if isinstance(value, bool) else str(value)
     return values, name

@@ -1,10 +1,27 @@
 """Discovery backends: find the node's FPGA slots and keep their health current.
 
-Each backend is a :class:`DeviceSource`. ``sim`` reads simulated cards; the
-hardware backends (DFL, fpga_region, static) read sysfs through pyudev.
+Each backend is a :class:`DeviceSource`. ``sim`` reads simulated cards; ``dfl``,
+``fpga-region`` and ``static`` read sysfs through pyudev (only ``udev`` imports it)
+and rescan on uevents; ``auto`` runs every hardware backend side by side.
 """
 
 from agent.discovery.base import DeviceSource, Enumeration, Skipped, SlotSink
+from agent.discovery.composite import CompositeSource
+from agent.discovery.dfl import dfl_source
+from agent.discovery.fpga_region import fpga_region_source
 from agent.discovery.sim import SimSource
+from agent.discovery.static import StaticSlotSpec, parse_static_slots, static_source
 
-__all__ = ["DeviceSource", "Enumeration", "SimSource", "Skipped", "SlotSink"]
+__all__ = [
+    "CompositeSource",
+    "DeviceSource",
+    "Enumeration",
+    "SimSource",
+    "Skipped",
+    "SlotSink",
+    "StaticSlotSpec",
+    "dfl_source",
+    "fpga_region_source",
+    "parse_static_slots",
+    "static_source",
+]

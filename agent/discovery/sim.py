@@ -52,7 +52,7 @@ class SimSource:
         events: asyncio.Queue[tuple[SimEvent, SimSlotInfo]] = asyncio.Queue()
         unsubscribe = self._fabric.subscribe(lambda event, info: events.put_nowait((event, info)))
         try:
-            sink.replace_all((await self.enumerate()).slots)
+            sink.replace_all((await self.enumerate()).slots, backend=self.name)
             while True:
                 event, info = await events.get()
                 slot = slot_from_sim(info)

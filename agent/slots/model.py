@@ -72,6 +72,9 @@ class Slot:
     health: Health
     backend: str
     reason: str = ""
+    #: Device node the agent itself uses to program the slot (e.g. the DFL FME);
+    #: never handed to containers.
+    control_node: str = ""
 
     def __post_init__(self) -> None:
         if len(self.id) > MAX_SLOT_ID_LEN:

@@ -1,0 +1,28 @@
+"""Validation of the 128-bit identifiers FPGA drivers report (afu_id, compat_id, interface_id)."""
+
+from __future__ import annotations
+
+import re
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def parse_id128(raw: str | None, what: str) -> str:
+    """Normalise a 128-bit id to 32 lower-case hex digits (dashes allowed, as in UUIDs).
+
+    Raises ValueError naming ``what`` when the value is missing or malformed.
+    """
+    if raw is None:
+        raise ValueError(f"{what} is missing")
+    value = raw.strip().lower().replace("-", "")
+    if value.startswith("0x"):
+        value = value[2:]
+    if not _HEX32.fullmatch(value):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise ValueError(f"{what} {shown!r} is not 32 hex digits")
+    return value
+
+
+def is_all_ones(value: str) -> bool:
+    """An id of all 'f' means the firmware or the region crashed."""
+    return set(value) == {"f"}

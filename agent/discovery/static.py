@@ -1,0 +1,102 @@
+"""static backend: slots declared in the configuration, for boards the kernel does not describe.
+
+A declared slot is healthy while all of its device nodes exist; udev events of any
+subsystem trigger a re-check, so a node that appears or vanishes is noticed
+without polling.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.discovery.base import Enumeration
+from agent.discovery.watching import UdevSource
+from agent.slots import DeviceNode, Health, Slot, make_slot_id
+
+NAME = "static"
+_FIELDS = {"card", "region", "devices", "numa", "platform"}
+
+
+@dataclass(frozen=True, slots=True)
+class StaticSlotSpec:
+    """One slot as the configuration declares it."""
+
+    card: str
+    region: str
+    devices: tuple[str, ...]
+    numa: int | None
+    platform: str
+
+
+def _text(entry: dict[str, object], key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}.{key} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
+    """Validate the ``static-slots`` list; errors name the entry and field."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ValueError(f"must be a list of slots, got {type(data).__name__}")
+    specs: list[StaticSlotSpec] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(data):
+        where = f"[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a mapping with card, region, devices, platform")
+        unknown = set(map(str, entry)) - _FIELDS
+        if unknown:
+            raise ValueError(f"{where} has unknown field(s) {', '.join(sorted(unknown))}")
+        card, region, platform = (_text(entry, k, where) for k in ("card", "region", "platform"))
+        raw_devices = entry.get("devices")
+        devices = (raw_devices,) if isinstance(raw_devices, str) else raw_devices
+        if not isinstance(devices, list | tuple) or not devices:
+            raise ValueError(f"{where}.devices must be a device path or a non-empty list of them")
+        for device in devices:
+            if not isinstance(device, str) or not device.startswith("/dev/"):
+                raise ValueError(f"{where}.devices: {device!r} is not a path under /dev/")
+        numa = entry.get("numa")
+        if numa is not None and (not isinstance(numa, int) or isinstance(numa, bool) or numa < 0):
+            raise ValueError(f"{where}.numa must be a NUMA node number >= 0, got {numa!r}")
+        try:
+            slot_id = make_slot_id(card, region)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if slot_id in seen:
+            raise ValueError(f"{where}: slot id {slot_id} is declared twice")
+        seen.add(slot_id)
+        specs.append(StaticSlotSpec(card, region, tuple(devices), numa, platform))
+    return tuple(specs)
+
+
+def build_static_slots(specs: Sequence[StaticSlotSpec]) -> Enumeration:
+    """Slots for the declared specs, healthy while their device nodes exist (blocking)."""
+    slots = []
+    for spec in specs:
+        missing = [device for device in spec.devices if not os.path.exists(device)]
+        slots.append(
+            Slot(
+                id=make_slot_id(spec.card, spec.region),
+                card=spec.card,
+                region=spec.region,
+                numa=spec.numa,
+                device_nodes=tuple(DeviceNode(device, device) for device in spec.devices),
+                platform=spec.platform,
+                loaded=None,
+                health=Health.UNHEALTHY if missing else Health.HEALTHY,
+                backend=NAME,
+                reason=f"device {missing[0]} is missing" if missing else "",
+            )
+        )
+    return Enumeration(slots)
+
+
+def static_source(specs: Sequence[StaticSlotSpec]) -> UdevSource:
+    """The static DeviceSource; any uevent re-checks the declared device nodes."""
+    frozen = tuple(specs)
+    return UdevSource(NAME, lambda: build_static_slots(frozen), None)

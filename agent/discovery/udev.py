@@ -1,0 +1,140 @@
+"""The only module that talks to libudev (through pyudev).
+
+It turns udev devices into plain :class:`DeviceRecord` snapshots, so the backend
+parsers (``dfl``, ``fpga_region``, ``static``) stay pure functions over data, and
+bridges a udev netlink monitor into asyncio through its file descriptor: no thread
+per device and no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import pyudev
+
+from agent.errors import DiscoveryError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRecord:
+    """What a backend needs to know about one udev device."""
+
+    sys_path: str
+    sys_name: str
+    subsystem: str
+    driver: str | None
+    device_node: str | None
+    #: the requested attributes, decoded and stripped; None when absent or unreadable
+    attributes: dict[str, str | None]
+    #: sys_paths of the parent devices, nearest first
+    ancestors: tuple[str, ...]
+
+    def attr(self, name: str) -> str | None:
+        return self.attributes.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class UdevEvent:
+    """One uevent as the monitor delivered it."""
+
+    action: str
+    sys_path: str
+    subsystem: str
+    device_node: str | None
+
+
+def _read_attribute(device: pyudev.Device, name: str) -> str | None:
+    try:
+        raw = device.attributes.get(name)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if raw is None:
+        return None
+    try:
+        return bytes(raw).decode("utf-8", errors="strict").strip()
+    except UnicodeDecodeError:
+        return None
+
+
+def _record(device: pyudev.Device, attributes: Sequence[str]) -> DeviceRecord:
+    ancestors = []
+    parent = device.parent
+    while parent is not None:
+        ancestors.append(parent.sys_path)
+        parent = parent.parent
+    return DeviceRecord(
+        sys_path=device.sys_path,
+        sys_name=device.sys_name,
+        subsystem=device.subsystem or "",
+        driver=device.driver or device.properties.get("DRIVER"),
+        device_node=device.device_node,
+        attributes={name: _read_attribute(device, name) for name in attributes},
+        ancestors=tuple(ancestors),
+    )
+
+
+def list_devices(subsystem: str, attributes: Sequence[str] = ()) -> list[DeviceRecord]:
+    """Every device of ``subsystem`` with the named attributes read (blocking: call in a thread)."""
+    try:
+        context = pyudev.Context()
+        return [_record(device, attributes) for device in context.list_devices(subsystem=subsystem)]
+    except (OSError, pyudev.DeviceNotFoundError) as exc:
+        raise DiscoveryError(f"udev enumeration of subsystem {subsystem!r} failed: {exc}") from exc
+
+
+class UdevMonitor:
+    """Async context manager delivering batches of uevents for some subsystems."""
+
+    def __init__(self, subsystems: Iterable[str] | None) -> None:
+        """Deliver events of ``subsystems`` (None: of every subsystem)."""
+        self._subsystems = None if subsystems is None else frozenset(subsystems)
+        self._queue: asyncio.Queue[UdevEvent] = asyncio.Queue()
+        self._monitor: pyudev.Monitor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> UdevMonitor:
+        try:
+            monitor = pyudev.Monitor.from_netlink(pyudev.Context())
+            monitor.start()
+        except OSError as exc:
+            raise DiscoveryError(f"cannot open the udev monitor: {exc}") from exc
+        self._monitor = monitor
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(monitor.fileno(), self._on_readable)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._monitor is not None and self._loop is not None:
+            self._loop.remove_reader(self._monitor.fileno())
+            # pyudev has no close(); dropping the last reference closes the netlink socket.
+            self._monitor = None
+
+    def _on_readable(self) -> None:
+        # Drain everything that is queued: an unread monitor socket fills up and loses events.
+        assert self._monitor is not None
+        while True:
+            try:
+                device = self._monitor.poll(timeout=0)
+            except OSError as exc:
+                logger.warning("udev monitor read failed: %s", exc)
+                return
+            if device is None:
+                return
+            if self._subsystems is None or device.subsystem in self._subsystems:
+                event = UdevEvent(device.action or "", device.sys_path, device.subsystem, device.device_node)
+                self._queue.put_nowait(event)
+
+    async def next_batch(self) -> list[UdevEvent]:
+        """Wait for at least one event; return it with every other event already queued."""
+        events = [await self._queue.get()]
+        while not self._queue.empty():
+            events.append(self._queue.get_nowait())
+        return events

@@ -1,0 +1,43 @@
+"""The watch loop shared by the udev-backed sources: scan, report, wait for uevents, rescan.
+
+A rescan of a node's FPGA devices takes milliseconds, so every batch of events
+leads to one full rescan in a worker thread; add, change and remove are then
+handled alike and nothing can drift from what sysfs says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from agent.discovery.base import Enumeration, SlotSink
+from agent.discovery.udev import UdevMonitor
+
+logger = logging.getLogger(__name__)
+
+
+class UdevSource:
+    """A DeviceSource defined by a blocking ``scan`` and the subsystems whose events matter."""
+
+    def __init__(self, name: str, scan: Callable[[], Enumeration], subsystems: Iterable[str] | None) -> None:
+        self.name = name
+        self._scan = scan
+        self._subsystems = None if subsystems is None else tuple(subsystems)
+
+    async def enumerate(self) -> Enumeration:
+        return await asyncio.to_thread(self._scan)
+
+    async def watch(self, sink: SlotSink) -> None:
+        async with UdevMonitor(self._subsystems) as monitor:
+            reported: set[tuple[str, str]] = set()
+            while True:
+                enumeration = await self.enumerate()
+                sink.replace_all(enumeration.slots, backend=self.name)
+                skipped = {(s.device, s.reason) for s in enumeration.skipped}
+                for device, reason in sorted(skipped - reported):
+                    logger.warning("backend %s skipped %s: %s", self.name, device, reason)
+                reported = skipped
+                events = await monitor.next_batch()
+                for event in events:
+                    logger.debug("backend %s: uevent %s %s", self.name, event.action, event.sys_path)
