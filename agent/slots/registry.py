@@ -66,16 +66,25 @@ class SlotRegistry:
         return self._version
 
     # -------------------------------------------------------------- discovery
-    def replace_all(self, slots: Iterable[Slot]) -> None:
-        """Take a full enumeration: new slots appear, missing ones are removed or kept (held)."""
+    def replace_all(self, slots: Iterable[Slot], backend: str | None = None) -> None:
+        """Take a full enumeration: new slots appear, missing ones are removed or kept (held).
+
+        With ``backend``, only that backend's slots are replaced, so several
+        backends can report side by side.
+        """
         fresh = {slot.id: slot for slot in slots}
-        for slot_id in list(self._slots):
-            if slot_id not in fresh:
+        changed = False
+        for slot_id, known in list(self._slots.items()):
+            if slot_id not in fresh and (backend is None or known.backend == backend):
+                changed = changed or self._present.get(slot_id, False)
                 self._drop(slot_id)
         for slot in fresh.values():
-            self._slots[slot.id] = slot
-            self._present[slot.id] = True
-        self._bump()
+            if self._slots.get(slot.id) != slot or not self._present.get(slot.id):
+                self._slots[slot.id] = slot
+                self._present[slot.id] = True
+                changed = True
+        if changed:
+            self._bump()
 
     def upsert(self, slot: Slot) -> None:
         """A slot appeared or changed (health, content)."""
@@ -96,11 +105,17 @@ class SlotRegistry:
             self._bump()
 
     def set_health(self, slot_id: SlotId, health: Health, reason: str = "") -> None:
-        """Change one slot's health (e.g. after a failed programming)."""
+        """Change one slot's health (e.g. after a failed programming).
+
+        Does not make a vanished slot present again: only discovery knows that.
+        """
         slot = self._slots.get(slot_id)
         if slot is None:
             raise UnknownSlotError(f"slot {slot_id!r} is not known on this node")
-        self.upsert(replace(slot, health=health, reason=reason))
+        updated = replace(slot, health=health, reason=reason)
+        if updated != slot:
+            self._slots[slot_id] = updated
+            self._bump()
 
     # ------------------------------------------------------------- assignment
     def validate(self, slot_ids: Sequence[str]) -> list[Slot]:
