@@ -25,6 +25,7 @@ NAME = "dfl"
 MAX_PORTS_PER_CARD = 4
 _PORT = re.compile(r"dfl-port\.\d+")
 _FME = re.compile(r"dfl-fme\.\d+")
+_PORT_OR_FME = re.compile(r"dfl-(?:port|fme)\.\d+")
 SUBSYSTEMS = ("platform", "pci", "fpga_region")
 
 
@@ -52,7 +53,7 @@ def _interface_id(fme: DeviceRecord, regions: list[DeviceRecord]) -> str:
 
 def scan_dfl() -> Enumeration:
     """Enumerate DFL ports through udev (blocking)."""
-    platform = udev.list_devices("platform", ("id", "afu_id", "pr/interface_id"))
+    platform = udev.list_devices("platform", ("id", "afu_id", "pr/interface_id"), _PORT_OR_FME)
     pcis = {d.sys_path: d for d in udev.list_devices("pci", ("numa_node",))}
     regions = udev.list_devices("fpga_region", ("compat_id",))
     return build_dfl_slots(platform, pcis, regions)
@@ -130,11 +131,6 @@ def _port_slot(
         reason=reason,
         control_node=fme.device_node,
     )
-
-
-def is_present() -> bool:
-    """Any DFL port on this node?"""
-    return any(_PORT.fullmatch(d.sys_name) for d in udev.list_devices("platform"))
 
 
 def dfl_source() -> UdevSource:

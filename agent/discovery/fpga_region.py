@@ -103,11 +103,6 @@ def build_region_slots(
     return Enumeration(slots, skipped)
 
 
-def is_present() -> bool:
-    """Any FPGA manager on this node?"""
-    return bool(udev.list_devices("fpga_manager"))
-
-
 def fpga_region_source() -> UdevSource:
     """The fpga-region DeviceSource."""
     return UdevSource(NAME, scan_fpga_regions, SUBSYSTEMS)
