@@ -139,10 +139,16 @@ class SimFabric:
 
     # ------------------------------------------------------- fault injection
     def set_health(self, card_name: str, region: str, healthy: bool, reason: str = "") -> None:
-        """Make a slot report (un)healthy, as a crashed or recovered region would."""
-        slot = self._cards[card_name].slots[region]
+        """Make a slot report (un)healthy, as a crashed or recovered region would.
+
+        An unplugged card reports nothing (udev sends no events for a gone device);
+        the new health shows when it is plugged back.
+        """
+        card = self._cards[card_name]
+        slot = card.slots[region]
         slot.healthy, slot.reason = healthy, ("" if healthy else reason or "injected fault")
-        self._notify(SimEvent.CHANGE, self._cards[card_name], region)
+        if card.plugged:
+            self._notify(SimEvent.CHANGE, card, region)
 
     def fail_next_program(self, card_name: str, region: str, reason: str = "injected failure") -> None:
         """Make the next reconfiguration of this slot fail with EIO."""
