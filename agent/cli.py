@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FpgaSlotError as exc:
         logger.error("%s", exc)
         return 1
+    except BrokenPipeError:
+        # The reader (e.g. `discover | head`) went away: stop quietly, as other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -89,7 +93,7 @@ async def discover(config: Config, as_json: bool) -> None:
         print(json.dumps({"backend": backend.source.name, "slots": rows, "skipped": skipped}, indent=2))
         return
     log_enumeration(backend.source, enumeration)
-    print(format_table(["id", "card", "numa", "device", "loaded", "health"], rows))
+    print(format_table(["id", "card", "numa", "device", "platform", "loaded", "health"], rows))
     for entry in skipped:
         print(f"skipped {entry['device']}: {entry['reason']}")
 

@@ -110,7 +110,7 @@ def _parse_name(raw: str) -> str:
 class _Option:
     flag: str
     parse: Callable[[str], Any]
-    default: Callable[[], str]
+    default: Callable[[Mapping[str, str]], str]
     help: str
 
     @property
@@ -126,35 +126,35 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(
         "backend",
         _parse_choice(BACKENDS),
-        lambda: "auto",
+        lambda env: "auto",
         "slot backend: auto (every hardware backend present), sim, dfl, fpga-region, static",
     ),
     _Option(
         "device-plugin-dir",
         _parse_path,
-        lambda: "/var/lib/kubelet/device-plugins",
+        lambda env: "/var/lib/kubelet/device-plugins",
         "kubelet device-plugin directory (holds kubelet.sock and our socket)",
     ),
     _Option(
         "pod-resources-socket",
         _parse_path,
-        lambda: "/var/lib/kubelet/pod-resources/kubelet.sock",
+        lambda env: "/var/lib/kubelet/pod-resources/kubelet.sock",
         "kubelet pod-resources API socket",
     ),
-    _Option("state-dir", _parse_path, lambda: "/var/lib/fpga-agent", "agent state directory"),
-    _Option("sim-cards", _parse_int(0, 64), lambda: "2", "simulated cards"),
-    _Option("sim-slots-per-card", _parse_int(1, 64), lambda: "4", "slots per simulated card"),
-    _Option("sim-program-ms", _parse_int(0, 600_000), lambda: "800", "simulated reconfiguration time (ms)"),
+    _Option("state-dir", _parse_path, lambda env: "/var/lib/fpga-agent", "agent state directory"),
+    _Option("sim-cards", _parse_int(0, 64), lambda env: "2", "simulated cards"),
+    _Option("sim-slots-per-card", _parse_int(1, 64), lambda env: "4", "slots per simulated card"),
+    _Option("sim-program-ms", _parse_int(0, 600_000), lambda env: "800", "simulated reconfiguration (ms)"),
     _Option(
-        "node-name", _parse_name, lambda: os.environ.get("NODE_NAME") or socket.gethostname(), "node name"
+        "node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"
     ),
-    _Option("log-level", _parse_choice(LOG_LEVELS), lambda: "info", "log level"),
-    _Option("log-format", _parse_choice(LOG_FORMATS), lambda: "text", "log format: text or json"),
-    _Option("cdi", _parse_bool, lambda: "false", "also return CDI device names (runtime supports CDI)"),
+    _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
+    _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
+    _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(
         "static-slots",
         _parse_static,
-        lambda: "[]",
+        lambda env: "[]",
         "slots of the static backend: list of {card, region, devices, numa, platform} (YAML/JSON)",
     ),
 )
@@ -181,7 +181,7 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         elif opt.field in file_values:
             raw, source = file_values[opt.field], f"{file_name} key {opt.flag!r}"
         else:
-            raw, source = opt.default(), "default"
+            raw, source = opt.default(env), "default"
         try:
             values[opt.field] = opt.parse(raw)
         except ValueError as exc:

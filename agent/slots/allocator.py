@@ -63,7 +63,7 @@ def _anchor_card(states: Mapping[str, SlotState], candidates: Sequence[str], nee
     fitting = [(count, card) for card, count in per_card.items() if count >= needed]
     if fitting:
         return min(fitting)[1]
-    return max((count, card) for card, count in per_card.items())[1]
+    return min(per_card, key=lambda card: (-per_card[card], card))
 
 
 def _check_request(

@@ -27,9 +27,8 @@ def write_yaml(tmp_path: Path) -> WriteYaml:
     return write
 
 
-def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NODE_NAME", "node-a")
-    config = load_config({}, env={})
+def test_defaults() -> None:
+    config = load_config({}, env={"NODE_NAME": "node-a"})
     assert (
         config.backend,
         config.device_plugin_dir,
