@@ -25,7 +25,12 @@ _lib.umockdev_testbed_get_root_dir.restype = ctypes.c_char_p
 _lib.umockdev_testbed_add_from_string.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _lib.umockdev_testbed_add_from_string.restype = ctypes.c_bool
 _lib.umockdev_testbed_uevent.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
-_lib.umockdev_testbed_set_attribute.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
+_lib.umockdev_testbed_set_attribute.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+]
 _lib.umockdev_testbed_remove_device.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _gobject.g_object_unref.argtypes = [ctypes.c_void_p]
 
@@ -65,7 +70,8 @@ class UdevTestbed:
         ``P:`` lines may name the full /sys path; the record format wants it without /sys.
         """
         record = "\n".join(
-            "P: " + line[len("P: /sys") :] if line.startswith("P: /sys/") else line for line in record.splitlines()
+            "P: " + line[len("P: /sys") :] if line.startswith("P: /sys/") else line
+            for line in record.splitlines()
         )
         if not _lib.umockdev_testbed_add_from_string(self._tb, (record + "\n").encode(), None):
             raise RuntimeError(f"umockdev rejected the record:\n{record}")
@@ -108,6 +114,8 @@ class FakeDflCard:
     afu_ids: tuple[str, ...]
     interface_id: str = INTERFACE_N3000
     major: int = 487
+    #: the out-of-tree OPAE driver: no FME region, the FME has ``pr/interface_id`` instead
+    out_of_tree: bool = False
 
     @property
     def pci_path(self) -> str:
@@ -121,6 +129,11 @@ class FakeDflCard:
     def fme_path(self) -> str:
         return f"{self.region_path}/dfl-fme.{self.fme_index}"
 
+    @property
+    def fme_region_path(self) -> str:
+        """The FME's own region, whose ``compat_id`` is the PR interface id (upstream driver)."""
+        return f"{self.fme_path}/dfl-fme-region.{self.fme_index}/fpga_region/region{self.fme_index * 10 + 1}"
+
     def port_path(self, port_index: int) -> str:
         return f"{self.region_path}/dfl-port.{port_index}"
 
@@ -129,29 +142,43 @@ class FakeDflCard:
 
     def record(self, port_attrs: dict[int, dict[str, str | None]] | None = None) -> str:
         """The card's devices; ``port_attrs`` overrides (None removes) attributes per port number."""
+        fme_attrs = f"A: pr/interface_id={self.interface_id}\n" if self.out_of_tree else ""
         blocks = [
             f"P: {self.pci_path}\nE: SUBSYSTEM=pci\nE: DRIVER=dfl-pci\nE: PCI_SLOT_NAME={self.pci}\n"
             f"A: numa_node={self.numa}\n",
             f"P: {self.region_path}\nE: SUBSYSTEM=fpga_region\n",
             f"P: {self.fme_path}\nE: SUBSYSTEM=platform\nE: DRIVER=dfl-fme\n"
             f"E: DEVNAME=/dev/dfl-fme.{self.fme_index}\nN: dfl-fme.{self.fme_index}\n"
-            f"A: dev={self.major}:{self.fme_index * 10}\n",
-            f"P: {self.fme_path}/dfl-fme-region.{self.fme_index}/fpga_region/region{self.fme_index * 10 + 1}\n"
-            f"E: SUBSYSTEM=fpga_region\nA: compat_id={self.interface_id}\n",
+            f"A: dev={self.major}:{self.fme_index * 10}\n{fme_attrs}",
         ]
-        for number, (index, afu) in enumerate(zip(self.port_indexes, self.afu_ids, strict=True)):
-            attrs: dict[str, str | None] = {"id": str(number), "afu_id": afu, "dev": f"{self.major + 1}:{index}"}
-            attrs.update((port_attrs or {}).get(number, {}))
-            lines = [
-                f"P: {self.port_path(index)}",
-                "E: SUBSYSTEM=platform",
-                "E: DRIVER=dfl-port",
-                f"E: DEVNAME=/dev/dfl-port.{index}",
-                f"N: dfl-port.{index}",
-            ]
-            lines += [f"A: {name}={value}" for name, value in attrs.items() if value is not None]
-            blocks.append("\n".join(lines) + "\n")
+        if not self.out_of_tree:
+            blocks.append(
+                f"P: {self.fme_region_path}\nE: SUBSYSTEM=fpga_region\nA: compat_id={self.interface_id}\n"
+            )
+        blocks += [
+            self.port_record(number, (port_attrs or {}).get(number))
+            for number in range(len(self.port_indexes))
+        ]
         return "\n".join(blocks)
+
+    def port_record(self, port_number: int, attrs: dict[str, str | None] | None = None) -> str:
+        """One port's device alone (to plug it back in after a remove); ``attrs`` as in :meth:`record`."""
+        index = self.port_indexes[port_number]
+        merged: dict[str, str | None] = {
+            "id": str(port_number),
+            "afu_id": self.afu_ids[port_number],
+            "dev": f"{self.major + 1}:{index}",
+        }
+        merged.update(attrs or {})
+        lines = [
+            f"P: {self.port_path(index)}",
+            "E: SUBSYSTEM=platform",
+            "E: DRIVER=dfl-port",
+            f"E: DEVNAME=/dev/dfl-port.{index}",
+            f"N: dfl-port.{index}",
+        ]
+        lines += [f"A: {name}={value}" for name, value in merged.items() if value is not None]
+        return "\n".join(lines) + "\n"
 
 
 def two_dfl_cards() -> tuple[FakeDflCard, FakeDflCard]:
@@ -182,7 +209,8 @@ class FakeFpgaManager:
     def record(self) -> str:
         blocks = [
             f"P: {self.parent}\nE: SUBSYSTEM=platform\n",
-            f"P: {self.manager_path}\nE: SUBSYSTEM=fpga_manager\nA: name={self.label}\nA: state={self.state}\n",
+            f"P: {self.manager_path}\nE: SUBSYSTEM=fpga_manager\n"
+            f"A: name={self.label}\nA: state={self.state}\n",
         ]
         blocks += [f"P: {self.region_path(r)}\nE: SUBSYSTEM=fpga_region\n" for r in self.regions]
         return "\n".join(blocks)
