@@ -134,6 +134,11 @@ class FakeDflCard:
         """The FME's own region, whose ``compat_id`` is the PR interface id (upstream driver)."""
         return f"{self.fme_path}/dfl-fme-region.{self.fme_index}/fpga_region/region{self.fme_index * 10 + 1}"
 
+    @property
+    def fme_manager_path(self) -> str:
+        """The FME's FPGA manager (in the fpga_manager class, like every FPGA manager)."""
+        return f"{self.fme_path}/dfl-fme-mgr.{self.fme_index}/fpga_manager/fpga{self.fme_index + 40}"
+
     def port_path(self, port_index: int) -> str:
         return f"{self.region_path}/dfl-port.{port_index}"
 
@@ -151,6 +156,10 @@ class FakeDflCard:
             f"E: DEVNAME=/dev/dfl-fme.{self.fme_index}\nN: dfl-fme.{self.fme_index}\n"
             f"A: dev={self.major}:{self.fme_index * 10}\n{fme_attrs}",
         ]
+        blocks.append(
+            f"P: {self.fme_manager_path}\nE: SUBSYSTEM=fpga_manager\n"
+            "A: name=DFL FME FPGA Manager\nA: state=operating\n"
+        )
         if not self.out_of_tree:
             blocks.append(
                 f"P: {self.fme_region_path}\nE: SUBSYSTEM=fpga_region\nA: compat_id={self.interface_id}\n"

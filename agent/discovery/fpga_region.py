@@ -3,9 +3,9 @@
 Each ``/sys/class/fpga_region/regionN`` is a slot, programmed through an FPGA
 manager (``/sys/class/fpga_manager/fpgaN``, attributes ``name`` and ``state``) whose
 ``state`` drives the slot's health: ``operating`` is healthy, error states,
-``unknown`` and ``power off`` are not. Regions that belong to a DFL card are left
-to the ``dfl`` backend. The framework does not report what a region holds, so a
-slot starts with nothing known loaded.
+``unknown`` and ``power off`` are not. Regions and managers that belong to a DFL
+card are left to the ``dfl`` backend. The framework does not report what a region
+holds, so a slot starts with nothing known loaded.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def build_region_slots(
     """Turn udev records into slots; a region that cannot be used is skipped with its reason."""
     slots: list[Slot] = []
     skipped: list[Skipped] = []
+    # A DFL card's FME has an FPGA manager too; it programs only that card's ports.
+    managers = [manager for manager in managers if not _owned_by_dfl(manager, pcis)]
     for region in sorted(regions, key=lambda d: d.sys_path):
         if _owned_by_dfl(region, pcis):
             continue
