@@ -11,6 +11,7 @@ numbers so nothing collides with the host's udev database.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from dataclasses import dataclass
@@ -85,9 +86,28 @@ class UdevTestbed:
         _lib.umockdev_testbed_set_attribute(self._tb, sys_path.encode(), name.encode(), value.encode())
 
     def remove(self, sys_path: str) -> None:
-        """Unplug a device: 'remove' uevent first (removal itself sends none), then delete it."""
+        """Unplug a device: 'remove' uevent first (removal itself sends none), then delete it.
+
+        Its /dev node goes too, as devtmpfs does (umockdev leaves it behind).
+        """
+        node = self._device_node(sys_path)
         self.uevent(sys_path, "remove")
         _lib.umockdev_testbed_remove_device(self._tb, sys_path.encode())
+        if node is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.root_dir, "dev", node))
+
+    def _device_node(self, sys_path: str) -> str | None:
+        """The DEVNAME (relative to /dev) in the device's uevent file, if any."""
+        try:
+            with open(os.path.join(self.root_dir, sys_path.lstrip("/"), "uevent")) as uevent:
+                lines = uevent.read().splitlines()
+        except FileNotFoundError:
+            return None
+        for line in lines:
+            if line.startswith("DEVNAME="):
+                return line[len("DEVNAME=") :].removeprefix("/dev/")
+        return None
 
     def close(self) -> None:
         """Destroy the bed (its fake root is removed)."""
