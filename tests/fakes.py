@@ -81,13 +81,21 @@ class AgentHarness:
     async def wait_devices(self, count: int, timeout_s: float = 5.0) -> None:
         """Wait until the stand-in lists ``count`` devices on the current connection."""
         await self.kubelet.wait_for(
-            lambda: RESOURCE_NAME in self.kubelet.plugins and len(self.conn.devices) == count, timeout_s
+            lambda: RESOURCE_NAME in self.kubelet.plugins
+            and bool(self.conn.updates)
+            and len(self.conn.devices) == count,
+            timeout_s,
         )
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def running(cls, root: Path, **overrides: object) -> AsyncIterator[AgentHarness]:
-        """Start stand-in and agent, wait for registration and the first device list; stop both after."""
+    async def running(
+        cls, root: Path, *, expected_devices: int | None = None, **overrides: object
+    ) -> AsyncIterator[AgentHarness]:
+        """Start stand-in and agent, wait for registration and the first device list; stop both after.
+
+        The first list must hold ``expected_devices`` devices (default: every simulated slot).
+        """
         config = test_config(root, **overrides)
         kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
         await kubelet.start()
@@ -97,7 +105,9 @@ class AgentHarness:
         harness = cls(config, kubelet, agent, stop, task)
         try:
             await kubelet.wait_registered(1)
-            await harness.wait_devices(config.sim_cards * config.sim_slots_per_card)
+            if expected_devices is None:
+                expected_devices = config.sim_cards * config.sim_slots_per_card
+            await harness.wait_devices(expected_devices)
             yield harness
         finally:
             stop.set()

@@ -59,6 +59,7 @@ class UdevTestbed:
         self._tb = _lib.umockdev_testbed_new()
         if not self._tb:
             raise RuntimeError("umockdev_testbed_new failed")
+        self._nodes_made: set[str] = set()
 
     @property
     def root_dir(self) -> str:
@@ -69,11 +70,27 @@ class UdevTestbed:
         """Add devices from umockdev record text (P:, E:, A:, N: lines; blank line between devices).
 
         ``P:`` lines may name the full /sys path; the record format wants it without /sys.
+        umockdev aborts when asked for the same device node twice (a device plugged
+        back in after :meth:`remove`): such a node is made here as a plain file instead.
         """
-        record = "\n".join(
-            "P: " + line[len("P: /sys") :] if line.startswith("P: /sys/") else line
-            for line in record.splitlines()
-        )
+        lines: list[str] = []
+        again: list[str] = []
+        for line in record.splitlines():
+            if line.startswith("P: /sys/"):
+                line = "P: " + line[len("P: /sys") :]
+            elif line.startswith("N: "):
+                node = line[len("N: ") :].split("=", 1)[0]
+                if node in self._nodes_made:
+                    again.append(node)
+                    continue
+                self._nodes_made.add(node)
+            lines.append(line)
+        record = "\n".join(lines)
+        for node in again:
+            path = os.path.join(self.root_dir, "dev", node)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb"):
+                pass
         if not _lib.umockdev_testbed_add_from_string(self._tb, (record + "\n").encode(), None):
             raise RuntimeError(f"umockdev rejected the record:\n{record}")
 
