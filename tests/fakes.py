@@ -81,9 +81,11 @@ class AgentHarness:
     async def wait_devices(self, count: int, timeout_s: float = 5.0) -> None:
         """Wait until the stand-in lists ``count`` devices on the current connection."""
         await self.kubelet.wait_for(
-            lambda: RESOURCE_NAME in self.kubelet.plugins
-            and bool(self.conn.updates)
-            and len(self.conn.devices) == count,
+            lambda: (
+                RESOURCE_NAME in self.kubelet.plugins
+                and bool(self.conn.updates)
+                and len(self.conn.devices) == count
+            ),
             timeout_s,
         )
 
