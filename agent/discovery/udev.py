@@ -40,6 +40,10 @@ class DeviceRecord:
         return self.attributes.get(name)
 
 
+#: The action of the event the monitor makes up when uevents were lost.
+RESCAN = "rescan"
+
+
 @dataclass(frozen=True, slots=True)
 class UdevEvent:
     """One uevent as the monitor delivered it."""
@@ -135,7 +139,10 @@ class UdevMonitor:
             try:
                 device = self._monitor.poll(timeout=0)
             except OSError as exc:
-                logger.warning("udev monitor read failed: %s", exc)
+                # e.g. ENOBUFS: the kernel dropped events. Which ones is unknown, so ask for a rescan.
+                logger.warning("udev monitor read failed (%s): rescanning", exc)
+                if self._queue.empty():
+                    self._queue.put_nowait(UdevEvent(RESCAN, "", "", None))
                 return
             if device is None:
                 return

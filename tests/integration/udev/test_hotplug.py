@@ -10,15 +10,20 @@ so no step here sends more than that before the agent gets to read them.
 
 from __future__ import annotations
 
+import errno
+import os
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+import pyudev
 
-from agent.slots import SlotId
+from agent.discovery.dfl import dfl_source
+from agent.slots import Health, SlotId
 from tests.fakes import RESOURCE_NAME, AgentHarness
+from tests.integration.udev.sourcewatch import wait_registry, watching
 from tests.udevbed import ALL_ONES, FakeDflCard, FakeFpgaManager, UdevTestbed, two_dfl_cards
 
 pytestmark = pytest.mark.udev
@@ -252,3 +257,33 @@ async def test_every_change_reaches_list_and_watch(
         f"\nudev change event -> ListAndWatch update over {len(latencies_ms)} events: "
         f"median {statistics.median(latencies_ms):.2f} ms, max {max(latencies_ms):.2f} ms"
     )
+
+
+# ------------------------------------------------------------------ monitor
+async def test_lost_events_lead_to_a_rescan(
+    cards: Cards, udevbed: UdevTestbed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the kernel drops uevents (ENOBUFS on the netlink socket), the source rescans anyway."""
+    card = cards[0]
+    path, slot_id = card.port_path(card.port_indexes[0]), SlotId(card.slot_id(0))
+    real_poll = pyudev.Monitor.poll
+    dropped: list[object] = []
+
+    def overflowing_poll(self: pyudev.Monitor, timeout: float | None = None) -> pyudev.Device | None:
+        if not dropped:
+            dropped.append(real_poll(self, timeout))  # this event is lost...
+            raise OSError(errno.ENOBUFS, os.strerror(errno.ENOBUFS))  # ...and the socket says so
+        return real_poll(self, timeout)
+
+    async with watching(dfl_source()) as registry:
+        await wait_registry(registry, lambda: len(registry.snapshot()) == 5)
+        monkeypatch.setattr(pyudev.Monitor, "poll", overflowing_poll)
+
+        udevbed.set_attribute(path, "afu_id", ALL_ONES)
+        udevbed.uevent(path, "change")
+
+        await wait_registry(
+            registry, lambda: getattr(registry.get(slot_id), "health", None) is Health.UNHEALTHY
+        )
+        assert len(dropped) == 1
+        assert dropped[0] is not None

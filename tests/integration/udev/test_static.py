@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from agent.app import build_backend
 from agent.config import Config, load_config
-from agent.discovery.base import DeviceSource
 from agent.errors import ConfigError
 from agent.slots import DeviceNode, Health, SlotId, SlotRegistry
+from tests.integration.udev.sourcewatch import wait_registry, watching
 from tests.udevbed import AFU_NLB, FakeDflCard, UdevTestbed
 
 pytestmark = pytest.mark.udev
 
-TIMEOUT_S = 5.0
 PLATFORM = "xilinx_u250_gen3x16_xdma_shell_4_1"
 
 
@@ -189,23 +185,12 @@ def test_bad_static_slots_from_the_environment_say_so() -> None:
 
 
 # ------------------------------------------------------------------ watching
-@contextlib.asynccontextmanager
-async def watching(source: DeviceSource) -> AsyncIterator[SlotRegistry]:
-    """Run ``source.watch`` into a fresh registry; cancel it (closing its monitor) afterwards."""
-    registry = SlotRegistry()
-    task = asyncio.create_task(source.watch(registry), name="watch under test")
-    try:
-        yield registry
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def wait_health(registry: SlotRegistry, slot_id: str, health: Health) -> None:
-    async with asyncio.timeout(TIMEOUT_S):
-        while (state := registry.get(SlotId(slot_id))) is None or state.health is not health:
-            await registry.wait_for_change(registry.version)
+    def reached() -> bool:
+        state = registry.get(SlotId(slot_id))
+        return state is not None and state.health is health
+
+    await wait_registry(registry, reached)
 
 
 async def test_node_that_appears_or_vanishes_changes_health(udevbed: UdevTestbed) -> None:
