@@ -64,12 +64,13 @@ def test_discover_prints_a_table_of_every_slot(sock_dir: Path) -> None:
     result = fpga_agent(sock_dir, "discover")
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
-    assert header.split() == ["ID", "CARD", "NUMA", "DEVICE", "LOADED", "HEALTH"]
+    assert header.split() == ["ID", "CARD", "NUMA", "DEVICE", "PLATFORM", "LOADED", "HEALTH"]
     assert [row.split()[0] for row in rows] == ALL_SLOTS
     dev_dir = sock_dir / "state" / "sim-dev"
     for row in rows:
-        slot_id, card, numa, device, loaded, health = row.split()
+        slot_id, card, numa, device, platform, loaded, health = row.split()
         assert slot_id.startswith(f"{card}-")
+        assert platform == "sim-pr-v1"
         assert numa == ("0" if card == "simcard0" else "1")
         assert device == str(dev_dir / f"fpga-sim-{slot_id}")
         assert (loaded, health) == ("-", "Healthy")
@@ -81,7 +82,7 @@ def test_discover_shows_what_the_cards_hold(sock_dir: Path) -> None:
     (dev_dir / "fabric.json").write_text(json.dumps({"version": 1, "loaded": {"simcard1/slot2": "aes-v1"}}))
     result = fpga_agent(sock_dir, "discover")
     assert result.returncode == 0, result.stderr
-    loaded = {row.split()[0]: row.split()[4] for row in result.stdout.splitlines()[1:]}
+    loaded = {row.split()[0]: row.split()[5] for row in result.stdout.splitlines()[1:]}
     assert loaded.pop("simcard1-slot2") == "aes-v1"
     assert set(loaded.values()) == {"-"}
 
@@ -117,7 +118,7 @@ def test_discover_flags_override_the_environment(sock_dir: Path) -> None:
 def test_discover_on_a_node_without_cards(sock_dir: Path) -> None:
     result = fpga_agent(sock_dir, "discover", "--sim-cards", "0")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["ID  CARD  NUMA  DEVICE  LOADED  HEALTH"]
+    assert result.stdout.splitlines() == ["ID  CARD  NUMA  DEVICE  PLATFORM  LOADED  HEALTH"]
 
 
 @pytest.mark.parametrize(
