@@ -8,13 +8,18 @@ handled alike and nothing can drift from what sysfs says.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
 from agent.discovery.base import Enumeration, SlotSink
 from agent.discovery.udev import UdevMonitor
+from agent.errors import DiscoveryError
 
 logger = logging.getLogger(__name__)
+
+#: After a failed rescan, how long to wait for a uevent before trying again anyway.
+RESCAN_RETRY_S = 5.0
 
 
 class UdevSource:
@@ -31,8 +36,24 @@ class UdevSource:
     async def watch(self, sink: SlotSink) -> None:
         async with UdevMonitor(self._subsystems) as monitor:
             reported: set[tuple[str, str]] = set()
+            failing = False
             while True:
-                enumeration = await self.enumerate()
+                try:
+                    enumeration = await self.enumerate()
+                except DiscoveryError as exc:
+                    # Keep the last known slots; try again on the next uevent or after a pause.
+                    if not failing:
+                        logger.error(
+                            "backend %s: rescan failed, keeping the last known slots: %s", self.name, exc
+                        )
+                    failing = True
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(RESCAN_RETRY_S):
+                            await monitor.next_batch()
+                    continue
+                if failing:
+                    logger.info("backend %s: rescan works again", self.name)
+                    failing = False
                 sink.replace_all(enumeration.slots, backend=self.name)
                 skipped = {(s.device, s.reason) for s in enumeration.skipped}
                 for device, reason in sorted(skipped - reported):
