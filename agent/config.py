@@ -145,9 +145,7 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("sim-cards", _parse_int(0, 64), lambda env: "2", "simulated cards"),
     _Option("sim-slots-per-card", _parse_int(1, 64), lambda env: "4", "slots per simulated card"),
     _Option("sim-program-ms", _parse_int(0, 600_000), lambda env: "800", "simulated reconfiguration (ms)"),
-    _Option(
-        "node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"
-    ),
+    _Option("node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
     _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
