@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import time
@@ -33,6 +34,8 @@ from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
 from agent.errors import KubeletError, RegistrationError
 
 logger = logging.getLogger(__name__)
+
+_BIND_COUNTER = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,14 +150,19 @@ class PluginLifecycle:
         self._servicer.open_streams()
         server = grpc.aio.server()
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
+        # gRPC unlinks a server's socket path when its listener is finally torn down,
+        # which may be after stop() returned and after a new server bound the same path:
+        # bind under a name used once, then rename it into place, so that late unlink misses.
+        bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")
         old_umask = os.umask(0o177)  # the socket is created 0600, never briefly wider
         try:
-            if server.add_insecure_port(f"unix://{path}") == 0:
-                raise KubeletError(f"cannot bind {path}")
+            if server.add_insecure_port(f"unix://{bound}") == 0:
+                raise KubeletError(f"cannot bind {bound}")
             await server.start()
         finally:
             os.umask(old_umask)
-        os.chmod(path, 0o600)
+        os.chmod(bound, 0o600)
+        os.replace(bound, path)
         st = path.stat()
         self._server, self._socket_id = server, (st.st_dev, st.st_ino)
         await self._self_check()

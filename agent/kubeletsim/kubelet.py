@@ -87,6 +87,7 @@ class KubeletStandIn:
         # (namespace, pod) -> container -> resource -> device IDs
         self.assignments: dict[tuple[str, str], dict[str, dict[str, list[str]]]] = {}
         self._servers: list[grpc.aio.Server] = []
+        self._bind_count = 0
         self._register_lock = asyncio.Lock()
         self._changed = asyncio.Event()
 
@@ -129,10 +130,14 @@ class KubeletStandIn:
             self.pod_resources_socket.unlink()
 
     async def _serve(self, server: grpc.aio.Server, path: Path) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        server.add_insecure_port(f"unix://{path}")
+        # gRPC unlinks a server's socket path when its listener is finally torn down,
+        # possibly after restart() bound the same path again: bind under a name used
+        # once and rename it into place, so the old server's late unlink misses.
+        self._bind_count += 1
+        bound = path.with_name(f".{path.name}.{self._bind_count}")
+        server.add_insecure_port(f"unix://{bound}")
         await server.start()
+        os.replace(bound, path)
         self._servers.append(server)
 
     # ----------------------------------------------------------- registration
@@ -146,7 +151,12 @@ class KubeletStandIn:
             return f"invalid endpoint {request.endpoint!r}"
         async with self._register_lock:
             await self._disconnect(request.resource_name)
-            channel = grpc.aio.insecure_channel(f"unix://{self.plugin_dir / request.endpoint}")
+            # A fresh connection per registration, as the kubelet (Go gRPC) makes: Python
+            # gRPC would share one per address, with the backoff of an earlier failed dial.
+            channel = grpc.aio.insecure_channel(
+                f"unix://{self.plugin_dir / request.endpoint}",
+                options=(("grpc.use_local_subchannel_pool", 1),),
+            )
             stub = dp_grpc.DevicePluginStub(channel)
             try:
                 options = await stub.GetDevicePluginOptions(dp.Empty(), timeout=DIAL_TIMEOUT_S)
