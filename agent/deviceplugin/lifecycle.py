@@ -169,7 +169,9 @@ class PluginLifecycle:
         logger.info("serving device plugin on %s", path)
 
     async def _self_check(self) -> None:
-        async with grpc.aio.insecure_channel(f"unix://{self.where.socket}") as channel:
+        async with grpc.aio.insecure_channel(
+            f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
+        ) as channel:
             options = await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
                 dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
             )
@@ -215,7 +217,9 @@ class PluginLifecycle:
         )
         target = self.where.kubelet_socket
         try:
-            async with grpc.aio.insecure_channel(f"unix://{target}") as channel:
+            async with grpc.aio.insecure_channel(
+                f"unix://{target}", options=c.FRESH_CHANNEL_OPTIONS
+            ) as channel:
                 await dp_grpc.RegistrationStub(channel).Register(request, timeout=c.REGISTER_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
             raise RegistrationError(f"Register with {target}: {exc.code().name}: {exc.details()}") from exc

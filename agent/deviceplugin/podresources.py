@@ -16,6 +16,7 @@ import grpc
 
 from agent._proto.podresources.v1 import api_pb2 as pr
 from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.deviceplugin.constants import FRESH_CHANNEL_OPTIONS
 from agent.errors import KubeletError
 
 logger = logging.getLogger(__name__)
@@ -58,10 +59,16 @@ class PodResourcesClient:
 
     async def list_containers(self) -> list[ContainerRef]:
         """All containers on the node that hold our resource."""
-        stub = pr_grpc.PodResourcesListerStub(self._connect())
+        channel = self._connect()
+        stub = pr_grpc.PodResourcesListerStub(channel)
         try:
             response = await stub.List(pr.ListPodResourcesRequest(), timeout=self._timeout_s)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNAVAILABLE and self._channel is channel:
+                # This channel would wait out gRPC's reconnect backoff (1 s, growing to
+                # 2 min) before trying again; a new one finds a kubelet that is back at once.
+                self._channel = None
+                await channel.close()
             raise KubeletError(
                 f"pod-resources List on {self._socket_path} failed: {exc.code().name} {exc.details()}"
             ) from exc
@@ -83,5 +90,7 @@ class PodResourcesClient:
 
     def _connect(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(f"unix://{self._socket_path}")
+            self._channel = grpc.aio.insecure_channel(
+                f"unix://{self._socket_path}", options=FRESH_CHANNEL_OPTIONS
+            )
         return self._channel
