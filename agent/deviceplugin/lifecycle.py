@@ -78,13 +78,12 @@ class PluginLifecycle:
         watcher.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
-            await self._serve()
             delay = c.REGISTER_BACKOFF_MIN_S
             while not stop.is_set():
-                if not self._socket_is_ours():
-                    await self._restart_server()
                 started = time.monotonic()
                 try:
+                    if not self._socket_is_ours():
+                        await self._restart_server()
                     await self._register()
                 except KubeletError as exc:
                     logger.warning("registration failed, retrying in %.2f s: %s", delay, exc)
@@ -149,6 +148,7 @@ class PluginLifecycle:
             logger.info("removed stale socket %s", path)
         self._servicer.open_streams()
         server = grpc.aio.server()
+        self._server = server  # from here on, _stop_server cleans it up whatever fails
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
         # gRPC unlinks a server's socket path when its listener is finally torn down,
         # which may be after stop() returned and after a new server bound the same path:
@@ -159,29 +159,45 @@ class PluginLifecycle:
             if server.add_insecure_port(f"unix://{bound}") == 0:
                 raise KubeletError(f"cannot bind {bound}")
             await server.start()
+        except RuntimeError as exc:  # grpc reports a failed bind this way too
+            raise KubeletError(f"cannot bind {bound}: {exc}") from exc
         finally:
             os.umask(old_umask)
         os.chmod(bound, 0o600)
         os.replace(bound, path)
         st = path.stat()
-        self._server, self._socket_id = server, (st.st_dev, st.st_ino)
+        self._socket_id = (st.st_dev, st.st_ino)
         await self._self_check()
         logger.info("serving device plugin on %s", path)
 
     async def _self_check(self) -> None:
-        async with grpc.aio.insecure_channel(
-            f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
-        ) as channel:
-            options = await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
-                dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
-            )
+        try:
+            async with grpc.aio.insecure_channel(
+                f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
+            ) as channel:
+                options = await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
+                    dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
+                )
+        except grpc.aio.AioRpcError as exc:
+            raise KubeletError(
+                f"own server on {self.where.socket} does not answer: {exc.code().name} {exc.details()}"
+            ) from exc
         if options != OPTIONS:
             raise KubeletError(f"own server on {self.where.socket} answered unexpected options {options}")
 
     async def _restart_server(self) -> None:
-        logger.info("socket %s is gone or replaced: serving again", self.where.socket)
+        """Serve (again); a failure is a KubeletError so the caller retries with backoff."""
+        if self._server is not None:
+            logger.info("socket %s is gone or replaced: serving again", self.where.socket)
         await self._stop_server()
-        await self._serve()
+        try:
+            await self._serve()
+        except OSError as exc:
+            await self._stop_server()
+            raise KubeletError(f"cannot serve {self.where.socket}: {exc}") from exc
+        except KubeletError:
+            await self._stop_server()
+            raise
 
     async def _stop_server(self) -> None:
         self._servicer.close_streams()

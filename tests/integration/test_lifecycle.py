@@ -378,3 +378,23 @@ async def test_stop_removes_socket_and_ends_streams(harness: AgentHarness) -> No
     assert not path_exists(harness.socket)
     await harness.kubelet.wait_for(conn.stream_ended.is_set, WAIT_S)
     assert not harness.agent.lifecycle.registered.is_set()
+
+
+# ------------------------------------------------------------ serving fails
+async def test_serving_failure_is_retried_not_fatal(sock_dir: Path) -> None:
+    config = test_config(sock_dir)
+    blocker = config.device_plugin_dir / ENDPOINT
+    (blocker / "in-the-way").mkdir(parents=True)  # a directory where our socket must go
+    kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+    with log_watch("agent.deviceplugin.lifecycle") as watch:
+        async with kubelet_running(kubelet), agent_running(config) as (agent, _, task):
+            await watch.wait_for(lambda: len(registration_failures(watch)) >= 2)
+            assert not task.done()
+            assert kubelet.registrations == []
+            assert any(f"cannot serve {blocker}" in r.getMessage() for r in watch.records)
+
+            (blocker / "in-the-way").rmdir()
+            blocker.rmdir()
+            await wait_all_healthy(kubelet, 1)
+            await wait_registered(agent)
+            assert is_private_socket(blocker)
