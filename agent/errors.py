@@ -11,8 +11,16 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
     │   ├── UnhealthySlotError       an ID that is advertised Unhealthy
     │   └── AllocationSizeError      a preferred-allocation size that cannot be met
     ├── DiscoveryError               a backend could not enumerate or watch its devices
+    ├── CatalogError                 a bitstream cannot be used as asked; nothing was programmed
+    │   ├── InvalidBitstreamName     a name outside [a-z0-9][a-z0-9._-]*, <= 63 chars
+    │   ├── UnknownBitstream         no catalog entry of that name
+    │   ├── BitstreamFileError       the entry's file is missing or unreadable, or the metadata is bad
+    │   ├── BitstreamHashError       the file's sha256 differs from the catalog's
+    │   └── PlatformMismatch         the bitstream does not fit the slot's PR interface
     ├── ProgrammingError             reconfiguring a slot failed (slot content now unknown)
     │   └── ProgrammingTimeout       reconfiguring a slot did not finish in time
+    ├── PodLookupError               the pod holding some slots cannot be found
+    ├── KubeError                    the API server could not be reached or refused a request
     └── KubeletError                 the kubelet could not be reached or refused us
         └── RegistrationError        Register was refused or timed out
 """
@@ -52,12 +60,44 @@ class DiscoveryError(FpgaSlotError):
     """A discovery backend failed to enumerate or watch devices."""
 
 
+class CatalogError(FpgaSlotError):
+    """A bitstream cannot be used as asked; nothing was programmed."""
+
+
+class InvalidBitstreamName(CatalogError):
+    """A bitstream name outside ``[a-z0-9][a-z0-9._-]*`` or longer than 63 characters."""
+
+
+class UnknownBitstream(CatalogError):
+    """No catalog entry has that name."""
+
+
+class BitstreamFileError(CatalogError):
+    """The entry's file is missing or unreadable, or its metadata record is malformed."""
+
+
+class BitstreamHashError(CatalogError):
+    """The file's sha256 differs from the one recorded in the catalog."""
+
+
+class PlatformMismatch(CatalogError):
+    """The bitstream's PR interface id differs from the slot's platform."""
+
+
 class ProgrammingError(FpgaSlotError):
     """Reconfiguring a slot failed; the slot's content is unknown afterwards."""
 
 
 class ProgrammingTimeout(ProgrammingError):
     """Reconfiguring a slot did not finish within its deadline."""
+
+
+class PodLookupError(FpgaSlotError):
+    """The pod/container holding some slots cannot be found (pod-resources or API server)."""
+
+
+class KubeError(FpgaSlotError):
+    """The API server could not be reached or refused a request."""
 
 
 class KubeletError(FpgaSlotError):
