@@ -1,9 +1,11 @@
 """Which slots to prefer for a container: the policy behind GetPreferredAllocation.
 
 Pure and deterministic. The kubelet offers ``available`` IDs, some of which it must
-include; we fill up to ``size`` keeping a multi-slot container on one card (then one
-NUMA node), preferring empty slots (nothing useful is evicted), then the least
-recently used, then the ID for a stable order.
+include; we fill up to ``size`` preferring slots that already hold the wanted
+accelerator (no reconfiguration: the cache), keeping a multi-slot container on one
+card (then one NUMA node), then empty slots (nothing useful is evicted), then the
+least recently used, then the ID for a stable order. Without a wanted accelerator
+the policy is the neutral one.
 """
 
 from __future__ import annotations
@@ -20,32 +22,42 @@ def choose_preferred(
     available: Sequence[str],
     must_include: Sequence[str],
     size: int,
+    wanted: str | None = None,
 ) -> list[str]:
     """Return exactly ``size`` IDs from ``available``, containing all of ``must_include``.
+
+    ``wanted`` is the accelerator id the container will be programmed with, when known.
 
     Raises AllocationSizeError, UnknownSlotError or DuplicateSlotError when the
     request cannot be met as asked.
     """
     _check_request(states, available, must_include, size)
     chosen = list(must_include)
-    candidates = [slot_id for slot_id in available if slot_id not in set(chosen)]
+    taken = set(chosen)
+    candidates = [slot_id for slot_id in available if slot_id not in taken]
     remaining = size - len(chosen)
     if remaining == 0:
         return chosen
 
     cards = {states[slot_id].slot.card for slot_id in chosen}
     numas = {states[slot_id].slot.numa for slot_id in chosen}
+    hits = {s for s in candidates if wanted is not None and states[s].accelerator_id == wanted}
     if not cards:
-        anchor = _anchor_card(states, candidates, remaining)
+        if hits:  # start where most of the wanted accelerator already sits
+            per_card = Counter(states[s].slot.card for s in hits)
+            anchor = min(per_card, key=lambda card: (-per_card[card], card))
+        else:
+            anchor = _anchor_card(states, candidates, remaining)
         cards = {anchor}
         numas = {states[s].slot.numa for s in candidates if states[s].slot.card == anchor}
 
-    def rank(slot_id: str) -> tuple[bool, bool, bool, float, str]:
+    def rank(slot_id: str) -> tuple[bool, bool, bool, bool, float, str]:
         state = states[slot_id]
         return (
+            slot_id not in hits,
             state.slot.card not in cards,
             state.slot.numa not in numas,
-            state.slot.loaded is not None,
+            state.accelerator_id is not None,
             state.last_used if state.last_used is not None else float("-inf"),
             slot_id,
         )

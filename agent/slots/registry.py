@@ -19,6 +19,14 @@ Clock = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
+class Content:
+    """A bitstream the agent loaded (or found loaded) into a slot."""
+
+    bitstream: str
+    accelerator_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class SlotState:
     """A slot with its assignment, as the plugin and the CLI show it."""
 
@@ -26,11 +34,38 @@ class SlotState:
     holder: Holder | None
     last_used: float | None
     present: bool
+    content: Content | None = None
+    taint: str | None = None
 
     @property
     def health(self) -> Health:
-        """A slot whose device vanished is Unhealthy whatever it last reported."""
-        return self.slot.health if self.present else Health.UNHEALTHY
+        """Unhealthy when the device vanished, its content is unknown, or it reports so."""
+        if not self.present or self.taint is not None:
+            return Health.UNHEALTHY
+        return self.slot.health
+
+    @property
+    def reason(self) -> str:
+        """Why the slot is unhealthy ('' when healthy)."""
+        if not self.present:
+            return "device is gone"
+        if self.taint is not None:
+            return self.taint
+        return self.slot.reason if self.slot.health is Health.UNHEALTHY else ""
+
+    @property
+    def accelerator_id(self) -> str | None:
+        """What the slot holds: as the hardware reports it, else as the agent recorded it."""
+        if self.slot.loaded is not None:
+            return self.slot.loaded
+        return self.content.accelerator_id if self.content is not None else None
+
+    @property
+    def bitstream(self) -> str | None:
+        """The catalog name of what the slot holds, when the agent knows it."""
+        if self.content is None or self.accelerator_id != self.content.accelerator_id:
+            return None
+        return self.content.bitstream
 
 
 class SlotRegistry:
@@ -42,6 +77,8 @@ class SlotRegistry:
         self._present: dict[SlotId, bool] = {}
         self._holders: dict[SlotId, Holder] = {}
         self._last_used: dict[SlotId, float] = {}
+        self._contents: dict[SlotId, Content] = {}
+        self._taints: dict[SlotId, str] = {}
         self._version = 0
         self._changed = asyncio.Event()
 
@@ -134,8 +171,7 @@ class SlotRegistry:
             if state is None:
                 raise UnknownSlotError(f"slot {raw!r} is not advertised by this node")
             if state.health is not Health.HEALTHY:
-                why = state.slot.reason or ("device is gone" if not state.present else "unhealthy")
-                raise UnhealthySlotError(f"slot {raw!r} is unhealthy: {why}")
+                raise UnhealthySlotError(f"slot {raw!r} is unhealthy: {state.reason or 'unhealthy'}")
             chosen.append(state.slot)
         return chosen
 
@@ -171,6 +207,47 @@ class SlotRegistry:
                 self._last_used[slot_id] = now
         self._bump()
 
+    def holders(self) -> dict[SlotId, Holder]:
+        """Every held slot and its holder."""
+        return dict(self._holders)
+
+    # --------------------------------------------------------------- contents
+    def record_content(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
+        """A programming succeeded (or a hit was confirmed): the slot holds ``bitstream``."""
+        self._contents[slot_id] = Content(bitstream, accelerator_id)
+        self._taints.pop(slot_id, None)
+        self._last_used[slot_id] = self._clock()
+        self._bump()
+
+    def taint(self, slot_id: SlotId, reason: str) -> None:
+        """A programming failed or timed out: the content is unknown, the slot Unhealthy."""
+        self._contents.pop(slot_id, None)
+        self._taints[slot_id] = reason
+        self._bump()
+
+    def restore(
+        self,
+        slot_id: SlotId,
+        content: Content | None,
+        holder: Holder | None,
+        last_used: float | None,
+    ) -> None:
+        """Take a slot's state from the checkpoint; what the hardware reports wins.
+
+        A recorded bitstream whose accelerator differs from what the slot reports is
+        dropped. Slots the hardware no longer has are ignored.
+        """
+        slot = self._slots.get(slot_id)
+        if slot is None:
+            return
+        if content is not None and (slot.loaded is None or slot.loaded == content.accelerator_id):
+            self._contents[slot_id] = content
+        if holder is not None:
+            self._holders[slot_id] = holder
+        if last_used is not None:
+            self._last_used[slot_id] = last_used
+        self._bump()
+
     def release(self, slot_ids: Iterable[SlotId]) -> None:
         """Slots whose holder is gone become free; a vanished one leaves the list."""
         changed = False
@@ -189,6 +266,8 @@ class SlotRegistry:
             holder=self._holders.get(slot_id),
             last_used=self._last_used.get(slot_id),
             present=self._present.get(slot_id, False),
+            content=self._contents.get(slot_id),
+            taint=self._taints.get(slot_id),
         )
 
     def _drop(self, slot_id: SlotId) -> None:
@@ -201,6 +280,8 @@ class SlotRegistry:
         self._slots.pop(slot_id, None)
         self._present.pop(slot_id, None)
         self._last_used.pop(slot_id, None)
+        self._contents.pop(slot_id, None)
+        self._taints.pop(slot_id, None)
 
     def _bump(self) -> None:
         self._version += 1
