@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
@@ -23,19 +24,21 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
+from agent.errors import KubeletError
 from agent.programming import Programmer, SimProgrammer
+from agent.reconfigure import BitstreamCatalog, EventSink, PodDirectory, Reconfigurer
 from agent.simfpga import SimFabric
-from agent.slots import SlotRegistry
+from agent.slots import Slot, SlotRegistry, checkpoint
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """A discovery source and, where one exists yet, the programmer for the same hardware."""
+    """A discovery source and the programmers (by slot backend) for the same hardware."""
 
     source: DeviceSource
-    programmer: Programmer | None = None
+    programmers: Mapping[str, Programmer] = field(default_factory=dict)
     fabric: SimFabric | None = None
 
 
@@ -45,7 +48,7 @@ def build_backend(config: Config) -> Backend:
         fabric = SimFabric(
             config.sim_dev_dir, config.sim_cards, config.sim_slots_per_card, config.sim_program_ms / 1000
         )
-        return Backend(SimSource(fabric), SimProgrammer(fabric), fabric)
+        return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),
         "fpga-region": fpga_region_source(),
@@ -77,15 +80,35 @@ def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
 class Agent:
     """The node agent: discovery feeding the registry, the device plugin serving it."""
 
-    def __init__(self, config: Config, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        backend: Backend | None = None,
+        *,
+        catalog: BitstreamCatalog | None = None,
+        pods: PodDirectory | None = None,
+        events: EventSink | None = None,
+    ) -> None:
         self.config = config
         self.backend = backend or build_backend(config)
         self.registry = SlotRegistry()
-        self.pod_resources = PodResourcesClient(
-            config.pod_resources_socket, RESOURCE_NAME, POD_RESOURCES_TIMEOUT_S
+        self.pod_resources = PodResourcesClient(config.pod_resources_socket, RESOURCE_NAME, POD_RESOURCES_TIMEOUT_S)
+        self.reconfigurer = Reconfigurer(
+            self.registry,
+            self.pod_resources,
+            pods=pods,
+            catalog=catalog,
+            programmers=self.backend.programmers,
+            read_hardware=self._read_hardware,
+            events=events,
+            timeout_s=config.program_timeout_s,
         )
-        self.servicer = DevicePluginServicer(self.registry, self.pod_resources, config.cdi)
+        self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
         self.lifecycle = PluginLifecycle(PluginEndpoint(config.device_plugin_dir), self.servicer)
+        self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
+
+    async def _read_hardware(self) -> Sequence[Slot]:
+        return (await self.backend.source.enumerate()).slots
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; the socket is removed on the way out."""
@@ -93,16 +116,29 @@ class Agent:
         enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
+        checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
+        try:
+            await self.reconfigurer.reconcile()
+        except KubeletError as exc:
+            logger.warning("holders not checked against the kubelet at start: %s", exc)
         try:
             async with asyncio.TaskGroup() as group:
-                discovery = group.create_task(source.watch(self.registry), name="discovery")
-                group.create_task(self._run_plugin(stop, discovery), name="device-plugin")
+                background = [
+                    group.create_task(source.watch(self.registry), name="discovery"),
+                    group.create_task(
+                        checkpoint.keep_checkpoint(self.checkpoint_path, self.registry), name="checkpoint"
+                    ),
+                    group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
+                ]
+                group.create_task(self._run_plugin(stop, background), name="device-plugin")
         finally:
+            await self.reconfigurer.close()
             await self.pod_resources.close()
         logger.info("agent stopped")
 
-    async def _run_plugin(self, stop: asyncio.Event, discovery: asyncio.Task[None]) -> None:
+    async def _run_plugin(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         try:
             await self.lifecycle.run(stop)
         finally:
-            discovery.cancel()
+            for task in background:
+                task.cancel()

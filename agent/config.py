@@ -43,6 +43,8 @@ class Config:
     log_format: str
     cdi: bool
     static_slots: tuple[StaticSlotSpec, ...] = ()
+    bitstream_dir: Path = Path("/var/lib/fpga-agent/bitstreams")
+    program_timeout_s: float = 25.0
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -149,6 +151,18 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
     _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
+    _Option(
+        "bitstream-dir",
+        _parse_path,
+        lambda env: "/var/lib/fpga-agent/bitstreams",
+        "bitstream catalog directory (bitstreams and their metadata records)",
+    ),
+    _Option(
+        "program-timeout-s",
+        _parse_int(1, 120),
+        lambda env: "25",
+        "deadline for programming at PreStartContainer; the kubelet allows 30 s",
+    ),
     _Option(
         "static-slots",
         _parse_static,

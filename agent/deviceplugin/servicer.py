@@ -10,15 +10,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Protocol
 
 import grpc
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.deviceplugin.constants import RESOURCE_NAME
-from agent.deviceplugin.podresources import PodResourcesClient
-from agent.errors import KubeletError, RequestError, UnhealthySlotError
-from agent.slots import Slot, SlotId, SlotRegistry, SlotState, choose_preferred
+from agent.errors import (
+    CatalogError,
+    FpgaSlotError,
+    InvalidBitstreamName,
+    KubeletError,
+    PodLookupError,
+    ProgrammingError,
+    ProgrammingTimeout,
+    RequestError,
+    UnhealthySlotError,
+    UnknownBitstream,
+)
+from agent.slots import Slot, SlotRegistry, SlotState, choose_preferred
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +38,38 @@ OPTIONS = dp.DevicePluginOptions(pre_start_required=True, get_preferred_allocati
 StreamListener = Callable[[int], None]
 
 
-def _status_for(exc: RequestError) -> grpc.StatusCode:
-    if isinstance(exc, UnhealthySlotError):
-        return grpc.StatusCode.FAILED_PRECONDITION
-    return grpc.StatusCode.INVALID_ARGUMENT
+class ContainerHooks(Protocol):
+    """What the plugin asks of the rest of the agent around a container start."""
+
+    async def prepare(self, device_ids: list[str]) -> None:
+        """PreStartContainer: make the slots ready (find the pod, program what it asked for)."""
+        ...
+
+    async def wanted_accelerator(self) -> str | None:
+        """GetPreferredAllocation: the accelerator the next container will want, if known."""
+        ...
+
+
+#: Domain errors -> gRPC status codes, most specific first.
+_STATUS: tuple[tuple[type[FpgaSlotError], grpc.StatusCode], ...] = (
+    (UnhealthySlotError, grpc.StatusCode.FAILED_PRECONDITION),
+    (RequestError, grpc.StatusCode.INVALID_ARGUMENT),
+    (InvalidBitstreamName, grpc.StatusCode.INVALID_ARGUMENT),
+    (UnknownBitstream, grpc.StatusCode.NOT_FOUND),
+    (CatalogError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PodLookupError, grpc.StatusCode.NOT_FOUND),
+    (ProgrammingTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (ProgrammingError, grpc.StatusCode.INTERNAL),
+    (KubeletError, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+def status_for(exc: FpgaSlotError) -> grpc.StatusCode:
+    """The gRPC status code a domain error is reported with."""
+    for kind, code in _STATUS:
+        if isinstance(exc, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
 
 
 def device_list(states: list[SlotState]) -> dp.ListAndWatchResponse:
@@ -67,9 +106,9 @@ def container_response(slots: list[Slot], cdi: bool) -> dp.ContainerAllocateResp
 class DevicePluginServicer(dp_grpc.DevicePluginServicer):
     """RPC behaviour only; serving and registering live in :mod:`lifecycle`."""
 
-    def __init__(self, registry: SlotRegistry, pod_resources: PodResourcesClient | None, cdi: bool) -> None:
+    def __init__(self, registry: SlotRegistry, hooks: ContainerHooks | None, cdi: bool) -> None:
         self._registry = registry
-        self._pod_resources = pod_resources
+        self._hooks = hooks
         self._cdi = cdi
         self._closing = asyncio.Event()
         self._generation = 0
@@ -139,6 +178,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         request: dp.PreferredAllocationRequest,
         context: grpc.aio.ServicerContext[dp.PreferredAllocationRequest, dp.PreferredAllocationResponse],
     ) -> dp.PreferredAllocationResponse:
+        wanted = await self._hooks.wanted_accelerator() if self._hooks is not None else None
         states: dict[str, SlotState] = {state.slot.id: state for state in self._registry.snapshot()}
         responses = []
         for index, req in enumerate(request.container_requests):
@@ -148,6 +188,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
                     list(req.available_deviceIDs),
                     list(req.must_include_deviceIDs),
                     req.allocation_size,
+                    wanted,
                 )
             except RequestError as exc:
                 logger.warning("GetPreferredAllocation rejected (container request %d): %s", index, exc)
@@ -165,7 +206,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
             assigned = self._registry.assign(groups)
         except RequestError as exc:
             logger.warning("Allocate rejected %s: %s", groups, exc)
-            await context.abort(_status_for(exc), str(exc))
+            await context.abort(status_for(exc), str(exc))
         for slots in assigned:
             logger.info("allocated slots %s", ",".join(slot.id for slot in slots))
         return dp.AllocateResponse(container_responses=[container_response(s, self._cdi) for s in assigned])
@@ -178,25 +219,10 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         ids = list(request.devices_ids)
         try:
             self._registry.validate(ids)
-        except RequestError as exc:
-            logger.warning("PreStartContainer rejected %s: %s", ids, exc)
-            await context.abort(_status_for(exc), str(exc))
-        await self._record_holder(ids)
+            if self._hooks is not None:
+                await self._hooks.prepare(ids)
+        except FpgaSlotError as exc:
+            code = status_for(exc)
+            logger.warning("PreStartContainer for slots %s failed (%s): %s", ",".join(ids), code.name, exc)
+            await context.abort(code, str(exc))
         return dp.PreStartContainerResponse()
-
-    async def _record_holder(self, ids: list[str]) -> None:
-        """Learn which container starts with these slots; a failed lookup only logs."""
-        if self._pod_resources is None:
-            return
-        try:
-            ref = await self._pod_resources.find_container(ids)
-        except KubeletError as exc:
-            logger.warning("slots %s: holder unknown, %s", ",".join(ids), exc)
-            return
-        if ref is None:
-            logger.warning("slots %s: no container holds them in pod-resources yet", ",".join(ids))
-            return
-        self._registry.set_holder([SlotId(i) for i in ids], ref.namespace, ref.pod, ref.container)
-        logger.info(
-            "slots %s start in %s/%s container %s", ",".join(ids), ref.namespace, ref.pod, ref.container
-        )

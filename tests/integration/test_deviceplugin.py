@@ -481,6 +481,7 @@ async def test_prestart_rejects_unknown_slot(harness: AgentHarness) -> None:
 
 async def test_prestart_succeeds_without_pod_resources_socket(harness: AgentHarness) -> None:
     harness.kubelet.pod_resources_socket.unlink()
+    await harness.agent.pod_resources.close()  # the agent's next lookup must dial the (gone) socket
     admitted = await harness.kubelet.admit("default", "blind", "main", RESOURCE_NAME, 1)
     (device_id,) = admitted.device_ids
     state = harness.agent.registry.get(SlotId(device_id))
@@ -492,6 +493,7 @@ async def test_prestart_succeeds_without_pod_resources_socket(harness: AgentHarn
 async def test_prestart_finds_holder_again_once_pod_resources_is_back(harness: AgentHarness) -> None:
     kubelet, registry = harness.kubelet, harness.agent.registry
     kubelet.pod_resources_socket.unlink()
+    await harness.agent.pod_resources.close()  # the agent's next lookup must dial the (gone) socket
     blind = await kubelet.admit("default", "blind", "main", RESOURCE_NAME, 1)
     state = registry.get(SlotId(blind.device_ids[0]))
     assert state is not None

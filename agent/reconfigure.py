@@ -1,0 +1,399 @@
+"""Reconfiguration at PreStartContainer: find the pod, program what it asked for.
+
+Allocate carries only device IDs; at PreStartContainer the kubelet's pod-resources
+API names the pod and container holding them. From there:
+
+1. read the pod's annotation (``example.com/fpga-bitstream``, overridden per container
+   by ``example.com/fpga-bitstream.<container>``) from the node's pod cache;
+2. resolve the name in the node's catalog (never as a path) and check the platform
+   of every slot and the file's sha256, before anything is touched;
+3. program every slot that does not already hold the accelerator (a hit skips the
+   work: that is the cache), cards in parallel, one slot per card at a time;
+4. verify what the slot reports afterwards and record it; post a Kubernetes Event.
+
+Everything happens inside a deadline well below the kubelet's 30 s. A failed or
+timed-out programming taints the slot (Unhealthy, content unknown) until a later
+programming succeeds; the agent retries that in the background with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from agent.errors import (
+    CatalogError,
+    FpgaSlotError,
+    KubeletError,
+    PlatformMismatch,
+    PodLookupError,
+    ProgrammingError,
+    ProgrammingTimeout,
+)
+from agent.slots import Slot, SlotId, SlotRegistry
+
+logger = logging.getLogger(__name__)
+
+ANNOTATION = "example.com/fpga-bitstream"
+RESOURCE_NAME = "example.com/fpga-slot"
+#: How often holders are checked against pod-resources (besides pod deletion events).
+RECONCILE_INTERVAL_S = 30.0
+#: A holder allocated this recently may not show in pod-resources yet: keep it.
+RECONCILE_GRACE_S = 10.0
+#: Background re-programming of a tainted slot: first delay and ceiling.
+RECOVERY_DELAY_S = 2.0
+RECOVERY_DELAY_MAX_S = 300.0
+
+
+class BitstreamEntry(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def platform(self) -> str: ...
+    @property
+    def accelerator_id(self) -> str: ...
+
+
+class BitstreamCatalog(Protocol):
+    def resolve(self, name: str) -> BitstreamEntry: ...
+    def read_image(self, entry: BitstreamEntry) -> bytes: ...
+
+
+class PodView(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def created(self) -> float: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def containers(self) -> Sequence[tuple[str, int]]: ...
+
+
+class PodDirectory(Protocol):
+    """This node's pods as the API server knows them (a watch-fed cache)."""
+
+    def get(self, namespace: str, name: str) -> PodView | None: ...
+    def pods(self) -> Sequence[PodView]: ...
+
+
+class EventSink(Protocol):
+    async def post(
+        self, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, type: str = "Normal"
+    ) -> None: ...
+
+
+class Programmer(Protocol):
+    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
+
+
+class ContainerFinder(Protocol):
+    async def find_container(self, device_ids: Sequence[str]) -> ContainerRefLike | None: ...
+    async def list_containers(self) -> Sequence[ContainerRefLike]: ...
+
+
+class ContainerRefLike(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def pod(self) -> str: ...
+    @property
+    def container(self) -> str: ...
+    @property
+    def device_ids(self) -> frozenset[str]: ...
+
+
+#: Re-reads what the hardware reports for the slots (a rescan of the backend).
+HardwareReader = Callable[[], Awaitable[Sequence[Slot]]]
+
+
+def wanted_bitstream(pod: PodView, container: str) -> str | None:
+    """The bitstream name a container asks for: its own annotation, else the pod's."""
+    return pod.annotations.get(f"{ANNOTATION}.{container}") or pod.annotations.get(ANNOTATION) or None
+
+
+class Reconfigurer:
+    """Implements the device plugin's ContainerHooks."""
+
+    def __init__(
+        self,
+        registry: SlotRegistry,
+        containers: ContainerFinder,
+        *,
+        pods: PodDirectory | None,
+        catalog: BitstreamCatalog | None,
+        programmers: Mapping[str, Programmer],
+        read_hardware: HardwareReader,
+        events: EventSink | None,
+        timeout_s: float,
+    ) -> None:
+        self._registry = registry
+        self._containers = containers
+        self._pods = pods
+        self._catalog = catalog
+        self._programmers = programmers
+        self._read_hardware = read_hardware
+        self._events = events
+        self._timeout_s = timeout_s
+        self._slot_locks: dict[SlotId, asyncio.Lock] = {}
+        self._recovering: dict[SlotId, asyncio.Task[None]] = {}
+        self._reconcile_now = asyncio.Event()
+
+    # --------------------------------------------------------- PreStartContainer
+    async def prepare(self, device_ids: list[str]) -> None:
+        """Find the container holding ``device_ids`` and load its bitstream into them."""
+        started = time.monotonic()
+        ref = await self._find(device_ids)
+        if ref is None:
+            return
+        slot_ids = [SlotId(i) for i in device_ids]
+        self._registry.set_holder(slot_ids, ref.namespace, ref.pod, ref.container)
+        if self._pods is None:
+            return
+        who = f"pod {ref.namespace}/{ref.pod} container {ref.container}"
+        pod = self._pods.get(ref.namespace, ref.pod)
+        if pod is None:
+            raise PodLookupError(f"{who}: the pod is not known to this node's pod cache (API server)")
+        name = wanted_bitstream(pod, ref.container)
+        if name is None:
+            logger.info("%s: no bitstream requested, slots %s handed over as they are", who, ",".join(device_ids))
+            return
+        try:
+            entry, slots = self._check(name, slot_ids, who)
+        except CatalogError as exc:
+            await self._post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+            raise
+        deadline = started + self._timeout_s
+        await self._load(pod, who, entry, slots, deadline)
+
+    async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
+        """The container holding the slots; None only when pods cannot be read anyway."""
+        try:
+            ref = await self._containers.find_container(device_ids)
+        except KubeletError as exc:
+            if self._pods is None:
+                logger.warning("slots %s: holder unknown (%s)", ",".join(device_ids), exc)
+                return None
+            raise PodLookupError(
+                f"slots {','.join(device_ids)}: cannot ask the kubelet which pod holds them: {exc}"
+            ) from exc
+        if ref is None:
+            if self._pods is None:
+                logger.warning("slots %s: no container holds them in pod-resources yet", ",".join(device_ids))
+                return None
+            raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
+        return ref
+
+    def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[BitstreamEntry, list[Slot]]:
+        """Resolve the bitstream and check it fits every slot; raises CatalogError, changes nothing."""
+        if self._catalog is None:
+            raise CatalogError(f"{who} asks for bitstream {name!r} but this node has no bitstream catalog")
+        try:
+            entry = self._catalog.resolve(name)
+        except CatalogError as exc:
+            raise type(exc)(f"{who}: {exc}") from exc
+        slots = []
+        for slot_id in slot_ids:
+            state = self._registry.get(slot_id)
+            if state is None:
+                raise PodLookupError(f"{who}: slot {slot_id} vanished before it could be programmed")
+            if state.slot.platform != entry.platform:
+                raise PlatformMismatch(
+                    f"{who}: bitstream {entry.name} is built for platform {entry.platform}, "
+                    f"slot {slot_id} has {state.slot.platform}"
+                )
+            if state.slot.backend not in self._programmers:
+                raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
+            slots.append(state.slot)
+        return entry, slots
+
+    async def _load(self, pod: PodView, who: str, entry: BitstreamEntry, slots: list[Slot], deadline: float) -> None:
+        image: bytes | None = None
+        misses = []
+        for slot in slots:
+            state = self._registry.get(slot.id)
+            if state is not None and state.accelerator_id == entry.accelerator_id and state.taint is None:
+                self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+                logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
+                await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
+            else:
+                misses.append(slot)
+        if not misses:
+            return
+        try:
+            image = await asyncio.to_thread(self._read_image, entry)
+        except CatalogError as exc:
+            message = f"{who}: {exc}"
+            await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
+            raise type(exc)(message) from exc
+        results = await asyncio.gather(
+            *(self._program_one(pod, who, entry, image, slot, deadline) for slot in misses),
+            return_exceptions=True,
+        )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        for failure in failures:
+            if not isinstance(failure, FpgaSlotError):
+                raise failure
+        if failures:
+            raise failures[0]
+
+    def _read_image(self, entry: BitstreamEntry) -> bytes:
+        assert self._catalog is not None
+        return self._catalog.read_image(entry)
+
+    async def _program_one(
+        self, pod: PodView, who: str, entry: BitstreamEntry, image: bytes, slot: Slot, deadline: float
+    ) -> None:
+        lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
+        async with lock:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
+                took = await self._programmers[slot.backend].program(slot, image, entry.accelerator_id, remaining)
+                await self._verify(slot, entry)
+            except ProgrammingError as exc:
+                message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
+                self._registry.taint(slot.id, f"content unknown after failed programming: {exc}")
+                await self._post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
+                self._start_recovery(slot.id, entry)
+                raise type(exc)(message) from exc
+            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            await self._post(
+                pod,
+                "FpgaSlotProgrammed",
+                f"Programmed slot {slot.id} with {entry.name} in {took * 1000:.0f} ms",
+            )
+
+    async def _verify(self, slot: Slot, entry: BitstreamEntry) -> None:
+        """Read the slot back; a slot that reports something else is a failed programming."""
+        fresh = {s.id: s for s in await self._read_hardware()}
+        now = fresh.get(slot.id)
+        if now is None:
+            raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")
+        self._registry.upsert(now)
+        if now.loaded is not None and now.loaded != entry.accelerator_id:
+            raise ProgrammingError(
+                f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {entry.accelerator_id}"
+            )
+
+    # ------------------------------------------------------------------ recovery
+    def _start_recovery(self, slot_id: SlotId, entry: BitstreamEntry) -> None:
+        if slot_id not in self._recovering or self._recovering[slot_id].done():
+            self._recovering[slot_id] = asyncio.create_task(
+                self._recover(slot_id, entry), name=f"recover slot {slot_id}"
+            )
+
+    async def _recover(self, slot_id: SlotId, entry: BitstreamEntry) -> None:
+        """Re-program a tainted slot with the same bitstream until it succeeds or the slot goes."""
+        delay = RECOVERY_DELAY_S
+        while True:
+            await asyncio.sleep(delay)
+            state = self._registry.get(slot_id)
+            if state is None or state.taint is None:
+                return
+            try:
+                image = await asyncio.to_thread(self._read_image, entry)
+                async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
+                    await self._programmers[state.slot.backend].program(
+                        state.slot, image, entry.accelerator_id, self._timeout_s
+                    )
+                    await self._verify(state.slot, entry)
+            except FpgaSlotError as exc:
+                logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
+                delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
+                continue
+            self._registry.record_content(slot_id, entry.name, entry.accelerator_id)
+            logger.info("slot %s recovered: programmed with %s again, Healthy", slot_id, entry.name)
+            return
+
+    async def close(self) -> None:
+        """Cancel background recoveries (on shutdown)."""
+        for task in self._recovering.values():
+            task.cancel()
+        await asyncio.gather(*self._recovering.values(), return_exceptions=True)
+        self._recovering.clear()
+
+    # ----------------------------------------------------------------- release
+    async def reconcile(self) -> None:
+        """Release slots whose holder is gone; learn holders the kubelet reports.
+
+        There is no Deallocate: a slot is free again when no container holds it in
+        pod-resources. The bitstream stays loaded (that is the cache).
+        """
+        refs = await self._containers.list_containers()
+        held: set[str] = set()
+        for ref in refs:
+            held |= ref.device_ids
+            known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]
+            states = [self._registry.get(i) for i in known]
+            if any(s is not None and (s.holder is None or s.holder.pod != ref.pod) for s in states):
+                self._registry.set_holder(known, ref.namespace, ref.pod, ref.container)
+        now = time.time()
+        gone = [
+            slot_id
+            for slot_id, holder in self._registry.holders().items()
+            if slot_id not in held and now - holder.allocated_at > RECONCILE_GRACE_S
+        ]
+        if gone:
+            logger.info("released slots %s: their holders are gone", ",".join(sorted(gone)))
+            self._registry.release(gone)
+
+    def request_reconcile(self) -> None:
+        """Reconcile soon (e.g. after a pod was deleted)."""
+        self._reconcile_now.set()
+
+    async def run_reconcile(self, interval_s: float = RECONCILE_INTERVAL_S) -> None:
+        """Reconcile periodically and on request, until cancelled."""
+        while True:
+            try:
+                await self.reconcile()
+            except KubeletError as exc:
+                logger.warning("reconcile with pod-resources skipped: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await self._reconcile_now.wait()
+            self._reconcile_now.clear()
+
+    # ---------------------------------------------------- GetPreferredAllocation
+    async def wanted_accelerator(self) -> str | None:
+        """The accelerator of the pod being admitted, when it can be told without doubt.
+
+        Candidates: this node's pending pods that request our resource and hold no slot
+        yet. The guess is trusted only when every candidate container asks for the same
+        bitstream; otherwise the neutral policy applies.
+        """
+        if self._pods is None or self._catalog is None:
+            return None
+        try:
+            holding = {(ref.namespace, ref.pod) for ref in await self._containers.list_containers()}
+        except KubeletError:
+            return None
+        names: set[str | None] = set()
+        for pod in self._pods.pods():
+            if pod.phase != "Pending" or (pod.namespace, pod.name) in holding:
+                continue
+            names.update(wanted_bitstream(pod, name) for name, count in pod.containers if count > 0)
+        if len(names) != 1 or None in names:
+            return None
+        (name,) = names
+        assert name is not None
+        try:
+            return self._catalog.resolve(name).accelerator_id
+        except CatalogError:
+            return None
+
+    # -------------------------------------------------------------------- events
+    async def _post(self, pod: PodView, reason: str, message: str, type: str = "Normal") -> None:
+        if self._events is not None:
+            await self._events.post(pod.namespace, pod.name, pod.uid, reason, message, type)

@@ -1,0 +1,203 @@
+"""The agent's checkpoint: what each slot holds and who holds it, across restarts.
+
+Format (JSON)::
+
+    {"version": 1, "checksum": "<sha256 of the canonical JSON of 'slots'>",
+     "slots": {"<slot id>": {"bitstream": str, "accelerator_id": str, "last_used": float,
+                             "holder": {"namespace", "pod", "container", "allocated_at"}}}}
+
+Written atomically (temp file, fsync, rename, fsync of the directory), so a crash
+leaves either the old or the new file. A file that is corrupt, fails its checksum
+or has an unknown version is set aside (renamed) and the state is rebuilt from the
+hardware and the kubelet; it never stops the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.slots.model import Holder, SlotId
+from agent.slots.registry import Content, SlotRegistry, SlotState
+
+logger = logging.getLogger(__name__)
+
+VERSION = 1
+FILE_NAME = "checkpoint.json"
+
+
+class CheckpointError(ValueError):
+    """The checkpoint cannot be trusted (corrupt, wrong checksum, unknown version)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRecord:
+    """One slot as the checkpoint remembers it."""
+
+    content: Content | None
+    holder: Holder | None
+    last_used: float | None
+
+
+def _canonical(slots: dict[str, Any]) -> bytes:
+    return json.dumps(slots, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode(states: list[SlotState]) -> bytes:
+    """Serialise the registry's slots."""
+    slots: dict[str, Any] = {}
+    for state in states:
+        entry: dict[str, Any] = {"last_used": state.last_used}
+        if state.content is not None:
+            entry["bitstream"] = state.content.bitstream
+            entry["accelerator_id"] = state.content.accelerator_id
+        if state.holder is not None:
+            entry["holder"] = {
+                "namespace": state.holder.namespace,
+                "pod": state.holder.pod,
+                "container": state.holder.container,
+                "allocated_at": state.holder.allocated_at,
+            }
+        slots[state.slot.id] = entry
+    checksum = hashlib.sha256(_canonical(slots)).hexdigest()
+    return json.dumps({"version": VERSION, "checksum": checksum, "slots": slots}, indent=1).encode()
+
+
+def _optional_str(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise CheckpointError(f"{key} is not a string")
+    return value
+
+
+def _optional_float(entry: dict[str, Any], key: str) -> float | None:
+    value = entry.get(key)
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+        raise CheckpointError(f"{key} is not a number")
+    return None if value is None else float(value)
+
+
+def decode(data: bytes) -> dict[SlotId, SlotRecord]:
+    """Parse and verify a checkpoint; raises CheckpointError saying what is wrong."""
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise CheckpointError("not a JSON object")
+    if document.get("version") != VERSION:
+        raise CheckpointError(f"unknown version {document.get('version')!r} (this agent reads {VERSION})")
+    slots = document.get("slots")
+    if not isinstance(slots, dict):
+        raise CheckpointError("'slots' is not an object")
+    if document.get("checksum") != hashlib.sha256(_canonical(slots)).hexdigest():
+        raise CheckpointError("checksum mismatch")
+    records: dict[SlotId, SlotRecord] = {}
+    for slot_id, entry in slots.items():
+        if not isinstance(entry, dict):
+            raise CheckpointError(f"slot {slot_id!r} is not an object")
+        bitstream, accelerator = _optional_str(entry, "bitstream"), _optional_str(entry, "accelerator_id")
+        content = Content(bitstream, accelerator) if bitstream and accelerator else None
+        holder = None
+        raw_holder = entry.get("holder")
+        if raw_holder is not None:
+            if not isinstance(raw_holder, dict):
+                raise CheckpointError(f"slot {slot_id!r} holder is not an object")
+            allocated_at = _optional_float(raw_holder, "allocated_at")
+            holder = Holder(
+                allocated_at=allocated_at if allocated_at is not None else 0.0,
+                namespace=_optional_str(raw_holder, "namespace"),
+                pod=_optional_str(raw_holder, "pod"),
+                container=_optional_str(raw_holder, "container"),
+            )
+        records[SlotId(slot_id)] = SlotRecord(content, holder, _optional_float(entry, "last_used"))
+    return records
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def load(path: Path) -> dict[SlotId, SlotRecord]:
+    """Read the checkpoint; a missing file is empty, a bad one is set aside (never raises)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        logger.error("checkpoint %s unreadable (%s): rebuilding state from hardware and kubelet", path, exc)
+        return {}
+    try:
+        return decode(data)
+    except CheckpointError as exc:
+        aside = path.with_name(f"{path.name}.bad-{int(time.time())}")
+        with contextlib.suppress(OSError):
+            os.replace(path, aside)
+        logger.error(
+            "checkpoint %s rejected (%s): set aside as %s, rebuilding state from hardware and kubelet",
+            path,
+            exc,
+            aside.name,
+        )
+        return {}
+
+
+def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> None:
+    """Apply checkpoint records to the registry (what the hardware reports wins)."""
+    for slot_id, record in records.items():
+        registry.restore(slot_id, record.content, record.holder, record.last_used)
+
+
+#: Least time between two checkpoint writes; changes in between are coalesced.
+WRITE_INTERVAL_S = 0.2
+
+
+async def keep_checkpoint(path: Path, registry: SlotRegistry) -> None:
+    """Write the checkpoint whenever the registry's state changes, until cancelled.
+
+    The file is written in a worker thread, at most every WRITE_INTERVAL_S, and only
+    when its content changed; a final write happens on cancellation.
+    """
+    last: bytes | None = None
+
+    async def write_if_changed() -> None:
+        nonlocal last
+        data = encode(registry.snapshot())
+        if data != last:
+            await asyncio.to_thread(write_atomic, path, data)
+            last = data
+
+    try:
+        while True:
+            version = registry.version
+            try:
+                await write_if_changed()
+            except OSError as exc:
+                logger.error("checkpoint %s could not be written: %s", path, exc)
+            await asyncio.sleep(WRITE_INTERVAL_S)
+            await registry.wait_for_change(version)
+    finally:
+        try:
+            write_atomic(path, encode(registry.snapshot()))
+        except OSError as exc:
+            logger.error("final checkpoint %s could not be written: %s", path, exc)
