@@ -137,9 +137,7 @@ def _device_table(conn: PluginConnection) -> str:
         {
             "id": device.ID,
             "health": device.health,
-            "numa": ",".join(str(n.ID) for n in device.topology.nodes)
-            if device.HasField("topology")
-            else None,
+            "numa": ",".join(str(n.ID) for n in device.topology.nodes) if device.HasField("topology") else None,
         }
         for device in conn.devices.values()
     ]

@@ -233,9 +233,7 @@ class PluginLifecycle:
         )
         target = self.where.kubelet_socket
         try:
-            async with grpc.aio.insecure_channel(
-                f"unix://{target}", options=c.FRESH_CHANNEL_OPTIONS
-            ) as channel:
+            async with grpc.aio.insecure_channel(f"unix://{target}", options=c.FRESH_CHANNEL_OPTIONS) as channel:
                 await dp_grpc.RegistrationStub(channel).Register(request, timeout=c.REGISTER_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
             raise RegistrationError(f"Register with {target}: {exc.code().name}: {exc.details()}") from exc

@@ -90,7 +90,5 @@ class PodResourcesClient:
 
     def _connect(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(
-                f"unix://{self._socket_path}", options=FRESH_CHANNEL_OPTIONS
-            )
+            self._channel = grpc.aio.insecure_channel(f"unix://{self._socket_path}", options=FRESH_CHANNEL_OPTIONS)
         return self._channel

@@ -80,9 +80,7 @@ def build_dfl_slots(
             continue
         ports_per_card[slot.card] += 1
         if ports_per_card[slot.card] > MAX_PORTS_PER_CARD:
-            skipped.append(
-                Skipped(port.sys_path, f"card {slot.card} has more than {MAX_PORTS_PER_CARD} ports")
-            )
+            skipped.append(Skipped(port.sys_path, f"card {slot.card} has more than {MAX_PORTS_PER_CARD} ports"))
         elif any(existing.id == slot.id for existing in slots):
             skipped.append(Skipped(port.sys_path, f"slot id {slot.id} is already taken by another port"))
         else:

@@ -43,9 +43,7 @@ class UdevSource:
                 except DiscoveryError as exc:
                     # Keep the last known slots; try again on the next uevent or after a pause.
                     if not failing:
-                        logger.error(
-                            "backend %s: rescan failed, keeping the last known slots: %s", self.name, exc
-                        )
+                        logger.error("backend %s: rescan failed, keeping the last known slots: %s", self.name, exc)
                     failing = True
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(RESCAN_RETRY_S):

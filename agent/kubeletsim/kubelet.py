@@ -193,9 +193,7 @@ class KubeletStandIn:
         finally:
             call.cancel()
             for device_id, device in conn.devices.items():
-                conn.devices[device_id] = dp.Device(
-                    ID=device.ID, health="Unhealthy", topology=device.topology
-                )
+                conn.devices[device_id] = dp.Device(ID=device.ID, health="Unhealthy", topology=device.topology)
             conn.stream_ended.set()
             self._notify()
 
@@ -224,9 +222,7 @@ class KubeletStandIn:
         changed.set()
 
     # ------------------------------------------------------------------- pods
-    async def admit(
-        self, namespace: str, pod: str, container: str, resource: str, count: int
-    ) -> AdmittedContainer:
+    async def admit(self, namespace: str, pod: str, container: str, resource: str, count: int) -> AdmittedContainer:
         """Start one container that requests ``count`` devices, as the kubelet would."""
         conn = self.plugins[resource]
         in_use = {
@@ -244,9 +240,7 @@ class KubeletStandIn:
             answer = await conn.stub.GetPreferredAllocation(
                 dp.PreferredAllocationRequest(
                     container_requests=[
-                        dp.ContainerPreferredAllocationRequest(
-                            available_deviceIDs=free, allocation_size=count
-                        )
+                        dp.ContainerPreferredAllocationRequest(available_deviceIDs=free, allocation_size=count)
                     ]
                 )
             )
@@ -262,9 +256,7 @@ class KubeletStandIn:
             await conn.stub.PreStartContainer(
                 dp.PreStartContainerRequest(devices_ids=chosen), timeout=PRE_START_TIMEOUT_S
             )
-        return AdmittedContainer(
-            namespace, pod, container, list(chosen), preferred, allocated.container_responses[0]
-        )
+        return AdmittedContainer(namespace, pod, container, list(chosen), preferred, allocated.container_responses[0])
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         """Forget a pod: its devices are free for the next admission."""

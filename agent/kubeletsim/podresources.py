@@ -13,9 +13,7 @@ from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
 Assignments = Mapping[tuple[str, str], Mapping[str, Mapping[str, list[str]]]]
 
 
-def pod_message(
-    namespace: str, name: str, containers: Mapping[str, Mapping[str, list[str]]]
-) -> pr.PodResources:
+def pod_message(namespace: str, name: str, containers: Mapping[str, Mapping[str, list[str]]]) -> pr.PodResources:
     """One pod as the kubelet reports it: one ContainerDevices entry per device ID, as observed."""
     return pr.PodResources(
         name=name,
@@ -37,9 +35,7 @@ def pod_message(
 class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
     """List, Get and GetAllocatableResources over the stand-in's state."""
 
-    def __init__(
-        self, assignments: Callable[[], Assignments], allocatable: Callable[[], dict[str, list[str]]]
-    ):
+    def __init__(self, assignments: Callable[[], Assignments], allocatable: Callable[[], dict[str, list[str]]]):
         self._assignments = assignments
         self._allocatable = allocatable
 

@@ -95,9 +95,7 @@ class SimFabric:
     # ----------------------------------------------------------------- reading
     def slots(self) -> list[SimSlotInfo]:
         """Every slot of every plugged card."""
-        return [
-            self._info(card, region) for card in self._cards.values() if card.plugged for region in card.slots
-        ]
+        return [self._info(card, region) for card in self._cards.values() if card.plugged for region in card.slots]
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` on every change; returns the unsubscribe function."""

@@ -95,8 +95,6 @@ def _check_request(
     if size < 1:
         raise AllocationSizeError(f"allocation_size must be at least 1, got {size}")
     if size < len(must_include):
-        raise AllocationSizeError(
-            f"allocation_size {size} is smaller than the {len(must_include)} must_include slots"
-        )
+        raise AllocationSizeError(f"allocation_size {size} is smaller than the {len(must_include)} must_include slots")
     if size > len(available):
         raise AllocationSizeError(f"allocation_size {size} exceeds the {len(available)} available slots")
