@@ -1,0 +1,362 @@
+"""The bitstream catalog: the bitstreams this node can program, and what each one fits.
+
+One directory (``--bitstream-dir``) holds the bitstream files and, per bitstream, a
+JSON metadata record ``<name>.json``: name, file, size, sha256, platform (the PR
+interface id the bitstream fits), accelerator_id (what the slot reports once the
+bitstream is loaded) and added_at. Pods ask for a bitstream by name, so a name is
+validated and only ever used to find its record; the file a record points to is a
+plain file name inside the directory, never a path.
+
+Files are added atomically under a name derived from the bitstream's name and
+hash, and the record is written last: a reader sees the old bitstream or the new
+one, never a mix. The file's size and sha256 are checked again every time the
+image is read for programming. Reads are blocking: call them through
+``asyncio.to_thread`` from the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from agent.errors import (
+    BitstreamFileError,
+    BitstreamHashError,
+    CatalogError,
+    InvalidBitstreamName,
+    PlatformMismatch,
+    UnknownBitstream,
+)
+from agent.programming.atomicfile import StagedFile, write_atomically
+from agent.programming.gbs import GBS_GUID, GbsFormatError, is_gbs, normalize_id128, parse_gbs_header
+from agent.slots import Slot
+
+logger = logging.getLogger(__name__)
+
+MAX_NAME_LEN = 63
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_ID_LEN = 256
+RECORD_SUFFIX = ".json"
+_COPY_CHUNK = 1 << 20
+_RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is a valid bitstream name, else raise InvalidBitstreamName naming it."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
+        raise InvalidBitstreamName(
+            f"invalid bitstream name {name!r}: use lower-case letters, digits, '.', '_' and '-', "
+            f"starting with a letter or digit, at most {MAX_NAME_LEN} characters"
+        )
+    return name
+
+
+def normalize_platform_id(raw: str, what: str) -> str:
+    """A platform or accelerator id as the slots report it.
+
+    128-bit ids (with or without UUID dashes) become 32 lower-case hex digits, as the
+    discovery backends report them; anything else (an FPGA manager's name, a
+    simulated accelerator) is kept as given, stripped. Raises ValueError naming ``what``.
+    """
+    value = raw.strip() if isinstance(raw, str) else ""
+    if not value or len(value) > MAX_ID_LEN or not value.isprintable():
+        raise ValueError(f"{what} {raw!r} must be 1 to {MAX_ID_LEN} printable characters")
+    return normalize_id128(value) or value
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """One bitstream as its metadata record describes it."""
+
+    name: str
+    file: str
+    size: int
+    sha256: str
+    platform: str
+    accelerator_id: str
+    added_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogProblem:
+    """A record that cannot be used, and why."""
+
+    record: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogScan:
+    """Every usable entry (sorted by name) and every record that is not."""
+
+    entries: list[CatalogEntry]
+    problems: list[CatalogProblem]
+
+
+def check_platform(entry: CatalogEntry, slot: Slot) -> None:
+    """Raise PlatformMismatch unless the bitstream fits the slot's PR interface."""
+    try:
+        slot_platform = normalize_platform_id(slot.platform, "platform")
+    except ValueError:
+        slot_platform = slot.platform
+    if entry.platform != slot_platform:
+        raise PlatformMismatch(
+            f"bitstream {entry.name!r} is built for platform {entry.platform}, "
+            f"but slot {slot.id} has platform {slot.platform or '(none)'}"
+        )
+
+
+def _entry_from_record(data: Any, record_name: str) -> CatalogEntry:
+    """Validate a parsed record; raise ValueError naming the bad field."""
+    if not isinstance(data, dict):
+        raise ValueError("is not a JSON object")
+    missing = [key for key in _RECORD_FIELDS if key not in data]
+    if missing:
+        raise ValueError(f"lacks {', '.join(missing)}")
+    name = data["name"]
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
+        raise ValueError(f"has an invalid name {name!r}")
+    if name + RECORD_SUFFIX != record_name:
+        raise ValueError(f"names bitstream {name!r} but is not called {name + RECORD_SUFFIX}")
+    file = data["file"]
+    if not isinstance(file, str) or not _FILE_NAME.fullmatch(file) or file.endswith(RECORD_SUFFIX):
+        raise ValueError(f"has file {file!r}, which is not a plain file name in the catalog directory")
+    size = data["size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise ValueError(f"has size {size!r}, not a positive integer")
+    sha256 = data["sha256"]
+    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+        raise ValueError(f"has sha256 {sha256!r}, not 64 lower-case hex digits")
+    platform = normalize_platform_id(data["platform"], "has platform")
+    accelerator_id = normalize_platform_id(data["accelerator_id"], "has accelerator_id")
+    added_at = data["added_at"]
+    if not isinstance(added_at, str):
+        raise ValueError(f"has added_at {added_at!r}, not a timestamp string")
+    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at)
+
+
+class Catalog:
+    """The bitstream catalog in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    # ------------------------------------------------------------------ reading
+    def scan(self) -> CatalogScan:
+        """Read every record; a malformed one becomes a problem, never an exception."""
+        entries: list[CatalogEntry] = []
+        problems: list[CatalogProblem] = []
+        try:
+            names = sorted(os.listdir(self.directory))
+        except FileNotFoundError:
+            return CatalogScan([], [])
+        except OSError as exc:
+            raise BitstreamFileError(f"cannot read the catalog {self.directory}: {exc.strerror}") from exc
+        for record_name in names:
+            if not record_name.endswith(RECORD_SUFFIX) or record_name.startswith("."):
+                continue
+            try:
+                entry = self._load_record(record_name)
+                self._check_file_present(entry)
+            except BitstreamFileError as exc:
+                problems.append(CatalogProblem(record_name, str(exc)))
+                continue
+            entries.append(entry)
+        return CatalogScan(entries, problems)
+
+    def list(self) -> list[CatalogEntry]:
+        """Every usable entry, sorted by name; each malformed record is logged and skipped."""
+        scan = self.scan()
+        for problem in scan.problems:
+            logger.warning("bitstream catalog: skipping %s: %s", problem.record, problem.reason)
+        return scan.entries
+
+    def resolve(self, name: str) -> CatalogEntry:
+        """The entry called ``name``: InvalidBitstreamName, UnknownBitstream or BitstreamFileError."""
+        validate_name(name)
+        if not (self.directory / (name + RECORD_SUFFIX)).is_file():
+            raise UnknownBitstream(f"bitstream {name!r} is not in the catalog {self.directory}")
+        entry = self._load_record(name + RECORD_SUFFIX)
+        self._check_file_present(entry)
+        return entry
+
+    def read_image(self, entry: CatalogEntry) -> bytes:
+        """The bytes to program: the file checked against the record, without its GBS header."""
+        if not _FILE_NAME.fullmatch(entry.file):
+            raise BitstreamFileError(f"bitstream {entry.name!r}: file {entry.file!r} is not a plain file name")
+        path = self.directory / entry.file
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise BitstreamFileError(f"bitstream {entry.name!r}: cannot read {path}: {exc.strerror or exc}") from exc
+        actual = hashlib.sha256(data).hexdigest()
+        if len(data) != entry.size or actual != entry.sha256:
+            raise BitstreamHashError(
+                f"bitstream {entry.name!r}: {path} does not match the catalog: expected "
+                f"{entry.size} bytes with sha256 {entry.sha256}, found {len(data)} bytes with sha256 {actual}"
+            )
+        if not is_gbs(data):
+            return data
+        try:
+            header = parse_gbs_header(data)
+        except GbsFormatError as exc:
+            raise BitstreamFileError(f"bitstream {entry.name!r}: GBS file {path} {exc}") from exc
+        return data[header.payload_offset :]
+
+    def _load_record(self, record_name: str) -> CatalogEntry:
+        path = self.directory / record_name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise BitstreamFileError(f"cannot read record {path}: {exc.strerror or exc}") from exc
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BitstreamFileError(f"record {path} is not valid JSON: {exc}") from exc
+        try:
+            return _entry_from_record(data, record_name)
+        except ValueError as exc:
+            raise BitstreamFileError(f"record {path} {exc}") from exc
+
+    def _check_file_present(self, entry: CatalogEntry) -> None:
+        path = self.directory / entry.file
+        if not path.is_file():
+            raise BitstreamFileError(f"bitstream {entry.name!r}: file {path} is missing")
+
+    # ------------------------------------------------------------------ adding
+    def add(
+        self,
+        source: Path,
+        name: str,
+        platform: str | None = None,
+        accelerator_id: str | None = None,
+        replace: bool = False,
+    ) -> CatalogEntry:
+        """Copy ``source`` into the catalog as ``name`` and record it; all or nothing.
+
+        For an Intel GBS file, platform and accelerator id come from its header (given
+        values must agree with it); for any other file both are required. An existing
+        name is refused unless ``replace``. The file is stored as
+        ``<name>.<sha256 prefix>.gbs|.bin`` and the record written last, so readers see
+        the old entry or the new one; a failure leaves the catalog as it was.
+        """
+        validate_name(name)
+        given_platform = _normalize_argument(platform, "platform")
+        given_accelerator = _normalize_argument(accelerator_id, "accelerator id")
+        record_path = self.directory / (name + RECORD_SUFFIX)
+        previous = self._previous_entry(name, replace)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            source_stream = source.open("rb")
+        except OSError as exc:
+            raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
+
+        installed: Path | None = None
+        try:
+            with source_stream, StagedFile(self.directory) as staged:
+                size, sha256 = _copy_hashing(source_stream, staged.stream)
+                if size == 0:
+                    raise BitstreamFileError(f"cannot add {source} as {name!r}: the file is empty")
+                staged.stream.seek(0)
+                entry_platform, entry_accelerator, suffix = _describe(
+                    staged.stream, source, given_platform, given_accelerator
+                )
+                installed = staged.install(f"{name}.{sha256[:12]}{suffix}")
+            entry = CatalogEntry(
+                name=name,
+                file=installed.name,
+                size=size,
+                sha256=sha256,
+                platform=entry_platform,
+                accelerator_id=entry_accelerator,
+                added_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            record = json.dumps(asdict(entry), indent=2) + "\n"
+            write_atomically(record_path, record.encode("utf-8"))
+        except BaseException as exc:
+            if installed is not None and (previous is None or previous.file != installed.name):
+                installed.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
+            raise
+        if previous is not None and previous.file != entry.file:
+            (self.directory / previous.file).unlink(missing_ok=True)
+        logger.info(
+            "bitstream catalog: added %s from %s (%d bytes, sha256 %s, platform %s, accelerator %s)",
+            name,
+            source,
+            size,
+            sha256,
+            entry.platform,
+            entry.accelerator_id,
+        )
+        return entry
+
+    def _previous_entry(self, name: str, replace: bool) -> CatalogEntry | None:
+        if not (self.directory / (name + RECORD_SUFFIX)).exists():
+            return None
+        if not replace:
+            raise CatalogError(
+                f"bitstream {name!r} is already in the catalog {self.directory}; "
+                "replace it explicitly (--replace) to overwrite it"
+            )
+        try:
+            return self._load_record(name + RECORD_SUFFIX)
+        except BitstreamFileError:
+            return None  # a malformed record is simply overwritten
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _normalize_argument(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return normalize_platform_id(value, what)
+    except ValueError as exc:
+        raise CatalogError(str(exc)) from None
+
+
+def _copy_hashing(source: BinaryIO, target: BinaryIO) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := source.read(_COPY_CHUNK):
+        digest.update(chunk)
+        target.write(chunk)
+        size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def _describe(stream: BinaryIO, source: Path, platform: str | None, accelerator_id: str | None) -> tuple[str, str, str]:
+    """Platform, accelerator id and stored-file suffix of the staged copy in ``stream``."""
+    head = stream.read(len(GBS_GUID))
+    if not is_gbs(head):
+        if source.suffix.lower() == ".gbs":
+            raise BitstreamFileError(f"{source} is named .gbs but does not start with the GBS GUID")
+        if platform is None or accelerator_id is None:
+            raise CatalogError(
+                f"{source} is not an Intel GBS file, so its platform and accelerator id "
+                "cannot be read from it: give both (--platform, --accelerator-id)"
+            )
+        return platform, accelerator_id, ".bin"
+    stream.seek(0)
+    try:
+        header = parse_gbs_header(stream.read())
+    except GbsFormatError as exc:
+        raise BitstreamFileError(f"GBS file {source} {exc}") from exc
+    for given, found, what in (
+        (platform, header.interface_id, "platform (interface-uuid)"),
+        (accelerator_id, header.accelerator_id, "accelerator id (accelerator-type-uuid)"),
+    ):
+        if given is not None and given != found:
+            raise CatalogError(f"the given {what} {given} differs from the GBS header of {source}: {found}")
+    return header.interface_id, header.accelerator_id, ".gbs"

@@ -1,0 +1,91 @@
+"""Intel GBS files: a metadata header in front of the raw partial bitstream.
+
+The layout, as OPAE's packager writes it and its libraries read it::
+
+    offset 0   16 bytes  GUID 58656f6e-4650-4741-b747-425376303031, RFC 4122 byte order
+                         (the ASCII text ``XeonFPGA\\xb7GBSv001``)
+    offset 16   4 bytes  length N of the JSON metadata, unsigned little-endian
+    offset 20   N bytes  JSON: {"version": ..., "afu-image": {"interface-uuid": ...,
+                         "accelerator-clusters": [{"accelerator-type-uuid": ..., ...}], ...}}
+    offset 20+N          the raw bitstream the FME's partial-reconfiguration ioctl takes
+
+``interface-uuid`` is the PR interface id of the FPGA the bitstream fits (what the
+card reports as its region's ``compat_id``); ``accelerator-type-uuid`` of the first
+cluster is the accelerator id the port reports as ``afu_id`` once loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+GBS_GUID = bytes.fromhex("58656f6e46504741b747425376303031")
+_LENGTH = struct.Struct("<I")
+HEADER_FIXED_LEN = len(GBS_GUID) + _LENGTH.size
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+class GbsFormatError(ValueError):
+    """The data starts like a GBS file but its header is unusable; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class GbsHeader:
+    """What the catalog needs from a GBS header."""
+
+    interface_id: str
+    accelerator_id: str
+    payload_offset: int
+    metadata: dict[str, Any]
+
+
+def is_gbs(data: bytes) -> bool:
+    """True when ``data`` starts with the GBS GUID."""
+    return data[: len(GBS_GUID)] == GBS_GUID
+
+
+def normalize_id128(raw: object) -> str | None:
+    """A 128-bit id as 32 lower-case hex digits (UUID dashes and 0x allowed), else None."""
+    if not isinstance(raw, str):
+        return None
+    value = raw.strip().lower().replace("-", "").removeprefix("0x")
+    return value if _HEX32.fullmatch(value) else None
+
+
+def parse_gbs_header(data: bytes) -> GbsHeader:
+    """Parse the header of a GBS file held in ``data``; raise GbsFormatError naming the problem."""
+    if not is_gbs(data):
+        raise GbsFormatError(f"does not start with the GBS GUID {GBS_GUID.hex()}")
+    if len(data) < HEADER_FIXED_LEN:
+        raise GbsFormatError(f"is {len(data)} bytes, too short for the {HEADER_FIXED_LEN}-byte GBS header")
+    (length,) = _LENGTH.unpack_from(data, len(GBS_GUID))
+    payload_offset = HEADER_FIXED_LEN + length
+    if payload_offset > len(data):
+        raise GbsFormatError(f"declares {length} bytes of metadata, past the end of the file ({len(data)} bytes)")
+    if length == 0:
+        raise GbsFormatError("has no JSON metadata (length 0)")
+    try:
+        metadata = json.loads(data[HEADER_FIXED_LEN:payload_offset].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GbsFormatError(f"has metadata that is not valid JSON: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise GbsFormatError("has metadata that is not a JSON object")
+    if payload_offset == len(data):
+        raise GbsFormatError("has no bitstream after the GBS header")
+    afu_image = metadata.get("afu-image")
+    if not isinstance(afu_image, dict):
+        raise GbsFormatError('has no "afu-image" object in its metadata')
+    interface_id = normalize_id128(afu_image.get("interface-uuid"))
+    if interface_id is None:
+        raise GbsFormatError(f'has no valid "afu-image"."interface-uuid": {afu_image.get("interface-uuid")!r}')
+    clusters = afu_image.get("accelerator-clusters")
+    if not isinstance(clusters, list) or not clusters or not isinstance(clusters[0], dict):
+        raise GbsFormatError('has no "afu-image"."accelerator-clusters" list with an entry')
+    raw_accelerator = clusters[0].get("accelerator-type-uuid")
+    accelerator_id = normalize_id128(raw_accelerator)
+    if accelerator_id is None:
+        raise GbsFormatError(f'has no valid "accelerator-clusters"[0]."accelerator-type-uuid": {raw_accelerator!r}')
+    return GbsHeader(interface_id, accelerator_id, payload_offset, metadata)
