@@ -26,7 +26,8 @@ from agent.discovery import (
 )
 from agent.errors import KubeletError
 from agent.programming import Programmer, SimProgrammer
-from agent.reconfigure import BitstreamCatalog, EventSink, PodDirectory, Reconfigurer
+from agent.programming.catalog import Catalog
+from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
 from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
 
@@ -85,7 +86,7 @@ class Agent:
         config: Config,
         backend: Backend | None = None,
         *,
-        catalog: BitstreamCatalog | None = None,
+        catalog: Catalog | None = None,
         pods: PodDirectory | None = None,
         events: EventSink | None = None,
     ) -> None:

@@ -45,6 +45,7 @@ class Config:
     static_slots: tuple[StaticSlotSpec, ...] = ()
     bitstream_dir: Path = Path("/var/lib/fpga-agent/bitstreams")
     program_timeout_s: float = 25.0
+    kubeconfig: Path | None = None
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -82,6 +83,10 @@ def _parse_path(raw: str) -> Path:
     if not path.is_absolute():
         path = Path.cwd() / path
     return path
+
+
+def _parse_optional_path(raw: str) -> Path | None:
+    return _parse_path(raw) if raw.strip() else None
 
 
 def _parse_bool(raw: str) -> bool:
@@ -162,6 +167,12 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_int(1, 120),
         lambda env: "25",
         "deadline for programming at PreStartContainer; the kubelet allows 30 s",
+    ),
+    _Option(
+        "kubeconfig",
+        _parse_optional_path,
+        lambda env: "",
+        "kubeconfig file for the API server; empty: the pod's service account (in-cluster)",
     ),
     _Option(
         "static-slots",

@@ -19,9 +19,14 @@ from agent.app import Agent
 from agent.cli import format_table
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME
-from agent.kubeletsim import KubeletStandIn, PluginConnection
+from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
+from agent.programming.catalog import Catalog
+from agent.reconfigure import ANNOTATION
+from agent.simfpga.fabric import PLATFORM
 
 WAIT_S = 10.0
+DEMO_BITSTREAM = "aes-v1"
+DEMO_ACCELERATOR = "a5e0000000000000000000000000c0de"
 
 
 def say(step: str, text: str = "") -> None:
@@ -43,19 +48,24 @@ async def run_demo(base: Config) -> int:
             pod_resources_socket=root / "pod-resources" / "kubelet.sock",
             state_dir=root / "state",
         )
-        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        catalog = Catalog(root / "bitstreams")
+        image = root / "aes-v1.bin"
+        image.write_bytes(bytes(range(256)) * 64)
+        catalog.add(image, DEMO_BITSTREAM, platform=PLATFORM, accelerator_id=DEMO_ACCELERATOR)
+        pods = NodePods()
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket, pods)
         await kubelet.start()
-        agent = Agent(config)
+        agent = Agent(config, catalog=catalog, pods=pods, events=pods)
         stop = asyncio.Event()
         try:
-            await _narrate(config, kubelet, agent, stop)
+            await _narrate(config, kubelet, agent, pods, stop)
         finally:
             stop.set()
             await kubelet.stop()
     return 0
 
 
-async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: asyncio.Event) -> None:
+async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, pods: NodePods, stop: asyncio.Event) -> None:
     say("1. Start the agent on simulated slots")
     shape = f"{config.sim_cards} cards x {config.sim_slots_per_card} slots"
     say("", f"{shape}, kubelet stand-in in {config.device_plugin_dir}")
@@ -90,15 +100,35 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: 
         if state.slot.id in admitted.device_ids and state.holder is not None:
             say("", f"agent records slot {state.slot.id} held by {state.holder.describe()}")
 
-    say("4. A bad request changes nothing")
+    say(f"4. A pod asks for bitstream {DEMO_BITSTREAM}: the slot is programmed before the container starts")
+    wants = {ANNOTATION: DEMO_BITSTREAM}
+    started = time.monotonic()
+    first = await kubelet.admit("default", "aes-1", "main", RESOURCE_NAME, 1, wants)
+    say("", f"pod default/aes-1 got {first.device_ids[0]}; PreStartContainer returned after {ms_since(started)}")
+    _show_events(pods, "aes-1")
+
+    say(f"5. The pod ends; a second pod asks for {DEMO_BITSTREAM}: the loaded slot is preferred, nothing is programmed")
+    kubelet.delete_pod("default", "aes-1")
+    started = time.monotonic()
+    second = await kubelet.admit("default", "aes-2", "main", RESOURCE_NAME, 1, wants)
+    say("", f"preferred allocation {second.preferred}; PreStartContainer returned after {ms_since(started)}")
+    _show_events(pods, "aes-2")
+
+    say("6. Bad requests fail clearly and change nothing")
     try:
         await conn.stub.Allocate(
             dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=["no-such-slot"])])
         )
     except grpc.aio.AioRpcError as exc:
         say("", f"Allocate(['no-such-slot']) -> {exc.code().name}: {exc.details()}")
+    try:
+        await kubelet.admit("default", "typo", "main", RESOURCE_NAME, 1, {ANNOTATION: "aes-v9"})
+    except grpc.aio.AioRpcError as exc:
+        say("", f"pod asking for aes-v9: PreStartContainer -> {exc.code().name}: {exc.details()}")
+    _show_events(pods, "typo")
+    kubelet.delete_pod("default", "typo")
 
-    say("5. The kubelet restarts (deletes every socket, recreates kubelet.sock)")
+    say("7. The kubelet restarts (deletes every socket, recreates kubelet.sock)")
     restarted = time.monotonic()
     await kubelet.restart()
     await kubelet.wait_registered(2, WAIT_S)
@@ -111,7 +141,7 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: 
     if fabric is not None and config.sim_cards > 0:
         victim = sorted(conn.devices)[-1]
         card, _, region = victim.rpartition("-")
-        say("6. A slot fails and recovers (event-driven health)")
+        say("8. A slot fails and recovers (event-driven health)")
         failed = time.monotonic()
         fabric.set_health(card, region, healthy=False, reason="demo: configuration CRC error")
         await kubelet.wait_for(lambda: conn.devices[victim].health == "Unhealthy", WAIT_S)
@@ -121,7 +151,7 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: 
         await kubelet.wait_for(lambda: conn.devices[victim].health == "Healthy", WAIT_S)
         say("", f"{victim} Healthy again after {ms_since(recovered)}")
 
-    say("7. SIGTERM: stop serving and remove the socket")
+    say("9. SIGTERM: stop serving and remove the socket")
     stop.set()
     await task
     say(
@@ -130,6 +160,12 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, stop: 
         f"{(config.device_plugin_dir / 'fpga-slot.sock').exists()}",
     )
     say("done")
+
+
+def _show_events(pods: NodePods, pod: str) -> None:
+    for event in pods.events:
+        if event.pod == pod:
+            say("", f"event on {event.namespace}/{event.pod}: {event.type} {event.reason}: {event.message}")
 
 
 def _device_table(conn: PluginConnection) -> str:

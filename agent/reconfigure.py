@@ -34,6 +34,7 @@ from agent.errors import (
     ProgrammingError,
     ProgrammingTimeout,
 )
+from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry
 
 logger = logging.getLogger(__name__)
@@ -47,20 +48,6 @@ RECONCILE_GRACE_S = 10.0
 #: Background re-programming of a tainted slot: first delay and ceiling.
 RECOVERY_DELAY_S = 2.0
 RECOVERY_DELAY_MAX_S = 300.0
-
-
-class BitstreamEntry(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def platform(self) -> str: ...
-    @property
-    def accelerator_id(self) -> str: ...
-
-
-class BitstreamCatalog(Protocol):
-    def resolve(self, name: str) -> BitstreamEntry: ...
-    def read_image(self, entry: BitstreamEntry) -> bytes: ...
 
 
 class PodView(Protocol):
@@ -131,7 +118,7 @@ class Reconfigurer:
         containers: ContainerFinder,
         *,
         pods: PodDirectory | None,
-        catalog: BitstreamCatalog | None,
+        catalog: Catalog | None,
         programmers: Mapping[str, Programmer],
         read_hardware: HardwareReader,
         events: EventSink | None,
@@ -194,7 +181,7 @@ class Reconfigurer:
             raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
         return ref
 
-    def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[BitstreamEntry, list[Slot]]:
+    def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[CatalogEntry, list[Slot]]:
         """Resolve the bitstream and check it fits every slot; raises CatalogError, changes nothing."""
         if self._catalog is None:
             raise CatalogError(f"{who} asks for bitstream {name!r} but this node has no bitstream catalog")
@@ -207,17 +194,16 @@ class Reconfigurer:
             state = self._registry.get(slot_id)
             if state is None:
                 raise PodLookupError(f"{who}: slot {slot_id} vanished before it could be programmed")
-            if state.slot.platform != entry.platform:
-                raise PlatformMismatch(
-                    f"{who}: bitstream {entry.name} is built for platform {entry.platform}, "
-                    f"slot {slot_id} has {state.slot.platform}"
-                )
+            try:
+                check_platform(entry, state.slot)
+            except PlatformMismatch as exc:
+                raise PlatformMismatch(f"{who}: {exc}") from exc
             if state.slot.backend not in self._programmers:
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
         return entry, slots
 
-    async def _load(self, pod: PodView, who: str, entry: BitstreamEntry, slots: list[Slot], deadline: float) -> None:
+    async def _load(self, pod: PodView, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float) -> None:
         image: bytes | None = None
         misses = []
         for slot in slots:
@@ -247,12 +233,12 @@ class Reconfigurer:
         if failures:
             raise failures[0]
 
-    def _read_image(self, entry: BitstreamEntry) -> bytes:
+    def _read_image(self, entry: CatalogEntry) -> bytes:
         assert self._catalog is not None
         return self._catalog.read_image(entry)
 
     async def _program_one(
-        self, pod: PodView, who: str, entry: BitstreamEntry, image: bytes, slot: Slot, deadline: float
+        self, pod: PodView, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
     ) -> None:
         lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
         async with lock:
@@ -275,7 +261,7 @@ class Reconfigurer:
                 f"Programmed slot {slot.id} with {entry.name} in {took * 1000:.0f} ms",
             )
 
-    async def _verify(self, slot: Slot, entry: BitstreamEntry) -> None:
+    async def _verify(self, slot: Slot, entry: CatalogEntry) -> None:
         """Read the slot back; a slot that reports something else is a failed programming."""
         fresh = {s.id: s for s in await self._read_hardware()}
         now = fresh.get(slot.id)
@@ -288,13 +274,13 @@ class Reconfigurer:
             )
 
     # ------------------------------------------------------------------ recovery
-    def _start_recovery(self, slot_id: SlotId, entry: BitstreamEntry) -> None:
+    def _start_recovery(self, slot_id: SlotId, entry: CatalogEntry) -> None:
         if slot_id not in self._recovering or self._recovering[slot_id].done():
             self._recovering[slot_id] = asyncio.create_task(
                 self._recover(slot_id, entry), name=f"recover slot {slot_id}"
             )
 
-    async def _recover(self, slot_id: SlotId, entry: BitstreamEntry) -> None:
+    async def _recover(self, slot_id: SlotId, entry: CatalogEntry) -> None:
         """Re-program a tainted slot with the same bitstream until it succeeds or the slot goes."""
         delay = RECOVERY_DELAY_S
         while True:

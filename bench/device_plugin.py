@@ -66,9 +66,7 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ids = sorted(conn.devices)
         alloc: list[float] = []
         for i in range(args.calls):
-            request = dp.AllocateRequest(
-                container_requests=[dp.ContainerAllocateRequest(devices_ids=[ids[i % total]])]
-            )
+            request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=[ids[i % total]])])
             t = time.perf_counter()
             await conn.stub.Allocate(request)
             alloc.append((time.perf_counter() - t) * 1000)
@@ -82,9 +80,7 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
         pref: list[float] = []
         request = dp.PreferredAllocationRequest(
-            container_requests=[
-                dp.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=2)
-            ]
+            container_requests=[dp.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=2)]
         )
         for _ in range(args.calls):
             t = time.perf_counter()

@@ -19,10 +19,20 @@ from pathlib import Path
 from agent.app import Agent
 from agent.config import Config, load_config
 from agent.deviceplugin import RESOURCE_NAME
-from agent.kubeletsim import KubeletStandIn, PluginConnection
+from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
+from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
 
-__all__ = ["RESOURCE_NAME", "AgentHarness", "KubeletStandIn", "SimFabric", "short_tmpdir", "test_config"]
+__all__ = [
+    "RESOURCE_NAME",
+    "AgentHarness",
+    "Catalog",
+    "KubeletStandIn",
+    "NodePods",
+    "SimFabric",
+    "short_tmpdir",
+    "test_config",
+]
 
 
 @contextlib.contextmanager
@@ -82,9 +92,7 @@ class AgentHarness:
         """Wait until the stand-in lists ``count`` devices on the current connection."""
         await self.kubelet.wait_for(
             lambda: (
-                RESOURCE_NAME in self.kubelet.plugins
-                and bool(self.conn.updates)
-                and len(self.conn.devices) == count
+                RESOURCE_NAME in self.kubelet.plugins and bool(self.conn.updates) and len(self.conn.devices) == count
             ),
             timeout_s,
         )
@@ -92,16 +100,24 @@ class AgentHarness:
     @classmethod
     @contextlib.asynccontextmanager
     async def running(
-        cls, root: Path, *, expected_devices: int | None = None, **overrides: object
+        cls,
+        root: Path,
+        *,
+        expected_devices: int | None = None,
+        catalog: Catalog | None = None,
+        pods: NodePods | None = None,
+        **overrides: object,
     ) -> AsyncIterator[AgentHarness]:
         """Start stand-in and agent, wait for registration and the first device list; stop both after.
 
         The first list must hold ``expected_devices`` devices (default: every simulated slot).
+        With ``pods``, the stand-in records admitted pods there and the agent reads pod
+        annotations from it and posts its Events to it; ``catalog`` is the node's catalog.
         """
         config = test_config(root, **overrides)
-        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket, pods)
         await kubelet.start()
-        agent = Agent(config)
+        agent = Agent(config, catalog=catalog, pods=pods, events=pods)
         stop = asyncio.Event()
         task = asyncio.create_task(agent.run(stop), name="agent-under-test")
         harness = cls(config, kubelet, agent, stop, task)

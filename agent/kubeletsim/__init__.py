@@ -4,6 +4,7 @@ Used by ``fpga-agent demo`` and by the tests; it speaks the real protocol over r
 unix sockets and behaves as the kubelet does (see :mod:`agent.kubeletsim.kubelet`).
 """
 
+from agent.kubeletsim.apiserver import NodePods, PostedEvent, StandInPod
 from agent.kubeletsim.kubelet import AdmittedContainer, KubeletStandIn, PluginConnection
 
-__all__ = ["AdmittedContainer", "KubeletStandIn", "PluginConnection"]
+__all__ = ["AdmittedContainer", "KubeletStandIn", "NodePods", "PluginConnection", "PostedEvent", "StandInPod"]

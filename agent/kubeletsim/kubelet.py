@@ -33,6 +33,7 @@ import grpc
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
+from agent.kubeletsim.apiserver import NodePods
 from agent.kubeletsim.podresources import PodResourcesServicer
 
 if TYPE_CHECKING:
@@ -79,9 +80,11 @@ class AdmittedContainer:
 class KubeletStandIn:
     """Serves ``<plugin_dir>/kubelet.sock`` and the pod-resources socket."""
 
-    def __init__(self, plugin_dir: Path, pod_resources_socket: Path) -> None:
+    def __init__(self, plugin_dir: Path, pod_resources_socket: Path, pods: NodePods | None = None) -> None:
         self.plugin_dir = plugin_dir
         self.pod_resources_socket = pod_resources_socket
+        #: the API server's view of the node's pods, when one is kept (demo, tests)
+        self.pods = pods
         self.registrations: list[dp.RegisterRequest] = []
         self.plugins: dict[str, PluginConnection] = {}
         # (namespace, pod) -> container -> resource -> device IDs
@@ -222,9 +225,23 @@ class KubeletStandIn:
         changed.set()
 
     # ------------------------------------------------------------------- pods
-    async def admit(self, namespace: str, pod: str, container: str, resource: str, count: int) -> AdmittedContainer:
-        """Start one container that requests ``count`` devices, as the kubelet would."""
+    async def admit(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        resource: str,
+        count: int,
+        annotations: dict[str, str] | None = None,
+    ) -> AdmittedContainer:
+        """Start one container that requests ``count`` devices, as the kubelet would.
+
+        With a NodePods, the pod is known there (Pending, with ``annotations``) before
+        admission starts and Running once PreStartContainer succeeded.
+        """
         conn = self.plugins[resource]
+        if self.pods is not None and self.pods.get(namespace, pod) is None:
+            self.pods.add(namespace, pod, {container: count}, annotations)
         in_use = {
             device_id
             for containers in self.assignments.values()
@@ -256,11 +273,15 @@ class KubeletStandIn:
             await conn.stub.PreStartContainer(
                 dp.PreStartContainerRequest(devices_ids=chosen), timeout=PRE_START_TIMEOUT_S
             )
+        if self.pods is not None:
+            self.pods.set_phase(namespace, pod, "Running")
         return AdmittedContainer(namespace, pod, container, list(chosen), preferred, allocated.container_responses[0])
 
     def delete_pod(self, namespace: str, pod: str) -> None:
         """Forget a pod: its devices are free for the next admission."""
         self.assignments.pop((namespace, pod), None)
+        if self.pods is not None:
+            self.pods.delete(namespace, pod)
 
     def _allocatable(self) -> dict[str, list[str]]:
         return {resource: sorted(conn.devices) for resource, conn in self.plugins.items()}
