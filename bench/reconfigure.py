@@ -119,7 +119,8 @@ def main() -> None:
     args = parser.parse_args()
     results = asyncio.run(measure(args.pods, args.program_ms, args.image_kb))
     print(
-        f"PreStartContainer overhead beyond the hardware's time (image {args.image_kb} KiB, sim programming {args.program_ms} ms)"
+        "PreStartContainer overhead beyond the hardware's time "
+        f"(image {args.image_kb} KiB, sim programming {args.program_ms} ms)"
     )
     print(f"{'case':6}  {'n':>4}  {'p50 ms':>8}  {'p99 ms':>8}  target")
     for case, samples in results.items():
