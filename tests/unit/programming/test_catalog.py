@@ -23,7 +23,6 @@ from agent.errors import (
     PlatformMismatch,
     UnknownBitstream,
 )
-from agent.programming import atomicfile
 from agent.programming import catalog as catalog_module
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform, validate_name
 from agent.slots import Health, Slot, make_slot_id
@@ -328,7 +327,7 @@ def test_failed_replace_keeps_the_old_entry_working(
 def test_failed_fsync_of_the_copy_leaves_no_temp_file(
     catalog: Catalog, sources: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(atomicfile.os, "fsync", _failing)
+    monkeypatch.setattr(os, "fsync", _failing)
     with pytest.raises(BitstreamFileError, match="No space left on device"):
         add_raw(catalog, sources)
     assert listing(catalog.directory) == []

@@ -1,0 +1,91 @@
+"""One programming operation at a time per card, different cards in parallel.
+
+A card is identified by the node the agent programs it through (the DFL FME device
+node, the FPGA manager's sysfs directory). The hardware calls block, so they run
+in worker threads; a thread cannot be interrupted, so when a deadline passes the
+caller gets its timeout at once but the card stays locked until the kernel
+returns from the call. Only then may the next operation on that card start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class CardLease:
+    """Exclusive use of one card until released and every started call has returned."""
+
+    def __init__(self, node: str, lock: asyncio.Lock, deadline: float) -> None:
+        self.node = node
+        self.deadline = deadline
+        self._lock = lock
+        self._pending: set[asyncio.Future[Any]] = set()
+        self._released = False
+        self._unlocked = False
+
+    async def run_in_thread(self, call: Callable[[], T]) -> T:
+        """Run a blocking ``call`` in a worker thread; TimeoutError when the deadline passes first.
+
+        After a timeout the call keeps running in its thread and the card stays locked
+        until it returns.
+        """
+        future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(call))
+        self._pending.add(future)
+        future.add_done_callback(self._call_returned)
+        async with asyncio.timeout_at(self.deadline):
+            return await asyncio.shield(future)
+
+    def _call_returned(self, future: asyncio.Future[Any]) -> None:
+        self._pending.discard(future)
+        if self._released:
+            # The caller gave up on this call (deadline or cancellation): log how it ended.
+            if future.cancelled():
+                logger.warning("%s: a late hardware call was cancelled", self.node)
+            elif future.exception() is not None:
+                logger.warning("%s: a late hardware call failed: %s", self.node, future.exception())
+            else:
+                logger.warning("%s: a late hardware call returned after its deadline", self.node)
+        self._maybe_unlock()
+
+    def release(self) -> None:
+        """Give the card back once every started call has returned."""
+        self._released = True
+        self._maybe_unlock()
+
+    def _maybe_unlock(self) -> None:
+        if self._released and not self._pending and not self._unlocked:
+            self._unlocked = True
+            self._lock.release()
+            logger.debug("%s: free", self.node)
+
+
+class CardLocks:
+    """An asyncio lock per card (keyed by its control node)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def busy(self, node: str) -> bool:
+        """True while an operation on ``node`` holds or still waits for the kernel."""
+        lock = self._locks.get(node)
+        return lock is not None and lock.locked()
+
+    @asynccontextmanager
+    async def hold(self, node: str, deadline: float) -> AsyncIterator[CardLease]:
+        """Wait for the card until ``deadline`` (loop time; TimeoutError) and hold it for the block."""
+        lock = self._locks.setdefault(node, asyncio.Lock())
+        async with asyncio.timeout_at(deadline):
+            await lock.acquire()
+        lease = CardLease(node, lock, deadline)
+        try:
+            yield lease
+        finally:
+            lease.release()

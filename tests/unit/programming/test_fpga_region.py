@@ -1,0 +1,290 @@
+"""FpgaRegionProgrammer over a fake sysfs tree: firmware staged, name written, state followed."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.errors import ProgrammingError, ProgrammingTimeout
+from agent.programming.fpga_region import FpgaRegionProgrammer, firmware_name
+from agent.slots import Health, Slot, make_slot_id
+
+IMAGE = b"\xaa\x99\x55\x66" + bytes(range(200))
+ACCELERATOR = "fir-filter"
+MANAGER_PARENT = "sys/devices/platform/axi/axi:fpga-manager"
+
+
+class FakeManager:
+    """An FPGA manager's sysfs directory whose attributes the test drives."""
+
+    def __init__(self, root: Path, name: str, state: str, flags: bool = True, status: str | None = None) -> None:
+        self.sys_path = f"/{MANAGER_PARENT}-{name}/fpga_manager/{name}"
+        self.path = root / self.sys_path.lstrip("/")
+        self.path.mkdir(parents=True)
+        (self.path / "name").write_text("Xilinx ZynqMP FPGA Manager\n")
+        (self.path / "firmware").write_text("")
+        if flags:
+            (self.path / "flags").write_text("0\n")
+        if status is not None:
+            (self.path / "status").write_text(status + "\n")
+        self.state = state
+
+    @property
+    def state(self) -> str:
+        return (self.path / "state").read_text().strip()
+
+    @state.setter
+    def state(self, value: str) -> None:
+        (self.path / "state").write_text(value + "\n")
+
+    def attribute(self, name: str) -> str | None:
+        path = self.path / name
+        return path.read_text() if path.exists() else None
+
+
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+class Kernel:
+    """Plays the kernel between two polls of ``state``: the programmer's injected sleep."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+        self.steps: list[Callable[[], None]] = []
+        self.release = asyncio.Event()
+        self.waiting = 0
+        self.all_waiting = asyncio.Event()
+        self.expected_waiters = 0
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.steps:
+            self.steps.pop(0)()
+            return
+        self.waiting += 1
+        if self.waiting == self.expected_waiters:
+            self.all_waiting.set()
+        await self.release.wait()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "root"
+
+
+@pytest.fixture
+def firmware_dir(tmp_path: Path) -> Path:
+    return tmp_path / "lib" / "firmware"
+
+
+@pytest.fixture
+def kernel() -> Kernel:
+    return Kernel()
+
+
+@pytest.fixture
+def programmer(root: Path, firmware_dir: Path, kernel: Kernel) -> FpgaRegionProgrammer:
+    return FpgaRegionProgrammer(firmware_dir=firmware_dir, sysfs_root=root, poll_interval_s=0.01, sleep=kernel.sleep)
+
+
+def region_slot(manager: FakeManager, region: str = "region0") -> Slot:
+    card = manager.path.name
+    return Slot(
+        id=make_slot_id(card, region),
+        card=card,
+        region=region,
+        numa=None,
+        device_nodes=(),
+        platform="Xilinx ZynqMP FPGA Manager",
+        loaded=None,
+        health=Health.HEALTHY,
+        backend="fpga-region",
+        control_node=manager.sys_path,
+    )
+
+
+def set_state(manager: FakeManager, state: str) -> Callable[[], None]:
+    return lambda: setattr(manager, "state", state)
+
+
+async def test_synchronous_load(
+    root: Path, firmware_dir: Path, kernel: Kernel, programmer: FpgaRegionProgrammer
+) -> None:
+    manager = FakeManager(root, "fpga0", "operating")
+    slot = region_slot(manager)
+    took = await programmer.program(slot, IMAGE, ACCELERATOR, 5.0)
+    assert took >= 0.0
+    name = firmware_name(slot)
+    assert name == "fpga-slot-fpga0-region0.bin"
+    assert (firmware_dir / name).read_bytes() == IMAGE
+    assert manager.attribute("firmware") == name
+    assert manager.attribute("flags") == "1"
+    assert kernel.sleeps == []
+    assert sorted(os.listdir(firmware_dir)) == [name]  # no temp files left
+
+
+async def test_state_is_followed_until_operating(root: Path, kernel: Kernel, programmer: FpgaRegionProgrammer) -> None:
+    manager = FakeManager(root, "fpga0", "firmware request")
+    kernel.steps = [set_state(manager, "write init"), set_state(manager, "write"), set_state(manager, "operating")]
+    await programmer.program(region_slot(manager), IMAGE, ACCELERATOR, 5.0)
+    assert kernel.sleeps == [0.01, 0.01, 0.01]
+    assert not programmer.busy(manager.sys_path)
+
+
+@pytest.mark.parametrize(
+    ("state", "status"),
+    [
+        pytest.param("firmware request error", None, id="firmware-request-error"),
+        pytest.param("write init error", "incompatible image", id="write-init-error"),
+        pytest.param("write error", "reconfig CRC error", id="write-error"),
+        pytest.param("write complete error", None, id="write-complete-error"),
+        pytest.param("power off", None, id="power-off"),
+    ],
+)
+async def test_error_states(
+    root: Path, kernel: Kernel, programmer: FpgaRegionProgrammer, state: str, status: str | None
+) -> None:
+    manager = FakeManager(root, "fpga0", "write", status=status)
+    kernel.steps = [set_state(manager, state)]
+    slot = region_slot(manager)
+    with pytest.raises(ProgrammingError) as info:
+        await programmer.program(slot, IMAGE, ACCELERATOR, 5.0)
+    assert type(info.value) is ProgrammingError
+    expected = (
+        f"slot {slot.id}: programming {ACCELERATOR} through FPGA manager fpga0 failed: manager state is {state!r}"
+    )
+    if status:
+        expected += f"; status {status!r}"
+    assert str(info.value) == expected
+
+
+async def test_timeout_names_the_last_state(root: Path, kernel: Kernel, programmer: FpgaRegionProgrammer) -> None:
+    manager = FakeManager(root, "fpga0", "write")
+    slot = region_slot(manager)
+    expected = (
+        rf"^slot {slot.id}: programming {ACCELERATOR} through FPGA manager fpga0 did not finish within 0\.1 s "
+        r"\(state 'write'\); the manager stays busy until the kernel returns$"
+    )
+    with pytest.raises(ProgrammingTimeout, match=expected):
+        await programmer.program(slot, IMAGE, ACCELERATOR, 0.05)
+    assert not programmer.busy(manager.sys_path)  # nothing was left running in a thread
+
+
+@pytest.mark.parametrize(
+    ("flags", "partial", "expected_flags"),
+    [
+        pytest.param(True, False, "0\n", id="full-bitstream-leaves-flags"),
+        pytest.param(False, True, None, id="manager-without-flags"),
+    ],
+)
+async def test_flags_attribute(
+    root: Path,
+    programmer: FpgaRegionProgrammer,
+    firmware_dir: Path,
+    flags: bool,
+    partial: bool,
+    expected_flags: str | None,
+) -> None:
+    manager = FakeManager(root, "fpga0", "operating", flags=flags)
+    full = FpgaRegionProgrammer(firmware_dir=firmware_dir, sysfs_root=root, partial=partial)
+    await full.program(region_slot(manager), IMAGE, ACCELERATOR, 5.0)
+    assert manager.attribute("flags") == expected_flags
+
+
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        pytest.param(
+            lambda m, fw: (m.path / "firmware").unlink(),
+            r"failed: writing 'fpga-slot-fpga0-region0\.bin' to .*/fpga0/firmware: No such file or directory",
+            id="no-firmware-attribute",
+        ),
+        pytest.param(
+            lambda m, fw: (m.path / "state").unlink(),
+            r"failed: manager state is None",
+            id="no-state-attribute",
+        ),
+        pytest.param(
+            lambda m, fw: (fw.parent.mkdir(parents=True), fw.write_text("not a directory")),
+            r"failed: cannot write .*/lib/firmware/fpga-slot-fpga0-region0\.bin",
+            id="firmware-dir-unusable",
+        ),
+    ],
+)
+async def test_sysfs_and_firmware_failures(
+    root: Path,
+    firmware_dir: Path,
+    programmer: FpgaRegionProgrammer,
+    break_it: Callable[[FakeManager, Path], object],
+    message: str,
+) -> None:
+    manager = FakeManager(root, "fpga0", "operating")
+    break_it(manager, firmware_dir)
+    slot = region_slot(manager)
+    with pytest.raises(ProgrammingError, match=rf"^slot {re.escape(slot.id)}: programming {ACCELERATOR} .*{message}"):
+        await programmer.program(slot, IMAGE, ACCELERATOR, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "image", "message"),
+    [
+        pytest.param({"control_node": ""}, IMAGE, "no FPGA manager to program it through", id="no-manager"),
+        pytest.param({}, b"", "bitstream image is empty", id="empty-image"),
+    ],
+)
+async def test_refused_before_touching_anything(
+    root: Path,
+    firmware_dir: Path,
+    programmer: FpgaRegionProgrammer,
+    changes: dict[str, str],
+    image: bytes,
+    message: str,
+) -> None:
+    manager = FakeManager(root, "fpga0", "operating")
+    slot = dataclasses.replace(region_slot(manager), **changes)  # type: ignore[arg-type]
+    with pytest.raises(ProgrammingError, match=f"^slot {slot.id}: {message}$"):
+        await programmer.program(slot, image, ACCELERATOR, 5.0)
+    assert not exists(firmware_dir)
+    assert manager.attribute("firmware") == ""
+
+
+async def test_one_load_at_a_time_per_manager(
+    root: Path, firmware_dir: Path, kernel: Kernel, programmer: FpgaRegionProgrammer
+) -> None:
+    manager = FakeManager(root, "fpga0", "write")
+    first, second = region_slot(manager, "region0"), region_slot(manager, "region1")
+    kernel.expected_waiters = 1
+    task_a = asyncio.create_task(programmer.program(first, IMAGE, ACCELERATOR, 30.0))
+    await kernel.all_waiting.wait()  # the first load is in progress
+    task_b = asyncio.create_task(programmer.program(second, IMAGE[::-1], "other", 30.0))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not task_b.done()
+    assert not exists(firmware_dir / firmware_name(second))
+    assert manager.attribute("firmware") == firmware_name(first)
+
+    manager.state = "operating"
+    kernel.release.set()
+    await asyncio.gather(task_a, task_b)
+    assert manager.attribute("firmware") == firmware_name(second)
+    assert (firmware_dir / firmware_name(second)).read_bytes() == IMAGE[::-1]
+
+
+async def test_different_managers_in_parallel(root: Path, kernel: Kernel, programmer: FpgaRegionProgrammer) -> None:
+    managers = [FakeManager(root, f"fpga{n}", "write") for n in range(2)]
+    kernel.expected_waiters = 2
+    tasks = [asyncio.create_task(programmer.program(region_slot(m), IMAGE, ACCELERATOR, 30.0)) for m in managers]
+    await kernel.all_waiting.wait()  # both loads are in progress at once
+    assert all(programmer.busy(m.sys_path) for m in managers)
+    for manager in managers:
+        manager.state = "operating"
+    kernel.release.set()
+    await asyncio.gather(*tasks)
+    assert not any(programmer.busy(m.sys_path) for m in managers)
