@@ -1,4 +1,4 @@
-"""Command line: ``fpga-agent run | discover | demo``."""
+"""Command line: ``fpga-agent run | discover | catalog | demo``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
 
 from agent.app import Agent, build_backend, log_enumeration
 from agent.config import Config, add_arguments, load_config
 from agent.errors import FpgaSlotError
 from agent.logsetup import setup_logging
+from agent.programming.catalog import Catalog
 from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
@@ -28,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     discover = commands.add_parser("discover", help="list the slots this node has")
     add_arguments(discover)
     discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_catalog_commands(commands)
     demo = commands.add_parser("demo", help="the whole lifecycle on simulated slots with a kubelet stand-in")
     add_arguments(demo)
     return parser
@@ -46,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(run_agent(config))
         elif args.command == "discover":
             asyncio.run(discover(config, as_json=args.json))
+        elif args.command == "catalog":
+            return run_catalog(config, args)
         else:
             from agent.demo import run_demo
 
@@ -96,6 +102,57 @@ async def discover(config: Config, as_json: bool) -> None:
     print(format_table(["id", "card", "numa", "device", "platform", "loaded", "health"], rows))
     for entry in skipped:
         print(f"skipped {entry['device']}: {entry['reason']}")
+
+
+def add_catalog_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``catalog list`` and ``catalog add``: the bitstreams in --bitstream-dir."""
+    catalog = commands.add_parser("catalog", help="the node's bitstream catalog (--bitstream-dir)")
+    actions = catalog.add_subparsers(dest="catalog_command", required=True)
+    listing = actions.add_parser("list", help="list the bitstreams and any unusable records")
+    add_arguments(listing)
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add = actions.add_parser("add", help="copy a bitstream file into the catalog")
+    add_arguments(add)
+    add.add_argument("file", type=Path, metavar="FILE", help="bitstream file (Intel GBS or raw)")
+    add.add_argument("--name", required=True, help="name pods ask for: [a-z0-9][a-z0-9._-]*, at most 63 characters")
+    add.add_argument("--platform", help="PR interface id it fits (read from the header of a GBS file)")
+    add.add_argument("--accelerator-id", help="id the slot reports once loaded (read from the header of a GBS file)")
+    add.add_argument("--replace", action="store_true", help="replace a bitstream of the same name")
+
+
+def run_catalog(config: Config, args: argparse.Namespace) -> int:
+    """Run a catalog command; a catalog error prints one line naming the problem and returns 1."""
+    catalog = Catalog(config.bitstream_dir)
+    try:
+        if args.catalog_command == "add":
+            entry = catalog.add(
+                args.file, args.name, platform=args.platform, accelerator_id=args.accelerator_id, replace=args.replace
+            )
+            print(
+                f"added {entry.name}: {entry.size} bytes, sha256 {entry.sha256}, platform {entry.platform}, "
+                f"accelerator {entry.accelerator_id} ({catalog.directory / entry.file})"
+            )
+            return 0
+        scan = catalog.scan()
+    except FpgaSlotError as exc:
+        print(f"fpga-agent catalog {args.catalog_command}: {exc}", file=sys.stderr)
+        return 1
+    problems = [{"record": problem.record, "reason": problem.reason} for problem in scan.problems]
+    if args.json:
+        bitstreams = [asdict(entry) for entry in scan.entries]
+        print(
+            json.dumps({"directory": str(catalog.directory), "bitstreams": bitstreams, "problems": problems}, indent=2)
+        )
+        return 0
+    rows: list[dict[str, object]] = [
+        {**asdict(entry), "accelerator": entry.accelerator_id, "sha256": entry.sha256[:12]} for entry in scan.entries
+    ]
+    print(format_table(["name", "platform", "accelerator", "size", "sha256", "added_at"], rows))
+    for problem in problems:
+        print(f"skipped {problem['record']}: {problem['reason']}", file=sys.stderr)
+    if not scan.entries and not problems:
+        print(f"no bitstreams in {catalog.directory}", file=sys.stderr)
+    return 0
 
 
 def format_table(columns: list[str], rows: list[dict[str, object]]) -> str:
