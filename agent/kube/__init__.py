@@ -1,0 +1,37 @@
+"""The only code that talks to the API server (through the ``kubernetes`` client).
+
+* :func:`build_api_client`: in-cluster service account or ``--kubeconfig``;
+* :class:`PodCache`: this node's pods (annotations, slot requests, phase) from one
+  list+watch, with change callbacks for deletion-driven reconciling;
+* :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller.
+
+The client is blocking, so every call runs in a worker thread; results reach the
+event loop as small frozen values (:class:`PodInfo`). Client errors are wrapped
+here (``KubeError``) or logged here, never passed on as library exceptions.
+"""
+
+from agent.kube.client import build_api_client
+from agent.kube.events import EventRecorder, EventType
+from agent.kube.model import (
+    SLOT_RESOURCE,
+    ContainerSlots,
+    PodEventKind,
+    PodInfo,
+    parse_pod,
+)
+from agent.kube.pods import PodCache, PodListener
+from agent.kube.reflector import Backoff
+
+__all__ = [
+    "SLOT_RESOURCE",
+    "Backoff",
+    "ContainerSlots",
+    "EventRecorder",
+    "EventType",
+    "PodCache",
+    "PodEventKind",
+    "PodInfo",
+    "PodListener",
+    "build_api_client",
+    "parse_pod",
+]

@@ -1,0 +1,144 @@
+"""Connect to the API server: in-cluster service account, or a kubeconfig file.
+
+The agent runs as a DaemonSet pod, so the service account is the normal case;
+``--kubeconfig`` is for running it outside the cluster (development, the demo
+against a test cluster). Failing to build a client is not fatal to the agent: the
+caller gets a :class:`~agent.errors.KubeError` naming what is missing, serves slots
+anyway and says once that pod annotations cannot be read.
+
+Also here: :func:`describe_api_error`, the one place that turns the client's
+exceptions (``ApiException``, urllib3 errors) into short log text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import (
+    SERVICE_HOST_ENV_NAME,
+    SERVICE_PORT_ENV_NAME,
+    InClusterConfigLoader,
+)
+
+from agent.errors import KubeError
+
+logger = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def build_api_client(
+    kubeconfig: Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+) -> client.ApiClient:
+    """An ApiClient for ``kubeconfig`` if given, else for the pod's service account.
+
+    Raises KubeError with a message that says what is missing. The caller owns the
+    client and closes it (``api_client.close()``).
+    """
+    if kubeconfig is not None:
+        return _from_kubeconfig(kubeconfig)
+    return _in_cluster(os.environ if environ is None else environ, service_account_dir)
+
+
+def _from_kubeconfig(path: Path) -> client.ApiClient:
+    if not path.is_file():
+        raise KubeError(f"--kubeconfig {path}: no such file")
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path), client_configuration=configuration, persist_config=False
+        )
+    except (ConfigException, yaml.YAMLError, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise KubeError(f"--kubeconfig {path}: not a usable kubeconfig: {detail}") from exc
+    logger.info("API server %s (from kubeconfig %s)", configuration.host, path)
+    return client.ApiClient(configuration)
+
+
+def _in_cluster(environ: Mapping[str, str], service_account_dir: Path) -> client.ApiClient:
+    if not environ.get(SERVICE_HOST_ENV_NAME) or not environ.get(SERVICE_PORT_ENV_NAME):
+        raise KubeError(
+            f"no API server access: not running in a pod ({SERVICE_HOST_ENV_NAME}/{SERVICE_PORT_ENV_NAME} "
+            "unset) and no --kubeconfig given"
+        )
+    configuration = client.Configuration()
+    loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=str(service_account_dir / "token"),
+        cert_filename=str(service_account_dir / "ca.crt"),
+        environ=environ,
+    )
+    try:
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as exc:
+        raise KubeError(
+            f"in-cluster config: {exc} (service account files in {service_account_dir}; "
+            "is automountServiceAccountToken disabled?)"
+        ) from exc
+    logger.info("API server %s (in-cluster service account)", configuration.host)
+    return client.ApiClient(configuration)
+
+
+def describe_api_error(exc: BaseException) -> tuple[str, str]:
+    """(kind, text) of a failed call: kind groups repeats for logging once, text is for people.
+
+    ``kind`` is e.g. ``"HTTP 403"`` or ``"connection"``; ``text`` carries the API
+    server's own Status message where there is one.
+    """
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        message = _status_message(exc.body) or str(exc.reason or "").strip()
+        if status == 0:
+            return "connection", f"cannot reach the API server: {message}"
+        return f"HTTP {status}", f"HTTP {status} {message}".rstrip()
+    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
+        return "connection", f"cannot reach the API server: {_first_line(exc)}"
+    return type(exc).__name__, f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether trying the same request again later may succeed (network, 429, 5xx)."""
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        return status == 0 or status == 429 or status >= 500
+    return isinstance(exc, urllib3.exceptions.HTTPError | OSError)
+
+
+def api_status(exc: BaseException) -> int | None:
+    """The HTTP status of a refused request, None when it never got an answer."""
+    if isinstance(exc, ApiException) and exc.status:
+        return int(exc.status)
+    return None
+
+
+def _status_message(body: object) -> str:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if not isinstance(body, str) or not body:
+        return ""
+    try:
+        status: Any = json.loads(body)
+    except ValueError:
+        return body.strip()[:200]
+    if isinstance(status, dict):
+        reason = str(status.get("reason") or "")
+        message = str(status.get("message") or "")
+        return f"{reason}: {message}" if reason and message else reason or message
+    return ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,186 @@
+"""This node's pods, kept current by one list+watch (``fieldSelector=spec.nodeName=<node>``).
+
+PreStartContainer needs the annotations of the pod it is starting, and
+GetPreferredAllocation wants the pending pods that ask for slots. Asking the API
+server on each call would add a round trip inside the kubelet's deadline and
+load the API server once per container start on every node; one watch per node
+is what the kubelet itself does. The reading happens in the reflector's worker
+thread; the dict of :class:`PodInfo` lives on the event loop and is only
+touched there, so readers need no lock.
+
+Listeners hear ADDED, MODIFIED and DELETED for this node's pods, also for the
+differences found by a relist (so a pod deleted while the watch was down is
+still reported as DELETED), and a MODIFIED only when something the agent keeps
+changed (status updates that touch nothing in PodInfo are not passed on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kubernetes import client
+
+from agent.kube.model import PodEventKind, PodInfo, PodKey, parse_pod
+from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector
+
+logger = logging.getLogger(__name__)
+
+PodListener = Callable[[PodEventKind, PodInfo], None]
+
+
+class PodCache:
+    """The pods bound to ``node_name``, from the API server, with change callbacks.
+
+    Run ``run()`` as a long-lived task; everything else is called on the same loop.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        node_name: str,
+        *,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        watch_timeout_s: float = WATCH_TIMEOUT_S,
+    ) -> None:
+        self.node_name = node_name
+        core = client.CoreV1Api(api_client)
+        self._reflector: Reflector[PodInfo] = Reflector(
+            name=f"pods-{node_name}",
+            description=f"pods on node {node_name}",
+            list_func=core.list_pod_for_all_namespaces,
+            list_kwargs={"field_selector": f"spec.nodeName={node_name}"},
+            parse=parse_pod,
+            on_replace=self._replace,
+            on_event=self._apply,
+            on_error=self._failed,
+            backoff=backoff,
+            watch_timeout_s=watch_timeout_s,
+        )
+        self._pods: dict[PodKey, PodInfo] = {}
+        self._listeners: list[PodListener] = []
+        self._synced = asyncio.Event()
+        self._waiters: dict[PodKey, list[asyncio.Future[None]]] = {}
+        self._last_error: str | None = None
+
+    async def run(self) -> None:
+        """List and watch this node's pods until cancelled (closes the watch on the way out)."""
+        logger.info("watching pods on node %s", self.node_name)
+        await self._reflector.run()
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list arrived (and from then on, also while relisting)."""
+        return self._synced.is_set()
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last list failed, None after a successful list: for error messages to callers."""
+        return self._last_error
+
+    async def wait_synced(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the first list; True when synced."""
+        if self._synced.is_set():
+            return True
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._synced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def get(self, namespace: str, name: str) -> PodInfo | None:
+        return self._pods.get((namespace, name))
+
+    def pods(self) -> list[PodInfo]:
+        """Every pod currently bound to this node (a new list; the values are frozen)."""
+        return list(self._pods.values())
+
+    async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodInfo | None:
+        """The pod, waiting up to ``timeout_s`` for it to arrive through the watch; None if it does not.
+
+        For the moment between the kubelet seeing a pod and this watch delivering it.
+        """
+        key = (namespace, name)
+        pod = self._pods.get(key)
+        if pod is not None:
+            return pod
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(future)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await future
+        except TimeoutError:
+            pass
+        finally:
+            waiting = self._waiters.get(key, [])
+            if future in waiting:
+                waiting.remove(future)
+            if not waiting:
+                self._waiters.pop(key, None)
+        return self._pods.get(key)
+
+    def add_listener(self, listener: PodListener) -> None:
+        """Call ``listener(kind, pod)`` on the loop for every change; exceptions are logged, not raised."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: PodListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    # --- called on the loop by the reflector ----------------------------------------------
+
+    def _replace(self, pods: list[PodInfo]) -> None:
+        fresh = {pod.key: pod for pod in pods}
+        old = self._pods
+        self._pods = fresh
+        self._last_error = None
+        first = not self._synced.is_set()
+        self._synced.set()
+        if first:
+            logger.info("pod cache for node %s synced: %d pods", self.node_name, len(fresh))
+        for key, pod in old.items():
+            current = fresh.get(key)
+            if current is None or current.uid != pod.uid:
+                self._notify("DELETED", pod.as_deleted())
+        for key, pod in fresh.items():
+            previous = old.get(key)
+            if previous is None or previous.uid != pod.uid:
+                self._notify("ADDED", pod)
+                self._wake(key)
+            elif previous != pod:
+                self._notify("MODIFIED", pod)
+
+    def _apply(self, kind: PodEventKind, pod: PodInfo) -> None:
+        key = pod.key
+        previous = self._pods.get(key)
+        if kind == "DELETED":
+            if previous is not None and previous.uid == pod.uid:
+                del self._pods[key]
+                self._notify("DELETED", pod.as_deleted())
+            return
+        self._pods[key] = pod
+        if previous is None:
+            self._notify("ADDED", pod)
+            self._wake(key)
+        elif previous.uid != pod.uid:  # a new pod of the same name; the old one's DELETED was missed
+            self._notify("DELETED", previous.as_deleted())
+            self._notify("ADDED", pod)
+        elif previous != pod:
+            self._notify("MODIFIED", pod)
+
+    def _failed(self, text: str) -> None:
+        self._last_error = text
+
+    def _notify(self, kind: PodEventKind, pod: PodInfo) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(kind, pod)
+            except Exception:
+                logger.exception("pod listener failed on %s of pod %s", kind, pod)
+
+    def _wake(self, key: PodKey) -> None:
+        for future in self._waiters.pop(key, []):
+            if not future.done():
+                future.set_result(None)
