@@ -52,7 +52,7 @@ class CardLease:
             elif future.exception() is not None:
                 logger.warning("%s: a late hardware call failed: %s", self.node, future.exception())
             else:
-                logger.warning("%s: a late hardware call returned after its deadline", self.node)
+                logger.warning("%s: a late hardware call returned after its caller gave up", self.node)
         self._maybe_unlock()
 
     def release(self) -> None:

@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
@@ -56,6 +57,16 @@ def _read_attribute(path: Path) -> str | None:
         return None
 
 
+@dataclass(slots=True)
+class _Load:
+    """One firmware load in progress; ``state`` is the manager's last reported state."""
+
+    slot: Slot
+    manager: Path
+    what: str
+    state: str | None = None
+
+
 class FpgaRegionProgrammer:
     """Programs fpga-region slots through their FPGA manager's ``firmware`` attribute."""
 
@@ -90,12 +101,12 @@ class FpgaRegionProgrammer:
         manager = self.manager_dir(slot)
         what = f"slot {slot.id}: programming {accelerator_id} through FPGA manager {manager.name}"
         deadline = asyncio.get_running_loop().time() + timeout_s
-        state: list[str | None] = [None]
+        load = _Load(slot, manager, what)
         started = False
         try:
             async with self._managers.hold(slot.control_node, deadline) as lease:
                 started = True
-                took = await self._load(lease, slot, manager, image, what, state)
+                took = await self._load(lease, load, image)
         except TimeoutError as exc:
             if not started:
                 raise ProgrammingTimeout(
@@ -103,16 +114,15 @@ class FpgaRegionProgrammer:
                     f"operation for the whole {timeout_s:.1f} s deadline"
                 ) from exc
             raise ProgrammingTimeout(
-                f"{what} did not finish within {timeout_s:.1f} s (state {state[0]!r}); "
+                f"{what} did not finish within {timeout_s:.1f} s (state {load.state!r}); "
                 "the manager stays busy until the kernel returns"
             ) from exc
         logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
         return took
 
-    async def _load(
-        self, lease: CardLease, slot: Slot, manager: Path, image: bytes, what: str, state: list[str | None]
-    ) -> float:
-        name = firmware_name(slot)
+    async def _load(self, lease: CardLease, load: _Load, image: bytes) -> float:
+        manager, what = load.manager, load.what
+        name = firmware_name(load.slot)
         firmware = self._firmware_dir / name
         try:
             await lease.run_in_thread(lambda: self._stage_firmware(firmware, image))
@@ -129,13 +139,13 @@ class FpgaRegionProgrammer:
             ) from exc
         async with asyncio.timeout_at(lease.deadline):
             while True:
-                state[0] = await lease.run_in_thread(lambda: _read_attribute(manager / "state"))
-                if state[0] == OPERATING:
+                load.state = state = await lease.run_in_thread(lambda: _read_attribute(manager / "state"))
+                if state == OPERATING:
                     return time.monotonic() - started
-                if state[0] is None or "error" in state[0] or state[0] in _FAILED_STATES:
+                if state is None or "error" in state or state in _FAILED_STATES:
                     status = await lease.run_in_thread(lambda: _read_attribute(manager / "status"))
                     detail = f"; status {status!r}" if status else ""
-                    raise ProgrammingError(f"{what} failed: manager state is {state[0]!r}{detail}")
+                    raise ProgrammingError(f"{what} failed: manager state is {state!r}{detail}")
                 await self._sleep(self._poll_interval_s)
 
     def _stage_firmware(self, firmware: Path, image: bytes) -> None:

@@ -1,0 +1,74 @@
+"""CardLocks: a card is free only when its holder is done and every started kernel call has returned."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from agent.programming.cardlock import CardLocks
+
+NODE = "/dev/dfl-fme.0"
+THREAD_WAIT_S = 10.0  # safety net so a broken test fails instead of hanging; never asserted on
+
+
+def far_deadline() -> float:
+    return asyncio.get_running_loop().time() + 60.0
+
+
+async def test_result_and_exception_pass_through() -> None:
+    locks = CardLocks()
+    async with locks.hold(NODE, far_deadline()) as lease:
+        assert await lease.run_in_thread(lambda: 42) == 42
+        with pytest.raises(ZeroDivisionError):
+            await lease.run_in_thread(lambda: 1 // 0)
+        assert locks.busy(NODE)
+    assert not locks.busy(NODE)
+
+
+async def test_cancelled_holder_keeps_the_card_until_the_call_returns() -> None:
+    locks = CardLocks()
+    gate, entered = threading.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def blocking_call() -> str:
+        loop.call_soon_threadsafe(entered.set)
+        if not gate.wait(THREAD_WAIT_S):
+            raise AssertionError("test never released the call")
+        return "done"
+
+    async def holder() -> None:
+        async with locks.hold(NODE, far_deadline()) as lease:
+            await lease.run_in_thread(blocking_call)
+
+    task = asyncio.create_task(holder())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert locks.busy(NODE)  # the thread is still inside the call
+
+    gate.set()
+    async with locks.hold(NODE, far_deadline()):  # granted only once the call has returned
+        assert gate.is_set()
+    assert not locks.busy(NODE)
+
+
+async def test_timed_out_waiter_does_not_keep_the_card() -> None:
+    locks = CardLocks()
+    async with locks.hold(NODE, far_deadline()):
+        with pytest.raises(TimeoutError):
+            async with locks.hold(NODE, asyncio.get_running_loop().time() + 0.01):
+                pytest.fail("got a card that was held")
+    assert not locks.busy(NODE)
+    async with locks.hold(NODE, far_deadline()):
+        assert locks.busy(NODE)
+
+
+async def test_cards_are_independent() -> None:
+    locks = CardLocks()
+    async with locks.hold(NODE, far_deadline()), locks.hold("/dev/dfl-fme.1", far_deadline()):
+        assert locks.busy(NODE)
+        assert locks.busy("/dev/dfl-fme.1")
+    assert not locks.busy(NODE)
