@@ -25,7 +25,7 @@ from agent.discovery import (
     static_source,
 )
 from agent.errors import KubeletError
-from agent.programming import Programmer, SimProgrammer
+from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
 from agent.simfpga import SimFabric
@@ -55,12 +55,15 @@ def build_backend(config: Config) -> Backend:
         "fpga-region": fpga_region_source(),
         "static": static_source(config.static_slots),
     }
+    # Slots of the static backend are boards the kernel does not describe: nothing here programs them.
+    programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
     if config.backend == "auto":
         sources = [hardware["dfl"], hardware["fpga-region"]]
         if config.static_slots:
             sources.append(hardware["static"])
-        return Backend(CompositeSource("auto", sources))
-    return Backend(hardware[config.backend])
+        return Backend(CompositeSource("auto", sources), programmers)
+    chosen = {name: p for name, p in programmers.items() if name == config.backend}
+    return Backend(hardware[config.backend], chosen)
 
 
 def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:

@@ -532,3 +532,29 @@ def test_manager_name_platforms_match_as_given(catalog: Catalog, sources: Path) 
     entry = catalog.add(write(sources / "z.bit", RAW), "zynq", platform=name, accelerator_id="fir")
     assert entry.platform == name
     check_platform(entry, slot_with_platform(name, card="fpga0", region="region0"))
+
+
+# ------------------------------------------------------- verified-file cache
+def test_unchanged_file_is_hashed_once(catalog: Catalog, sources: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = add_raw(catalog, sources)
+    hashed: list[int] = []
+    real_sha256 = hashlib.sha256
+
+    def counting_sha256(data: bytes = b"") -> object:
+        hashed.append(len(data))
+        return real_sha256(data)
+
+    monkeypatch.setattr(catalog_module.hashlib, "sha256", counting_sha256)
+    assert catalog.read_image(entry) == RAW
+    assert catalog.read_image(entry) == RAW
+    assert hashed == [len(RAW)]
+
+
+def test_file_changed_after_verification_is_caught(catalog: Catalog, sources: Path) -> None:
+    entry = add_raw(catalog, sources)
+    assert catalog.read_image(entry) == RAW
+    stored = catalog.directory / entry.file
+    tampered = bytes([RAW[0] ^ 0xFF]) + RAW[1:]  # same size, other content
+    stored.write_bytes(tampered)
+    with pytest.raises(BitstreamHashError, match=entry.sha256):
+        catalog.read_image(entry)
