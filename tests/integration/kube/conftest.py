@@ -1,0 +1,113 @@
+"""The fake API server, a kubeconfig for it, a real ApiClient, a running pod cache; and a thread-leak check."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from agent.kube import Backoff, PodCache, PodEventKind, PodInfo, build_api_client
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
+
+#: Short backoff so that recovery paths run quickly; the logic is the same.
+FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)
+TIMEOUT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Every thread a test starts (watch workers, server handlers) has ended when it is over."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [
+        t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+    ]
+    assert not leaked, f"threads left running: {[t.name for t in leaked]}"
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with running_apiserver() as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(apiserver: FakeKubeApiServer, tmp_path: Path) -> Path:
+    return apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
+    api_client = build_api_client(kubeconfig)
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+class Seen:
+    """A pod listener that queues what it hears, for tests to wait on."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[PodEventKind, PodInfo]] = asyncio.Queue()
+        self.all: list[tuple[PodEventKind, str]] = []
+
+    def __call__(self, kind: PodEventKind, pod: PodInfo) -> None:
+        self.all.append((kind, pod.name))
+        self.queue.put_nowait((kind, pod))
+
+    async def next(self, timeout_s: float = TIMEOUT_S) -> tuple[PodEventKind, PodInfo]:
+        async with asyncio.timeout(timeout_s):
+            return await self.queue.get()
+
+    async def take(self, count: int, timeout_s: float = TIMEOUT_S) -> list[tuple[PodEventKind, str]]:
+        """The next ``count`` changes as (kind, pod name), in order."""
+        return [(kind, pod.name) for kind, pod in [await self.next(timeout_s) for _ in range(count)]]
+
+    def pending(self) -> int:
+        return self.queue.qsize()
+
+
+@contextlib.asynccontextmanager
+async def running_cache(
+    api_client: client.ApiClient, node: str = DEFAULT_NODE, **kwargs: Any
+) -> AsyncIterator[tuple[PodCache, Seen, asyncio.Task[None]]]:
+    """A PodCache running as a task, with a listener; cancelled (and its thread ended) afterwards."""
+    kwargs.setdefault("backoff", FAST_BACKOFF)
+    cache = PodCache(api_client, node, **kwargs)
+    seen = Seen()
+    cache.add_listener(seen)
+    task = asyncio.create_task(cache.run(), name="pod-cache-under-test")
+    try:
+        yield cache, seen, task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@pytest.fixture
+def start_cache(api_client: client.ApiClient) -> Callable[..., Any]:
+    """``async with start_cache(node=..., backoff=...) as (cache, seen, task):``."""
+
+    def start(**kwargs: Any) -> Any:
+        return running_cache(api_client, **kwargs)
+
+    return start
+
+
+@pytest.fixture
+async def synced_cache(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> AsyncIterator[tuple[PodCache, Seen]]:
+    """A running, synced cache of node-a whose watch is open at the server."""
+    async with running_cache(api_client) as (cache, seen, _task):
+        assert await cache.wait_synced(TIMEOUT_S)
+        await apiserver.until(lambda: apiserver.active_watches() == 1)
+        yield cache, seen
