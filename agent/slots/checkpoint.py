@@ -176,15 +176,18 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry) -> None:
     """Write the checkpoint whenever the registry's state changes, until cancelled.
 
     The file is written in a worker thread, at most every WRITE_INTERVAL_S, and only
-    when its content changed; a final write happens on cancellation.
+    when its content changed; a final write happens on cancellation, after a write
+    still running in the thread (cancelling the wait does not stop the thread) ended.
     """
     last: bytes | None = None
+    in_thread: asyncio.Task[None] | None = None
 
     async def write_if_changed() -> None:
-        nonlocal last
+        nonlocal last, in_thread
         data = encode(registry.snapshot())
         if data != last:
-            await asyncio.to_thread(write_atomic, path, data)
+            in_thread = asyncio.ensure_future(asyncio.to_thread(write_atomic, path, data))
+            await asyncio.shield(in_thread)
             last = data
 
     try:
@@ -197,6 +200,9 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry) -> None:
             await asyncio.sleep(WRITE_INTERVAL_S)
             await registry.wait_for_change(version)
     finally:
+        if in_thread is not None:
+            with contextlib.suppress(OSError):  # reported above, or the final write reports its own
+                await in_thread
         try:
             write_atomic(path, encode(registry.snapshot()))
         except OSError as exc:
