@@ -134,3 +134,6 @@ class AgentHarness:
                     await task
             finally:
                 await kubelet.stop()
+
+
+from tests.kubeapi import FakeKubeApiServer, make_node, make_pod, running_apiserver  # noqa: E402, F401

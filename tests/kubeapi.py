@@ -678,6 +678,10 @@ class FakeKubeApiServer:
             if request.method == "GET":
                 return 200, self._list(resource, namespace, request.query)
             if request.method == "POST" and resource == "events":
+                # Without a Content-Type the API server reads its first media type, JSON.
+                content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+                if content_type != "application/json":
+                    raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
                 return 201, self._create_event(namespace, request.body)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         match = _ITEM.match(request.path)
