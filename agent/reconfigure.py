@@ -147,7 +147,7 @@ class Reconfigurer:
         self._registry.set_holder(slot_ids, ref.namespace, ref.pod, ref.container)
         if self._pods is None:
             return
-        who = f"pod {ref.namespace}/{ref.pod} container {ref.container}"
+        who = f"pod {ref.namespace}/{ref.pod} container {ref.container} (slots {','.join(device_ids)})"
         pod = self._pods.get(ref.namespace, ref.pod)
         if pod is None:
             raise PodLookupError(f"{who}: the pod is not known to this node's pod cache (API server)")
@@ -254,6 +254,11 @@ class Reconfigurer:
                 await self._post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
                 self._start_recovery(slot.id, entry)
                 raise type(exc)(message) from exc
+            except asyncio.CancelledError:
+                # Interrupted half-way (the agent stops, the call was cancelled): the content is unknown.
+                self._registry.taint(slot.id, f"content unknown: programming with {entry.name} was interrupted")
+                self._start_recovery(slot.id, entry)
+                raise
             self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
             await self._post(
                 pod,
