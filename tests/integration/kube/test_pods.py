@@ -423,3 +423,31 @@ async def test_the_cache_can_run_again_after_a_cancel(
         await apiserver.until(lambda: apiserver.active_watches() == 0)
     assert [p.name for p in cache.pods()] == ["p1"]
     assert len(apiserver.list_requests()) == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "consistent"),
+    [
+        pytest.param(410, True, id="expired-version"),
+        pytest.param(504, True, id="too-large-version"),
+        pytest.param(500, False, id="other-error"),
+    ],
+)
+async def test_a_relist_refused_for_its_version_is_followed_by_a_consistent_read(
+    apiserver: FakeKubeApiServer, synced_cache: tuple[PodCache, Seen], code: int, consistent: bool
+) -> None:
+    _cache, seen = synced_cache
+    apiserver.add_pod("p1")
+    assert await seen.take(1) == [("ADDED", "p1")]
+    apiserver.fail_next("GET", "/api/v1/pods", code, watch=False)
+
+    apiserver.drop_watches()
+    await apiserver.until(lambda: apiserver.active_watches() == 1)
+
+    first_relist, second_relist = apiserver.list_requests()[1:3]
+    assert first_relist.query["resourceVersionMatch"] == "NotOlderThan"
+    if consistent:
+        assert "resourceVersion" not in second_relist.query
+        assert "resourceVersionMatch" not in second_relist.query
+    else:
+        assert second_relist.query == first_relist.query
