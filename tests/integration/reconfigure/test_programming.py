@@ -194,6 +194,7 @@ PENDING_CASES = [
     pytest.param("same", True, id="other-pending-wants-the-same"),
     pytest.param("different", False, id="other-pending-wants-another"),
     pytest.param("none", False, id="other-pending-wants-nothing"),
+    pytest.param("no-slots", True, id="other-pending-requests-no-slot"),
 ]
 
 
@@ -206,12 +207,13 @@ async def test_preference_is_cache_aware_only_when_the_pending_pods_agree(
         "same": wants(wanted.name),
         "different": wants(bitstreams.accel_b.name),
         "none": {},
+        "no-slots": wants(bitstreams.accel_b.name),
     }[other_wants]
     async with AgentHarness.running(sock_dir, catalog=bitstreams.catalog, pods=pods) as harness:
         loaded = await load_and_free(harness, pods, wanted.name)
         registry = harness.agent.registry
         empty = {s.slot.id for s in registry.snapshot() if s.accelerator_id is None}
-        pods.add(NS, "also-pending", {"main": 1}, other_annotations)
+        pods.add(NS, "also-pending", {"main": 0 if other_wants == "no-slots" else 1}, other_annotations)
         with fabric_log(harness.fabric) as log:
             second = await harness.kubelet.admit(NS, "second", "main", RESOURCE_NAME, 1, wants(wanted.name))
         (chosen,) = second.device_ids

@@ -113,6 +113,29 @@ async def test_what_the_hardware_reports_wins_over_the_checkpoint(
             assert state(registry, replaced).bitstream == bitstreams.accel_a.name
 
 
+async def test_holder_gone_while_the_agent_was_down_is_released_at_start_content_kept(
+    sock_dir: Path, bitstreams: Bitstreams, pods: NodePods
+) -> None:
+    wanted = bitstreams.accel_a
+    config = test_config(sock_dir)
+    async with kubelet_running(config, pods) as kubelet:
+        async with agent_running(config, kubelet, bitstreams.catalog, pods):
+            gone = await kubelet.admit(NS, "gone", "main", RESOURCE_NAME, 1, wants(wanted.name))
+            stays = await kubelet.admit(NS, "stays", "main", RESOURCE_NAME, 1, wants(wanted.name))
+        kubelet.delete_pod(NS, "gone")
+        final = read_checkpoint(config.state_dir / checkpoint.FILE_NAME)
+        assert holder_of(final[gone.device_ids[0]]) == (NS, "gone", "main")
+
+        async with agent_running(config, kubelet, bitstreams.catalog, pods) as second:
+            registry = second.agent.registry
+            released = state(registry, gone.device_ids[0])
+            assert released.holder is None
+            assert released.content == Content(wanted.name, wanted.accelerator_id)
+            kept = state(registry, stays.device_ids[0])
+            assert kept.holder is not None
+            assert kept.holder.pod == "stays"
+
+
 def garbage(valid: bytes) -> bytes:
     return b"\x00{not json" + valid[:20]
 
@@ -225,6 +248,7 @@ async def test_agent_stopped_while_programming_leaves_a_consistent_state(
                 async with asyncio.timeout(5):
                     await started.wait()
                 await first.shut_down()
+            assert [t for t in asyncio.all_tasks() if t.get_name().startswith("recover slot")] == []
             with pytest.raises(grpc.aio.AioRpcError):
                 await admission
             assert log.programs == [ONLY]
