@@ -194,17 +194,11 @@ class FakeDflCard:
             f"A: dev={self.major}:{self.fme_index * 10}\n{fme_attrs}",
         ]
         blocks.append(
-            f"P: {self.fme_manager_path}\nE: SUBSYSTEM=fpga_manager\n"
-            "A: name=DFL FME FPGA Manager\nA: state=operating\n"
+            f"P: {self.fme_manager_path}\nE: SUBSYSTEM=fpga_manager\nA: name=DFL FME FPGA Manager\nA: state=operating\n"
         )
         if not self.out_of_tree:
-            blocks.append(
-                f"P: {self.fme_region_path}\nE: SUBSYSTEM=fpga_region\nA: compat_id={self.interface_id}\n"
-            )
-        blocks += [
-            self.port_record(number, (port_attrs or {}).get(number))
-            for number in range(len(self.port_indexes))
-        ]
+            blocks.append(f"P: {self.fme_region_path}\nE: SUBSYSTEM=fpga_region\nA: compat_id={self.interface_id}\n")
+        blocks += [self.port_record(number, (port_attrs or {}).get(number)) for number in range(len(self.port_indexes))]
         return "\n".join(blocks)
 
     def port_record(self, port_number: int, attrs: dict[str, str | None] | None = None) -> str:
@@ -255,8 +249,7 @@ class FakeFpgaManager:
     def record(self) -> str:
         blocks = [
             f"P: {self.parent}\nE: SUBSYSTEM=platform\n",
-            f"P: {self.manager_path}\nE: SUBSYSTEM=fpga_manager\n"
-            f"A: name={self.label}\nA: state={self.state}\n",
+            f"P: {self.manager_path}\nE: SUBSYSTEM=fpga_manager\nA: name={self.label}\nA: state={self.state}\n",
         ]
         blocks += [f"P: {self.region_path(r)}\nE: SUBSYSTEM=fpga_region\n" for r in self.regions]
         return "\n".join(blocks)

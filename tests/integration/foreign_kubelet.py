@@ -140,13 +140,9 @@ class ForeignKubelet:
                 )
             except grpc.aio.AioRpcError as exc:
                 await channel.close()
-                await context.abort(
-                    grpc.StatusCode.UNKNOWN, f"cannot dial {request['endpoint']}: {exc.code().name}"
-                )
+                await context.abort(grpc.StatusCode.UNKNOWN, f"cannot dial {request['endpoint']}: {exc.code().name}")
             endpoint = PluginEndpoint(channel)
-            endpoint.reader = asyncio.create_task(
-                self._read_devices(endpoint), name=f"foreign ListAndWatch {resource}"
-            )
+            endpoint.reader = asyncio.create_task(self._read_devices(endpoint), name=f"foreign ListAndWatch {resource}")
             self.endpoints[resource] = endpoint
             self.registrations.append(Registration(request, options, time.monotonic()))
             self._notify()
@@ -203,9 +199,7 @@ class ForeignKubelet:
         timeout_s: float | None,
     ) -> Message:
         # No serializers: the call takes and returns raw bytes.
-        rpc: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
-            f"/{DEVICE_PLUGIN_SERVICE}/{method}"
-        )
+        rpc: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(f"/{DEVICE_PLUGIN_SERVICE}/{method}")
         raw = await rpc(wire.encode(request_schema, request), timeout=timeout_s)
         return wire.decode(response_schema, raw)
 

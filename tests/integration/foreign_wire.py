@@ -297,9 +297,7 @@ PREFERRED_ALLOCATION_REQUEST = _message(
 )
 PREFERRED_ALLOCATION_RESPONSE = _message(
     "PreferredAllocationResponse",
-    _messages(
-        1, "container_responses", _message("ContainerPreferredAllocationResponse", _strings(1, "deviceIDs"))
-    ),
+    _messages(1, "container_responses", _message("ContainerPreferredAllocationResponse", _strings(1, "deviceIDs"))),
 )
 ALLOCATE_REQUEST = _message(
     "AllocateRequest",
@@ -326,8 +324,6 @@ CONTAINER_ALLOCATE_RESPONSE = _message(
     Field(4, "annotations", Kind.MAP),
     _messages(5, "cdi_devices", CDI_DEVICE),
 )
-ALLOCATE_RESPONSE = _message(
-    "AllocateResponse", _messages(1, "container_responses", CONTAINER_ALLOCATE_RESPONSE)
-)
+ALLOCATE_RESPONSE = _message("AllocateResponse", _messages(1, "container_responses", CONTAINER_ALLOCATE_RESPONSE))
 PRE_START_CONTAINER_REQUEST = _message("PreStartContainerRequest", _strings(1, "devices_ids"))
 PRE_START_CONTAINER_RESPONSE = _message("PreStartContainerResponse")

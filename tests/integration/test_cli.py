@@ -124,9 +124,7 @@ def test_discover_on_a_node_without_cards(sock_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "env_overrides", "expected"),
     [
-        pytest.param(
-            ["--sim-cards", "x"], {}, ["--sim-cards", "must be an integer", "flag --sim-cards"], id="flag"
-        ),
+        pytest.param(["--sim-cards", "x"], {}, ["--sim-cards", "must be an integer", "flag --sim-cards"], id="flag"),
         pytest.param(
             [],
             {"FPGA_AGENT_SIM_CARDS": "x"},

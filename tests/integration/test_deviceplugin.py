@@ -152,9 +152,7 @@ async def test_unplug_drops_free_slots_keeps_held_one_unhealthy_and_plug_restore
     assert held in (info.value.details() or "")
 
     harness.fabric.plug("simcard1")
-    await harness.kubelet.wait_for(
-        lambda: health_of(conn.devices) == {device_id: HEALTHY for device_id in ALL}, WAIT_S
-    )
+    await harness.kubelet.wait_for(lambda: health_of(conn.devices) == {device_id: HEALTHY for device_id in ALL}, WAIT_S)
     assert {device_id: numa_of(conn.devices[device_id]) for device_id in card_slots(1)} == {
         device_id: [1] for device_id in card_slots(1)
     }
@@ -213,9 +211,7 @@ PREFERRED_CASES = [
     pytest.param(ALL, [], 2, None, id="two-slots-one-card"),
     pytest.param(ALL, [], 4, None, id="four-slots-one-card"),
     pytest.param(card_slots(0, [0, 1, 2]) + card_slots(1), [], 4, {"simcard1": 4}, id="four-only-card1-fits"),
-    pytest.param(
-        card_slots(0, [0]) + card_slots(1, [0, 1]), [], 2, {"simcard1": 2}, id="two-only-card1-fits"
-    ),
+    pytest.param(card_slots(0, [0]) + card_slots(1, [0, 1]), [], 2, {"simcard1": 2}, id="two-only-card1-fits"),
     # best fit: the card with the fewest free slots that still fits keeps bigger blocks free
     pytest.param(card_slots(0, [0, 1]) + card_slots(1), [], 2, {"simcard0": 2}, id="two-best-fit"),
     pytest.param(card_slots(0) + card_slots(1, [1, 2, 3]), [], 3, {"simcard1": 3}, id="three-best-fit"),
@@ -367,9 +363,7 @@ ALLOCATE_ERRORS = [
         "simcard9-slot9",
         id="unknown",
     ),
-    pytest.param(
-        [[slot(0, 0)], ["nosuch"]], None, grpc.StatusCode.INVALID_ARGUMENT, "nosuch", id="unknown-in-2nd"
-    ),
+    pytest.param([[slot(0, 0)], ["nosuch"]], None, grpc.StatusCode.INVALID_ARGUMENT, "nosuch", id="unknown-in-2nd"),
     pytest.param(
         [[slot(0, 0), slot(0, 1), slot(0, 1)]],
         None,
@@ -501,9 +495,7 @@ async def test_prestart_finds_holder_again_once_pod_resources_is_back(harness: A
     assert state.holder.pod is None
 
     await kubelet.restart()  # serves pod-resources again
-    await kubelet.wait_for(
-        lambda: len(kubelet.registrations) == 2 and len(harness.conn.healthy()) == len(ALL), WAIT_S
-    )
+    await kubelet.wait_for(lambda: len(kubelet.registrations) == 2 and len(harness.conn.healthy()) == len(ALL), WAIT_S)
     seen = await kubelet.admit("default", "seen", "main", RESOURCE_NAME, 1)
     state = registry.get(SlotId(seen.device_ids[0]))
     assert state is not None

@@ -101,9 +101,7 @@ async def test_preferred_allocation_keeps_two_slots_on_one_card(kubelet: Foreign
 async def test_allocate_and_pre_start_decode(kubelet: ForeignKubelet) -> None:
     chosen = ["simcard1-slot0", "simcard1-slot1"]
     request = {"container_requests": [{"devices_ids": chosen}]}
-    response = await kubelet.call(
-        RESOURCE, "Allocate", wire.ALLOCATE_REQUEST, request, wire.ALLOCATE_RESPONSE
-    )
+    response = await kubelet.call(RESOURCE, "Allocate", wire.ALLOCATE_REQUEST, request, wire.ALLOCATE_RESPONSE)
     [container] = response["container_responses"]
     assert container["envs"]["FPGA_SLOTS"] == ",".join(chosen)
     assert [spec["permissions"] for spec in container["devices"]] == ["rw", "rw"]

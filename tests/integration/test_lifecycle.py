@@ -180,11 +180,7 @@ async def wait_all_healthy(kubelet: KubeletStandIn, registrations: int) -> None:
 
     def ready() -> bool:
         conn = kubelet.plugins.get(RESOURCE_NAME)
-        return (
-            len(kubelet.registrations) >= registrations
-            and conn is not None
-            and len(conn.healthy()) == SLOT_COUNT
-        )
+        return len(kubelet.registrations) >= registrations and conn is not None and len(conn.healthy()) == SLOT_COUNT
 
     await kubelet.wait_for(ready, WAIT_S)
 
@@ -215,9 +211,7 @@ async def nothing(harness: AgentHarness) -> None:
     [nothing, restart_kubelet, delete_own_socket],
     ids=["first-start", "after-kubelet-restart", "after-own-socket-deleted"],
 )
-async def test_socket_is_private(
-    harness: AgentHarness, event: Callable[[AgentHarness], Awaitable[None]]
-) -> None:
+async def test_socket_is_private(harness: AgentHarness, event: Callable[[AgentHarness], Awaitable[None]]) -> None:
     await event(harness)
     assert is_private_socket(harness.socket)
 

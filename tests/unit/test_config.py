@@ -74,9 +74,7 @@ def test_node_name_defaults_to_the_hostname(monkeypatch: pytest.MonkeyPatch) -> 
         pytest.param(None, "0", None, 0, id="env-zero-is-a-value"),
     ],
 )
-def test_precedence(
-    write_yaml: WriteYaml, flag: str | None, env: str | None, file: str | None, expected: int
-) -> None:
+def test_precedence(write_yaml: WriteYaml, flag: str | None, env: str | None, file: str | None, expected: int) -> None:
     flags: dict[str, object] = {"sim_cards": flag}
     environ: dict[str, str] = {} if env is None else {"FPGA_AGENT_SIM_CARDS": env}
     if file is not None:
@@ -295,9 +293,7 @@ def test_config_file_accepts_both_spellings_and_yaml_types(write_yaml: WriteYaml
 
 def test_empty_config_file_means_defaults(write_yaml: WriteYaml) -> None:
     path = write_yaml("")
-    assert load_config({"config": str(path), "node_name": "n"}, env={}) == load_config(
-        {"node_name": "n"}, env={}
-    )
+    assert load_config({"config": str(path), "node_name": "n"}, env={}) == load_config({"node_name": "n"}, env={})
 
 
 @pytest.mark.parametrize(
@@ -337,9 +333,7 @@ def test_relative_paths_are_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
     assert config.device_plugin_dir == tmp_path / "dp"
     assert config.state_dir == tmp_path / "state/../state2"
     assert config.pod_resources_socket == tmp_path / "pr" / "kubelet.sock"
-    assert all(
-        p.is_absolute() for p in (config.device_plugin_dir, config.state_dir, config.pod_resources_socket)
-    )
+    assert all(p.is_absolute() for p in (config.device_plugin_dir, config.state_dir, config.pod_resources_socket))
 
 
 def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,9 +32,7 @@ CASES: list[Any] = [
         },
         id="RegisterRequest",
     ),
-    pytest.param(
-        wire.REGISTER_REQUEST, dp.RegisterRequest, {"version": "v1beta1", "options": {}}, id="empty-options"
-    ),
+    pytest.param(wire.REGISTER_REQUEST, dp.RegisterRequest, {"version": "v1beta1", "options": {}}, id="empty-options"),
     pytest.param(
         wire.LIST_AND_WATCH_RESPONSE,
         dp.ListAndWatchResponse,
@@ -111,9 +109,7 @@ def test_codec_bytes_parse_with_the_generated_class(
 
 
 @pytest.mark.parametrize(("schema", "generated", "message"), CASES)
-def test_generated_bytes_decode_with_the_codec(
-    schema: Schema, generated: type[ProtoMessage], message: Message
-) -> None:
+def test_generated_bytes_decode_with_the_codec(schema: Schema, generated: type[ProtoMessage], message: Message) -> None:
     decoded = wire.decode(schema, generated(**message).SerializeToString())
     assert generated(**decoded) == generated(**message)
     assert wire.decode(schema, wire.encode(schema, decoded)) == decoded

@@ -23,9 +23,7 @@ def root_logger() -> Iterator[logging.Logger]:
         root.setLevel(level)
 
 
-def test_json_format_gives_one_object_per_line(
-    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_format_gives_one_object_per_line(root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
     setup_logging("debug", "json")
     log = logging.getLogger("agent.test")
     log.info("slot %s programmed", "simcard0-slot0")
@@ -48,9 +46,7 @@ def test_json_format_gives_one_object_per_line(
     assert "exc" not in entries[0]
 
 
-def test_text_format_is_one_readable_line(
-    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_text_format_is_one_readable_line(root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
     setup_logging("info", "text")
     logging.getLogger("agent.test").info("serving on %s", "/tmp/x.sock")
     (line,) = capsys.readouterr().err.splitlines()
@@ -81,9 +77,7 @@ def test_level_filters(
     assert [e["msg"] for e in entries] == ["shown"]
 
 
-def test_setup_replaces_previous_handlers(
-    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_setup_replaces_previous_handlers(root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:
     setup_logging("info", "text")
     setup_logging("info", "json")
     assert len(root_logger.handlers) == 1

@@ -58,7 +58,5 @@ def test_every_generated_file_is_byte_identical_to_the_committed_one(regenerated
         committed = COMMITTED / rel
         return not committed.is_file() or committed.read_bytes() != (regenerated / rel).read_bytes()
 
-    stale = sorted(
-        str(COMMITTED.relative_to(ROOT) / rel) for rel in _generated_files(regenerated) if differs(rel)
-    )
+    stale = sorted(str(COMMITTED.relative_to(ROOT) / rel) for rel in _generated_files(regenerated) if differs(rel))
     assert not stale, f"out of sync with protos/ (never edit generated code), {REGENERATE}: {stale}"

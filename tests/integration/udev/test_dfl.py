@@ -96,9 +96,7 @@ def test_fme_node_is_never_handed_to_containers(udevbed: UdevTestbed) -> None:
 
     slots = scan_dfl().slots
 
-    handed = {
-        path for slot in slots for node in slot.device_nodes for path in (node.host_path, node.container_path)
-    }
+    handed = {path for slot in slots for node in slot.device_nodes for path in (node.host_path, node.container_path)}
     assert len(slots) == 5
     assert not any(path.startswith("/dev/dfl-fme") for path in handed)
     assert {slot.control_node for slot in slots} == {"/dev/dfl-fme.0", "/dev/dfl-fme.1"}
@@ -249,9 +247,7 @@ def test_crashed_out_of_tree_interface_is_unhealthy(udevbed: UdevTestbed) -> Non
         pytest.param({"id": "17"}, "port id", id="id-17"),
     ],
 )
-def test_malformed_port_is_skipped_with_reason(
-    udevbed: UdevTestbed, attrs: dict[str, str | None], named: str
-) -> None:
+def test_malformed_port_is_skipped_with_reason(udevbed: UdevTestbed, attrs: dict[str, str | None], named: str) -> None:
     first, second = two_dfl_cards()
     udevbed.add(first.record({1: attrs}))
     udevbed.add(second.record())
@@ -367,9 +363,7 @@ def test_port_outside_any_pci_device_is_skipped(udevbed: UdevTestbed) -> None:
 
 def test_more_than_four_ports_on_a_card_skips_the_extras(udevbed: UdevTestbed) -> None:
     # The kernel never numbers a fifth port below 4, so the extra one repeats a number.
-    card = FakeDflCard(
-        "0000:e1:00.0", numa=0, fme_index=0, port_indexes=(0, 1, 2, 3, 4), afu_ids=(AFU_NLB,) * 5
-    )
+    card = FakeDflCard("0000:e1:00.0", numa=0, fme_index=0, port_indexes=(0, 1, 2, 3, 4), afu_ids=(AFU_NLB,) * 5)
     udevbed.add(card.record({4: {"id": "0"}}))
 
     enumeration = scan_dfl()
@@ -381,9 +375,7 @@ def test_more_than_four_ports_on_a_card_skips_the_extras(udevbed: UdevTestbed) -
 
 
 def test_fifth_port_numbered_four_is_skipped(udevbed: UdevTestbed) -> None:
-    card = FakeDflCard(
-        "0000:e1:00.0", numa=0, fme_index=0, port_indexes=(0, 1, 2, 3, 4), afu_ids=(AFU_NLB,) * 5
-    )
+    card = FakeDflCard("0000:e1:00.0", numa=0, fme_index=0, port_indexes=(0, 1, 2, 3, 4), afu_ids=(AFU_NLB,) * 5)
     udevbed.add(card.record())
 
     enumeration = scan_dfl()

@@ -81,9 +81,7 @@ def test_json_reports_a_malformed_port_as_skipped(udevbed: UdevTestbed, tmp_path
 
     report = discover_json(udevbed, tmp_path, "--backend", "dfl")
 
-    assert [row["id"] for row in report["slots"]] == [first.slot_id(1)] + [
-        second.slot_id(n) for n in range(3)
-    ]
+    assert [row["id"] for row in report["slots"]] == [first.slot_id(1)] + [second.slot_id(n) for n in range(3)]
     assert len(report["skipped"]) == 1
     assert report["skipped"][0]["device"] == first.port_path(0)
     assert "afu_id" in report["skipped"][0]["reason"]
@@ -144,8 +142,7 @@ def test_auto_on_an_empty_node_prints_no_slots(udevbed: UdevTestbed, tmp_path: P
 
 def test_static_slots_from_the_command_line(udevbed: UdevTestbed, tmp_path: Path) -> None:
     udevbed.add(
-        "P: /sys/devices/virtual/fpga-static/xfpga0\nE: SUBSYSTEM=fpga-static\n"
-        "E: DEVNAME=/dev/xfpga0\nN: xfpga0\n"
+        "P: /sys/devices/virtual/fpga-static/xfpga0\nE: SUBSYSTEM=fpga-static\nE: DEVNAME=/dev/xfpga0\nN: xfpga0\n"
     )
     declared = [
         {"card": "board0", "region": "slot0", "devices": ["/dev/xfpga0"], "numa": 0, "platform": "shell-a"},

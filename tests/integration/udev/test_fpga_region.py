@@ -153,9 +153,7 @@ def test_region_elsewhere_with_a_single_manager_belongs_to_it(udevbed: UdevTestb
 def test_region_elsewhere_with_two_managers_is_skipped(udevbed: UdevTestbed) -> None:
     udevbed.add(FakeFpgaManager("fpga7", ZYNQ, "operating", ()).record())
     udevbed.add(
-        FakeFpgaManager(
-            "fpga8", ZYNQ, "operating", (), parent="/sys/devices/platform/soc-e8/a0000000.pl"
-        ).record()
+        FakeFpgaManager("fpga8", ZYNQ, "operating", (), parent="/sys/devices/platform/soc-e8/a0000000.pl").record()
     )
     region = "/sys/devices/platform/fpga-full-e7/fpga_region/region0"
     udevbed.add(f"P: {region}\nE: SUBSYSTEM=fpga_region\n")

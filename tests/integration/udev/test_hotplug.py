@@ -42,9 +42,7 @@ def cards(udevbed: UdevTestbed) -> Cards:
 
 
 @pytest.fixture(params=["dfl", "auto"])
-async def card_agent(
-    request: pytest.FixtureRequest, cards: Cards, sock_dir: Path
-) -> AsyncIterator[AgentHarness]:
+async def card_agent(request: pytest.FixtureRequest, cards: Cards, sock_dir: Path) -> AsyncIterator[AgentHarness]:
     """A real agent over the two cards, with the dfl backend alone or every backend (auto)."""
     async with AgentHarness.running(sock_dir, expected_devices=5, backend=request.param) as harness:
         yield harness
@@ -120,9 +118,7 @@ async def test_crashed_interface_turns_the_whole_card_unhealthy(
 
     udevbed.set_attribute(second.fme_region_path, "compat_id", ALL_ONES)
     udevbed.uevent(second.fme_region_path, "change")
-    await wait_until(
-        card_agent, lambda: all(health(card_agent)[second.slot_id(n)] == "Unhealthy" for n in range(3))
-    )
+    await wait_until(card_agent, lambda: all(health(card_agent)[second.slot_id(n)] == "Unhealthy" for n in range(3)))
 
     assert [health(card_agent)[first.slot_id(n)] for n in range(2)] == ["Healthy", "Healthy"]
 
@@ -149,9 +145,7 @@ async def test_unplugged_free_port_disappears_and_comes_back(
     assert len(card_agent.conn.devices) == 5
 
 
-async def test_unplugged_card_takes_all_its_ports(
-    card_agent: AgentHarness, cards: Cards, udevbed: UdevTestbed
-) -> None:
+async def test_unplugged_card_takes_all_its_ports(card_agent: AgentHarness, cards: Cards, udevbed: UdevTestbed) -> None:
     first, second = cards
 
     for index in second.port_indexes:
@@ -161,9 +155,7 @@ async def test_unplugged_card_takes_all_its_ports(
     udevbed.remove(second.fme_path)
     udevbed.remove(second.region_path)
     udevbed.remove(second.pci_path)
-    await wait_until(
-        card_agent, lambda: sorted(card_agent.conn.devices) == [first.slot_id(0), first.slot_id(1)]
-    )
+    await wait_until(card_agent, lambda: sorted(card_agent.conn.devices) == [first.slot_id(0), first.slot_id(1)])
 
 
 async def test_held_port_that_vanishes_stays_listed_unhealthy(
@@ -196,9 +188,7 @@ async def test_held_port_that_vanishes_stays_listed_unhealthy(
     assert len(card_agent.conn.devices) == 4
 
 
-async def test_auto_on_an_empty_node_picks_up_hotplugged_hardware(
-    udevbed: UdevTestbed, sock_dir: Path
-) -> None:
+async def test_auto_on_an_empty_node_picks_up_hotplugged_hardware(udevbed: UdevTestbed, sock_dir: Path) -> None:
     card = two_dfl_cards()[0]
     manager = FakeFpgaManager("fpga7", "Xilinx Zynq FPGA Manager", "operating", ("region7", "region8"))
 
@@ -206,9 +196,7 @@ async def test_auto_on_an_empty_node_picks_up_hotplugged_hardware(
         assert harness.conn.devices == {}
 
         udevbed.add(card.record())  # adding announces every device of the card
-        await wait_until(
-            harness, lambda: health(harness) == {card.slot_id(0): "Healthy", card.slot_id(1): "Healthy"}
-        )
+        await wait_until(harness, lambda: health(harness) == {card.slot_id(0): "Healthy", card.slot_id(1): "Healthy"})
 
         udevbed.add(manager.record())
         await wait_until(harness, lambda: len(harness.conn.devices) == 4)
@@ -282,8 +270,6 @@ async def test_lost_events_lead_to_a_rescan(
         udevbed.set_attribute(path, "afu_id", ALL_ONES)
         udevbed.uevent(path, "change")
 
-        await wait_registry(
-            registry, lambda: getattr(registry.get(slot_id), "health", None) is Health.UNHEALTHY
-        )
+        await wait_registry(registry, lambda: getattr(registry.get(slot_id), "health", None) is Health.UNHEALTHY)
         assert len(dropped) == 1
         assert dropped[0] is not None

@@ -138,20 +138,12 @@ VALID = board("slot0", "/dev/xfpga-e5-0")
             id="missing-card",
         ),
         pytest.param(json.dumps([VALID, board("slot1", "")]), ("[1].devices",), id="empty-device"),
-        pytest.param(
-            json.dumps([VALID, board("slot1", "dev/xfpga")]), ("[1].devices", "dev/xfpga"), id="relative"
-        ),
-        pytest.param(
-            json.dumps([VALID, board("slot1", "/sys/x")]), ("[1].devices", "/sys/x"), id="not-under-dev"
-        ),
+        pytest.param(json.dumps([VALID, board("slot1", "dev/xfpga")]), ("[1].devices", "dev/xfpga"), id="relative"),
+        pytest.param(json.dumps([VALID, board("slot1", "/sys/x")]), ("[1].devices", "/sys/x"), id="not-under-dev"),
         pytest.param(json.dumps([VALID, board("slot1")]), ("[1].devices",), id="no-devices"),
-        pytest.param(
-            json.dumps([VALID, board("slot1", "/dev/x", numa=-1)]), ("[1].numa", "-1"), id="negative-numa"
-        ),
+        pytest.param(json.dumps([VALID, board("slot1", "/dev/x", numa=-1)]), ("[1].numa", "-1"), id="negative-numa"),
         pytest.param(json.dumps([VALID, board("slot1", "/dev/x", numa=True)]), ("[1].numa",), id="bool-numa"),
-        pytest.param(
-            json.dumps([VALID, board("slot1", "/dev/x", numa="0")]), ("[1].numa",), id="string-numa"
-        ),
+        pytest.param(json.dumps([VALID, board("slot1", "/dev/x", numa="0")]), ("[1].numa",), id="string-numa"),
         pytest.param(json.dumps([VALID, VALID]), ("[1]", "u250-e5-slot0", "twice"), id="duplicate-id"),
         pytest.param(
             json.dumps([VALID, {**board("slot0", "/dev/x"), "card": "U250:E5"}]),
@@ -178,9 +170,7 @@ def test_bad_static_slots_name_the_flag_and_entry(static_slots: str, fragments: 
 
 
 def test_bad_static_slots_from_the_environment_say_so() -> None:
-    with pytest.raises(
-        ConfigError, match=r"--static-slots: \[0\]\.numa .*environment FPGA_AGENT_STATIC_SLOTS"
-    ):
+    with pytest.raises(ConfigError, match=r"--static-slots: \[0\]\.numa .*environment FPGA_AGENT_STATIC_SLOTS"):
         load_config({}, env={"FPGA_AGENT_STATIC_SLOTS": json.dumps([board("slot0", "/dev/x", numa=-2)])})
 
 

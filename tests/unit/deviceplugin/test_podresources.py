@@ -36,9 +36,7 @@ def test_entries_of_one_container_are_merged(listed: pr.ListPodResourcesResponse
     refs = containers_from_pods(listed.pod_resources, RESOURCE_NAME)
     assert refs == [
         ContainerRef("default", "fpga-pod-overflow", "main", frozenset({"fpga-slot-0"})),
-        ContainerRef(
-            "default", "fpga-pod-3slots", "main", frozenset({"fpga-slot-1", "fpga-slot-2", "fpga-slot-3"})
-        ),
+        ContainerRef("default", "fpga-pod-3slots", "main", frozenset({"fpga-slot-1", "fpga-slot-2", "fpga-slot-3"})),
     ]
 
 

@@ -81,9 +81,7 @@ def test_slot_from_sim(healthy: bool, reason: str, health: Health) -> None:
         PLATFORM,
         "aes-v1",
     )
-    assert slot.device_nodes == (
-        DeviceNode("/tmp/dev/fpga-sim-simcard1-slot3", f"{CONTAINER_DEV_DIR}/simcard1-slot3"),
-    )
+    assert slot.device_nodes == (DeviceNode("/tmp/dev/fpga-sim-simcard1-slot3", f"{CONTAINER_DEV_DIR}/simcard1-slot3"),)
     assert (slot.health, slot.reason, slot.backend) == (health, reason, "sim")
 
 
@@ -138,9 +136,7 @@ async def test_watch_reports_unplug_and_plug(fabric: SimFabric, registry: SlotRe
     assert held.health is Health.UNHEALTHY
 
     fabric.plug("simcard1")
-    await wait_until(
-        registry, lambda: len(registry.snapshot()) == 4 and all(s.present for s in registry.snapshot())
-    )
+    await wait_until(registry, lambda: len(registry.snapshot()) == 4 and all(s.present for s in registry.snapshot()))
     assert state(registry, "simcard1-slot0").health is Health.HEALTHY
     assert state(registry, "simcard1-slot0").holder is not None
 

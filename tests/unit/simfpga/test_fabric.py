@@ -76,9 +76,7 @@ def test_rejects_impossible_shapes(tmp_path: Path, cards: int, slots_per_card: i
         SimFabric(tmp_path, cards=cards, slots_per_card=slots_per_card, program_s=0)
 
 
-def test_unplug_removes_device_files_and_reports_remove(
-    fabric: SimFabric, recorder: Recorder, tmp_path: Path
-) -> None:
+def test_unplug_removes_device_files_and_reports_remove(fabric: SimFabric, recorder: Recorder, tmp_path: Path) -> None:
     fabric.unplug("simcard1")
     assert device_files(tmp_path / "dev") == ["fpga-sim-simcard0-slot0", "fpga-sim-simcard0-slot1"]
     assert [(i.card, i.region) for i in fabric.slots()] == [("simcard0", "slot0"), ("simcard0", "slot1")]
@@ -90,9 +88,7 @@ def test_unplug_removes_device_files_and_reports_remove(
     assert len(recorder.events) == 2
 
 
-def test_plug_recreates_device_files_and_reports_add(
-    fabric: SimFabric, recorder: Recorder, tmp_path: Path
-) -> None:
+def test_plug_recreates_device_files_and_reports_add(fabric: SimFabric, recorder: Recorder, tmp_path: Path) -> None:
     fabric.unplug("simcard0")
     fabric.plug("simcard0")
     assert len(device_files(tmp_path / "dev")) == 4
@@ -237,9 +233,7 @@ async def test_program_of_an_unplugged_card_fails_with_enodev(fabric: SimFabric)
     assert info.value.errno == errno.ENODEV
 
 
-async def test_injected_failure_leaves_the_slot_empty(
-    fabric: SimFabric, recorder: Recorder, tmp_path: Path
-) -> None:
+async def test_injected_failure_leaves_the_slot_empty(fabric: SimFabric, recorder: Recorder, tmp_path: Path) -> None:
     await fabric.program("simcard0", "slot0", "aes-v1")
     fabric.fail_next_program("simcard0", "slot0", reason="bitstream CRC mismatch")
     with pytest.raises(OSError, match="bitstream CRC mismatch") as info:
@@ -247,9 +241,7 @@ async def test_injected_failure_leaves_the_slot_empty(
     assert info.value.errno == errno.EIO
     assert loaded(fabric)["simcard0/slot0"] is None
     assert recorder.events[-1] == (SimEvent.CHANGE, "simcard0", "slot0", None, True)
-    assert (
-        loaded(SimFabric(tmp_path / "dev", cards=2, slots_per_card=2, program_s=0))["simcard0/slot0"] is None
-    )
+    assert loaded(SimFabric(tmp_path / "dev", cards=2, slots_per_card=2, program_s=0))["simcard0/slot0"] is None
 
     await fabric.program("simcard0", "slot0", "aes-v2")  # the fault fires once
     assert loaded(fabric)["simcard0/slot0"] == "aes-v2"
@@ -263,9 +255,7 @@ async def test_injected_failure_is_per_slot(fabric: SimFabric) -> None:
         await fabric.program("simcard0", "slot0", "aes")
 
 
-async def test_injected_hang_never_completes_and_frees_the_card(
-    fabric: SimFabric, recorder: Recorder
-) -> None:
+async def test_injected_hang_never_completes_and_frees_the_card(fabric: SimFabric, recorder: Recorder) -> None:
     await fabric.program("simcard0", "slot0", "aes-v1")
     fabric.hang_next_program("simcard0", "slot0")
     with pytest.raises(TimeoutError):

@@ -160,9 +160,7 @@ FOUR = card("a", 2) + card("b", 2)
         pytest.param(["a0", "a1"], [], 0, AllocationSizeError, "at least 1, got 0", id="size-zero"),
         pytest.param(["a0", "a1"], [], -1, AllocationSizeError, "at least 1, got -1", id="size-negative"),
         pytest.param(["a0", "a1"], [], 3, AllocationSizeError, "3 exceeds the 2 available", id="too-big"),
-        pytest.param(
-            ["a0", "a1", "b0"], ["a0", "a1"], 1, AllocationSizeError, "smaller than the 2", id="below-must"
-        ),
+        pytest.param(["a0", "a1", "b0"], ["a0", "a1"], 1, AllocationSizeError, "smaller than the 2", id="below-must"),
         pytest.param(
             ["a0", "a1"],
             ["b0"],
@@ -173,9 +171,7 @@ FOUR = card("a", 2) + card("b", 2)
         ),
         pytest.param(["a0", "zz9"], [], 1, UnknownSlotError, "'zz9' in available", id="unknown-available"),
         pytest.param(["a0"], ["zz9"], 1, UnknownSlotError, "'zz9' in must_include", id="unknown-must"),
-        pytest.param(
-            ["a0", "a0"], [], 1, DuplicateSlotError, "'a0' appears twice in available", id="dup-avail"
-        ),
+        pytest.param(["a0", "a0"], [], 1, DuplicateSlotError, "'a0' appears twice in available", id="dup-avail"),
         pytest.param(
             ["a0", "a1"],
             ["a1", "a1"],

@@ -243,9 +243,7 @@ def test_assign_accepts_a_slot_still_believed_held(registry: SlotRegistry, clock
     assert state.holder == Holder(allocated_at=clock.now)
 
 
-def test_set_holder_fills_in_the_pod_and_keeps_the_allocation_time(
-    registry: SlotRegistry, clock: FakeClock
-) -> None:
+def test_set_holder_fills_in_the_pod_and_keeps_the_allocation_time(registry: SlotRegistry, clock: FakeClock) -> None:
     registry.assign([[A0.id, A1.id]])
     allocated = clock.now
     clock.advance(2)
@@ -257,9 +255,7 @@ def test_set_holder_fills_in_the_pod_and_keeps_the_allocation_time(
         assert state.last_used == clock.now
 
 
-def test_set_holder_without_allocate_uses_now_and_ignores_unknown_ids(
-    registry: SlotRegistry, clock: FakeClock
-) -> None:
+def test_set_holder_without_allocate_uses_now_and_ignores_unknown_ids(registry: SlotRegistry, clock: FakeClock) -> None:
     registry.set_holder([B0.id, SlotId("ghost")], "ns", "pod", "c")
     state = registry.get(B0.id)
     assert state is not None
