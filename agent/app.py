@@ -10,6 +10,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
@@ -24,7 +25,8 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
-from agent.errors import KubeletError
+from agent.errors import KubeError, KubeletError
+from agent.kube import EventRecorder, PodCache, PodInfo, build_api_client
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
@@ -81,6 +83,29 @@ def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class KubeAccess:
+    """The API server as the agent uses it: this node's pods and Events on them."""
+
+    api_client: Any  # kubernetes.client.ApiClient (untyped library)
+    pods: PodCache
+    events: EventRecorder
+
+
+def connect_kube(config: Config) -> KubeAccess | None:
+    """API access from ``--kubeconfig`` or the service account; None (said once) without it."""
+    try:
+        api_client = build_api_client(config.kubeconfig)
+    except KubeError as exc:
+        logger.warning(
+            "no API server access (%s): pod annotations cannot be read, so slots are handed over "
+            "as they are and nothing is programmed; no Events are posted",
+            exc,
+        )
+        return None
+    return KubeAccess(api_client, PodCache(api_client, config.node_name), EventRecorder(api_client, config.node_name))
+
+
 class Agent:
     """The node agent: discovery feeding the registry, the device plugin serving it."""
 
@@ -92,8 +117,13 @@ class Agent:
         catalog: Catalog | None = None,
         pods: PodDirectory | None = None,
         events: EventSink | None = None,
+        kube: KubeAccess | None = None,
     ) -> None:
+        """``kube`` (the real API access) or ``pods``/``events`` (stand-ins) feed reconfiguration."""
         self.config = config
+        self.kube = kube
+        if kube is not None:
+            pods, events = kube.pods, kube.events
         self.backend = backend or build_backend(config)
         self.registry = SlotRegistry()
         self.pod_resources = PodResourcesClient(config.pod_resources_socket, RESOURCE_NAME, POD_RESOURCES_TIMEOUT_S)
@@ -134,11 +164,21 @@ class Agent:
                     ),
                     group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]
+                if self.kube is not None:
+                    self.kube.pods.add_listener(self._on_pod_change)
+                    background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
+                    background.append(group.create_task(self.kube.events.run(), name="events"))
                 group.create_task(self._run_plugin(stop, background), name="device-plugin")
         finally:
             await self.reconfigurer.close()
             await self.pod_resources.close()
+            if self.kube is not None:
+                await asyncio.to_thread(self.kube.api_client.close)
         logger.info("agent stopped")
+
+    def _on_pod_change(self, kind: str, pod: PodInfo) -> None:
+        if kind == "DELETED":
+            self.reconfigurer.request_reconcile()
 
     async def _run_plugin(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from agent.app import Agent, build_backend, log_enumeration
+from agent.app import Agent, build_backend, connect_kube, log_enumeration
 from agent.config import Config, add_arguments, load_config
 from agent.errors import FpgaSlotError
 from agent.logsetup import setup_logging
@@ -72,7 +72,7 @@ async def run_agent(config: Config) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     logger.info("fpga-agent starting on node %s (backend %s)", config.node_name, config.backend)
-    await Agent(config).run(stop)
+    await Agent(config, catalog=Catalog(config.bitstream_dir), kube=connect_kube(config)).run(stop)
 
 
 def slot_row(slot: Slot) -> dict[str, object]:

@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 ANNOTATION = "example.com/fpga-bitstream"
 RESOURCE_NAME = "example.com/fpga-slot"
+#: How long PreStartContainer waits for the pod watch to deliver a pod it does not know yet.
+POD_WAIT_S = 2.0
 #: How often holders are checked against pod-resources (besides pod deletion events).
 RECONCILE_INTERVAL_S = 30.0
 #: A holder allocated this recently may not show in pod-resources yet: keep it.
@@ -72,6 +74,7 @@ class PodDirectory(Protocol):
 
     def get(self, namespace: str, name: str) -> PodView | None: ...
     def pods(self) -> Sequence[PodView]: ...
+    async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodView | None: ...
 
 
 class EventSink(Protocol):
@@ -139,7 +142,7 @@ class Reconfigurer:
     # --------------------------------------------------------- PreStartContainer
     async def prepare(self, device_ids: list[str]) -> None:
         """Find the container holding ``device_ids`` and load its bitstream into them."""
-        started = time.monotonic()
+        deadline = time.monotonic() + self._timeout_s
         ref = await self._find(device_ids)
         if ref is None:
             return
@@ -148,7 +151,8 @@ class Reconfigurer:
         if self._pods is None:
             return
         who = f"pod {ref.namespace}/{ref.pod} container {ref.container} (slots {','.join(device_ids)})"
-        pod = self._pods.get(ref.namespace, ref.pod)
+        # The kubelet may start a container a moment before the pod watch delivers the pod.
+        pod = await self._pods.wait_pod(ref.namespace, ref.pod, min(POD_WAIT_S, max(0.0, deadline - time.monotonic())))
         if pod is None:
             raise PodLookupError(f"{who}: the pod is not known to this node's pod cache (API server)")
         name = wanted_bitstream(pod, ref.container)
@@ -160,7 +164,6 @@ class Reconfigurer:
         except CatalogError as exc:
             await self._post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
             raise
-        deadline = started + self._timeout_s
         await self._load(pod, who, entry, slots, deadline)
 
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:

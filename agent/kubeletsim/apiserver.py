@@ -73,6 +73,10 @@ class NodePods:
     def pods(self) -> list[StandInPod]:
         return list(self._pods.values())
 
+    async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> StandInPod | None:
+        """Pods are known here the moment they are added: nothing to wait for."""
+        return self._pods.get((namespace, name))
+
     # EventSink
     async def post(
         self, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, type: str = "Normal"
