@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,3 +23,22 @@ async def harness(sock_dir: Path) -> AsyncIterator[AgentHarness]:
     """A real agent (2 simulated cards x 4 slots) registered with the kubelet stand-in."""
     async with AgentHarness.running(sock_dir) as running:
         yield running
+
+
+#: How long tasks still running after a test may take to finish before they count as leaked.
+LEAK_GRACE_S = 1.0
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Every task a test (or its agent) started has finished by the end of the test.
+
+    gRPC's own per-call tasks may need a few more loop iterations after ``server.stop()``
+    has returned, so leftovers get a moment to finish; anything still running is a leak.
+    """
+    before = asyncio.all_tasks()
+    yield
+    leftover = [t for t in asyncio.all_tasks() - before if t is not asyncio.current_task() and not t.done()]
+    if leftover:
+        _, still_running = await asyncio.wait(leftover, timeout=LEAK_GRACE_S)
+        assert not still_running, f"tasks left running: {still_running}"
