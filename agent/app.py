@@ -27,6 +27,7 @@ from agent.discovery import (
 )
 from agent.errors import KubeError, KubeletError
 from agent.kube import EventRecorder, PodCache, PodInfo, build_api_client
+from agent.metrics import AgentMetrics, RpcTimer
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
@@ -126,6 +127,7 @@ class Agent:
             pods, events = kube.pods, kube.events
         self.backend = backend or build_backend(config)
         self.registry = SlotRegistry()
+        self.metrics = AgentMetrics()
         self.pod_resources = PodResourcesClient(config.pod_resources_socket, RESOURCE_NAME, POD_RESOURCES_TIMEOUT_S)
         self.reconfigurer = Reconfigurer(
             self.registry,
@@ -136,9 +138,13 @@ class Agent:
             read_hardware=self._read_hardware,
             events=events,
             timeout_s=config.program_timeout_s,
+            metrics=self.metrics,
         )
         self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
-        self.lifecycle = PluginLifecycle(PluginEndpoint(config.device_plugin_dir), self.servicer)
+        self.lifecycle = PluginLifecycle(
+            PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
+        )
+        self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
 
     async def _read_hardware(self) -> Sequence[Slot]:

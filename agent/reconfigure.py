@@ -34,6 +34,7 @@ from agent.errors import (
     ProgrammingError,
     ProgrammingTimeout,
 )
+from agent.metrics import AgentMetrics
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry
 
@@ -126,6 +127,7 @@ class Reconfigurer:
         read_hardware: HardwareReader,
         events: EventSink | None,
         timeout_s: float,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._registry = registry
         self._containers = containers
@@ -135,6 +137,7 @@ class Reconfigurer:
         self._read_hardware = read_hardware
         self._events = events
         self._timeout_s = timeout_s
+        self._metrics = metrics
         self._slot_locks: dict[SlotId, asyncio.Lock] = {}
         self._recovering: dict[SlotId, asyncio.Task[None]] = {}
         self._reconcile_now = asyncio.Event()
@@ -213,9 +216,11 @@ class Reconfigurer:
             state = self._registry.get(slot.id)
             if state is not None and state.accelerator_id == entry.accelerator_id and state.taint is None:
                 self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+                self._count_lookup("hit")
                 logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
                 await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
             else:
+                self._count_lookup("miss")
                 misses.append(slot)
         if not misses:
             return
@@ -252,6 +257,7 @@ class Reconfigurer:
                 took = await self._programmers[slot.backend].program(slot, image, entry.accelerator_id, remaining)
                 await self._verify(slot, entry)
             except ProgrammingError as exc:
+                self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
                 message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
                 self._registry.taint(slot.id, f"content unknown after failed programming: {exc}")
                 await self._post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
@@ -263,6 +269,7 @@ class Reconfigurer:
                 self._start_recovery(slot.id, entry)
                 raise
             self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            self._count_reconfiguration("programmed", took)
             await self._post(
                 pod,
                 "FpgaSlotProgrammed",
@@ -299,14 +306,17 @@ class Reconfigurer:
             try:
                 image = await asyncio.to_thread(self._read_image, entry)
                 async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
-                    await self._programmers[state.slot.backend].program(
+                    took = await self._programmers[state.slot.backend].program(
                         state.slot, image, entry.accelerator_id, self._timeout_s
                     )
                     await self._verify(state.slot, entry)
             except FpgaSlotError as exc:
+                if isinstance(exc, ProgrammingError):
+                    self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
                 logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
                 delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
                 continue
+            self._count_reconfiguration("programmed", took)
             self._registry.record_content(slot_id, entry.name, entry.accelerator_id)
             logger.info("slot %s recovered: programmed with %s again, Healthy", slot_id, entry.name)
             return
@@ -386,6 +396,17 @@ class Reconfigurer:
             return self._catalog.resolve(name).accelerator_id
         except CatalogError:
             return None
+
+    # ------------------------------------------------------------------- metrics
+    def _count_lookup(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.cache_lookups.labels(result=result).inc()
+
+    def _count_reconfiguration(self, result: str, seconds: float | None = None) -> None:
+        if self._metrics is not None:
+            self._metrics.reconfigurations.labels(result=result).inc()
+            if seconds is not None:
+                self._metrics.reconfiguration_seconds.observe(seconds)
 
     # -------------------------------------------------------------------- events
     async def _post(self, pod: PodView, reason: str, message: str, type: str = "Normal") -> None:

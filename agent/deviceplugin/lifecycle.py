@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -58,8 +59,14 @@ class PluginEndpoint:
 class PluginLifecycle:
     """Runs the serve/register/re-register loop until ``stop`` is set."""
 
-    def __init__(self, where: PluginEndpoint, servicer: DevicePluginServicer) -> None:
+    def __init__(
+        self,
+        where: PluginEndpoint,
+        servicer: DevicePluginServicer,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
         self.where = where
+        self._interceptors = tuple(interceptors)
         self._servicer = servicer
         self._server: grpc.aio.Server | None = None
         self._socket_id: tuple[int, int] | None = None
@@ -147,7 +154,7 @@ class PluginLifecycle:
             path.unlink()
             logger.info("removed stale socket %s", path)
         self._servicer.open_streams()
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=self._interceptors)
         self._server = server  # from here on, _stop_server cleans it up whatever fails
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
         # gRPC unlinks a server's socket path when its listener is finally torn down,
