@@ -5,11 +5,12 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
 
     FpgaSlotError
     ├── ConfigError                  bad flag, env var or config file value (names the flag)
-    ├── RequestError                 a kubelet request that is wrong in itself; changes nothing
+    ├── RequestError                 a kubelet or scheduler request that is wrong in itself; changes nothing
     │   ├── UnknownSlotError         an ID this node does not advertise
     │   ├── DuplicateSlotError       the same ID twice in one request
     │   ├── UnhealthySlotError       an ID that is advertised Unhealthy
-    │   └── AllocationSizeError      a preferred-allocation size that cannot be met
+    │   ├── AllocationSizeError      a preferred-allocation size that cannot be met
+    │   └── ExtenderRequestError     a scheduler-extender call whose body is not what kube-scheduler sends
     ├── DiscoveryError               a backend could not enumerate or watch its devices
     ├── CatalogError                 a bitstream cannot be used as asked; nothing was programmed
     │   ├── InvalidBitstreamName     a name outside [a-z0-9][a-z0-9._-]*, <= 63 chars
@@ -54,6 +55,10 @@ class UnhealthySlotError(RequestError):
 
 class AllocationSizeError(RequestError):
     """A preferred-allocation request whose size cannot be met from what it offers."""
+
+
+class ExtenderRequestError(RequestError):
+    """A scheduler-extender call whose body is not an ExtenderArgs as kube-scheduler sends it (HTTP 400)."""
 
 
 class DiscoveryError(FpgaSlotError):

@@ -1,0 +1,126 @@
+"""The published slot state of every node, by name, for answering ``nodeCacheCapable`` calls.
+
+With ``nodeCacheCapable: true`` kube-scheduler sends node names only, so the
+extender keeps every node's state itself. A node watch (``agent.kube.nodewatch``,
+wired by the app) lists and watches Nodes and calls :func:`parse_watched_node` in its
+worker thread, once per node update; the parsed values reach :class:`NodeCache` on
+the event loop, where the request handlers read them. Handlers never call the API
+server: a name the cache does not know is a node without published state.
+
+After a dropped watch or a ``410 Gone`` the watch lists again and :meth:`NodeCache.replace`
+swaps the whole table; until then the last known state is served (stale rather than
+absent: the agents keep publishing, and the next event puts it right).
+
+:class:`RequestNodes` is the other mode (``nodeCacheCapable: false``): the state is
+read from the Node objects in the request, memoised by name and resourceVersion so
+that the same node is parsed once, not once per pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.extender.nodestate import NodeSlots, read_node_slots
+from agent.extender.wire import node_annotations, node_name, node_resource_version
+
+logger = logging.getLogger(__name__)
+
+#: Parsed Node objects from requests kept for reuse (cleared when full).
+REQUEST_MEMO_SIZE = 20_000
+
+
+class NodeMetadata(Protocol):
+    """What a node watch hands over of each Node (structurally: ``agent.kube.nodewatch.NodeMeta``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedNode:
+    """A node from the watch: its name, and its published state or None."""
+
+    name: str
+    state: NodeSlots | None
+
+
+def parse_watched_node(meta: NodeMetadata) -> WatchedNode:
+    """Parse one watched Node (runs in the watch's worker thread, once per update)."""
+    return WatchedNode(meta.name, read_node_slots(meta.name, meta.resource_version, meta.annotations))
+
+
+class NodeCache:
+    """Node name -> published state, replaced by lists and updated by watch events. Loop-only."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeSlots] = {}
+        self._synced = False
+        self._last_error: str | None = None
+
+    def get(self, name: str) -> NodeSlots | None:
+        return self._nodes.get(name)
+
+    def __len__(self) -> int:
+        """Nodes with published state."""
+        return len(self._nodes)
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list arrived (and from then on, also while relisting)."""
+        return self._synced
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last list failed; None after a successful one."""
+        return self._last_error
+
+    # --- called on the loop by the node watch ------------------------------------------
+
+    def replace(self, nodes: Iterable[WatchedNode]) -> None:
+        self._nodes = {node.name: node.state for node in nodes if node.state is not None}
+        self._last_error = None
+        if not self._synced:
+            self._synced = True
+            logger.info("node cache synced: %d nodes with published slot state", len(self._nodes))
+
+    def apply(self, kind: str, node: WatchedNode) -> None:
+        if kind == "DELETED" or node.state is None:
+            self._nodes.pop(node.name, None)
+        else:
+            self._nodes[node.name] = node.state
+
+    def failed(self, text: str) -> None:
+        self._last_error = text
+
+
+class RequestNodes:
+    """Published state read from the Node objects of a request, each parsed once per resourceVersion."""
+
+    def __init__(self, capacity: int = REQUEST_MEMO_SIZE) -> None:
+        self._capacity = capacity
+        self._memo: dict[tuple[str, str], NodeSlots | None] = {}
+
+    def index(self, nodes: Sequence[Mapping[str, Any]]) -> dict[str, NodeSlots | None]:
+        """Name -> state for these Node objects (the objects themselves are only read)."""
+        found: dict[str, NodeSlots | None] = {}
+        for node in nodes:
+            name = node_name(node)
+            version = node_resource_version(node)
+            key = (name, version)
+            if version and key in self._memo:
+                found[name] = self._memo[key]
+                continue
+            state = read_node_slots(name, version, node_annotations(node))
+            if version:
+                if len(self._memo) >= self._capacity:
+                    self._memo.clear()
+                self._memo[key] = state
+            found[name] = state
+        return found

@@ -1,0 +1,248 @@
+"""A node's published slot state, parsed once into a frozen value that scoring reads without work.
+
+The agent on each node writes two annotations on its Node (see ``agent.kube.nodes``):
+
+* ``example.com/fpga-slots``: a compact JSON list, one object per slot:
+  ``{"id", "card", "numa", "platform", "bitstream", "accelerator", "free", "healthy", "last_used"}``;
+* ``example.com/fpga-bitstreams``: a JSON object, catalog name -> platform id, the
+  bitstreams this node's catalog can program.
+
+The scheduler asks about hundreds of nodes per pod, so whatever scoring needs is
+counted here, once per node update (in the node watch's worker thread, or once per
+``(name, resourceVersion)`` for Node objects that arrive in a request), and the
+scoring functions only look numbers up.
+
+A node without both annotations has no published state (``None``): an agent that
+has not started yet, or a node without FPGAs. A malformed annotation is the same as
+none, logged once per node and resourceVersion, because a broken publisher must not
+make the extender fail nodes it knows nothing reliable about.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+logger = logging.getLogger(__name__)
+
+SLOTS_ANNOTATION = "example.com/fpga-slots"
+BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
+#: Nodes remembered as already reported malformed (cleared when full; a repeat costs one log line).
+MALFORMED_MEMORY = 10_000
+
+
+class NodeStateError(ValueError):
+    """A published annotation that is not what the agent writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedSlot:
+    """One slot as the node's agent published it."""
+
+    id: str
+    card: str
+    numa: int | None
+    platform: str
+    bitstream: str | None
+    accelerator: str | None
+    free: bool
+    healthy: bool
+    last_used: int | None
+
+
+class LoadedSlot(NamedTuple):
+    """A free, healthy slot that holds something: a candidate for reuse or eviction."""
+
+    #: When a pod last held it (epoch seconds); 0 when never or unknown, which sorts it first.
+    last_used: int
+    bitstream: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSlots:
+    """The published state of one node, with the counts scoring needs (all derived from ``slots``)."""
+
+    name: str
+    resource_version: str
+    slots: tuple[PublishedSlot, ...]
+    #: Catalog name -> platform: what this node can program.
+    bitstreams: Mapping[str, str]
+    #: Platform -> healthy slots of that platform (free or held).
+    healthy: Mapping[str, int] = field(default_factory=dict)
+    #: Free healthy slots in total.
+    free: int = 0
+    #: Platform -> free healthy slots that hold nothing.
+    free_empty: Mapping[str, int] = field(default_factory=dict)
+    #: (bitstream, platform) -> free healthy slots of that platform that hold it.
+    free_loaded: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: Platform -> free healthy slots that hold something, least recently used first.
+    reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, name: str, resource_version: str, slots: tuple[PublishedSlot, ...], bitstreams: Mapping[str, str]
+    ) -> NodeSlots:
+        healthy: dict[str, int] = {}
+        free_empty: dict[str, int] = {}
+        free_loaded: dict[tuple[str, str], int] = {}
+        reusable: dict[str, list[LoadedSlot]] = {}
+        free = 0
+        for slot in slots:
+            if not slot.healthy:
+                continue
+            healthy[slot.platform] = healthy.get(slot.platform, 0) + 1
+            if not slot.free:
+                continue
+            free += 1
+            if slot.bitstream is None and slot.accelerator is None:
+                free_empty[slot.platform] = free_empty.get(slot.platform, 0) + 1
+                continue
+            if slot.bitstream is not None:
+                key = (slot.bitstream, slot.platform)
+                free_loaded[key] = free_loaded.get(key, 0) + 1
+            reusable.setdefault(slot.platform, []).append(LoadedSlot(slot.last_used or 0, slot.bitstream))
+        return cls(
+            name=name,
+            resource_version=resource_version,
+            slots=slots,
+            bitstreams=types.MappingProxyType(dict(bitstreams)),
+            healthy=types.MappingProxyType(healthy),
+            free=free,
+            free_empty=types.MappingProxyType(free_empty),
+            free_loaded=types.MappingProxyType(free_loaded),
+            reusable=types.MappingProxyType({p: tuple(sorted(v)) for p, v in reusable.items()}),
+        )
+
+
+def parse_slots_annotation(text: str) -> tuple[PublishedSlot, ...]:
+    """The ``example.com/fpga-slots`` list; NodeStateError naming the first problem."""
+    data = _load(text, SLOTS_ANNOTATION)
+    if not isinstance(data, list):
+        raise NodeStateError(f"{SLOTS_ANNOTATION} is not a JSON list")
+    slots: list[PublishedSlot] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(data):
+        if not isinstance(raw, dict):
+            raise NodeStateError(f"{SLOTS_ANNOTATION}[{index}] is not an object")
+        slot = _slot(raw, f"{SLOTS_ANNOTATION}[{index}]")
+        if slot.id in seen:
+            raise NodeStateError(f"{SLOTS_ANNOTATION}[{index}]: slot id {slot.id!r} appears twice")
+        seen.add(slot.id)
+        slots.append(slot)
+    return tuple(slots)
+
+
+def parse_bitstreams_annotation(text: str) -> dict[str, str]:
+    """The ``example.com/fpga-bitstreams`` object; NodeStateError naming the first problem."""
+    data = _load(text, BITSTREAMS_ANNOTATION)
+    if not isinstance(data, dict):
+        raise NodeStateError(f"{BITSTREAMS_ANNOTATION} is not a JSON object")
+    for name, platform in data.items():
+        if not isinstance(platform, str) or not platform:
+            raise NodeStateError(f"{BITSTREAMS_ANNOTATION}[{name!r}]: the platform is not a non-empty string")
+    return data
+
+
+def parse_node_slots(name: str, resource_version: str, annotations: Mapping[str, str]) -> NodeSlots | None:
+    """The node's published state; None when it has published none. Raises NodeStateError when malformed."""
+    slots_text = annotations.get(SLOTS_ANNOTATION)
+    bitstreams_text = annotations.get(BITSTREAMS_ANNOTATION)
+    if slots_text is None and bitstreams_text is None:
+        return None
+    if slots_text is None or bitstreams_text is None:
+        missing = SLOTS_ANNOTATION if slots_text is None else BITSTREAMS_ANNOTATION
+        raise NodeStateError(f"{missing} is missing (the agent publishes both annotations together)")
+    if not isinstance(slots_text, str) or not isinstance(bitstreams_text, str):
+        raise NodeStateError("the annotations are not strings")
+    return NodeSlots.build(
+        name, resource_version, parse_slots_annotation(slots_text), parse_bitstreams_annotation(bitstreams_text)
+    )
+
+
+class MalformedLog:
+    """Says once per node and resourceVersion that its published state is unusable. Thread-safe."""
+
+    def __init__(self, capacity: int = MALFORMED_MEMORY) -> None:
+        self._capacity = capacity
+        self._reported: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def report(self, name: str, resource_version: str, error: NodeStateError) -> None:
+        with self._lock:
+            if self._reported.get(name) == resource_version:
+                return
+            if len(self._reported) >= self._capacity:
+                self._reported.clear()
+            self._reported[name] = resource_version
+        logger.warning(
+            "node %s (resourceVersion %s) has unusable slot state, treated as none: %s",
+            name,
+            resource_version or "-",
+            error,
+        )
+
+
+MALFORMED = MalformedLog()
+
+
+def read_node_slots(
+    name: str, resource_version: str, annotations: Mapping[str, str], *, log: MalformedLog = MALFORMED
+) -> NodeSlots | None:
+    """Like :func:`parse_node_slots`, but a malformed state is logged (once) and read as none."""
+    try:
+        return parse_node_slots(name, resource_version, annotations)
+    except NodeStateError as exc:
+        log.report(name, resource_version, exc)
+        return None
+
+
+def _load(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise NodeStateError(f"{what} is not valid JSON: {exc}") from None
+
+
+def _slot(raw: Mapping[str, Any], where: str) -> PublishedSlot:
+    slot_id = raw.get("id")
+    if not isinstance(slot_id, str) or not slot_id:
+        raise NodeStateError(f"{where}: id is not a non-empty string")
+    platform = raw.get("platform")
+    if not isinstance(platform, str):
+        raise NodeStateError(f"{where} (slot {slot_id}): platform is not a string")
+    free = raw.get("free")
+    healthy = raw.get("healthy")
+    if not isinstance(free, bool) or not isinstance(healthy, bool):
+        raise NodeStateError(f"{where} (slot {slot_id}): free and healthy must be true or false")
+    return PublishedSlot(
+        id=slot_id,
+        card=_optional_str(raw, "card", where) or "",
+        numa=_optional_int(raw, "numa", where),
+        platform=platform,
+        bitstream=_optional_str(raw, "bitstream", where) or None,
+        accelerator=_optional_str(raw, "accelerator", where) or None,
+        free=free,
+        healthy=healthy,
+        last_used=_optional_int(raw, "last_used", where),
+    )
+
+
+def _optional_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise NodeStateError(f"{where}: {key} is not a string or null")
+
+
+def _optional_int(raw: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise NodeStateError(f"{where}: {key} is not an integer or null")
+    return value

@@ -1,0 +1,239 @@
+"""Filter and prioritize: pure functions of a pod's demand and the nodes' published state.
+
+**Filter** answers only hard facts that the scheduler cannot see itself: a node fails
+when its catalog cannot program a bitstream the pod asks for, or when it has fewer
+healthy slots of that bitstream's platform (per the node's own catalog) than the pod
+needs at once. Free or held does not matter here: the scheduler counts free slots
+(the extended resource) and preemption can free held ones, but no eviction adds a
+slot of the right platform, so every failure is "unresolvable". A node that has
+published no state passes: no data is no fact.
+
+**Prioritize** scores 0..10 by what placing the pod there costs in reconfiguration.
+Each slot the pod asks a bitstream for is worth ``loaded`` when a free slot already
+holds that bitstream (nothing to program), ``empty`` when a free slot of the right
+platform holds nothing (programming, but no one's bitstream lost), and at most
+``evict`` when a loaded free slot must be overwritten: the full value when its
+bitstream was last used ``LRU_HORIZON_S`` or longer ago, half of it when used just
+now, so least recently used bitstreams go first. The node's score is the mean over
+those slots, rounded; 0 when the pod does not fit in the node's free healthy slots.
+A pod that names no bitstream, and a node without published state, get ``neutral``
+on every node, which changes no ranking.
+
+Demand per bitstream is the most the pod holds at once: app containers run together
+(summed), init containers one at a time (the largest one), and the device manager
+reuses an init container's slots for the app containers.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agent.extender.nodestate import NodeSlots
+
+MAX_SCORE = 10
+#: A loaded slot whose bitstream has not been used for this long is worth the full ``evict`` weight.
+LRU_HORIZON_S = 3600.0
+
+NodeLookup = Callable[[str], NodeSlots | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreWeights:
+    """Slot values for prioritize (each 0..10), and the score of a pod or node with nothing to go by."""
+
+    loaded: int = 10
+    empty: int = 7
+    evict: int = 4
+    neutral: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("loaded", "empty", "evict", "neutral"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SCORE:
+                raise ValueError(f"{name} must be an integer from 0 to {MAX_SCORE}, got {value!r}")
+
+    def __str__(self) -> str:
+        return f"loaded={self.loaded},empty={self.empty},evict={self.evict},neutral={self.neutral}"
+
+
+def parse_score_weights(text: str) -> ScoreWeights:
+    """``"loaded=10,empty=7,evict=4,neutral=5"``; keys left out keep their defaults. ValueError if bad."""
+    values: dict[str, int] = {}
+    known = ("loaded", "empty", "evict", "neutral")
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = part.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise ValueError(f"expects key=value pairs with keys {', '.join(known)}, got {part!r}")
+        if key in values:
+            raise ValueError(f"{key} is given twice")
+        try:
+            values[key] = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"{key} must be an integer, got {raw.strip()!r}") from None
+    return ScoreWeights(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDemand:
+    """One container that asks for slots, and the bitstream it wants in them (None: any content)."""
+
+    name: str
+    slots: int
+    bitstream: str | None
+    init: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodDemand:
+    """What the pod asks for, reduced to what filter and prioritize need (see the module docstring)."""
+
+    pod: str
+    containers: tuple[ContainerDemand, ...] = ()
+    #: Bitstream -> the most slots holding it that the pod uses at once.
+    by_bitstream: Mapping[str, int] = field(default_factory=dict)
+    #: Slots the pod uses at once without naming a bitstream.
+    unnamed: int = 0
+
+    @classmethod
+    def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
+        wanted = tuple(c for c in containers if c.slots > 0)
+        app: dict[str | None, int] = {}
+        for c in wanted:
+            if not c.init:
+                app[c.bitstream] = app.get(c.bitstream, 0) + c.slots
+        peak = dict(app)
+        for c in wanted:
+            if c.init:
+                peak[c.bitstream] = max(peak.get(c.bitstream, 0), c.slots)
+        unnamed = peak.pop(None, 0)
+        by_bitstream = {name: count for name, count in peak.items() if name is not None}
+        return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed)
+
+    @property
+    def names_bitstream(self) -> bool:
+        return bool(self.by_bitstream)
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    """Names that pass (in the order asked) and the failed ones with the reason."""
+
+    passed: list[str]
+    failed: dict[str, str]
+
+
+def check_node(demand: PodDemand, node: NodeSlots | None) -> str | None:
+    """Why the pod cannot run on this node at all (hard facts only); None when it can, or nothing is known."""
+    if node is None or not demand.by_bitstream:
+        return None
+    missing = sorted(name for name in demand.by_bitstream if name not in node.bitstreams)
+    if missing:
+        names = ", ".join(f'"{name}"' for name in missing)
+        noun = "bitstream" if len(missing) == 1 else "bitstreams"
+        return f"the node's catalog has no {noun} {names}"
+    for platform, (count, wanted) in _platform_needs(demand, node).items():
+        have = node.healthy.get(platform, 0)
+        if have < count:
+            listed = ", ".join(f'"{name}"' for name in wanted)
+            noun, verb = ("bitstream", "needs") if len(wanted) == 1 else ("bitstreams", "need")
+            return (
+                f"{noun} {listed} (platform {platform}) {verb} {count} healthy "
+                f"slot{'s' if count != 1 else ''} of that platform, the node has {have}"
+            )
+    return None
+
+
+def _platform_needs(demand: PodDemand, node: NodeSlots) -> dict[str, tuple[int, list[str]]]:
+    """Platform -> (slots of it used at once, the bitstreams that need it): app containers summed, init one by one."""
+    app: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    names: dict[str, list[str]] = {}
+    for container in demand.containers:
+        if container.bitstream is None:
+            continue
+        platform = node.bitstreams[container.bitstream]
+        if container.bitstream not in names.setdefault(platform, []):
+            names[platform].append(container.bitstream)
+        if container.init:
+            peak[platform] = max(peak.get(platform, 0), container.slots)
+        else:
+            app[platform] = app.get(platform, 0) + container.slots
+    return {p: (max(app.get(p, 0), peak.get(p, 0)), sorted(names[p])) for p in names}
+
+
+def filter_nodes(demand: PodDemand, names: Iterable[str], lookup: NodeLookup) -> FilterOutcome:
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    if not demand.by_bitstream:
+        return FilterOutcome(list(names), failed)
+    for name in names:
+        reason = check_node(demand, lookup(name))
+        if reason is None:
+            passed.append(name)
+        else:
+            failed[name] = reason
+    return FilterOutcome(passed, failed)
+
+
+def score_node(demand: PodDemand, node: NodeSlots | None, weights: ScoreWeights, now: float) -> int:
+    """0..10 for placing the pod on this node (see the module docstring)."""
+    if node is None or not demand.by_bitstream:
+        return weights.neutral
+    total = 0.0
+    hits_taken: dict[str, int] = {}
+    missing: dict[str, int] = {}
+    for name, count in demand.by_bitstream.items():
+        platform = node.bitstreams.get(name)
+        if platform is None:
+            return 0
+        hits = min(count, node.free_loaded.get((name, platform), 0))
+        hits_taken[name] = hits
+        total += hits * weights.loaded
+        if count > hits:
+            missing[platform] = missing.get(platform, 0) + count - hits
+    taken = sum(hits_taken.values())
+    for platform, count in missing.items():
+        empty = min(count, node.free_empty.get(platform, 0))
+        total += empty * weights.empty
+        count -= empty
+        taken += empty
+        if count:
+            # The slots already counted as hits are not up for eviction.
+            skip = {name: hits for name, hits in hits_taken.items() if node.bitstreams[name] == platform}
+            for slot in node.reusable.get(platform, ()):
+                if slot.bitstream is not None and skip.get(slot.bitstream, 0) > 0:
+                    skip[slot.bitstream] -= 1
+                    continue
+                total += weights.evict * _eviction_factor(slot.last_used, now)
+                count -= 1
+                taken += 1
+                if not count:
+                    break
+            if count:
+                return 0
+    if node.free - taken < demand.unnamed:
+        return 0
+    mean = total / sum(demand.by_bitstream.values())
+    return max(0, min(MAX_SCORE, math.floor(mean + 0.5)))
+
+
+def _eviction_factor(last_used: int, now: float) -> float:
+    """1.0 for a bitstream unused for LRU_HORIZON_S or never used, down to 0.5 for one used just now."""
+    if last_used <= 0:
+        return 1.0
+    age = max(0.0, now - last_used)
+    return 0.5 + 0.5 * min(1.0, age / LRU_HORIZON_S)
+
+
+def prioritize_nodes(
+    demand: PodDemand, names: Sequence[str], lookup: NodeLookup, weights: ScoreWeights, now: float
+) -> list[tuple[str, int]]:
+    """(name, score) for every name asked, in order."""
+    if not demand.by_bitstream:
+        neutral = weights.neutral
+        return [(name, neutral) for name in names]
+    return [(name, score_node(demand, lookup(name), weights, now)) for name in names]

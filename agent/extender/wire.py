@@ -1,0 +1,308 @@
+"""The kube-scheduler extender wire format, and reading a request into what scoring needs.
+
+kube-scheduler marshals ``k8s.io/kube-scheduler/extender/v1`` types, whose fields
+carry no JSON tags: the keys are the Go field names (``Pod``, ``Nodes``,
+``NodeNames``, ...). Go's decoder matches keys case-insensitively, and so does
+:func:`parse_extender_args` for the top-level fields, so that a hand-written client
+sending ``nodenames`` works as it would against a Go extender.
+
+With ``nodeCacheCapable: true`` the request carries ``NodeNames`` and ``Nodes`` is
+null; with ``false`` it carries ``Nodes`` (a NodeList of whole Node objects) and the
+filter result must answer with ``Nodes`` too. The answer follows the form asked.
+
+Only what scoring needs is read from the pod: its name (for logs), its annotations
+(the bitstream it wants, per container) and each container's request of
+``example.com/fpga-slot``. Everything else in the pod is left as parsed, unread.
+The request's Node objects are never copied: the filter answer lists the very
+dicts that came in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, TypedDict
+
+from agent.errors import ExtenderRequestError
+from agent.extender.scoring import ContainerDemand, FilterOutcome, PodDemand
+
+SLOT_RESOURCE = "example.com/fpga-slot"
+BITSTREAM_ANNOTATION = "example.com/fpga-bitstream"
+
+
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    resourceVersion: str
+    annotations: dict[str, str]
+    labels: dict[str, str]
+
+
+class NodeObject(TypedDict, total=False):
+    """A v1.Node as JSON; only ``metadata`` is read."""
+
+    metadata: ObjectMeta
+
+
+class NodeList(TypedDict, total=False):
+    """A v1.NodeList: ``items`` may be null when the list is empty (Go's nil slice)."""
+
+    metadata: dict[str, Any]
+    items: list[NodeObject] | None
+
+
+class ExtenderArgs(TypedDict):
+    """The body of a filter or prioritize call (``extenderv1.ExtenderArgs``)."""
+
+    Pod: dict[str, Any]
+    Nodes: NodeList | None
+    NodeNames: list[str] | None
+
+
+class ExtenderFilterResult(TypedDict):
+    """The answer to filter (``extenderv1.ExtenderFilterResult``)."""
+
+    Nodes: NodeList | None
+    NodeNames: list[str] | None
+    FailedNodes: dict[str, str]
+    FailedAndUnresolvableNodes: dict[str, str]
+    Error: str
+
+
+class HostPriority(TypedDict):
+    """One entry of the answer to prioritize (``extenderv1.HostPriority``); Score 0..10."""
+
+    Host: str
+    Score: int
+
+
+HostPriorityList = list[HostPriority]
+
+
+class ErrorBody(TypedDict):
+    """The answer to a request that cannot be served (prioritize has no Error field of its own)."""
+
+    Error: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingRequest:
+    """A parsed extender call: the pod's demand, and the candidates as names or as Node objects."""
+
+    demand: PodDemand
+    #: Candidate names (``nodeCacheCapable: true``); None when the request carried Node objects.
+    node_names: Sequence[str] | None
+    #: The request's Node objects as parsed (``nodeCacheCapable: false``), not copied.
+    nodes: Sequence[Mapping[str, Any]] | None = None
+
+    @property
+    def names(self) -> Sequence[str]:
+        if self.node_names is not None:
+            return self.node_names
+        return [node_name(node) for node in self.nodes or ()]
+
+
+def parse_extender_args(body: bytes) -> SchedulingRequest:
+    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ExtenderRequestError(f"the body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ExtenderRequestError(f"the body must be a JSON object (ExtenderArgs), got {_kind(data)}")
+    pod = _field(data, "Pod")
+    if not isinstance(pod, dict):
+        raise ExtenderRequestError(f"Pod must be an object, got {_kind(pod)}")
+    demand = read_pod_demand(pod)
+    names = _field(data, "NodeNames")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ExtenderRequestError("NodeNames must be a list of strings")
+        return SchedulingRequest(demand, names)
+    nodes = _field(data, "Nodes")
+    if nodes is None:
+        raise ExtenderRequestError("neither NodeNames nor Nodes is given")
+    if not isinstance(nodes, dict):
+        raise ExtenderRequestError(f"Nodes must be a NodeList object, got {_kind(nodes)}")
+    items = nodes.get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise ExtenderRequestError(f"Nodes.items must be a list, got {_kind(items)}")
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ExtenderRequestError(f"Nodes.items[{index}] must be a Node object, got {_kind(item)}")
+        meta = item.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ExtenderRequestError(f"Nodes.items[{index}] has no metadata.name")
+        annotations = meta.get("annotations")
+        if annotations is not None and not isinstance(annotations, dict):
+            raise ExtenderRequestError(f"Nodes.items[{index}].metadata.annotations must be an object")
+    return SchedulingRequest(demand, None, items)
+
+
+def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
+    """The pod's slot requests per container, each with the bitstream it wants."""
+    meta = _object(pod.get("metadata"), "Pod.metadata")
+    spec = _object(pod.get("spec"), "Pod.spec")
+    annotations = _object(meta.get("annotations"), "Pod.metadata.annotations")
+    for key, value in annotations.items():
+        if not isinstance(value, str):
+            raise ExtenderRequestError(f"Pod.metadata.annotations[{key!r}] must be a string, got {_kind(value)}")
+    name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+    containers: list[ContainerDemand] = []
+    for field_name, init in (("initContainers", True), ("containers", False)):
+        listed = spec.get(field_name)
+        if listed is None:
+            continue
+        if not isinstance(listed, list):
+            raise ExtenderRequestError(f"Pod.spec.{field_name} must be a list, got {_kind(listed)}")
+        for index, container in enumerate(listed):
+            where = f"Pod.spec.{field_name}[{index}]"
+            if not isinstance(container, dict):
+                raise ExtenderRequestError(f"{where} must be an object, got {_kind(container)}")
+            cname = container.get("name")
+            cname = cname if isinstance(cname, str) else ""
+            slots = _container_slots(container, where)
+            if slots:
+                bitstream = annotations.get(f"{BITSTREAM_ANNOTATION}.{cname}") or annotations.get(BITSTREAM_ANNOTATION)
+                containers.append(ContainerDemand(cname, slots, bitstream or None, init))
+    return PodDemand.of(name, containers)
+
+
+def _container_slots(container: Mapping[str, Any], where: str) -> int:
+    resources = _object(container.get("resources"), f"{where}.resources")
+    # An extended resource must have a limit; a request, if given, equals it.
+    for kind in ("limits", "requests"):
+        values = _object(resources.get(kind), f"{where}.resources.{kind}")
+        raw = values.get(SLOT_RESOURCE)
+        if raw is not None:
+            try:
+                return parse_count(raw)
+            except ValueError as exc:
+                raise ExtenderRequestError(f"{where}.resources.{kind}[{SLOT_RESOURCE}]: {exc}") from None
+    return 0
+
+
+_SUFFIXES = {
+    "": Decimal(1),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "m": Decimal(10) ** -3,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+#: Far more slots than any node has; a larger count is a mistake, not a request.
+MAX_SLOTS_PER_CONTAINER = 1 << 20
+
+
+def parse_count(value: object) -> int:
+    """A Kubernetes quantity that must be a whole, non-negative count (``"2"``, ``2``, ``"2000m"``)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        number = Decimal(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        end = len(text)
+        while end and not (text[end - 1].isdigit() or text[end - 1] == "."):
+            end -= 1
+        suffix = text[end:]
+        if suffix not in _SUFFIXES or not text[:end] or len(text) > 64:
+            raise ValueError(f"not a quantity: {value!r}")
+        try:
+            number = Decimal(text[:end]) * _SUFFIXES[suffix]
+        except ArithmeticError:  # decimal.InvalidOperation, Overflow, ...
+            raise ValueError(f"not a quantity: {value!r}") from None
+    else:
+        raise ValueError(f"not a quantity: {value!r}")
+    if not number.is_finite() or number > MAX_SLOTS_PER_CONTAINER:
+        raise ValueError(f"more than {MAX_SLOTS_PER_CONTAINER} slots: {value!r}")
+    if number < 0 or number != number.to_integral_value():
+        raise ValueError(f"not a whole, non-negative count: {value!r}")
+    return int(number)
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    """The name of a Node object from a request (checked by :func:`parse_extender_args`)."""
+    return str(node["metadata"]["name"])
+
+
+def node_annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
+    annotations: Mapping[str, str] = node["metadata"].get("annotations") or {}
+    return annotations
+
+
+def node_resource_version(node: Mapping[str, Any]) -> str:
+    return str(node["metadata"].get("resourceVersion") or "")
+
+
+def filter_result(request: SchedulingRequest, outcome: FilterOutcome) -> ExtenderFilterResult:
+    """The answer in the form asked: names for names, the passing Node objects (not copies) for objects."""
+    if request.node_names is not None:
+        return {
+            "Nodes": None,
+            "NodeNames": outcome.passed,
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": outcome.failed,
+            "Error": "",
+        }
+    passed = set(outcome.passed)
+    items: list[Any] = [node for node in request.nodes or () if node_name(node) in passed]
+    return {
+        "Nodes": {"metadata": {}, "items": items},
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": outcome.failed,
+        "Error": "",
+    }
+
+
+def filter_error(message: str) -> ExtenderFilterResult:
+    return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
+
+
+def priority_list(scores: Sequence[tuple[str, int]]) -> HostPriorityList:
+    return [{"Host": host, "Score": score} for host, score in scores]
+
+
+def encode(value: object) -> bytes:
+    """Compact JSON, as one bytes object (written in one piece)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _field(data: Mapping[str, Any], name: str) -> Any:
+    """A top-level field by its Go name, matched as Go's decoder does: exactly first, then ignoring case."""
+    if name in data:
+        return data[name]
+    lowered = name.lower()
+    for key, value in data.items():
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+def _object(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ExtenderRequestError(f"{where} must be an object, got {_kind(value)}")
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )

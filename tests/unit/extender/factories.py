@@ -1,0 +1,64 @@
+"""Published node state as the agent writes it, for extender tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent.extender import ContainerDemand, NodeSlots, PodDemand, parse_node_slots
+from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+
+PAC = "pac_a10"
+N3K = "n3000"
+#: The catalog of most test nodes: two bitstreams of one platform, one of another.
+CATALOG = {"aes": PAC, "sha": PAC, "fft": N3K}
+
+
+def slot(
+    sid: str,
+    *,
+    platform: str = PAC,
+    bitstream: str | None = None,
+    free: bool = True,
+    healthy: bool = True,
+    last_used: int | None = None,
+    card: str = "card0",
+    numa: int | None = 0,
+    accelerator: str | None = None,
+) -> dict[str, Any]:
+    """One entry of ``example.com/fpga-slots`` (loaded slots get an accelerator id unless given)."""
+    if bitstream is not None and accelerator is None:
+        accelerator = f"acc-{bitstream}"
+    return {
+        "id": sid,
+        "card": card,
+        "numa": numa,
+        "platform": platform,
+        "bitstream": bitstream,
+        "accelerator": accelerator,
+        "free": free,
+        "healthy": healthy,
+        "last_used": last_used,
+    }
+
+
+def annotations(slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The two annotations, compact JSON as the agent writes them."""
+    return {
+        SLOTS_ANNOTATION: json.dumps(list(slots), separators=(",", ":")),
+        BITSTREAMS_ANNOTATION: json.dumps(dict(CATALOG if bitstreams is None else bitstreams), separators=(",", ":")),
+    }
+
+
+def node(
+    name: str, slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None, rv: str = "1"
+) -> NodeSlots:
+    state = parse_node_slots(name, rv, annotations(slots, bitstreams))
+    assert state is not None
+    return state
+
+
+def demand(*containers: tuple[str, int, str | None] | tuple[str, int, str | None, bool]) -> PodDemand:
+    """``demand(("main", 2, "aes"), ("init", 1, "sha", True))``."""
+    return PodDemand.of("default/p", [ContainerDemand(*c) for c in containers])

@@ -1,0 +1,305 @@
+"""Filter and prioritize as pure functions: tables of pods and nodes with the expected answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
+from agent.extender.scoring import LRU_HORIZON_S, check_node, prioritize_nodes
+from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
+
+NOW = 1_000_000_000
+W = ScoreWeights()
+
+AES1 = demand(("main", 1, "aes"))
+AES2 = demand(("main", 2, "aes"))
+NO_BITSTREAM = demand(("main", 2, None))
+
+
+def n(*slots: Mapping[str, Any], bitstreams: Mapping[str, str] | None = None) -> NodeSlots:
+    return node("n", list(slots), bitstreams)
+
+
+# --- demand ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "by_bitstream", "unnamed"),
+    [
+        pytest.param(demand(("main", 2, "aes")), {"aes": 2}, 0, id="one-container"),
+        pytest.param(demand(("a", 1, "aes"), ("b", 2, "aes")), {"aes": 3}, 0, id="app-containers-summed"),
+        pytest.param(demand(("a", 1, "aes"), ("i", 3, "aes", True)), {"aes": 3}, 0, id="init-larger-wins"),
+        pytest.param(demand(("a", 2, "aes"), ("i", 1, "aes", True)), {"aes": 2}, 0, id="app-larger-wins"),
+        pytest.param(
+            demand(("i1", 1, "sha", True), ("i2", 2, "sha", True)), {"sha": 2}, 0, id="init-containers-one-at-a-time"
+        ),
+        pytest.param(demand(("a", 1, "aes"), ("b", 1, None)), {"aes": 1}, 1, id="unnamed-apart"),
+        pytest.param(demand(("a", 0, "aes")), {}, 0, id="zero-slots-ignored"),
+        pytest.param(demand(), {}, 0, id="nothing"),
+    ],
+)
+def test_demand_is_the_most_held_at_once(pod: PodDemand, by_bitstream: dict[str, int], unnamed: int) -> None:
+    assert dict(pod.by_bitstream) == by_bitstream
+    assert pod.unnamed == unnamed
+
+
+# --- filter ----------------------------------------------------------------------------
+
+FILTER_CASES = [
+    pytest.param(AES1, None, None, id="no-published-state-passes"),
+    pytest.param(NO_BITSTREAM, n(), None, id="pod-without-bitstream-passes"),
+    pytest.param(AES1, n(slot("s0")), None, id="empty-slot-of-the-platform"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", free=False)), None, id="held-slots-count"),
+    pytest.param(AES2, n(slot("s0"), slot("s1", free=False)), None, id="free-or-held-two"),
+    pytest.param(
+        demand(("main", 1, "zzz")),
+        n(slot("s0")),
+        """the node's catalog has no bitstream "zzz\"""",
+        id="catalog-lacks-the-bitstream",
+    ),
+    pytest.param(
+        demand(("a", 1, "zzz"), ("b", 1, "aes"), ("c", 1, "yyy")),
+        n(slot("s0"), slot("s1"), slot("s2")),
+        """the node's catalog has no bitstreams "yyy", "zzz\"""",
+        id="catalog-lacks-two",
+    ),
+    pytest.param(
+        AES2,
+        n(slot("s0", free=False)),
+        'bitstream "aes" (platform pac_a10) needs 2 healthy slots of that platform, the node has 1',
+        id="too-few-slots",
+    ),
+    pytest.param(
+        AES1,
+        n(slot("s0", healthy=False)),
+        'bitstream "aes" (platform pac_a10) needs 1 healthy slot of that platform, the node has 0',
+        id="unhealthy-slots-do-not-count",
+    ),
+    pytest.param(
+        AES1,
+        n(slot("s0", platform=N3K), slot("s1", platform=N3K)),
+        'bitstream "aes" (platform pac_a10) needs 1 healthy slot of that platform, the node has 0',
+        id="other-platform-does-not-count",
+    ),
+    pytest.param(
+        AES1,
+        n(slot("s0", platform=N3K), bitstreams={"aes": N3K}),
+        None,
+        id="platform-per-the-nodes-own-catalog",
+    ),
+    pytest.param(
+        demand(("a", 1, "aes"), ("b", 1, "sha")),
+        n(slot("s0"), slot("s1", platform=N3K)),
+        'bitstreams "aes", "sha" (platform pac_a10) need 2 healthy slots of that platform, the node has 1',
+        id="app-containers-of-one-platform-add-up",
+    ),
+    pytest.param(
+        demand(("a", 1, "aes"), ("b", 1, "fft")),
+        n(slot("s0"), slot("s1", platform=N3K)),
+        None,
+        id="two-platforms-one-each",
+    ),
+    pytest.param(
+        demand(("main", 1, "aes"), ("init", 1, "sha", True)),
+        n(slot("s0")),
+        None,
+        id="init-and-app-take-turns",
+    ),
+    pytest.param(
+        demand(("main", 1, "aes"), ("init", 2, "sha", True)),
+        n(slot("s0")),
+        'bitstreams "aes", "sha" (platform pac_a10) need 2 healthy slots of that platform, the node has 1',
+        id="init-larger-than-the-node",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pod", "state", "reason"), FILTER_CASES)
+def test_filter_fails_only_on_hard_facts(pod: PodDemand, state: NodeSlots | None, reason: str | None) -> None:
+    assert check_node(pod, state) == reason
+
+
+def test_filter_nodes_keeps_the_order_and_names_each_failure() -> None:
+    nodes = {
+        "good-1": n(slot("s0")),
+        "bad": n(slot("s0", platform=N3K)),
+        "unknown": None,
+        "good-2": n(slot("s0", bitstream="aes", free=False)),
+    }
+    outcome = filter_nodes(AES1, ["good-2", "bad", "unknown", "good-1", "missing"], nodes.get)
+    assert outcome.passed == ["good-2", "unknown", "good-1", "missing"]
+    assert outcome.failed == {
+        "bad": 'bitstream "aes" (platform pac_a10) needs 1 healthy slot of that platform, the node has 0'
+    }
+
+
+def test_filter_without_a_bitstream_looks_nothing_up() -> None:
+    def lookup(name: str) -> NodeSlots | None:
+        raise AssertionError(f"looked up {name}")
+
+    assert filter_nodes(NO_BITSTREAM, ["a", "b"], lookup).passed == ["a", "b"]
+
+
+# --- prioritize ------------------------------------------------------------------------
+
+
+def used(seconds_ago: float) -> int:
+    return int(NOW - seconds_ago)
+
+
+SCORE_CASES = [
+    pytest.param(AES1, None, 5, id="no-published-state-neutral"),
+    pytest.param(NO_BITSTREAM, n(slot("s0", bitstream="aes")), 5, id="pod-without-bitstream-neutral"),
+    pytest.param(NO_BITSTREAM, n(), 5, id="pod-without-bitstream-neutral-even-if-full"),
+    pytest.param(AES1, n(slot("s0", bitstream="aes")), 10, id="loaded-free-slot"),
+    pytest.param(AES1, n(slot("s0"), slot("s1", bitstream="aes")), 10, id="loaded-beats-empty"),
+    pytest.param(AES1, n(slot("s0")), 7, id="empty-free-slot"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(2 * LRU_HORIZON_S))), 4, id="evict-long-unused"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=None)), 4, id="evict-never-used"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(LRU_HORIZON_S / 2))), 3, id="evict-half-horizon"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(0))), 2, id="evict-just-used"),
+    pytest.param(
+        AES1,
+        n(slot("s0", bitstream="sha", last_used=used(0)), slot("s1", bitstream="fft", last_used=used(LRU_HORIZON_S))),
+        4,
+        id="evicts-the-least-recently-used",
+    ),
+    pytest.param(
+        AES1, n(slot("s0", bitstream=None, accelerator="foreign", last_used=None)), 4, id="evict-unknown-content"
+    ),
+    pytest.param(AES1, n(slot("s0", bitstream="aes", free=False)), 0, id="loaded-but-held"),
+    pytest.param(AES1, n(slot("s0", bitstream="aes", healthy=False)), 0, id="loaded-but-unhealthy"),
+    pytest.param(AES1, n(slot("s0", platform=N3K)), 0, id="only-other-platform"),
+    pytest.param(demand(("main", 1, "zzz")), n(slot("s0")), 0, id="not-in-catalog"),
+    pytest.param(AES2, n(slot("s0", bitstream="aes")), 0, id="two-wanted-one-free"),
+    pytest.param(AES2, n(slot("s0", bitstream="aes"), slot("s1")), 9, id="one-loaded-one-empty"),
+    pytest.param(AES2, n(slot("s0", bitstream="aes"), slot("s1", bitstream="aes")), 10, id="two-loaded"),
+    pytest.param(
+        demand(("a", 1, "aes"), ("b", 1, "sha")),
+        n(slot("s0", bitstream="aes"), slot("s1", bitstream="aes")),
+        7,
+        id="spare-copy-is-evicted-not-the-hit",
+    ),
+    pytest.param(
+        demand(("a", 1, "aes"), ("b", 1, "sha")), n(slot("s0", bitstream="aes")), 0, id="the-hit-is-not-evicted"
+    ),
+    pytest.param(demand(("a", 1, "aes"), ("b", 1, None)), n(slot("s0", bitstream="aes")), 0, id="no-room-for-unnamed"),
+    pytest.param(
+        demand(("a", 1, "aes"), ("b", 1, None)),
+        n(slot("s0", bitstream="aes"), slot("s1", platform=N3K)),
+        10,
+        id="unnamed-takes-any-platform",
+    ),
+    pytest.param(
+        demand(("main", 1, "aes"), ("init", 2, "aes", True)),
+        n(slot("s0", bitstream="aes"), slot("s1")),
+        9,
+        id="init-peak",
+    ),
+    pytest.param(AES1, n(slot("s0", platform=N3K), bitstreams={"aes": N3K}), 7, id="platform-per-node-catalog"),
+]
+
+
+@pytest.mark.parametrize(("pod", "state", "score"), SCORE_CASES)
+def test_score(pod: PodDemand, state: NodeSlots | None, score: int) -> None:
+    assert score_node(pod, state, W, NOW) == score
+
+
+@pytest.mark.parametrize(
+    ("weights", "scores"),
+    [
+        pytest.param(ScoreWeights(), (10, 7, 4, 0, 5), id="defaults"),
+        pytest.param(ScoreWeights(loaded=9, empty=9, evict=9, neutral=0), (9, 9, 9, 0, 0), id="flat"),
+        pytest.param(ScoreWeights(loaded=10, empty=1, evict=0, neutral=10), (10, 1, 0, 0, 10), id="avoid-eviction"),
+    ],
+)
+def test_weights_set_the_slot_values(weights: ScoreWeights, scores: tuple[int, ...]) -> None:
+    states = [
+        n(slot("s0", bitstream="aes")),
+        n(slot("s0")),
+        n(slot("s0", bitstream="sha")),
+        n(slot("s0", free=False)),
+        None,
+    ]
+    assert tuple(score_node(AES1, s, weights, NOW) for s in states) == scores
+
+
+def test_prioritize_answers_every_name_in_order() -> None:
+    nodes = {"hit": n(slot("s0", bitstream="aes")), "empty": n(slot("s0")), "full": n(slot("s0", free=False))}
+    scores = prioritize_nodes(AES1, ["full", "unknown", "hit", "empty", "hit"], nodes.get, W, NOW)
+    assert scores == [("full", 0), ("unknown", 5), ("hit", 10), ("empty", 7), ("hit", 10)]
+
+
+def test_prioritize_without_a_bitstream_is_neutral_and_looks_nothing_up() -> None:
+    def lookup(name: str) -> NodeSlots | None:
+        raise AssertionError(f"looked up {name}")
+
+    assert prioritize_nodes(NO_BITSTREAM, ["a", "b"], lookup, ScoreWeights(neutral=3), NOW) == [("a", 3), ("b", 3)]
+
+
+_slot_strategy = st.builds(
+    lambda i, platform, bitstream, free, healthy, last_used: slot(
+        f"s{i}", platform=platform, bitstream=bitstream, free=free, healthy=healthy, last_used=last_used
+    ),
+    st.integers(0, 10_000),
+    st.sampled_from([PAC, N3K]),
+    st.sampled_from([None, "aes", "sha", "fft", "other"]),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(NOW - 10 * 3600, NOW)),
+)
+
+
+def _unique(slots: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list({s["id"]: s for s in slots}.values())
+
+
+@given(
+    st.lists(_slot_strategy, max_size=12).map(_unique),
+    st.lists(st.tuples(st.sampled_from(["aes", "sha", "fft", None]), st.integers(0, 4)), min_size=1, max_size=3),
+)
+def test_scores_stay_in_range_and_a_node_that_fails_the_filter_scores_zero(
+    slots: list[dict[str, Any]], containers: list[tuple[str | None, int]]
+) -> None:
+    pod = demand(*[(f"c{i}", count, bitstream) for i, (bitstream, count) in enumerate(containers)])
+    state = node("n", slots, CATALOG)
+    score = score_node(pod, state, W, NOW)
+    assert 0 <= score <= 10
+    if pod.by_bitstream and check_node(pod, state) is not None:
+        assert score == 0
+    if not pod.by_bitstream:
+        assert score == W.neutral
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("", ScoreWeights(), id="empty-is-defaults"),
+        pytest.param("loaded=9", ScoreWeights(loaded=9), id="one-key"),
+        pytest.param(" loaded = 8 , evict=1,neutral=0", ScoreWeights(loaded=8, evict=1, neutral=0), id="spaces"),
+        pytest.param(str(ScoreWeights(3, 2, 1, 0)), ScoreWeights(3, 2, 1, 0), id="round-trip"),
+    ],
+)
+def test_parse_score_weights(text: str, expected: ScoreWeights) -> None:
+    assert parse_score_weights(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("loaded", "key=value pairs", id="no-value"),
+        pytest.param("hit=3", "key=value pairs", id="unknown-key"),
+        pytest.param("loaded=x", "loaded must be an integer", id="not-integer"),
+        pytest.param("evict=11", "evict must be an integer from 0 to 10", id="too-large"),
+        pytest.param("empty=-1", "empty must be an integer from 0 to 10", id="negative"),
+        pytest.param("loaded=1,loaded=2", "loaded is given twice", id="twice"),
+    ],
+)
+def test_parse_score_weights_rejects(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_score_weights(text)
