@@ -26,6 +26,7 @@ from agent.discovery import (
     static_source,
 )
 from agent.errors import KubeError, KubeletError
+from agent.health import HealthServer
 from agent.kube import EventRecorder, PodCache, PodInfo, build_api_client
 from agent.metrics import AgentMetrics, RpcTimer
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
@@ -146,12 +147,40 @@ class Agent:
         )
         self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
+        self._tasks: list[asyncio.Task[None]] = []
+        #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
+        self.health = (
+            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness)
+            if config.health_listen is not None
+            else None
+        )
 
     async def _read_hardware(self) -> Sequence[Slot]:
         return (await self.backend.source.enumerate()).slots
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; the socket is removed on the way out."""
+        """Run until ``stop`` is set; the socket is removed on the way out.
+
+        The health endpoint (``--health-listen``) answers from the start to the end.
+        """
+        if self.health is not None:
+            await self.health.start()
+        try:
+            await self._run(stop)
+        finally:
+            if self.health is not None:
+                await self.health.stop()
+
+    def liveness(self) -> str | None:
+        """None while every long-lived task runs; else which ended (``/healthz``)."""
+        ended = [task.get_name() for task in self._tasks if task.done()]
+        return f"tasks ended: {', '.join(ended)}" if ended else None
+
+    def readiness(self) -> str | None:
+        """None while registered with the kubelet (``/readyz``)."""
+        return None if self.lifecycle.registered.is_set() else "not registered with the kubelet"
+
+    async def _run(self, stop: asyncio.Event) -> None:
         source = self.backend.source
         enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
@@ -174,7 +203,8 @@ class Agent:
                     self.kube.pods.add_listener(self._on_pod_change)
                     background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
                     background.append(group.create_task(self.kube.events.run(), name="events"))
-                group.create_task(self._run_plugin(stop, background), name="device-plugin")
+                plugin = group.create_task(self._run_plugin(stop, background), name="device-plugin")
+                self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
             await self.pod_resources.close()

@@ -28,6 +28,17 @@ LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
+class ListenAddress:
+    """A TCP address to serve on; port 0 asks the kernel for a free one."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Everything the agent needs to know, validated."""
 
@@ -46,6 +57,7 @@ class Config:
     bitstream_dir: Path = Path("/var/lib/fpga-agent/bitstreams")
     program_timeout_s: float = 25.0
     kubeconfig: Path | None = None
+    health_listen: ListenAddress | None = None
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -111,6 +123,17 @@ def _parse_name(raw: str) -> str:
     if not value or len(value) > 253:
         raise ValueError(f"must be a node name of 1 to 253 characters, got {raw!r}")
     return value
+
+
+def _parse_listen(raw: str) -> ListenAddress | None:
+    value = raw.strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535 (empty: off), got {raw!r}")
+    host = host.removeprefix("[").removesuffix("]")
+    return ListenAddress(host or "0.0.0.0", int(port))
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +202,12 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_static,
         lambda env: "[]",
         "slots of the static backend: list of {card, region, devices, numa, platform} (YAML/JSON)",
+    ),
+    _Option(
+        "health-listen",
+        _parse_listen,
+        lambda env: "0.0.0.0:8080",
+        "HTTP address of /healthz and /readyz (the kubelet's probes); empty: no endpoint",
     ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}

@@ -47,6 +47,7 @@ async def run_demo(base: Config) -> int:
             device_plugin_dir=root / "device-plugins",
             pod_resources_socket=root / "pod-resources" / "kubelet.sock",
             state_dir=root / "state",
+            health_listen=None,  # the demo is not probed: take no port
         )
         catalog = Catalog(root / "bitstreams")
         image = root / "aes-v1.bin"

@@ -56,6 +56,7 @@ def test_config(root: Path, **overrides: object) -> Config:
         "sim_slots_per_card": "4",
         "sim_program_ms": "20",
         "node_name": "test-node",
+        "health_listen": "127.0.0.1:0",  # a free loopback port: tests never take the real one
     }
     config = load_config(flags, env={})
     return dataclasses.replace(config, **overrides)  # type: ignore[arg-type]

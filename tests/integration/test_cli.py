@@ -32,6 +32,7 @@ def agent_env(root: Path) -> dict[str, str]:
         FPGA_AGENT_SIM_PROGRAM_MS="10",
         FPGA_AGENT_NODE_NAME="cli-test-node",
         FPGA_AGENT_LOG_LEVEL="info",
+        FPGA_AGENT_HEALTH_LISTEN="127.0.0.1:0",
     )
     return env
 
@@ -210,6 +211,8 @@ async def test_run_registers_then_stops_cleanly_on_signal(sock_dir: Path, signum
         str(sock_dir / "state"),
         "--node-name",
         "cli-test-node",
+        "--health-listen",
+        "127.0.0.1:0",
         env=env,
         cwd=sock_dir,
         stdin=asyncio.subprocess.DEVNULL,
