@@ -20,6 +20,7 @@ import yaml
 
 from agent.discovery.static import StaticSlotSpec, parse_static_slots
 from agent.errors import ConfigError
+from agent.extender.scoring import ScoreWeights, parse_score_weights
 
 ENV_PREFIX = "FPGA_AGENT_"
 BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
@@ -58,6 +59,8 @@ class Config:
     program_timeout_s: float = 25.0
     kubeconfig: Path | None = None
     health_listen: ListenAddress | None = None
+    listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
+    score_weights: ScoreWeights = ScoreWeights()
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -136,6 +139,16 @@ def _parse_listen(raw: str) -> ListenAddress | None:
     return ListenAddress(host or "0.0.0.0", int(port))
 
 
+def _parse_required_listen(raw: str) -> ListenAddress:
+    try:
+        address = _parse_listen(raw)
+    except ValueError:
+        address = None
+    if address is None:
+        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535, got {raw!r}")
+    return address
+
+
 @dataclass(frozen=True, slots=True)
 class _Option:
     flag: str
@@ -208,6 +221,19 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_listen,
         lambda env: "0.0.0.0:8080",
         "HTTP address of /healthz and /readyz (the kubelet's probes); empty: no endpoint",
+    ),
+    _Option(
+        "listen",
+        _parse_required_listen,
+        lambda env: "0.0.0.0:8888",
+        "extender: HTTP address for kube-scheduler (/filter, /prioritize, /healthz)",
+    ),
+    _Option(
+        "score-weights",
+        parse_score_weights,
+        lambda env: str(ScoreWeights()),
+        "extender: prioritize values 0..10 of a slot that holds the bitstream, an empty slot, a slot to evict, "
+        "and the neutral score (pod without bitstream, node without state)",
     ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}

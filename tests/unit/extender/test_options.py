@@ -1,0 +1,62 @@
+"""The extender's options: --listen and --score-weights, with the usual precedence and errors naming the flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import ListenAddress, load_config
+from agent.errors import ConfigError
+from agent.extender import ScoreWeights
+
+
+def test_defaults() -> None:
+    config = load_config({}, {})
+    assert config.listen == ListenAddress("0.0.0.0", 8888)
+    assert config.score_weights == ScoreWeights(loaded=10, empty=7, evict=4, neutral=5)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "listen", "weights"),
+    [
+        pytest.param({"listen": "127.0.0.1:9000"}, {}, ListenAddress("127.0.0.1", 9000), ScoreWeights(), id="flag"),
+        pytest.param(
+            {}, {"FPGA_AGENT_LISTEN": "[::1]:8889"}, ListenAddress("::1", 8889), ScoreWeights(), id="env-ipv6"
+        ),
+        pytest.param({"listen": ":7000"}, {}, ListenAddress("0.0.0.0", 7000), ScoreWeights(), id="port-only"),
+        pytest.param(
+            {"score_weights": "evict=1"},
+            {"FPGA_AGENT_SCORE_WEIGHTS": "evict=2"},
+            ListenAddress("0.0.0.0", 8888),
+            ScoreWeights(evict=1),
+            id="flag-over-env",
+        ),
+        pytest.param(
+            {},
+            {"FPGA_AGENT_SCORE_WEIGHTS": "loaded=9,neutral=0"},
+            ListenAddress("0.0.0.0", 8888),
+            ScoreWeights(loaded=9, neutral=0),
+            id="weights-env",
+        ),
+    ],
+)
+def test_flags_and_environment(
+    flags: dict[str, str], env: dict[str, str], listen: ListenAddress, weights: ScoreWeights
+) -> None:
+    config = load_config(flags, env)
+    assert config.listen == listen
+    assert config.score_weights == weights
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        pytest.param({"listen": ""}, "--listen: must be HOST:PORT", id="listen-empty"),
+        pytest.param({"listen": "host"}, "--listen: must be HOST:PORT", id="listen-no-port"),
+        pytest.param({"listen": "h:70000"}, "--listen: must be HOST:PORT", id="listen-port-range"),
+        pytest.param({"score_weights": "loaded=11"}, "--score-weights: loaded must be an integer from 0 to 10", id="w"),
+        pytest.param({"score_weights": "x=1"}, "--score-weights: expects key=value pairs", id="weights-key"),
+    ],
+)
+def test_bad_values_name_the_flag(flags: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(flags, {})
