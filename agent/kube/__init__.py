@@ -3,7 +3,9 @@
 * :func:`build_api_client`: in-cluster service account or ``--kubeconfig``;
 * :class:`PodCache`: this node's pods (annotations, slot requests, phase) from one
   list+watch, with change callbacks for deletion-driven reconciling;
-* :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller.
+* :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller;
+* :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
+  patched only on change, debounced, retried; :func:`list_nodes` for the cluster view.
 
 The client is blocking, so every call runs in a worker thread; results reach the
 event loop as small frozen values (:class:`PodInfo`). Client errors are wrapped
@@ -19,19 +21,35 @@ from agent.kube.model import (
     PodInfo,
     parse_pod,
 )
+from agent.kube.nodes import (
+    BITSTREAMS_ANNOTATION,
+    PLATFORM_LABEL,
+    PLATFORM_LABEL_PREFIX,
+    SLOTS_ANNOTATION,
+    NodePublisher,
+    NodeSummary,
+    list_nodes,
+)
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 
 __all__ = [
+    "BITSTREAMS_ANNOTATION",
+    "PLATFORM_LABEL",
+    "PLATFORM_LABEL_PREFIX",
+    "SLOTS_ANNOTATION",
     "SLOT_RESOURCE",
     "Backoff",
     "ContainerSlots",
     "EventRecorder",
     "EventType",
+    "NodePublisher",
+    "NodeSummary",
     "PodCache",
     "PodEventKind",
     "PodInfo",
     "PodListener",
     "build_api_client",
+    "list_nodes",
     "parse_pod",
 ]
