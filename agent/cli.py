@@ -1,4 +1,4 @@
-"""Command line: ``fpga-agent run | discover | catalog | demo``."""
+"""Command line: ``fpga-agent run | discover | catalog | cluster | demo``."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from agent import clusterview
 from agent.app import Agent, build_backend, connect_kube, log_enumeration
 from agent.config import Config, add_arguments, load_config
-from agent.errors import FpgaSlotError
+from agent.errors import FpgaSlotError, KubeError
+from agent.kube import SLOTS_ANNOTATION, build_api_client, list_nodes
 from agent.logsetup import setup_logging
 from agent.programming.catalog import Catalog
 from agent.slots import Slot
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(discover)
     discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_catalog_commands(commands)
+    add_cluster_command(commands)
     demo = commands.add_parser("demo", help="the whole lifecycle on simulated slots with a kubelet stand-in")
     add_arguments(demo)
     return parser
@@ -52,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(discover(config, as_json=args.json))
         elif args.command == "catalog":
             return run_catalog(config, args)
+        elif args.command == "cluster":
+            return run_cluster(config, args)
         else:
             from agent.demo import run_demo
 
@@ -152,6 +157,46 @@ def run_catalog(config: Config, args: argparse.Namespace) -> int:
         print(f"skipped {problem['record']}: {problem['reason']}", file=sys.stderr)
     if not scan.entries and not problems:
         print(f"no bitstreams in {catalog.directory}", file=sys.stderr)
+    return 0
+
+
+def add_cluster_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cluster``: the slot map of every node, from the node annotations the agents publish."""
+    cluster = commands.add_parser("cluster", help="slots of every node: platform, loaded bitstream, free/held, health")
+    cluster.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (env FPGA_AGENT_KUBECONFIG); default: $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    cluster.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cluster.add_argument("--all", action="store_true", help="also list nodes that publish no slot state")
+
+
+def run_cluster(config: Config, args: argparse.Namespace) -> int:
+    """Print the cluster's slot map; 1 with one line naming the problem when the nodes cannot be read."""
+    kubeconfig = clusterview.find_kubeconfig(config.kubeconfig, os.environ, Path.home())
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
+    try:
+        api_client = build_api_client(kubeconfig)
+        try:
+            nodes = list_nodes(api_client)
+        finally:
+            api_client.close()  # type: ignore[no-untyped-call]
+    except KubeError as exc:
+        print(f"fpga-agent cluster: {exc}", file=sys.stderr)
+        return 1
+    views = clusterview.cluster_views(nodes, include_unpublished=args.all)
+    if args.json:
+        print(json.dumps(clusterview.json_document(views), indent=2))
+        return 0
+    rows = clusterview.table_rows(views)
+    if rows:
+        print(format_table(clusterview.table_columns(rows), rows))
+    unpublished = sum(1 for node in nodes if SLOTS_ANNOTATION not in node.annotations)
+    if not views:
+        print(f"no node publishes FPGA slot state ({len(nodes)} nodes)", file=sys.stderr)
+    elif unpublished and not args.all:
+        print(f"nodes without published FPGA slot state: {unpublished} (--all lists them)", file=sys.stderr)
     return 0
 
 

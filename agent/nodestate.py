@@ -1,0 +1,220 @@
+"""The node's slot state as the scheduler extender and the cluster view read it from the Node.
+
+Wiring between the slot registry, the bitstream catalog and the API server (so it
+may import all three): :func:`publish_node_state` follows the registry's changes,
+renders the annotations and hands them to the :class:`~agent.kube.NodePublisher`,
+which decides when to patch. The wire format lives here in both directions:
+
+* ``example.com/fpga-slots``: compact JSON list sorted by slot id, one object per slot
+  (:class:`PublishedSlot`): ``id``, ``card``, ``numa`` (int or null), ``platform``,
+  ``bitstream`` (catalog name loaded, or null when empty or unknown), ``accelerator``
+  (accelerator id loaded, or null), ``free`` (no holder), ``healthy``, ``last_used``
+  (epoch seconds, or null);
+* ``example.com/fpga-bitstreams``: compact JSON object, sorted, catalog name -> platform;
+* the platforms (for the labels) are those of the listed slots.
+
+Parsing (:func:`parse_slots`, :func:`parse_bitstreams`) is for readers: it raises
+ValueError naming what is wrong, ignores fields it does not know (a newer agent may
+add some) and accepts the fields the first design listed (no ``accelerator`` or
+``last_used``).
+
+The catalog has no change notification (``fpga-agent catalog add`` is another
+process), so it is read again on every registry change and every
+``CATALOG_RESCAN_S``; reading it costs a directory listing and its small records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable, Mapping, Set
+from typing import Any, Protocol, TypedDict
+
+from agent.errors import CatalogError
+from agent.programming.catalog import Catalog, CatalogEntry
+from agent.slots import Health, SlotRegistry, SlotState
+
+logger = logging.getLogger(__name__)
+
+#: How often the catalog is read again when the slots do not change.
+CATALOG_RESCAN_S = 30.0
+_COMPACT = (",", ":")
+
+
+class PublishedSlot(TypedDict):
+    """One slot in the ``example.com/fpga-slots`` annotation."""
+
+    id: str
+    card: str
+    numa: int | None
+    platform: str
+    bitstream: str | None
+    accelerator: str | None
+    free: bool
+    healthy: bool
+    last_used: int | None
+
+
+class StatePublisher(Protocol):
+    """Where the rendered state goes (:class:`agent.kube.NodePublisher`, or a test's recorder)."""
+
+    def update(self, slots_json: str, bitstreams_json: str, platforms: Set[str]) -> None: ...
+
+
+# ------------------------------------------------------------------------- rendering
+def published_slot(state: SlotState) -> PublishedSlot:
+    slot = state.slot
+    return {
+        "id": str(slot.id),
+        "card": slot.card,
+        "numa": slot.numa,
+        "platform": slot.platform,
+        "bitstream": state.bitstream,
+        "accelerator": state.accelerator_id,
+        "free": state.holder is None,
+        "healthy": state.health is Health.HEALTHY,
+        "last_used": int(state.last_used) if state.last_used is not None else None,
+    }
+
+
+def render_slots(states: Iterable[SlotState]) -> str:
+    """The ``example.com/fpga-slots`` annotation: compact JSON, sorted by slot id."""
+    records = sorted((published_slot(state) for state in states), key=lambda record: record["id"])
+    return json.dumps(records, separators=_COMPACT)
+
+
+def render_bitstreams(entries: Iterable[CatalogEntry]) -> str:
+    """The ``example.com/fpga-bitstreams`` annotation: compact JSON object name -> platform, sorted."""
+    return json.dumps({entry.name: entry.platform for entry in entries}, separators=_COMPACT, sort_keys=True)
+
+
+def slot_platforms(states: Iterable[SlotState]) -> set[str]:
+    """The platforms of the listed slots (a slot without one contributes none)."""
+    return {state.slot.platform for state in states if state.slot.platform}
+
+
+class CatalogReader:
+    """Reads the catalog in a worker thread; says each unusable record once; keeps the last good read."""
+
+    def __init__(self, catalog: Catalog | None) -> None:
+        self._catalog = catalog
+        self._entries: list[CatalogEntry] = []
+        self._reported: set[str] = set()
+
+    async def read(self) -> list[CatalogEntry]:
+        if self._catalog is None:
+            return []
+        catalog = self._catalog
+        try:
+            scan = await asyncio.to_thread(catalog.scan)
+        except CatalogError as exc:
+            self._report(f"the catalog cannot be read: {exc}; publishing the bitstreams read before")
+            return self._entries
+        for problem in scan.problems:
+            self._report(f"skipping {problem.record}: {problem.reason}")
+        self._entries = scan.entries
+        return self._entries
+
+    def _report(self, text: str) -> None:
+        if text not in self._reported:
+            self._reported.add(text)
+            logger.warning("bitstream catalog (published on the node): %s", text)
+
+
+async def publish_node_state(
+    registry: SlotRegistry,
+    catalog: Catalog | None,
+    publisher: StatePublisher,
+    *,
+    rescan_s: float = CATALOG_RESCAN_S,
+) -> None:
+    """Hand the current state to ``publisher`` now and after every registry change, until cancelled.
+
+    Changes that come while the catalog is being read are folded into one update.
+    """
+    reader = CatalogReader(catalog)
+    while True:
+        entries = await reader.read()
+        version = registry.version
+        states = registry.snapshot()
+        publisher.update(render_slots(states), render_bitstreams(entries), slot_platforms(states))
+        try:
+            async with asyncio.timeout(rescan_s):
+                await registry.wait_for_change(version)
+        except TimeoutError:
+            pass
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_slots(text: str) -> list[PublishedSlot]:
+    """The slots of an ``example.com/fpga-slots`` annotation; ValueError naming what is wrong."""
+    try:
+        data: Any = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise ValueError(f"not a JSON list but {_json_type(data)}")
+    return [_parse_slot(item, index) for index, item in enumerate(data)]
+
+
+def parse_bitstreams(text: str) -> dict[str, str]:
+    """The catalog of an ``example.com/fpga-bitstreams`` annotation; ValueError naming what is wrong."""
+    try:
+        data: Any = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object but {_json_type(data)}")
+    for name, platform in data.items():
+        if not isinstance(platform, str):
+            raise ValueError(f"bitstream {name!r}: platform is {_json_type(platform)}, not a string")
+    return dict(data)
+
+
+def _parse_slot(item: object, index: int) -> PublishedSlot:
+    if not isinstance(item, Mapping):
+        raise ValueError(f"slot {index}: {_json_type(item)}, not an object")
+    where = f"slot {item.get('id', index)!r}" if isinstance(item.get("id"), str) else f"slot {index}"
+    return {
+        "id": _field(item, "id", str, where, required=True) or "",
+        "card": _field(item, "card", str, where, required=True) or "",
+        "numa": _field(item, "numa", int, where),
+        "platform": _field(item, "platform", str, where, required=True) or "",
+        "bitstream": _field(item, "bitstream", str, where),
+        "accelerator": _field(item, "accelerator", str, where),
+        "free": bool(_field(item, "free", bool, where, required=True)),
+        "healthy": bool(_field(item, "healthy", bool, where, required=True)),
+        "last_used": _field(item, "last_used", int, where),
+    }
+
+
+def _field(item: Mapping[str, Any], key: str, kind: type, where: str, *, required: bool = False) -> Any:
+    if key not in item:
+        if required:
+            raise ValueError(f"{where}: no {key!r}")
+        return None
+    value = item[key]
+    if value is None and not required:
+        return None
+    # JSON true/false are bools, and bool is an int in Python: keep them apart.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{where}: {key!r} is {_json_type(value)}, not {_TYPE_NAMES[kind]}")
+    return value
+
+
+_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", bool: "true or false"}
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
