@@ -27,8 +27,9 @@ from agent.discovery import (
 )
 from agent.errors import KubeError, KubeletError
 from agent.health import HealthServer
-from agent.kube import EventRecorder, PodCache, PodInfo, build_api_client
+from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.metrics import AgentMetrics, RpcTimer
+from agent.nodestate import publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
@@ -87,11 +88,12 @@ def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
 
 @dataclass(frozen=True, slots=True)
 class KubeAccess:
-    """The API server as the agent uses it: this node's pods and Events on them."""
+    """The API server as the agent uses it: this node's pods, Events on them, the slot state on the Node."""
 
     api_client: Any  # kubernetes.client.ApiClient (untyped library)
     pods: PodCache
     events: EventRecorder
+    nodes: NodePublisher
 
 
 def connect_kube(config: Config) -> KubeAccess | None:
@@ -101,11 +103,16 @@ def connect_kube(config: Config) -> KubeAccess | None:
     except KubeError as exc:
         logger.warning(
             "no API server access (%s): pod annotations cannot be read, so slots are handed over "
-            "as they are and nothing is programmed; no Events are posted",
+            "as they are and nothing is programmed; no Events are posted and no slot state is published on the Node",
             exc,
         )
         return None
-    return KubeAccess(api_client, PodCache(api_client, config.node_name), EventRecorder(api_client, config.node_name))
+    return KubeAccess(
+        api_client,
+        PodCache(api_client, config.node_name),
+        EventRecorder(api_client, config.node_name),
+        NodePublisher(api_client, config.node_name),
+    )
 
 
 class Agent:
@@ -124,6 +131,7 @@ class Agent:
         """``kube`` (the real API access) or ``pods``/``events`` (stand-ins) feed reconfiguration."""
         self.config = config
         self.kube = kube
+        self.catalog = catalog
         if kube is not None:
             pods, events = kube.pods, kube.events
         self.backend = backend or build_backend(config)
@@ -203,6 +211,12 @@ class Agent:
                     self.kube.pods.add_listener(self._on_pod_change)
                     background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
                     background.append(group.create_task(self.kube.events.run(), name="events"))
+                    background.append(group.create_task(self.kube.nodes.run(), name="node-publisher"))
+                    background.append(
+                        group.create_task(
+                            publish_node_state(self.registry, self.catalog, self.kube.nodes), name="node-state"
+                        )
+                    )
                 plugin = group.create_task(self._run_plugin(stop, background), name="device-plugin")
                 self._tasks = [*background, plugin]
         finally:

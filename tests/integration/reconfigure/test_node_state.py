@@ -1,0 +1,131 @@
+"""The agent's slot state on its Node, end to end: allocation, programming, health and release show there.
+
+A real agent (simulated cards) with its API access from a kubeconfig, as ``fpga-agent run``
+gets it, against the HTTP-level fake API server; the kubelet stand-in admits pods. At the
+end, ``fpga-agent cluster`` (a real process) reads back what the agent published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.app import Agent, connect_kube
+from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.reconfigure import ANNOTATION
+from agent.simfpga.fabric import PLATFORM
+from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
+from tests.integration.reconfigure.support import Bitstreams
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
+
+WAIT_S = 10.0
+NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"
+
+
+def published(api: FakeKubeApiServer) -> dict[str, dict[str, Any]]:
+    """The slots in the Node's annotation by id ({} before the first patch)."""
+    node = api.node(DEFAULT_NODE)
+    assert node is not None
+    text = (node["metadata"].get("annotations") or {}).get(SLOTS_ANNOTATION)
+    return {slot["id"]: slot for slot in json.loads(text)} if text else {}
+
+
+async def test_the_node_annotation_follows_allocation_programming_health_and_release(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE, labels={"team": "fpga"}, annotations={"owner": "ops"})
+        kubeconfig = api.write_kubeconfig(sock_dir / "kubeconfig")
+        config = dataclasses.replace(test_config(sock_dir, node_name=DEFAULT_NODE), kubeconfig=kubeconfig)
+        kube = connect_kube(config)
+        assert kube is not None
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        await kubelet.start()
+        agent = Agent(config, catalog=bitstreams.catalog, kube=kube)
+        stop = asyncio.Event()
+        task = asyncio.create_task(agent.run(stop), name="agent-under-test")
+        try:
+            await kubelet.wait_registered(1, WAIT_S)
+            await kubelet.wait_for(lambda: len(kubelet.plugins[RESOURCE_NAME].healthy()) == 8, WAIT_S)
+            await api.until(lambda: len(published(api)) == 8, WAIT_S)
+            assert all(s["free"] and s["healthy"] and s["bitstream"] is None for s in published(api).values())
+            node = api.node(DEFAULT_NODE)
+            assert node is not None
+            assert json.loads(node["metadata"]["annotations"][BITSTREAMS_ANNOTATION]) == {
+                "accel-a": PLATFORM,
+                "accel-b": PLATFORM,
+                "accel-c.v2": PLATFORM,
+                "foreign": "other-pr-v9",
+            }
+            assert node["metadata"]["annotations"]["owner"] == "ops"
+            assert node["metadata"]["labels"]["team"] == "fpga"
+            assert node["metadata"]["labels"][PLATFORM_LABEL] == PLATFORM
+            assert node["metadata"]["labels"][PLATFORM_LABEL_PREFIX + PLATFORM] == "true"
+
+            # Allocation and programming: the slot is held and holds the pod's bitstream.
+            api.add_pod("inference", annotations={ANNOTATION: bitstreams.accel_a.name})
+            admitted = await kubelet.admit("default", "inference", "main", RESOURCE_NAME, 1)
+            (slot_id,) = admitted.device_ids
+            await api.until(lambda: published(api)[slot_id]["bitstream"] == bitstreams.accel_a.name, WAIT_S)
+            slot = published(api)[slot_id]
+            assert slot["free"] is False
+            assert slot["accelerator"] == bitstreams.accel_a.accelerator_id
+            assert isinstance(slot["last_used"], int)
+
+            # Health: the hardware reports a slot unhealthy.
+            card, region = slot_id.rsplit("-", 1)
+            agent.backend.fabric.set_health(card, region, False, "test: overheated")  # type: ignore[union-attr]
+            await api.until(lambda: not published(api)[slot_id]["healthy"], WAIT_S)
+            agent.backend.fabric.set_health(card, region, True)  # type: ignore[union-attr]
+            await api.until(lambda: published(api)[slot_id]["healthy"], WAIT_S)
+
+            # Release: the pod is gone, the slot free, the bitstream still loaded (what the extender scores).
+            kubelet.delete_pod("default", "inference")
+            api.delete_pod("default", "inference")
+            await api.until(lambda: published(api)[slot_id]["free"], WAIT_S)
+            assert published(api)[slot_id]["bitstream"] == bitstreams.accel_a.name
+
+            # The agent writes only its own keys, with merge patches, to its own Node.
+            node_writes = [r for r in api.requests() if r.path.startswith("/api/v1/nodes")]
+            assert {(r.method, r.path) for r in node_writes} == {("GET", NODE_PATH), ("PATCH", NODE_PATH)}
+            for request in api.requests("PATCH", NODE_PATH):
+                assert set(request.body) == {"metadata"}
+                assert set(request.body["metadata"]) <= {"annotations", "labels"}
+
+            # What an operator sees: the cluster view reads the same state back.
+            rows = await cluster_json(kubeconfig, sock_dir)
+            assert rows == {"nodes": [{**rows["nodes"][0], "name": DEFAULT_NODE, "errors": []}]}
+            assert {s["id"]: s for s in rows["nodes"][0]["slots"]} == published(api)
+        finally:
+            stop.set()
+            async with asyncio.timeout(WAIT_S):
+                await task
+            await kubelet.stop()
+
+
+async def cluster_json(kubeconfig: Path, cwd: Path) -> dict[str, Any]:
+    """``fpga-agent cluster --json`` as a real process, without blocking the agent's loop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FPGA_AGENT_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "cluster",
+        "--json",
+        "--kubeconfig",
+        str(kubeconfig),
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        stdout, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    document: dict[str, Any] = json.loads(stdout)
+    return document
