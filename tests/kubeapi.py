@@ -508,6 +508,11 @@ class FakeKubeApiServer:
         with self._cond:
             return self._store("nodes", ("", name), make_node(name, **kwargs))
 
+    def delete_node(self, name: str) -> JSON:
+        with self._cond:
+            self._get("nodes", ("", name))
+            return self._remove("nodes", ("", name))
+
     def compact(self) -> int:
         """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.
 

@@ -25,7 +25,7 @@ from agent.extender.scoring import (
     prioritize_nodes,
     score_node,
 )
-from agent.extender.server import Extender, build_app, serve
+from agent.extender.server import Extender, bound_port, build_app, serve, start
 
 __all__ = [
     "ContainerDemand",
@@ -37,6 +37,7 @@ __all__ = [
     "RequestNodes",
     "ScoreWeights",
     "WatchedNode",
+    "bound_port",
     "build_app",
     "filter_nodes",
     "parse_node_slots",
@@ -46,4 +47,5 @@ __all__ = [
     "read_node_slots",
     "score_node",
     "serve",
+    "start",
 ]

@@ -50,6 +50,7 @@ FILTER_PATH = "/filter"
 PRIORITIZE_PATH = "/prioritize"
 HEALTH_PATH = "/healthz"
 SHUTDOWN_TIMEOUT_S = 2.0
+MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -84,7 +85,7 @@ class Extender:
 
     async def filter(self, http_request: web.Request) -> web.Response:
         try:
-            request = parse_extender_args(await _read_body(http_request))
+            request = parse_extender_args(await http_request.read())
         except ExtenderRequestError as exc:
             return _json(filter_error(str(exc)), status=400)
         outcome = filter_nodes(request.demand, request.names, self._lookup(request))
@@ -96,7 +97,7 @@ class Extender:
 
     async def prioritize(self, http_request: web.Request) -> web.Response:
         try:
-            request = parse_extender_args(await _read_body(http_request))
+            request = parse_extender_args(await http_request.read())
         except ExtenderRequestError as exc:
             return _json({"Error": str(exc)}, status=400)
         scores = prioritize_nodes(request.demand, request.names, self._lookup(request), self.weights, self._clock())
@@ -106,13 +107,6 @@ class Extender:
         if self.nodes.synced:
             return web.Response(text="ok\n")
         return web.Response(status=503, text="node cache not synced yet\n")
-
-
-async def _read_body(request: web.Request) -> bytes:
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise ExtenderRequestError(f"the body is larger than {MAX_BODY_BYTES} bytes") from None
 
 
 def _json(body: object, *, status: int = 200) -> web.Response:
@@ -125,7 +119,8 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     try:
         return await handler(request)
     except web.HTTPRequestEntityTooLarge as exc:
-        return _json({"Error": f"the body is larger than {MAX_BODY_BYTES} bytes"}, status=exc.status)
+        limit = request.app[MAX_BODY_KEY]
+        return _json({"Error": f"the body is larger than {limit} bytes"}, status=exc.status)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -139,20 +134,42 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
 
 def build_app(extender: Extender, *, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
     app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json])
+    app[MAX_BODY_KEY] = max_body_bytes
     app.router.add_post(FILTER_PATH, extender.filter)
     app.router.add_post(PRIORITIZE_PATH, extender.prioritize)
     app.router.add_get(HEALTH_PATH, extender.healthz)
     return app
 
 
-async def serve(app: web.Application, host: str, port: int, stop: asyncio.Event) -> None:
-    """Serve ``app`` on ``host:port`` until ``stop`` is set; connections are closed on the way out."""
+async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Bind and serve ``app``; the caller ends it with ``await runner.cleanup()``. Port 0 picks a free port."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True)
-        await site.start()
-        logger.info("scheduler extender listening on %s", ", ".join(str(a) for a in runner.addresses))
+        await web.TCPSite(runner, host, port, reuse_address=True).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    logger.info("scheduler extender listening on %s", ", ".join(_address(a) for a in runner.addresses))
+    return runner
+
+
+async def serve(app: web.Application, host: str, port: int, stop: asyncio.Event) -> None:
+    """Serve ``app`` on ``host:port`` until ``stop`` is set; connections are closed on the way out."""
+    runner = await start(app, host, port)
+    try:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    """The TCP port the runner listens on (the one the kernel chose for port 0)."""
+    return int(runner.addresses[0][1])
+
+
+def _address(address: object) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        host, port = address[0], address[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(address)

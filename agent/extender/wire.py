@@ -108,8 +108,10 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
     """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one."""
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError included
         raise ExtenderRequestError(f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ExtenderRequestError("the body is nested too deeply") from None
     if not isinstance(data, dict):
         raise ExtenderRequestError(f"the body must be a JSON object (ExtenderArgs), got {_kind(data)}")
     pod = _field(data, "Pod")

@@ -168,6 +168,7 @@ def _set(path: tuple[str | int, ...], value: object) -> dict[str, Any]:
         pytest.param(b"", "the body is not JSON", id="empty"),
         pytest.param(b"{", "the body is not JSON", id="truncated"),
         pytest.param(b"\xff\xfe", "the body is not JSON", id="not-utf8"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, "the body is nested too deeply", id="deep"),
         pytest.param(b"[]", r"must be a JSON object \(ExtenderArgs\), got a list", id="list"),
         pytest.param(b'"x"', r"must be a JSON object \(ExtenderArgs\), got a string", id="string"),
         pytest.param(b"{}", "Pod must be an object, got null", id="no-pod"),

@@ -1,0 +1,193 @@
+"""A real extender server on 127.0.0.1 (a free port), a client session, and request builders.
+
+``ExtenderUnderTest`` serves the real aiohttp app over TCP; tests talk to it with
+aiohttp's client, as kube-scheduler would (keep-alive, JSON bodies). Pods start from
+the pod kube-scheduler v1.36 actually sent (``tests/wire-samples``), nodes are built
+as the fake API server builds them, with the annotations the agent publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
+from agent.extender.nodestate import read_node_slots
+from tests.kubeapi import make_node
+from tests.unit.extender.factories import annotations
+
+SAMPLES = Path(__file__).parents[2] / "wire-samples"
+#: The clock the scoring sees (last_used values in tests are relative to it).
+NOW = 1_800_000_000
+Mode = Literal["names", "nodes"]
+MODES = [pytest.param("names", id="nodeCacheCapable"), pytest.param("nodes", id="full-nodes")]
+
+pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
+
+
+def sample(name: str) -> Any:
+    return json.loads((SAMPLES / name).read_text())
+
+
+def pod(bitstream: str | None = None, slots: int = 1, **more_annotations: str) -> dict[str, Any]:
+    """The pod kube-scheduler sent, asking for ``slots`` slots and (if given) a bitstream."""
+    result: dict[str, Any] = copy.deepcopy(sample("extender-filter-request.json")["Pod"])
+    notes: dict[str, str] = dict(more_annotations)
+    if bitstream is not None:
+        notes["example.com/fpga-bitstream"] = bitstream
+    result["metadata"]["annotations"] = notes
+    resources = result["spec"]["containers"][0]["resources"]
+    resources["limits"]["example.com/fpga-slot"] = str(slots)
+    resources["requests"]["example.com/fpga-slot"] = str(slots)
+    return result
+
+
+@dataclass
+class Cluster:
+    """Nodes by name: their published slots (None: nothing published), as one test sees them."""
+
+    slots: dict[str, Sequence[Mapping[str, Any]] | None] = field(default_factory=dict)
+    bitstreams: dict[str, Mapping[str, str] | None] = field(default_factory=dict)
+    raw_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def add(
+        self, name: str, slots: Sequence[Mapping[str, Any]] | None, bitstreams: Mapping[str, str] | None = None
+    ) -> None:
+        self.slots[name] = slots
+        self.bitstreams[name] = bitstreams
+
+    def node_annotations(self, name: str) -> dict[str, str]:
+        if name in self.raw_annotations:
+            return self.raw_annotations[name]
+        published = self.slots.get(name)
+        return {} if published is None else annotations(published, self.bitstreams.get(name))
+
+    def node_object(self, name: str) -> dict[str, Any]:
+        node = make_node(name, annotations=self.node_annotations(name))
+        node["metadata"]["resourceVersion"] = "1"
+        return node
+
+    def watched(self) -> list[WatchedNode]:
+        return [
+            WatchedNode(name, read_node_slots(name, "1", self.node_annotations(name)))
+            for name in {*self.slots, *self.raw_annotations}
+        ]
+
+
+def extender_args(the_pod: Mapping[str, Any], names: Sequence[str], mode: Mode, cluster: Cluster) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler marshals them for either nodeCacheCapable setting."""
+    if mode == "names":
+        return {"Pod": the_pod, "Nodes": None, "NodeNames": list(names)}
+    return {
+        "Pod": the_pod,
+        "Nodes": {"metadata": {}, "items": [cluster.node_object(n) for n in names]},
+        "NodeNames": None,
+    }
+
+
+class ExtenderUnderTest:
+    """The extender app served over real TCP, with its node cache and a client session."""
+
+    def __init__(self, weights: ScoreWeights | None = None, *, max_body_bytes: int | None = None) -> None:
+        self.cache = NodeCache()
+        self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW)
+        kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
+        self.app: web.Application = build_app(self.extender, **kwargs)
+        self.runner: web.AppRunner | None = None
+        self.session: aiohttp.ClientSession | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.runner is not None
+        return f"http://127.0.0.1:{bound_port(self.runner)}"
+
+    async def __aenter__(self) -> ExtenderUnderTest:
+        self.runner = await start(self.app, "127.0.0.1", 0)
+        self.session = aiohttp.ClientSession()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    def publish(self, cluster: Cluster) -> None:
+        """The node cache after a list of these nodes."""
+        self.cache.replace(cluster.watched())
+
+    async def post(self, path: str, payload: object) -> tuple[int, Any]:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return await self.post_raw(path, data)
+
+    async def post_raw(self, path: str, data: bytes, **kwargs: Any) -> tuple[int, Any]:
+        assert self.session is not None
+        headers = {"Content-Type": "application/json"}
+        async with self.session.post(self.url + path, data=data, headers=headers, **kwargs) as response:
+            assert response.content_type == "application/json"
+            return response.status, json.loads(await response.read())
+
+    async def get(self, path: str) -> tuple[int, str]:
+        assert self.session is not None
+        async with self.session.get(self.url + path) as response:
+            return response.status, await response.text()
+
+
+@pytest.fixture
+async def extender() -> AsyncIterator[ExtenderUnderTest]:
+    async with ExtenderUnderTest() as running:
+        yield running
+
+
+@contextlib.contextmanager
+def extender_in_thread(cache: NodeCache | None = None) -> Iterator[str]:
+    """The extender on its own event loop in a thread, for synchronous clients (hypothesis); yields the URL."""
+    ready = threading.Event()
+    url: list[str] = []
+    stop_box: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+    failure: list[BaseException] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        stop_box.append((asyncio.get_running_loop(), stop))
+        runner = await start(
+            build_app(Extender(cache or NodeCache(), ScoreWeights(), clock=lambda: NOW)), "127.0.0.1", 0
+        )
+        try:
+            url.append(f"http://127.0.0.1:{bound_port(runner)}")
+            ready.set()
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=run, name="extender-under-test")
+    thread.start()
+    try:
+        assert ready.wait(10.0), "the extender did not start"
+        assert not failure, failure
+        yield url[0]
+    finally:
+        if stop_box:
+            loop, stop = stop_box[0]
+            loop.call_soon_threadsafe(stop.set)
+        thread.join(10.0)
+        assert not thread.is_alive(), "the extender thread did not stop"
