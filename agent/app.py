@@ -26,8 +26,10 @@ from agent.discovery import (
     static_source,
 )
 from agent.errors import KubeError, KubeletError
+from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
+from agent.kube.nodewatch import NodeWatcher
 from agent.metrics import AgentMetrics, RpcTimer
 from agent.nodestate import publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
@@ -236,3 +238,35 @@ class Agent:
         finally:
             for task in background:
                 task.cancel()
+
+
+async def run_extender(config: Config, stop: asyncio.Event) -> None:
+    """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
+
+    Without API access there is nothing to answer names from: KubeError, before anything listens.
+    """
+    api_client = build_api_client(config.kubeconfig)
+    cache = NodeCache()
+    watcher = NodeWatcher(
+        api_client,
+        parse=parse_watched_node,
+        on_replace=cache.replace,
+        on_event=cache.apply,
+        on_error=cache.failed,
+    )
+    app = build_app(Extender(cache, config.score_weights))
+    logger.info("scheduler extender starting (score weights %s)", config.score_weights)
+    try:
+        async with asyncio.TaskGroup() as group:
+            watch = group.create_task(watcher.run(), name="node-watch")
+
+            async def serve_http() -> None:
+                try:
+                    await serve(app, config.listen.host, config.listen.port, stop)
+                finally:
+                    watch.cancel()
+
+            group.create_task(serve_http(), name="extender-http")
+    finally:
+        await asyncio.to_thread(api_client.close)
+    logger.info("scheduler extender stopped")

@@ -1,4 +1,4 @@
-"""Command line: ``fpga-agent run | discover | catalog | cluster | demo``."""
+"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | demo``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from agent import clusterview
-from agent.app import Agent, build_backend, connect_kube, log_enumeration
+from agent.app import Agent, build_backend, connect_kube, log_enumeration, run_extender
 from agent.config import Config, add_arguments, load_config
 from agent.errors import FpgaSlotError, KubeError
 from agent.kube import SLOTS_ANNOTATION, build_api_client, list_nodes
@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     discover.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_catalog_commands(commands)
     add_cluster_command(commands)
+    extender = commands.add_parser("extender", help="run the scheduler extender (HTTP, called by kube-scheduler)")
+    add_arguments(extender)
     demo = commands.add_parser("demo", help="the whole lifecycle on simulated slots with a kubelet stand-in")
     add_arguments(demo)
     return parser
@@ -57,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_catalog(config, args)
         elif args.command == "cluster":
             return run_cluster(config, args)
+        elif args.command == "extender":
+            asyncio.run(run_scheduler_extender(config))
         else:
             from agent.demo import run_demo
 
@@ -78,6 +82,15 @@ async def run_agent(config: Config) -> None:
         loop.add_signal_handler(signum, stop.set)
     logger.info("fpga-agent starting on node %s (backend %s)", config.node_name, config.backend)
     await Agent(config, catalog=Catalog(config.bitstream_dir), kube=connect_kube(config)).run(stop)
+
+
+async def run_scheduler_extender(config: Config) -> None:
+    """The scheduler extender: serve until SIGTERM or SIGINT, then close connections and the watch."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await run_extender(config, stop)
 
 
 def slot_row(slot: Slot) -> dict[str, object]:

@@ -12,7 +12,7 @@ import json
 import os
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ class Config:
     kubeconfig: Path | None = None
     health_listen: ListenAddress | None = None
     listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
-    score_weights: ScoreWeights = ScoreWeights()
+    score_weights: ScoreWeights = field(default_factory=ScoreWeights)
 
     @property
     def sim_dev_dir(self) -> Path:

@@ -1,0 +1,139 @@
+"""``fpga-agent extender`` as a process: reads Nodes through a kubeconfig, answers HTTP, stops on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.integration.extender.conftest import pod
+from tests.kubeapi import FakeKubeApiServer, running_apiserver
+from tests.unit.extender.factories import annotations, slot
+
+PROCESS_TIMEOUT_S = 60.0
+LISTENING = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+)")
+
+
+def extender_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FPGA_AGENT_")}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    env.pop("KUBERNETES_SERVICE_PORT", None)
+    env["FPGA_AGENT_LOG_LEVEL"] = "info"
+    return env
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    with running_apiserver() as server:
+        yield server
+
+
+class ExtenderProcess:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.log: list[str] = []
+
+    async def wait_for_line(self, pattern: re.Pattern[str]) -> re.Match[str]:
+        """Read the log until a line matches (the process says when it listens and when it synced)."""
+        assert self.process.stderr is not None
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            while True:
+                raw = await self.process.stderr.readline()
+                assert raw, f"the extender exited early: {self.log}"
+                line = raw.decode()
+                self.log.append(line)
+                found = pattern.search(line)
+                if found:
+                    return found
+
+
+@pytest.fixture
+async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[ExtenderProcess]:
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
+    apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent.cli", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+        "--score-weights", "empty=6",
+        env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    running = ExtenderProcess(process)
+    try:
+        yield running
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_process: ExtenderProcess) -> None:
+    port = int((await extender_process.wait_for_line(LISTENING))[1])
+    await extender_process.wait_for_line(re.compile(r"node cache synced: 2 nodes"))
+    url = f"http://127.0.0.1:{port}"
+    body = {"Pod": pod("aes"), "Nodes": None, "NodeNames": ["fpga-1", "fpga-2", "other"]}
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url + "/healthz") as response:
+            assert (response.status, await response.text()) == (200, "ok\n")
+        async with session.post(url + "/prioritize", data=json.dumps(body)) as response:
+            assert response.status == 200
+            assert await response.json() == [
+                {"Host": "fpga-1", "Score": 10},
+                {"Host": "fpga-2", "Score": 6},
+                {"Host": "other", "Score": 5},
+            ]
+
+    extender_process.process.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(PROCESS_TIMEOUT_S):
+        code = await extender_process.process.wait()
+    assert code == 0
+    assert extender_process.process.stderr is not None
+    rest = (await extender_process.process.stderr.read()).decode()
+    assert "scheduler extender stopped" in rest
+    assert "Traceback" not in "".join(extender_process.log) + rest
+
+
+def test_without_api_access_it_says_so_and_exits_1(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "extender", "--listen", "127.0.0.1:0"],
+        env=extender_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "no API server access" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--listen", "nowhere"], "--listen: must be HOST:PORT", id="listen"),
+        pytest.param(
+            ["--score-weights", "loaded=99"], "--score-weights: loaded must be an integer from 0 to 10", id="w"
+        ),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "extender", *args],
+        env=extender_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
