@@ -30,7 +30,7 @@ from agent.extender import Extender, NodeCache, build_app, parse_watched_node, s
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.kube.nodewatch import NodeWatcher
-from agent.metrics import AgentMetrics, RpcTimer
+from agent.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.nodestate import publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
@@ -164,6 +164,8 @@ class Agent:
             if config.health_listen is not None
             else None
         )
+        if self.health is not None:
+            self.health.add_routes([metrics_route(self.metrics.registry)])
 
     async def _read_hardware(self) -> Sequence[Slot]:
         return (await self.backend.source.enumerate()).slots
@@ -205,7 +207,10 @@ class Agent:
                 background = [
                     group.create_task(source.watch(self.registry), name="discovery"),
                     group.create_task(
-                        checkpoint.keep_checkpoint(self.checkpoint_path, self.registry), name="checkpoint"
+                        checkpoint.keep_checkpoint(
+                            self.checkpoint_path, self.registry, owned=lambda: not self.lifecycle.superseded
+                        ),
+                        name="checkpoint",
                     ),
                     group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]

@@ -220,7 +220,7 @@ OPTIONS: tuple[_Option, ...] = (
         "health-listen",
         _parse_listen,
         lambda env: "0.0.0.0:8080",
-        "HTTP address of /healthz and /readyz (the kubelet's probes); empty: no endpoint",
+        "HTTP address of /healthz, /readyz (the kubelet's probes) and /metrics; empty: no endpoint",
     ),
     _Option(
         "listen",

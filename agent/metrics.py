@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -119,3 +120,13 @@ class RpcTimer(grpc.aio.ServerInterceptor):
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+
+def metrics_route(registry: CollectorRegistry) -> web.RouteDef:
+    """``GET /metrics`` in the Prometheus text format, for the agent's HTTP endpoint."""
+
+    async def serve(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return web.get("/metrics", serve)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import aiohttp
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import agent.reconfigure
 from agent.metrics import AgentMetrics
@@ -73,3 +76,29 @@ async def test_failed_and_timed_out_programming_are_counted_apart(
         assert sample(metrics, "fpga_slot_reconfigurations_total", result=result) == 1
         assert sample(metrics, "fpga_slot_reconfigurations_total", result="programmed") == 0
         assert sample(metrics, "fpga_slot_slots", health="Unhealthy", state="held") == 1
+
+
+async def test_metrics_are_served_over_http_in_prometheus_format(sock_dir: Path) -> None:
+    async with AgentHarness.running(sock_dir) as harness:
+        health = harness.agent.health
+        assert health is not None
+        await asyncio.wait_for(health.serving.wait(), 10)
+        await harness.kubelet.admit("default", "p", "main", RESOURCE_NAME, 1)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{health.port}/metrics") as response,
+        ):
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/plain; version=")
+            text = await response.text()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert {
+        "fpga_slot_slots",
+        "fpga_slot_reconfigurations",
+        "fpga_slot_reconfiguration_seconds",
+        "fpga_slot_cache_lookups",
+        "fpga_slot_rpc_duration_seconds",
+        "fpga_slot_kubelet_registrations",
+    } <= set(families)
+    held = [s for s in families["fpga_slot_slots"].samples if s.labels == {"health": "Healthy", "state": "held"}]
+    assert [s.value for s in held] == [1.0]
