@@ -10,6 +10,14 @@ Apart from the RPC behaviour (``servicer``), this owns the socket's life:
    then serve again if our socket is gone and register again;
 4. on stop: end the streams, stop the server, remove our socket if it is still ours
    (a newer agent may already have replaced it during a rolling update).
+
+Two agents on one node (a rolling update with surge, or one started by hand next to
+the DaemonSet's): the socket is put in place by an atomic rename, never unlinked
+first, so the running agent sees no deletion. The newest agent wins: one that has
+served and finds another live server on its socket path steps aside (stops serving,
+does not register, ``superseded`` is set) instead of taking the socket back, and
+serves again only once that socket is gone or no longer answers. Only a kubelet
+restart deletes the socket, and then every agent serves again as before.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import contextlib
 import itertools
 import logging
 import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +83,8 @@ class PluginLifecycle:
         self._reasons: list[str] = []
         self._generation = 0
         self.registered = asyncio.Event()
+        #: True while another process serves on our socket path and this one stepped aside
+        self.superseded = False
         self.registrations = 0
         self.last_registration_s: float | None = None
         servicer.on_stream_closed = self._on_stream_closed
@@ -90,6 +101,10 @@ class PluginLifecycle:
                 started = time.monotonic()
                 try:
                     if not self._socket_is_ours():
+                        if await self._taken_over():
+                            await self._step_aside()
+                            await self._sleep_or_wake(stopping, None)
+                            continue
                         await self._restart_server()
                     await self._register()
                 except KubeletError as exc:
@@ -151,8 +166,10 @@ class PluginLifecycle:
     async def _serve(self) -> None:
         path = self.where.socket
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            logger.info("removed stale socket %s", path)
+            path.lstat()
+            # Replaced by the rename below, never unlinked first: an agent still serving there
+            # must not see a deletion (which it would take for a kubelet restart) but a newer server.
+            logger.info("replacing %s left by an earlier process", path)
         self._servicer.open_streams()
         server = grpc.aio.server(interceptors=self._interceptors)
         self._server = server  # from here on, _stop_server cleans it up whatever fails
@@ -174,6 +191,7 @@ class PluginLifecycle:
         os.replace(bound, path)
         st = path.stat()
         self._socket_id = (st.st_dev, st.st_ino)
+        self.superseded = False
         await self._self_check()
         logger.info("serving device plugin on %s", path)
 
@@ -211,6 +229,44 @@ class PluginLifecycle:
         if self._server is not None:
             await self._server.stop(c.STOP_GRACE_S)
             self._server = None
+
+    async def _taken_over(self) -> bool:
+        """Whether another process now serves a device plugin on our socket path.
+
+        Asked only by an agent that has served before: at its start the newest agent
+        takes the socket over. A file left by a dead process does not answer.
+        """
+        if self._server is None and not self.superseded:
+            return False
+        try:
+            if not stat.S_ISSOCK(self.where.socket.lstat().st_mode):
+                return False
+        except FileNotFoundError:
+            return False
+        try:
+            async with grpc.aio.insecure_channel(
+                f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
+            ) as channel:
+                await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
+                    dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
+                )
+        except grpc.aio.AioRpcError:
+            return False
+        return True
+
+    async def _step_aside(self) -> None:
+        """Stop serving and stay unregistered while the other process serves."""
+        if not self.superseded:
+            logger.warning(
+                "socket %s was taken over by another process (a newer agent?): stepping aside, "
+                "serving again once it is gone",
+                self.where.socket,
+            )
+            self.superseded = True
+        self._reasons.clear()
+        self.registered.clear()
+        await self._stop_server()
+        self._socket_id = None
 
     async def _shutdown(self) -> None:
         await self._stop_server()

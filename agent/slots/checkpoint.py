@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,18 +173,23 @@ def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> N
 WRITE_INTERVAL_S = 0.2
 
 
-async def keep_checkpoint(path: Path, registry: SlotRegistry) -> None:
+async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True) -> None:
     """Write the checkpoint whenever the registry's state changes, until cancelled.
 
     The file is written in a worker thread, at most every WRITE_INTERVAL_S, and only
     when its content changed; a final write happens on cancellation, after a write
     still running in the thread (cancelling the wait does not stop the thread) ended.
+    While ``owned()`` is False (another agent took the node over and writes the file
+    now) nothing is written, the final write included.
     """
     last: bytes | None = None
     in_thread: asyncio.Task[None] | None = None
 
     async def write_if_changed() -> None:
         nonlocal last, in_thread
+        if not owned():
+            last = None  # write again once it is ours again
+            return
         data = encode(registry.snapshot())
         if data != last:
             in_thread = asyncio.ensure_future(asyncio.to_thread(write_atomic, path, data))
@@ -203,7 +209,10 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry) -> None:
         if in_thread is not None:
             with contextlib.suppress(OSError):  # reported above, or the final write reports its own
                 await in_thread
-        try:
-            write_atomic(path, encode(registry.snapshot()))
-        except OSError as exc:
-            logger.error("final checkpoint %s could not be written: %s", path, exc)
+        if not owned():
+            logger.info("checkpoint %s left to the agent that took over", path)
+        else:
+            try:
+                write_atomic(path, encode(registry.snapshot()))
+            except OSError as exc:
+                logger.error("final checkpoint %s could not be written: %s", path, exc)
