@@ -38,12 +38,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import yaml
 
-from agent.extender.nodestate import NodeSlots, PublishedSlot
-from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights, score_node
-from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
-from agent.slots.registry import Content
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.extender.nodestate import NodeSlots, PublishedSlot  # noqa: E402
+from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights, score_node  # noqa: E402
+from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred  # noqa: E402
+from agent.slots.registry import Content  # noqa: E402
 
 PLATFORM = "sim-pr-v1"
 
@@ -343,6 +346,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def profile_settings(path: Path) -> tuple[int, bool]:
+    """The extender weight and whether FPGA slots are packed (MostAllocated), as shipped."""
+    config = yaml.safe_load(path.read_text())
+    (extender,) = config["extenders"]
+    (profile,) = config["profiles"]
+    most_allocated = any(
+        plugin["name"] == "NodeResourcesFit"
+        and plugin["args"]["scoringStrategy"]["type"] == "MostAllocated"
+        and any(r["name"] == "example.com/fpga-slot" for r in plugin["args"]["scoringStrategy"]["resources"])
+        for plugin in profile.get("pluginConfig", [])
+    )
+    return int(extender["weight"]), most_allocated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100)
@@ -356,11 +373,17 @@ def main() -> None:
     parser.add_argument("--size-min-mb", type=float, default=20.0)
     parser.add_argument("--size-max-mb", type=float, default=80.0)
     parser.add_argument("--bandwidth-mb-s", type=float, default=100.0, help="configuration bandwidth")
-    parser.add_argument("--extender-weight", type=int, default=5, help="as in daemonset/scheduler-config.yaml")
+    parser.add_argument(
+        "--scheduler-config",
+        type=Path,
+        default=ROOT / "daemonset" / "scheduler-config.yaml",
+        help="where (c) takes the extender weight and the slot scoring strategy from",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
     started = time.monotonic()
+    weight, packs = profile_settings(args.scheduler_config)
     workload = make_workload(args)
     catalog = {bitstream_name(b): PLATFORM for b in range(args.bitstreams)}
     epoch = 1_700_000_000.0  # wall-clock origin for last-used times (LRU ages)
@@ -370,11 +393,11 @@ def main() -> None:
         "(c) extender+ours": scheduler(
             random.Random(args.seed + 1),
             ours(epoch),
-            (ScoreWeights(), args.extender_weight, catalog, epoch),
-            most_allocated=True,
+            (ScoreWeights(), weight, catalog, epoch),
+            most_allocated=packs,
         ),
         "(c') same, spreading": scheduler(
-            random.Random(args.seed + 1), ours(epoch), (ScoreWeights(), args.extender_weight, catalog, epoch)
+            random.Random(args.seed + 1), ours(epoch), (ScoreWeights(), weight, catalog, epoch)
         ),
         "(d) oracle": oracle(workload),
     }

@@ -101,3 +101,13 @@ async def test_every_verb_the_file_names_or_suggests_is_served(extender_config: 
         assert answer == [{"Host": "n1", "Score": 10}]
     else:
         assert answer["NodeNames"] == ["n1"]
+
+
+def test_the_fpga_profile_packs_slots() -> None:
+    """bench/cluster_sim.py reads this: FPGA slots are scored MostAllocated, so free loaded slots stay free."""
+    config = yaml.safe_load(CONFIG_FILE.read_text())
+    (profile,) = config["profiles"]
+    (fit,) = [p for p in profile["pluginConfig"] if p["name"] == "NodeResourcesFit"]
+    strategy = fit["args"]["scoringStrategy"]
+    assert strategy["type"] == "MostAllocated"
+    assert strategy["resources"] == [{"name": "example.com/fpga-slot", "weight": 1}]
