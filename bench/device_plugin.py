@@ -23,9 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
-from agent.deviceplugin import RESOURCE_NAME
-from agent.kubeletsim import KubeletStandIn
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
+from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.kubeletsim import KubeletStandIn  # noqa: E402
+from bench.table import emit, p50_p99  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -33,11 +37,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -73,7 +72,7 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 f"Allocate round trip, {total} slots",
-                f"p50 {pct(alloc, 0.5):.3f} ms / p99 {pct(alloc, 0.99):.3f} ms",
+                p50_p99(alloc),
                 "p99 <= 1.2 ms",
             )
         )
@@ -89,7 +88,7 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         rows.append(
             (
                 f"GetPreferredAllocation (2 of {total})",
-                f"p50 {pct(pref, 0.5):.3f} ms / p99 {pct(pref, 0.99):.3f} ms",
+                p50_p99(pref),
                 "-",
             )
         )
@@ -123,12 +122,9 @@ def main() -> None:
     parser.add_argument("--slots-per-card", type=int, default=8)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--restarts", type=int, default=20)
-    rows = asyncio.run(bench(parser.parse_args()))
-    width = max(len(r[0]) for r in rows)
-    vwidth = max(len(r[1]) for r in rows)
-    print(f"{'measure'.ljust(width)}  {'result'.ljust(vwidth)}  target")
-    for name, value, target in rows:
-        print(f"{name.ljust(width)}  {value.ljust(vwidth)}  {target}")
+    parser.add_argument("--json", action="store_true", help="one machine-readable line (for bench/run)")
+    args = parser.parse_args()
+    emit(asyncio.run(bench(args)), args.json)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from agent.programming.catalog import Catalog  # noqa: E402
 from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Slot  # noqa: E402
+from bench.table import emit, p50_p99  # noqa: E402
 from tests.fakes import test_config  # noqa: E402
 
 
@@ -46,11 +47,6 @@ class TimedProgrammer:
         took = await self.inner.program(slot, image, accelerator_id, timeout_s)  # type: ignore[attr-defined]
         self.spent.append(time.perf_counter() - started)
         return float(took)
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def measure(pods_n: int, program_ms: int, image_kb: int) -> dict[str, list[float]]:
@@ -116,16 +112,19 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--program-ms", type=int, default=20)
     parser.add_argument("--image-kb", type=int, default=4096)
+    parser.add_argument("--json", action="store_true", help="one machine-readable line (for bench/run)")
     args = parser.parse_args()
     results = asyncio.run(measure(args.pods, args.program_ms, args.image_kb))
-    print(
-        "PreStartContainer overhead beyond the hardware's time "
-        f"(image {args.image_kb} KiB, sim programming {args.program_ms} ms)"
-    )
-    print(f"{'case':6}  {'n':>4}  {'p50 ms':>8}  {'p99 ms':>8}  target")
-    for case, samples in results.items():
-        if samples:
-            print(f"{case:6}  {len(samples):>4}  {pct(samples, 0.5):8.2f}  {pct(samples, 0.99):8.2f}  <= 5 ms")
+    rows = [
+        (
+            f"PreStartContainer overhead, cache {case} ({len(samples)}, {args.image_kb} KiB)",
+            p50_p99(samples, digits=2),
+            "<= 5 ms",
+        )
+        for case, samples in results.items()
+        if samples
+    ]
+    emit(rows, args.json)
 
 
 if __name__ == "__main__":

@@ -31,13 +31,9 @@ sys.path.insert(0, str(ROOT))
 from agent.app import Agent  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.kubeletsim import KubeletStandIn  # noqa: E402
+from bench.table import emit, p50_p99  # noqa: E402
 from tests.fakes import test_config  # noqa: E402
 from tests.udevbed import ALL_ONES, UdevTestbed, two_dfl_cards  # noqa: E402
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def measure(events: int) -> list[float]:
@@ -80,13 +76,11 @@ async def measure(events: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description="udev event to ListAndWatch latency")
     parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--json", action="store_true", help="one machine-readable line (for bench/run)")
     args = parser.parse_args()
     samples = asyncio.run(measure(args.events))
-    print("measure                          result")
-    print(
-        f"udev event to ListAndWatch ({len(samples)} events)  p50 {pct(samples, 0.5):.2f} ms / "
-        f"p99 {pct(samples, 0.99):.2f} ms / max {max(samples):.2f} ms   (target p99 <= 50 ms)"
-    )
+    row = (f"udev event to ListAndWatch ({len(samples)} events)", p50_p99(samples, digits=2), "p99 <= 50 ms")
+    emit([row], args.json)
 
 
 if __name__ == "__main__":
