@@ -219,7 +219,7 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(
         "health-listen",
         _parse_listen,
-        lambda env: "0.0.0.0:8080",
+        lambda env: "0.0.0.0:8095",
         "HTTP address of /healthz, /readyz (the kubelet's probes) and /metrics; empty: no endpoint",
     ),
     _Option(

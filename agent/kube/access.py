@@ -1,0 +1,80 @@
+"""Every API server request fpga-slot makes, by who makes it: the source of the RBAC rules.
+
+The ClusterRoles in ``daemonset/`` grant each component exactly the rules listed
+here for it, no more. ``tests/deploy/test_rbac.py`` keeps the three in step: it
+reads the source of this package, finds every kubernetes client method called (and
+every list method handed to the reflector, which also watches with it), maps each to
+the group, resource and verb of its request, and checks that the result is this
+table; then that each component's ClusterRole grants this table's rules for it.
+
+A new API call therefore fails the tests until it is listed here, and the manifest
+grants it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: Who makes the request: the node agent (DaemonSet), the scheduler extender
+#: (Deployment), or a person running ``fpga-agent cluster`` with their own kubeconfig.
+Component = Literal["agent", "extender", "operator"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiAccess:
+    """The requests one class or function of ``agent.kube`` makes."""
+
+    #: ``<module>.<class or function>`` inside ``agent.kube``
+    owner: str
+    component: Component
+    #: API group; "" is the core group
+    group: str
+    #: plural resource, with ``/<subresource>`` where one is used
+    resource: str
+    verbs: frozenset[str]
+    why: str
+
+
+API_ACCESS: tuple[ApiAccess, ...] = (
+    ApiAccess(
+        "pods.PodCache",
+        "agent",
+        "",
+        "pods",
+        frozenset({"list", "watch"}),
+        "this node's pods (field selector spec.nodeName): bitstream annotations, pending pods, deletions",
+    ),
+    ApiAccess(
+        "events.EventRecorder",
+        "agent",
+        "",
+        "events",
+        frozenset({"create"}),
+        "Events on pods: programmed, cache hit, rejected, failed",
+    ),
+    ApiAccess(
+        "nodes.NodePublisher",
+        "agent",
+        "",
+        "nodes",
+        frozenset({"get", "patch"}),
+        "the slot state annotations and platform labels on the agent's own Node",
+    ),
+    ApiAccess(
+        "nodewatch.NodeWatcher",
+        "extender",
+        "",
+        "nodes",
+        frozenset({"list", "watch"}),
+        "every node's published slot state, for scoring by name",
+    ),
+    ApiAccess(
+        "nodes.list_nodes",
+        "operator",
+        "",
+        "nodes",
+        frozenset({"list"}),
+        "fpga-agent cluster: the slot map of every node",
+    ),
+)

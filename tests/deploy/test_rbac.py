@@ -1,0 +1,242 @@
+"""RBAC: the roles grant every API request the code makes, and nothing more.
+
+The requests are read from the source of ``agent.kube`` (the only package that talks
+to the API server): every kubernetes client method it calls, plus ``watch`` for each
+list method it hands to the reflector. The client's own code says which HTTP method
+and path each method sends, which gives the RBAC group, resource and verb. That must
+be the table in ``agent.kube.access``, and each component's ClusterRole must grant
+exactly that component's part of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+import agent.kube
+from agent.kube.access import API_ACCESS
+from tests.deploy.manifests import Manifests, Obj, render
+
+Rule = tuple[str, str, str]  # (group, resource, verb)
+KUBE_DIR = Path(agent.kube.__file__).parent
+#: component -> (ServiceAccount, ClusterRole, workload kind, workload name)
+IDENTITIES = {
+    "agent": ("fpga-slot-agent", "fpga-slot-agent", "DaemonSet", "fpga-slot-agent"),
+    "extender": ("fpga-slot-extender", "fpga-slot-extender", "Deployment", "fpga-slot-extender"),
+}
+_PATH = re.compile(r"'(/apis?/[^']+)'")
+_METHOD = re.compile(r"'(GET|POST|PUT|PATCH|DELETE)'")
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+def api_classes() -> dict[str, type]:
+    return {name: cls for name, cls in vars(client).items() if name.endswith("Api") and isinstance(cls, type)}
+
+
+def request_of(api: type, method: str) -> Rule:
+    """(group, resource, verb) of one client method, from the path and HTTP method its code sends."""
+    source = ""
+    for helper in (f"_{method}_serialize", f"{method}_with_http_info"):
+        if hasattr(api, helper):
+            source = inspect.getsource(getattr(api, helper))
+            break
+    path_match, method_match = _PATH.search(source), _METHOD.search(source)
+    assert path_match, f"{api.__name__}.{method}: no request path in the client's code"
+    assert method_match, f"{api.__name__}.{method}: no HTTP method in the client's code"
+    parts = path_match.group(1).strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]  # namespaced: /namespaces/{namespace}/<resource>...
+    resource, named, subresource = rest[0], len(rest) > 1, rest[2] if len(rest) > 2 else None
+    http = method_match.group(1)
+    if http == "GET":
+        verb = "get" if named else "list"
+    elif http == "DELETE":
+        verb = "delete" if named else "deletecollection"
+    else:
+        verb = _VERBS[http]
+    return group, f"{resource}/{subresource}" if subresource else resource, verb
+
+
+def scan_module(path: Path, apis: dict[str, type]) -> dict[str, set[Rule]]:
+    """Owner (top-level class or function) -> the requests its code makes."""
+    tree = ast.parse(path.read_text())
+    receivers: dict[str, type] = {}  # variable or attribute name -> API class it holds
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in apis:
+                for target in node.targets:
+                    receivers[target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")] = apis[
+                        name
+                    ]
+    found: dict[str, set[Rule]] = defaultdict(set)
+    for top in tree.body:
+        if not isinstance(top, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        owner = f"{path.stem}.{top.name}"
+        watched = {
+            id(keyword.value)
+            for node in ast.walk(top)
+            if isinstance(node, ast.Call)
+            for keyword in node.keywords
+            if keyword.arg == "list_func"
+        }
+        for node in ast.walk(top):
+            if not isinstance(node, ast.Attribute):
+                continue
+            receiver = node.value
+            holder = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", None)
+            api = receivers.get(holder or "")
+            if api is None or not callable(getattr(api, node.attr, None)) or node.attr.startswith("_"):
+                continue
+            group, resource, verb = request_of(api, node.attr)
+            found[owner].add((group, resource, verb))
+            if id(node) in watched:
+                assert verb == "list", f"{owner}: {node.attr} handed to the reflector is not a list"
+                found[owner].add((group, resource, "watch"))
+    return dict(found)
+
+
+def requests_in_code() -> dict[str, set[Rule]]:
+    apis = api_classes()
+    found: dict[str, set[Rule]] = {}
+    for path in sorted(KUBE_DIR.glob("*.py")):
+        found.update(scan_module(path, apis))
+    return found
+
+
+def declared() -> dict[str, set[Rule]]:
+    table: dict[str, set[Rule]] = defaultdict(set)
+    for access in API_ACCESS:
+        table[access.owner] |= {(access.group, access.resource, verb) for verb in access.verbs}
+    return dict(table)
+
+
+def granted(role: Obj) -> set[Rule]:
+    rules: set[Rule] = set()
+    for rule in role["rules"]:
+        assert "resourceNames" not in rule
+        assert "nonResourceURLs" not in rule
+        rules |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return rules
+
+
+# ----------------------------------------------------------------- the scanner
+@pytest.mark.parametrize(
+    ("api", "method", "expected"),
+    [
+        pytest.param(client.CoreV1Api, "list_pod_for_all_namespaces", ("", "pods", "list"), id="list-all"),
+        pytest.param(client.CoreV1Api, "create_namespaced_event", ("", "events", "create"), id="create-namespaced"),
+        pytest.param(client.CoreV1Api, "read_node", ("", "nodes", "get"), id="get"),
+        pytest.param(client.CoreV1Api, "patch_node", ("", "nodes", "patch"), id="patch"),
+        pytest.param(client.CoreV1Api, "patch_node_status", ("", "nodes/status", "patch"), id="subresource"),
+        pytest.param(client.CoreV1Api, "replace_namespaced_pod", ("", "pods", "update"), id="update"),
+        pytest.param(
+            client.CoordinationV1Api, "read_namespaced_lease", ("coordination.k8s.io", "leases", "get"), id="group"
+        ),
+        pytest.param(
+            client.EventsV1Api, "create_namespaced_event", ("events.k8s.io", "events", "create"), id="events-group"
+        ),
+        pytest.param(
+            client.CoreV1Api, "delete_collection_namespaced_pod", ("", "pods", "deletecollection"), id="collection"
+        ),
+    ],
+)  # fmt: skip
+def test_a_client_method_maps_to_its_request(api: type, method: str, expected: Rule) -> None:
+    assert request_of(api, method) == expected
+
+
+def test_the_scanner_sees_calls_on_attributes_and_list_methods_handed_to_the_reflector(tmp_path: Path) -> None:
+    module = tmp_path / "sample.py"
+    module.write_text(
+        "from kubernetes import client\n"
+        "class Watcher:\n"
+        "    def __init__(self, api_client):\n"
+        "        core = client.CoreV1Api(api_client)\n"
+        "        self._reflector = Reflector(list_func=core.list_namespaced_config_map)\n"
+        "class Writer:\n"
+        "    def __init__(self, api_client):\n"
+        "        self._core = client.CoreV1Api(api_client)\n"
+        "    def write(self):\n"
+        "        self._core.delete_namespaced_secret('n', 'ns')\n"
+        "def helper():\n"
+        "    return 1\n"
+    )
+    assert scan_module(module, api_classes()) == {
+        "sample.Watcher": {("", "configmaps", "list"), ("", "configmaps", "watch")},
+        "sample.Writer": {("", "secrets", "delete")},
+    }
+
+
+# --------------------------------------------------------------- code vs table
+def test_the_table_lists_every_request_the_code_makes_and_no_other() -> None:
+    found = requests_in_code()
+    assert found  # the scanner finds the calls at all
+    assert found == declared()
+
+
+def test_every_table_entry_names_who_makes_it() -> None:
+    for access in API_ACCESS:
+        assert access.component in ("agent", "extender", "operator")
+        assert access.why
+
+
+# --------------------------------------------------------------- table vs RBAC
+@pytest.mark.parametrize("component", sorted(IDENTITIES))
+def test_the_cluster_role_grants_exactly_what_the_component_requests(component: str) -> None:
+    manifests = Manifests(render())
+    _account, role_name, _kind, _name = IDENTITIES[component]
+    wanted = {
+        (access.group, access.resource, verb)
+        for access in API_ACCESS
+        if access.component == component
+        for verb in access.verbs
+    }
+    assert granted(manifests.get("ClusterRole", role_name)) == wanted
+
+
+@pytest.mark.parametrize("component", sorted(IDENTITIES))
+def test_the_role_is_bound_to_the_account_the_workload_runs_as(component: str) -> None:
+    manifests = Manifests(render())
+    account, role_name, kind, name = IDENTITIES[component]
+    bindings = [
+        binding
+        for binding in manifests.of_kind("ClusterRoleBinding") + manifests.of_kind("RoleBinding")
+        if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"])
+    ]
+    assert [binding["roleRef"]["name"] for binding in bindings] == [role_name]
+    (subject,) = bindings[0]["subjects"]
+    assert subject["namespace"] == "fpga-slot"
+    workload = manifests.get(kind, name, "fpga-slot")
+    assert workload["spec"]["template"]["spec"]["serviceAccountName"] == account
+
+
+def test_operator_requests_are_granted_to_no_workload() -> None:
+    """fpga-agent cluster runs with a person's own kubeconfig."""
+    operator = {
+        (access.group, access.resource, verb)
+        for access in API_ACCESS
+        if access.component == "operator"
+        for verb in access.verbs
+    }
+    assert operator
+    for component in IDENTITIES:
+        role = Manifests(render()).get("ClusterRole", IDENTITIES[component][1])
+        extra = operator - {(a.group, a.resource, v) for a in API_ACCESS if a.component == component for v in a.verbs}
+        assert not extra & granted(role)
+
+
+def test_no_request_bypasses_the_client_methods() -> None:
+    """Raw requests (``call_api``, the REST client) would escape the scan above."""
+    for path in sorted(KUBE_DIR.glob("*.py")):
+        text = path.read_text()
+        for raw in ("call_api", "rest_client", "param_serialize", "DynamicClient"):
+            assert raw not in text, f"{path.name} uses {raw}"
