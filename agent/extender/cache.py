@@ -19,7 +19,7 @@ that the same node is parsed once, not once per pod.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -66,6 +66,10 @@ class NodeCache:
 
     def get(self, name: str) -> NodeSlots | None:
         return self._nodes.get(name)
+
+    def lookup(self) -> Callable[[str], NodeSlots | None]:
+        """The lookup for one request: the current table's own ``get`` (a relist swaps the table)."""
+        return self._nodes.get
 
     def __len__(self) -> int:
         """Nodes with published state."""

@@ -31,15 +31,14 @@ from aiohttp import web
 
 from agent.errors import ExtenderRequestError
 from agent.extender.cache import RequestNodes
-from agent.extender.nodestate import NodeSlots
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
     encode,
+    encode_priorities,
     filter_error,
     filter_result,
     parse_extender_args,
-    priority_list,
 )
 
 logger = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class NodeSource(Protocol):
     """Where names are looked up (the node cache)."""
 
-    def get(self, name: str) -> NodeSlots | None: ...
+    def lookup(self) -> NodeLookup: ...
     @property
     def synced(self) -> bool: ...
 
@@ -80,7 +79,7 @@ class Extender:
 
     def _lookup(self, request: SchedulingRequest) -> NodeLookup:
         if request.node_names is not None:
-            return self.nodes.get
+            return self.nodes.lookup()
         return self._request_nodes.index(request.nodes or ()).get
 
     async def filter(self, http_request: web.Request) -> web.Response:
@@ -101,7 +100,7 @@ class Extender:
         except ExtenderRequestError as exc:
             return _json({"Error": str(exc)}, status=400)
         scores = prioritize_nodes(request.demand, request.names, self._lookup(request), self.weights, self._clock())
-        return _json(priority_list(scores))
+        return web.Response(body=encode_priorities(scores), content_type="application/json")
 
     async def healthz(self, _request: web.Request) -> web.Response:
         if self.nodes.synced:

