@@ -1,0 +1,70 @@
+"""Run every benchmark as its own process and print their rows as one table (see bench/run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.table import JSON_PREFIX, Row, format_rows  # noqa: E402
+
+FULL = {
+    "device_plugin.py": [],
+    "udev_latency.py": ["--events", "1000"],
+    "reconfigure.py": ["--pods", "400"],
+    "extender.py": [],
+}
+QUICK = {
+    "device_plugin.py": ["--calls", "500", "--restarts", "5"],
+    "udev_latency.py": ["--events", "200"],
+    "reconfigure.py": ["--pods", "100"],
+    "extender.py": ["--quick"],
+}
+
+
+def rows_of(script: str, args: list[str]) -> list[Row]:
+    env = dict(os.environ, GRPC_VERBOSITY="ERROR")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(JSON_PREFIX):
+            return [tuple(row) for row in json.loads(line[len(JSON_PREFIX) :])]  # type: ignore[misc]
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    return [(f"{script} failed (exit {done.returncode})", " / ".join(tail)[:100], "-")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer samples, for a smoke run")
+    args = parser.parse_args()
+    plan = QUICK if args.quick else FULL
+    started = time.monotonic()
+    rows: list[Row] = []
+    for script, script_args in plan.items():
+        rows += rows_of(script, script_args)
+    print(
+        f"fpga-slot benchmarks, {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
+    print(format_rows(rows))
+    print()
+    sim = ["--pods", "5000"] if args.quick else []
+    subprocess.run([sys.executable, str(ROOT / "bench" / "cluster_sim.py"), *sim], check=False)
+    print(f"\nall benchmarks in {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
