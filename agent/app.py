@@ -27,6 +27,7 @@ from agent.discovery import (
 )
 from agent.errors import KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
+from agent.extender.server import extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.kube.nodewatch import NodeWatcher
@@ -259,7 +260,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply,
         on_error=cache.failed,
     )
-    app = build_app(Extender(cache, config.score_weights))
+    app = build_app(Extender(cache, config.score_weights), metrics=extender_metrics())
     logger.info("scheduler extender starting (score weights %s)", config.score_weights)
     try:
         async with asyncio.TaskGroup() as group:

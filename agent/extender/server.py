@@ -31,6 +31,7 @@ from aiohttp import web
 
 from agent.errors import ExtenderRequestError
 from agent.extender.cache import RequestNodes
+from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
@@ -131,13 +132,24 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         return _json({"Error": f"internal error ({type(exc).__name__})"}, status=500)
 
 
-def build_app(extender: Extender, *, max_body_bytes: int = MAX_BODY_BYTES) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json])
+def build_app(
+    extender: Extender, *, max_body_bytes: int = MAX_BODY_BYTES, metrics: ExtenderMetrics | None = None
+) -> web.Application:
+    """The extender's routes; with ``metrics``, requests are counted and timed and ``/metrics`` is served."""
+    middlewares = [_errors_as_json] if metrics is None else [metrics.middleware, _errors_as_json]
+    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
     app[MAX_BODY_KEY] = max_body_bytes
     app.router.add_post(FILTER_PATH, extender.filter)
     app.router.add_post(PRIORITIZE_PATH, extender.prioritize)
     app.router.add_get(HEALTH_PATH, extender.healthz)
+    if metrics is not None:
+        app.router.add_get(METRICS_PATH, metrics.serve)
     return app
+
+
+def extender_metrics() -> ExtenderMetrics:
+    """Metrics labelled by the verbs kube-scheduler calls."""
+    return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
 async def start(app: web.Application, host: str, port: int) -> web.AppRunner:

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
 from agent.extender.nodestate import read_node_slots
+from agent.extender.server import extender_metrics
 from tests.kubeapi import make_node
 from tests.unit.extender.factories import annotations
 
@@ -103,7 +104,8 @@ class ExtenderUnderTest:
         self.cache = NodeCache()
         self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW)
         kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
-        self.app: web.Application = build_app(self.extender, **kwargs)
+        self.metrics = extender_metrics()
+        self.app: web.Application = build_app(self.extender, metrics=self.metrics, **kwargs)
         self.runner: web.AppRunner | None = None
         self.session: aiohttp.ClientSession | None = None
 
