@@ -11,6 +11,14 @@ import pytest
 from tests.fakes import AgentHarness, short_tmpdir
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Options of the opt-in end-to-end suite (tests/e2e), which skips itself without --e2e and KUBECONFIG."""
+    group = parser.getgroup("e2e", "end-to-end tests against a real cluster (tests/e2e)")
+    group.addoption("--e2e", action="store_true", help="run tests/e2e against the cluster in $KUBECONFIG")
+    group.addoption("--e2e-image", default="fpga-slot:0.1.0", help="image with fpga-agent, already on the node")
+    group.addoption("--e2e-node", default="", help="node to test on (default: the first Ready Linux node)")
+
+
 @pytest.fixture
 def sock_dir() -> Iterator[Path]:
     """A short temp directory for unix sockets, removed afterwards."""
