@@ -25,6 +25,7 @@ from typing import Any, Literal
 from kubernetes import client
 
 from agent.kube.client import api_status, describe_api_error, is_transient
+from agent.kube.core import CoreCalls
 from agent.kube.failurelog import FailureLog
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class EventRecorder:
     ) -> None:
         self.node_name = node_name
         self.component = component
-        self._core = client.CoreV1Api(api_client)
+        self._core = CoreCalls(api_client)
         self._queue: asyncio.Queue[PodEvent] = asyncio.Queue(maxsize=queue_size)
         self._timeout_s = timeout_s
         self._retry_delays_s = retry_delays_s
@@ -157,9 +158,7 @@ class EventRecorder:
                 return
 
     def _create(self, namespace: str, body: dict[str, Any]) -> None:
-        event = client.CoreV1Event.from_dict(body)
-        assert event is not None
-        self._core.create_namespaced_event(namespace, event, _request_timeout=self._timeout_s)
+        self._core.create_namespaced_event(namespace, body, _request_timeout=self._timeout_s)
 
     def event_body(self, event: PodEvent) -> dict[str, Any]:
         """The core/v1 Event for ``event`` as JSON (what is sent)."""

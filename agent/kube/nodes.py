@@ -49,6 +49,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.errors import KubeError
 from agent.kube.client import describe_api_error
+from agent.kube.core import CoreCalls
 from agent.kube.failurelog import FailureLog
 from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff
 
@@ -155,7 +156,7 @@ class NodePublisher:
         timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.node_name = node_name
-        self._core = client.CoreV1Api(api_client)
+        self._core = CoreCalls(api_client)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
         self._resync_s = resync_s
@@ -317,7 +318,7 @@ def list_nodes(
     Reads in pages of ``page_size`` (a large cluster's Nodes do not arrive as one
     response). Raises KubeError naming the failure (unreachable, 401, 403, ...).
     """
-    core = client.CoreV1Api(api_client)
+    core = CoreCalls(api_client)
     nodes: list[NodeSummary] = []
     token = ""
     try:

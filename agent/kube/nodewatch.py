@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from kubernetes import client
 
+from agent.kube.core import CoreCalls
 from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector, WatchEventKind
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class NodeWatcher(Generic[T]):
         backoff: Backoff = DEFAULT_BACKOFF,
         watch_timeout_s: float = WATCH_TIMEOUT_S,
     ) -> None:
-        core = client.CoreV1Api(api_client)
+        core = CoreCalls(api_client)
         list_kwargs = {"label_selector": label_selector} if label_selector else {}
         self._reflector: Reflector[T] = Reflector(
             name="nodes",

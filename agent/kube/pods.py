@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
+from agent.kube.core import CoreCalls
 from agent.kube.model import PodEventKind, PodInfo, PodKey, parse_pod
 from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector
 
@@ -45,7 +46,7 @@ class PodCache:
         watch_timeout_s: float = WATCH_TIMEOUT_S,
     ) -> None:
         self.node_name = node_name
-        core = client.CoreV1Api(api_client)
+        core = CoreCalls(api_client)
         self._reflector: Reflector[PodInfo] = Reflector(
             name=f"pods-{node_name}",
             description=f"pods on node {node_name}",
