@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: How often the catalog is read again when the slots do not change.
 CATALOG_RESCAN_S = 30.0
+#: Least time between two renders of the node state (the publisher patches at most about twice a second).
+RENDER_INTERVAL_S = 0.5
 _COMPACT = (",", ":")
 
 
@@ -128,10 +130,13 @@ async def publish_node_state(
     publisher: StatePublisher,
     *,
     rescan_s: float = CATALOG_RESCAN_S,
+    interval_s: float = RENDER_INTERVAL_S,
 ) -> None:
-    """Hand the current state to ``publisher`` now and after every registry change, until cancelled.
+    """Hand the current state to ``publisher`` now and after registry changes, until cancelled.
 
-    Changes that come while the catalog is being read are folded into one update.
+    At most one update per ``interval_s`` (the publisher patches no faster): a burst of
+    changes, such as a node's pods starting together, costs one render, and the device
+    plugin's RPCs do not wait behind renders.
     """
     reader = CatalogReader(catalog)
     while True:
@@ -139,6 +144,7 @@ async def publish_node_state(
         version = registry.version
         states = registry.snapshot()
         publisher.update(render_slots(states), render_bitstreams(entries), slot_platforms(states))
+        await asyncio.sleep(interval_s)
         try:
             async with asyncio.timeout(rescan_s):
                 await registry.wait_for_change(version)
