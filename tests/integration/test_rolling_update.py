@@ -234,7 +234,7 @@ async def test_agents_in_turn_lose_no_slot(node: Node) -> None:
         await wait_serving(node, old, 1)
         (aes_slot,) = await node.admit("held-aes", 1, BITSTREAM)
         plain_slots = await node.admit("held-plain", 2)
-        assert node.reasons("held-aes") == ["FpgaSlotProgrammed"]
+        await node.api.until(lambda: node.reasons("held-aes") == ["FpgaSlotProgrammed"], WAIT_S)  # posted after
         held_before = {pod: dict(containers) for pod, containers in node.kubelet.assignments.items()}
 
         assert await old.terminate() == 0, old.text
