@@ -142,8 +142,9 @@ async def publish_node_state(
     while True:
         entries = await reader.read()
         version = registry.version
-        states = registry.snapshot()
-        publisher.update(render_slots(states), render_bitstreams(entries), slot_platforms(states))
+        states = registry.snapshot()  # immutable values: rendered in a thread, off the RPCs' loop
+        slots_json = await asyncio.to_thread(render_slots, states)
+        publisher.update(slots_json, render_bitstreams(entries), slot_platforms(states))
         await asyncio.sleep(interval_s)
         try:
             async with asyncio.timeout(rescan_s):

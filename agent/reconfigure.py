@@ -379,13 +379,16 @@ class Reconfigurer:
         """
         if self._pods is None or self._catalog is None:
             return None
+        pending = [pod for pod in self._pods.pods() if pod.phase == "Pending" and any(n > 0 for _, n in pod.containers)]
+        if not pending:
+            return None  # nothing to guess: spare the kubelet a pod-resources List
         try:
             holding = {(ref.namespace, ref.pod) for ref in await self._containers.list_containers()}
         except KubeletError:
             return None
         names: set[str | None] = set()
-        for pod in self._pods.pods():
-            if pod.phase != "Pending" or (pod.namespace, pod.name) in holding:
+        for pod in pending:
+            if (pod.namespace, pod.name) in holding:
                 continue
             names.update(wanted_bitstream(pod, name) for name, count in pod.containers if count > 0)
         if len(names) != 1 or None in names:

@@ -183,18 +183,24 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[]
     now) nothing is written, the final write included.
     """
     last: bytes | None = None
-    in_thread: asyncio.Task[None] | None = None
+    in_thread: asyncio.Future[bytes] | None = None
+
+    def encode_and_write(states: list[SlotState], previous: bytes | None) -> bytes:
+        data = encode(states)
+        if data != previous:
+            write_atomic(path, data)
+        return data
 
     async def write_if_changed() -> None:
         nonlocal last, in_thread
         if not owned():
             last = None  # write again once it is ours again
             return
-        data = encode(registry.snapshot())
-        if data != last:
-            in_thread = asyncio.ensure_future(asyncio.to_thread(write_atomic, path, data))
-            await asyncio.shield(in_thread)
-            last = data
+        # The snapshot (immutable values) is taken on the loop; encoding and writing run in
+        # the thread, so that RPCs answered meanwhile do not wait behind them.
+        work = asyncio.ensure_future(asyncio.to_thread(encode_and_write, registry.snapshot(), last))
+        in_thread = work
+        last = await asyncio.shield(work)
 
     try:
         while True:
