@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import AgentHarness, short_tmpdir
+from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,3 +52,21 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     if leftover:
         _, still_running = await asyncio.wait(leftover, timeout=LEAK_GRACE_S)
         assert not still_running, f"tasks left running: {still_running}"
+
+
+@pytest.fixture
+def no_leaked_threads() -> Iterator[None]:
+    """Every thread a test starts (watch workers, server handlers) has ended when it is over."""
+    before = set(threading.enumerate())
+    yield
+    leaked = [
+        t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+    ]
+    assert not leaked, f"threads left running: {[t.name for t in leaked]}"
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeKubeApiServer]:
+    """The HTTP-level fake API server (tests/kubeapi.py), stopped with its threads afterwards."""
+    with running_apiserver() as server:
+        yield server

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -21,29 +20,13 @@ from agent.kube import Backoff, build_api_client
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
 from tests.integration.extender.conftest import ExtenderUnderTest, pod
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
+from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import annotations, slot
 
-pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
+pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
 
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)
 TIMEOUT_S = 10.0
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_threads() -> Iterator[None]:
-    before = set(threading.enumerate())
-    yield
-    leaked = [
-        t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
-    ]
-    assert not leaked, f"threads left running: {[t.name for t in leaked]}"
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with running_apiserver() as server:
-        yield server
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,28 +12,11 @@ import pytest
 from kubernetes import client
 
 from agent.kube import Backoff, PodCache, PodEventKind, PodInfo, build_api_client
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer
 
 #: Short backoff so that recovery paths run quickly; the logic is the same.
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)
 TIMEOUT_S = 10.0
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_threads() -> Iterator[None]:
-    """Every thread a test starts (watch workers, server handlers) has ended when it is over."""
-    before = set(threading.enumerate())
-    yield
-    leaked = [
-        t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
-    ]
-    assert not leaked, f"threads left running: {[t.name for t in leaked]}"
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with running_apiserver() as server:
-        yield server
 
 
 @pytest.fixture
@@ -111,3 +93,8 @@ async def synced_cache(
         assert await cache.wait_synced(TIMEOUT_S)
         await apiserver.until(lambda: apiserver.active_watches() == 1)
         yield cache, seen
+
+
+@pytest.fixture(autouse=True)
+def _threads_checked(no_leaked_threads: None) -> None:
+    """Every kube test checks that its threads ended."""
