@@ -9,14 +9,14 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from tests.integration.extender.conftest import pod
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
+from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import annotations, slot
 
 PROCESS_TIMEOUT_S = 60.0
@@ -29,12 +29,6 @@ def extender_env() -> dict[str, str]:
     env.pop("KUBERNETES_SERVICE_PORT", None)
     env["FPGA_AGENT_LOG_LEVEL"] = "info"
     return env
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeKubeApiServer]:
-    with running_apiserver() as server:
-        yield server
 
 
 class ExtenderProcess:
