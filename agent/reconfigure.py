@@ -41,7 +41,6 @@ from agent.slots import Slot, SlotId, SlotRegistry
 logger = logging.getLogger(__name__)
 
 ANNOTATION = "example.com/fpga-bitstream"
-RESOURCE_NAME = "example.com/fpga-slot"
 #: How long PreStartContainer waits for the pod watch to deliver a pod it does not know yet.
 POD_WAIT_S = 2.0
 #: How often holders are checked against pod-resources (besides pod deletion events).
@@ -313,8 +312,8 @@ class Reconfigurer:
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):
                     self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-                logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
                 delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
+                logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
                 continue
             self._count_reconfiguration("programmed", took)
             self._registry.record_content(slot_id, entry.name, entry.accelerator_id)
@@ -341,7 +340,10 @@ class Reconfigurer:
             held |= ref.device_ids
             known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]
             states = [self._registry.get(i) for i in known]
-            if any(s is not None and (s.holder is None or s.holder.pod != ref.pod) for s in states):
+            if any(
+                s is not None and (s.holder is None or (s.holder.namespace, s.holder.pod) != (ref.namespace, ref.pod))
+                for s in states
+            ):
                 self._registry.set_holder(known, ref.namespace, ref.pod, ref.container)
         now = time.time()
         gone = [

@@ -127,10 +127,6 @@ class PodDemand:
         single = next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None
         return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, single)
 
-    @property
-    def names_bitstream(self) -> bool:
-        return bool(self.by_bitstream)
-
 
 @dataclass(frozen=True, slots=True)
 class FilterOutcome:

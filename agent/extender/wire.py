@@ -82,12 +82,6 @@ class HostPriority(TypedDict):
 HostPriorityList = list[HostPriority]
 
 
-class ErrorBody(TypedDict):
-    """The answer to a request that cannot be served (prioritize has no Error field of its own)."""
-
-    Error: str
-
-
 @dataclass(frozen=True, slots=True)
 class SchedulingRequest:
     """A parsed extender call: the pod's demand, and the candidates as names or as Node objects."""

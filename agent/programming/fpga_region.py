@@ -117,6 +117,8 @@ class FpgaRegionProgrammer:
                 f"{what} did not finish within {timeout_s:.1f} s (state {load.state!r}); "
                 "the manager stays busy until the kernel returns"
             ) from exc
+        except OSError as exc:  # reading the manager's state or status
+            raise ProgrammingError(f"{what} failed: {exc.strerror or exc}") from exc
         logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
         return took
 
