@@ -248,7 +248,8 @@ class Reconfigurer:
         self, pod: PodView, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
     ) -> None:
         lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
-        async with lock:
+        await self._acquire(lock, who, slot, deadline)
+        try:
             remaining = deadline - time.monotonic()
             try:
                 if remaining <= 0:
@@ -274,6 +275,18 @@ class Reconfigurer:
                 "FpgaSlotProgrammed",
                 f"Programmed slot {slot.id} with {entry.name} in {took * 1000:.0f} ms",
             )
+        finally:
+            lock.release()
+
+    async def _acquire(self, lock: asyncio.Lock, who: str, slot: Slot, deadline: float) -> None:
+        """Wait for the slot's lock, but not past the deadline (another start may be programming it)."""
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await lock.acquire()
+        except TimeoutError:
+            raise ProgrammingTimeout(
+                f"{who}: slot {slot.id} is still being programmed for another start; no time left before the deadline"
+            ) from None
 
     async def _verify(self, slot: Slot, entry: CatalogEntry) -> None:
         """Read the slot back; a slot that reports something else is a failed programming."""
