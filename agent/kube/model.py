@@ -17,35 +17,15 @@ import datetime
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, NamedTuple
+
+from agent.slots.quantity import parse_count as parse_quantity
 
 #: The extended resource the agent advertises (the same name the device plugin registers).
 SLOT_RESOURCE = "example.com/fpga-slot"
 
 PodEventKind = Literal["ADDED", "MODIFIED", "DELETED"]
 PodKey = tuple[str, str]
-
-_DECIMAL_SUFFIXES = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_BINARY_SUFFIXES = {
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
 
 
 class ContainerSlots(NamedTuple):
@@ -86,46 +66,6 @@ class PodInfo:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-def parse_quantity(value: object) -> int:
-    """A Kubernetes quantity as a whole number (``"2"``, ``2``, ``"1k"``, ``"2000m"``).
-
-    Extended resources are whole numbers (the API server rejects anything else),
-    so a fractional or negative value is a ValueError.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
-    if isinstance(value, int):
-        number = Decimal(value)
-    elif isinstance(value, str):
-        number = _parse_quantity_text(value.strip())
-    else:
-        raise ValueError(f"not a quantity: {value!r}")
-    if number < 0 or number != number.to_integral_value():
-        raise ValueError(f"not a whole, non-negative count: {value!r}")
-    return int(number)
-
-
-def _parse_quantity_text(text: str) -> Decimal:
-    digits_end = 0
-    while digits_end < len(text) and (text[digits_end].isdigit() or text[digits_end] in "+-."):
-        digits_end += 1
-    number_text, suffix = text[:digits_end], text[digits_end:]
-    try:
-        number = Decimal(number_text)
-    except InvalidOperation:
-        raise ValueError(f"not a quantity: {text!r}") from None
-    if suffix in _BINARY_SUFFIXES:
-        return number * _BINARY_SUFFIXES[suffix]
-    if suffix in _DECIMAL_SUFFIXES:
-        return number * _DECIMAL_SUFFIXES[suffix]
-    if suffix[:1] in ("e", "E"):
-        try:
-            return number * (Decimal(10) ** int(suffix[1:]))
-        except ValueError:
-            pass
-    raise ValueError(f"not a quantity: {text!r}")
 
 
 def parse_timestamp(value: object) -> float:

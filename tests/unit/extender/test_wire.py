@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agent.errors import ExtenderRequestError
 from agent.extender.scoring import ContainerDemand, FilterOutcome
-from agent.extender.wire import encode_priorities, filter_result, parse_count, parse_extender_args, read_pod_demand
+from agent.extender.wire import encode_priorities, filter_result, parse_extender_args, read_pod_demand
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"
 
@@ -111,47 +111,6 @@ def test_requests_per_container_limits_first_then_requests_init_marked() -> None
         ContainerDemand("b", 1, "aes"),
     )
     assert dict(demand.by_bitstream) == {"aes": 3}
-
-
-@pytest.mark.parametrize(
-    ("value", "count"),
-    [
-        pytest.param("1", 1, id="string"),
-        pytest.param(2, 2, id="number"),
-        pytest.param("0", 0, id="zero"),
-        pytest.param("2000m", 2, id="milli"),
-        pytest.param("1k", 1000, id="kilo"),
-        pytest.param("1Ki", 1024, id="kibi"),
-        pytest.param("3e2", 300, id="exponent"),
-        pytest.param(" 4 ", 4, id="spaces"),
-    ],
-)
-def test_parse_count(value: object, count: int) -> None:
-    assert parse_count(value) == count
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        pytest.param("1.5", id="fraction"),
-        pytest.param("500m", id="fraction-milli"),
-        pytest.param("-1", id="negative"),
-        pytest.param("abc", id="text"),
-        pytest.param("", id="empty"),
-        pytest.param("1X", id="unknown-suffix"),
-        pytest.param(True, id="bool"),
-        pytest.param(1.0, id="float"),
-        pytest.param(None, id="null"),
-        pytest.param("Infinity", id="infinity"),
-        pytest.param("NaN", id="nan"),
-        pytest.param("9e999999999", id="huge-exponent"),
-        pytest.param("1E", id="exa-overflows"),
-        pytest.param("1" * 80, id="too-long"),
-    ],
-)
-def test_parse_count_rejects(value: object) -> None:
-    with pytest.raises(ValueError, match=r"not a quantity|not a whole|more than"):
-        parse_count(value)
 
 
 def _set(path: tuple[str | int, ...], value: object) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.kube import SLOT_RESOURCE, ContainerSlots, PodInfo, parse_pod
-from agent.kube.model import parse_quantity, parse_timestamp
+from agent.kube.model import parse_timestamp
 
 SAMPLE = Path(__file__).parents[2] / "wire-samples" / "pod-fpga.json"
 
@@ -97,42 +97,6 @@ def _with_resources(resources: dict[str, Any] | None) -> dict[str, Any]:
 )
 def test_parse_pod_reads_slot_requests_per_container(resources: dict[str, Any] | None, slots: int) -> None:
     assert parse_pod(_with_resources(resources)).containers == (ContainerSlots("c", slots),)
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        pytest.param("1", 1, id="plain"),
-        pytest.param(" 2 ", 2, id="spaces"),
-        pytest.param(3, 3, id="int"),
-        pytest.param("0", 0, id="zero"),
-        pytest.param("2000m", 2, id="milli-whole"),
-        pytest.param("1k", 1000, id="kilo"),
-        pytest.param("1Ki", 1024, id="kibi"),
-        pytest.param("2e2", 200, id="exponent"),
-        pytest.param("+4", 4, id="explicit-sign"),
-    ],
-)
-def test_parse_quantity_whole_numbers(raw: object, expected: int) -> None:
-    assert parse_quantity(raw) == expected
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        pytest.param("1500m", id="fraction"),
-        pytest.param("-1", id="negative"),
-        pytest.param("abc", id="text"),
-        pytest.param("1Qi", id="unknown-suffix"),
-        pytest.param("", id="empty"),
-        pytest.param(True, id="bool"),
-        pytest.param(1.5, id="float"),
-        pytest.param(None, id="null"),
-    ],
-)
-def test_parse_quantity_rejects_non_counts(raw: object) -> None:
-    with pytest.raises(ValueError, match=r"quantity|count"):
-        parse_quantity(raw)
 
 
 @pytest.mark.parametrize(
