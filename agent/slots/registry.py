@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError
 from agent.slots.model import Health, Holder, Slot, SlotId
@@ -139,19 +139,6 @@ class SlotRegistry:
         """
         if slot_id in self._slots:
             self._drop(slot_id)
-            self._bump()
-
-    def set_health(self, slot_id: SlotId, health: Health, reason: str = "") -> None:
-        """Change one slot's health (e.g. after a failed programming).
-
-        Does not make a vanished slot present again: only discovery knows that.
-        """
-        slot = self._slots.get(slot_id)
-        if slot is None:
-            raise UnknownSlotError(f"slot {slot_id!r} is not known on this node")
-        updated = replace(slot, health=health, reason=reason)
-        if updated != slot:
-            self._slots[slot_id] = updated
             self._bump()
 
     # ------------------------------------------------------------- assignment

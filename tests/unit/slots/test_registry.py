@@ -140,41 +140,6 @@ def test_remove_of_an_unknown_slot_changes_nothing(registry: SlotRegistry) -> No
     assert len(registry.snapshot()) == 4
 
 
-def test_set_health_changes_health_and_reason(registry: SlotRegistry) -> None:
-    registry.set_health(A0.id, Health.UNHEALTHY, "programming failed")
-    state = registry.get(A0.id)
-    assert state is not None
-    assert state.health is Health.UNHEALTHY
-    assert state.slot.reason == "programming failed"
-    registry.set_health(A0.id, Health.HEALTHY)
-    state = registry.get(A0.id)
-    assert state is not None
-    assert state.health is Health.HEALTHY
-    assert state.slot.reason == ""
-
-
-def test_set_health_to_the_same_value_is_not_a_change(registry: SlotRegistry) -> None:
-    before = registry.version
-    registry.set_health(SICK.id, Health.UNHEALTHY, "CRC error")
-    assert registry.version == before
-
-
-def test_set_health_of_an_unknown_slot_raises_naming_it(registry: SlotRegistry) -> None:
-    with pytest.raises(UnknownSlotError, match="no-such-slot"):
-        registry.set_health(SlotId("no-such-slot"), Health.UNHEALTHY)
-
-
-def test_set_health_does_not_resurrect_a_vanished_slot(registry: SlotRegistry) -> None:
-    registry.assign([[A0.id]])
-    registry.remove(A0.id)
-    registry.set_health(A0.id, Health.UNHEALTHY, "programming failed")
-    state = registry.get(A0.id)
-    assert state is not None
-    assert not state.present
-    registry.release([A0.id])
-    assert registry.get(A0.id) is None  # its device is gone: it must leave the list
-
-
 # ----------------------------------------------------------------- validation
 def test_validate_returns_the_slots_in_request_order(registry: SlotRegistry) -> None:
     assert registry.validate([B0.id, A0.id]) == [B0, A0]
