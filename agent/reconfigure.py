@@ -209,26 +209,30 @@ class Reconfigurer:
         return entry, slots
 
     async def _load(self, pod: PodView, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float) -> None:
-        image: bytes | None = None
-        misses = []
+        hits: list[Slot] = []
+        misses: list[Slot] = []
         for slot in slots:
             state = self._registry.get(slot.id)
-            if state is not None and state.accelerator_id == entry.accelerator_id and state.taint is None:
-                self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-                self._count_lookup("hit")
-                logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
-                await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
-            else:
-                self._count_lookup("miss")
-                misses.append(slot)
+            loaded = state is not None and state.accelerator_id == entry.accelerator_id and state.taint is None
+            (hits if loaded else misses).append(slot)
+        image = b""
+        if misses:
+            # Read and verify the image before anything is recorded: a bad file changes nothing.
+            try:
+                image = await asyncio.to_thread(self._read_image, entry)
+            except CatalogError as exc:
+                message = f"{who}: {exc}"
+                await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
+                raise type(exc)(message) from exc
+        for slot in hits:
+            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            self._count_lookup("hit")
+            logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
+            await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
+        for _ in misses:
+            self._count_lookup("miss")
         if not misses:
             return
-        try:
-            image = await asyncio.to_thread(self._read_image, entry)
-        except CatalogError as exc:
-            message = f"{who}: {exc}"
-            await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
-            raise type(exc)(message) from exc
         results = await asyncio.gather(
             *(self._program_one(pod, who, entry, image, slot, deadline) for slot in misses),
             return_exceptions=True,

@@ -350,3 +350,28 @@ async def test_recovery_retries_when_it_fails_itself(sock_dir: Path, bitstreams:
         await kubelet.wait_for(lambda: harness.conn.devices[ONLY].health == HEALTHY, 5.0)
         recoveries = [t for t in asyncio.all_tasks() if t.get_name().startswith("recover slot")]
         assert all(t.done() for t in recoveries)
+
+
+async def test_bad_file_for_a_partly_loaded_container_records_no_hit(
+    sock_dir: Path, bitstreams: Bitstreams, pods: NodePods
+) -> None:
+    """One slot already holds the bitstream, the other needs it: a tampered file rejects the whole start."""
+    async with AgentHarness.running(sock_dir, catalog=bitstreams.catalog, pods=pods) as harness:
+        registry, kubelet = harness.agent.registry, harness.kubelet
+        first = await kubelet.admit(NS, "first", "main", RESOURCE_NAME, 1, wants(bitstreams.accel_a.name))
+        (loaded,) = first.device_ids
+        kubelet.delete_pod(NS, "first")
+        await harness.agent.reconfigurer.reconcile()
+        tamper(bitstreams)
+        before = observable(registry)
+        hits = harness.agent.metrics.registry.get_sample_value("fpga_slot_cache_lookups_total", {"result": "hit"})
+
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await kubelet.admit(NS, "pair", "main", RESOURCE_NAME, 2, wants(bitstreams.accel_a.name))
+        assert rpc_error(info.value).code() is code_of(BitstreamHashError)
+        assert loaded in held_by(kubelet, "pair", "main")  # the loaded slot was one of the two
+        assert observable(registry) == before
+        assert (
+            harness.agent.metrics.registry.get_sample_value("fpga_slot_cache_lookups_total", {"result": "hit"}) == hits
+        )
+        assert [e.reason for e in events_of(pods, "pair")] == ["FpgaBitstreamRejected"]
