@@ -425,10 +425,6 @@ class FakeKubeApiServer:
         with self._cond:
             return sum(1 for w in self._watches if w.resource == resource and w.action is None)
 
-    def open_connections(self) -> int:
-        with self._cond:
-            return len(self._connections)
-
     def pod(self, namespace: str, name: str) -> JSON | None:
         with self._cond:
             pod = self._objects["pods"].get((namespace, name))

@@ -86,7 +86,6 @@ class PluginLifecycle:
         #: True while another process serves on our socket path and this one stepped aside
         self.superseded = False
         self.registrations = 0
-        self.last_registration_s: float | None = None
         servicer.on_stream_closed = self._on_stream_closed
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -98,7 +97,6 @@ class PluginLifecycle:
         try:
             delay = c.REGISTER_BACKOFF_MIN_S
             while not stop.is_set():
-                started = time.monotonic()
                 try:
                     if not self._socket_is_ours():
                         if await self._taken_over():
@@ -113,7 +111,6 @@ class PluginLifecycle:
                     delay = min(delay * 2, c.REGISTER_BACKOFF_MAX_S)
                     continue
                 delay = c.REGISTER_BACKOFF_MIN_S
-                self.last_registration_s = time.monotonic() - started
                 self.registered.set()
                 await self._sleep_or_wake(stopping, None)
                 if not stop.is_set():

@@ -54,7 +54,6 @@ class PluginConnection:
     options: dp.DevicePluginOptions
     channel: grpc.aio.Channel
     stub: DevicePluginAsyncStub
-    registered_at: float
     devices: dict[str, dp.Device] = field(default_factory=dict)
     updates: list[tuple[float, list[dp.Device]]] = field(default_factory=list)
     stream_ended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -166,7 +165,7 @@ class KubeletStandIn:
             except grpc.aio.AioRpcError as exc:
                 await channel.close()
                 return f"cannot dial plugin endpoint {request.endpoint}: {exc.code().name} {exc.details()}"
-            conn = PluginConnection(request, options, channel, stub, registered_at=time.monotonic())
+            conn = PluginConnection(request, options, channel, stub)
             conn.task = asyncio.create_task(self._watch(conn), name=f"listandwatch {request.resource_name}")
             self.plugins[request.resource_name] = conn
             self.registrations.append(request)
