@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import dataclasses
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -30,6 +32,7 @@ __all__ = [
     "KubeletStandIn",
     "NodePods",
     "SimFabric",
+    "run_fpga_agent",
     "short_tmpdir",
     "test_config",
 ]
@@ -138,3 +141,19 @@ class AgentHarness:
 
 
 from tests.kubeapi import FakeKubeApiServer, make_node, make_pod, running_apiserver  # noqa: E402, F401
+
+#: Long enough for a loaded machine; a hung command fails the test instead of the run.
+CLI_TIMEOUT_S = 60.0
+
+
+def run_fpga_agent(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``fpga-agent ARGS`` as its own process (``python -m agent.cli``), output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+        check=False,
+    )

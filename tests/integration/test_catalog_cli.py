@@ -6,16 +6,15 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes import run_fpga_agent
 from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs, gbs_metadata
 
-PROCESS_TIMEOUT_S = 60.0
 PLATFORM_UUID = "9A3D7C8E-1111-4F0A-8D1B-0123456789AB"
 PLATFORM_ID = "9a3d7c8e11114f0a8d1b0123456789ab"
 
@@ -27,15 +26,7 @@ def catalog_env(bitstream_dir: Path) -> dict[str, str]:
 
 
 def fpga_agent(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
-        env=catalog_env(root / "bitstreams") if env is None else env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        check=False,
-    )
+    return run_fpga_agent(root, catalog_env(root / "bitstreams") if env is None else env, *args)
 
 
 @pytest.fixture

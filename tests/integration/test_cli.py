@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import RESOURCE_NAME, KubeletStandIn
+from tests.fakes import RESOURCE_NAME, KubeletStandIn, run_fpga_agent
 
 PROCESS_TIMEOUT_S = 60.0
 ALL_SLOTS = [f"simcard{c}-slot{s}" for c in range(2) for s in range(4)]
@@ -38,15 +38,7 @@ def agent_env(root: Path) -> dict[str, str]:
 
 
 def fpga_agent(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
-        env=agent_env(root) if env is None else env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        check=False,
-    )
+    return run_fpga_agent(root, agent_env(root) if env is None else env, *args)
 
 
 def lexists(path: Path) -> bool:

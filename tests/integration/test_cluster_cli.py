@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,9 @@ import pytest
 
 from agent.clusterview import find_kubeconfig
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from tests.fakes import run_fpga_agent
 from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
-PROCESS_TIMEOUT_S = 60.0
 SIM = "sim-pr-v1"
 SLOTS: list[dict[str, Any]] = [
     {
@@ -87,15 +86,7 @@ def operator_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def fpga_agent(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
-        env=operator_env(tmp_path) if env is None else env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        check=False,
-    )
+    return run_fpga_agent(tmp_path, operator_env(tmp_path) if env is None else env, *args)
 
 
 def table(stdout: str) -> list[list[str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.fakes import run_fpga_agent
 from tests.integration.extender.conftest import pod
 from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import annotations, slot
@@ -120,14 +121,6 @@ def test_without_api_access_it_says_so_and_exits_1(tmp_path: Path) -> None:
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, args: list[str], message: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "extender", *args],
-        env=extender_env(),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_TIMEOUT_S,
-        check=False,
-    )
+    result = run_fpga_agent(tmp_path, extender_env(), "extender", *args)
     assert result.returncode == 2
     assert message in result.stderr

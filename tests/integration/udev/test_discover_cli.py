@@ -9,32 +9,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes import run_fpga_agent
 from tests.udevbed import AFU_NLB, INTERFACE_N3000, UdevTestbed, two_dfl_cards
 
 pytestmark = pytest.mark.udev
 
 REPO = Path(__file__).resolve().parents[3]
-CHILD_TIMEOUT_S = 60
 
 
 def discover(bed: UdevTestbed, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FPGA_AGENT_")}
     env.update(UMOCKDEV_DIR=bed.root_dir, FPGA_AGENT_STATE_DIR=str(state_dir), PYTHONWARNINGS="error")
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", "discover", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=False,
-    )
+    return run_fpga_agent(REPO, env, "discover", *args)
 
 
 def discover_json(bed: UdevTestbed, state_dir: Path, *args: str) -> dict[str, Any]:
