@@ -153,12 +153,12 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         try:
             last: dp.ListAndWatchResponse | None = None
             while True:
-                version = self._registry.version
+                version = self._registry.device_version
                 response = device_list(self._registry.snapshot())
                 if response != last:
                     yield response
                     last = response
-                change = asyncio.ensure_future(self._registry.wait_for_change(version))
+                change = asyncio.ensure_future(self._registry.wait_for_device_change(version))
                 done, _ = await asyncio.wait({change, closing_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if closing_wait in done:
                     ended_by_us = True

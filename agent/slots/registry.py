@@ -81,6 +81,8 @@ class SlotRegistry:
         self._taints: dict[SlotId, str] = {}
         self._version = 0
         self._changed = asyncio.Event()
+        self._device_version = 0
+        self._devices_changed = asyncio.Event()
 
     # ----------------------------------------------------------------- reading
     @property
@@ -101,6 +103,21 @@ class SlotRegistry:
         while self._version == seen_version:
             await self._changed.wait()
         return self._version
+
+    @property
+    def device_version(self) -> int:
+        """Increases when what the kubelet is told may change: the IDs listed, their health.
+
+        Holders and last use change with every allocation and do not count here, so
+        ListAndWatch streams are not woken by Allocate.
+        """
+        return self._device_version
+
+    async def wait_for_device_change(self, seen_version: int) -> int:
+        """Return the current device version once it differs from ``seen_version``."""
+        while self._device_version == seen_version:
+            await self._devices_changed.wait()
+        return self._device_version
 
     # -------------------------------------------------------------- discovery
     def replace_all(self, slots: Iterable[Slot], backend: str | None = None) -> None:
@@ -180,7 +197,7 @@ class SlotRegistry:
                 self._last_used[slot_id] = now
                 slots.append(self._slots[slot_id])
             result.append(slots)
-        self._bump()
+        self._bump(devices=False)
         return result
 
     def set_holder(self, slot_ids: Iterable[SlotId], namespace: str, pod: str, container: str) -> None:
@@ -192,7 +209,7 @@ class SlotRegistry:
                 allocated_at = previous.allocated_at if previous else now
                 self._holders[slot_id] = Holder(allocated_at, namespace, pod, container)
                 self._last_used[slot_id] = now
-        self._bump()
+        self._bump(devices=False)
 
     def holders(self) -> dict[SlotId, Holder]:
         """Every held slot and its holder."""
@@ -202,9 +219,9 @@ class SlotRegistry:
     def record_content(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
         """A programming succeeded (or a hit was confirmed): the slot holds ``bitstream``."""
         self._contents[slot_id] = Content(bitstream, accelerator_id)
-        self._taints.pop(slot_id, None)
+        untainted = self._taints.pop(slot_id, None) is not None
         self._last_used[slot_id] = self._clock()
-        self._bump()
+        self._bump(devices=untainted)
 
     def taint(self, slot_id: SlotId, reason: str) -> None:
         """A programming failed or timed out: the content is unknown, the slot Unhealthy."""
@@ -233,18 +250,19 @@ class SlotRegistry:
             self._holders[slot_id] = holder
         if last_used is not None:
             self._last_used[slot_id] = last_used
-        self._bump()
+        self._bump(devices=False)
 
     def release(self, slot_ids: Iterable[SlotId]) -> None:
         """Slots whose holder is gone become free; a vanished one leaves the list."""
-        changed = False
+        changed = forgotten = False
         for slot_id in slot_ids:
             if self._holders.pop(slot_id, None) is not None:
                 changed = True
                 if not self._present.get(slot_id, False):
                     self._forget(slot_id)
+                    forgotten = True
         if changed:
-            self._bump()
+            self._bump(devices=forgotten)
 
     # ---------------------------------------------------------------- helpers
     def _state(self, slot_id: SlotId) -> SlotState:
@@ -270,7 +288,12 @@ class SlotRegistry:
         self._contents.pop(slot_id, None)
         self._taints.pop(slot_id, None)
 
-    def _bump(self) -> None:
+    def _bump(self, devices: bool = True) -> None:
+        """Wake the waiters of every change and, with ``devices``, those of device-list changes."""
         self._version += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+        if devices:
+            self._device_version += 1
+            changed, self._devices_changed = self._devices_changed, asyncio.Event()
+            changed.set()

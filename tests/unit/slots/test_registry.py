@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -324,3 +325,52 @@ async def test_a_cancelled_waiter_does_not_disturb_others(registry: SlotRegistry
     registry.remove(A1.id)
     async with asyncio.timeout(5):
         assert await survivor == seen + 1
+
+
+# ------------------------------------------------------------ device version
+def _changes_devices(registry: SlotRegistry, change: Callable[[SlotRegistry], None]) -> bool:
+    before = registry.device_version
+    change(registry)
+    return registry.device_version != before
+
+
+@pytest.mark.parametrize(
+    ("change", "devices"),
+    [
+        pytest.param(lambda r: r.assign([[A0.id]]), False, id="assign"),
+        pytest.param(lambda r: r.set_holder([A0.id], "ns", "p", "c"), False, id="holder"),
+        pytest.param(lambda r: r.record_content(A0.id, "acc", "x"), False, id="content"),
+        pytest.param(lambda r: r.restore(A0.id, None, None, 5.0), False, id="restore"),
+        pytest.param(lambda r: r.taint(A0.id, "failed"), True, id="taint"),
+        pytest.param(lambda r: r.remove(A1.id), True, id="remove"),
+        pytest.param(lambda r: r.upsert(replace(A0, health=Health.UNHEALTHY)), True, id="health"),
+    ],
+)
+def test_device_version_moves_only_when_the_kubelet_list_can_change(
+    registry: SlotRegistry, change: Callable[[SlotRegistry], None], devices: bool
+) -> None:
+    version = registry.version
+    assert _changes_devices(registry, change) is devices
+    assert registry.version > version
+
+
+def test_device_version_moves_when_content_clears_a_taint_or_a_vanished_slot_is_released(
+    registry: SlotRegistry,
+) -> None:
+    registry.taint(A0.id, "failed")
+    assert _changes_devices(registry, lambda r: r.record_content(A0.id, "acc", "x"))
+    registry.assign([[B0.id]])
+    registry.remove(B0.id)  # held: stays listed, Unhealthy
+    assert not _changes_devices(registry, lambda r: r.release([A1.id]))
+    assert _changes_devices(registry, lambda r: r.release([B0.id]))
+    assert registry.get(B0.id) is None
+
+
+async def test_device_waiters_sleep_through_allocations(registry: SlotRegistry) -> None:
+    seen = registry.device_version
+    waiter = asyncio.ensure_future(registry.wait_for_device_change(seen))
+    registry.assign([[A0.id]])
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    registry.taint(A0.id, "failed")
+    assert await asyncio.wait_for(waiter, 1.0) == seen + 1
