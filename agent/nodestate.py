@@ -29,6 +29,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterable, Mapping, Set
+from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 from agent.errors import CatalogError
@@ -96,23 +97,41 @@ def slot_platforms(states: Iterable[SlotState]) -> set[str]:
     return {state.slot.platform for state in states if state.slot.platform}
 
 
+def _mtime_ns(directory: Path) -> int | None:
+    try:
+        return directory.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 class CatalogReader:
-    """Reads the catalog in a worker thread; says each unusable record once; keeps the last good read."""
+    """Reads the catalog in a worker thread; says each unusable record once; keeps the last good read.
+
+    ``catalog add`` puts files in by rename, which changes the directory's mtime: while
+    that stays the same the last read is reused, unless ``force`` (the periodic rescan,
+    for records edited in place).
+    """
 
     def __init__(self, catalog: Catalog | None) -> None:
         self._catalog = catalog
         self._entries: list[CatalogEntry] = []
         self._reported: set[str] = set()
+        self._read_at_mtime: int | None = None
 
-    async def read(self) -> list[CatalogEntry]:
+    async def read(self, force: bool = False) -> list[CatalogEntry]:
         if self._catalog is None:
             return []
         catalog = self._catalog
+        mtime = await asyncio.to_thread(_mtime_ns, catalog.directory)
+        if not force and mtime is not None and mtime == self._read_at_mtime:
+            return self._entries
         try:
             scan = await asyncio.to_thread(catalog.scan)
         except CatalogError as exc:
+            self._read_at_mtime = None
             self._report(f"the catalog cannot be read: {exc}; publishing the bitstreams read before")
             return self._entries
+        self._read_at_mtime = mtime
         for problem in scan.problems:
             self._report(f"skipping {problem.record}: {problem.reason}")
         self._entries = scan.entries
@@ -139,18 +158,20 @@ async def publish_node_state(
     plugin's RPCs do not wait behind renders.
     """
     reader = CatalogReader(catalog)
+    rescan = True
     while True:
-        entries = await reader.read()
+        entries = await reader.read(force=rescan)
         version = registry.version
         states = registry.snapshot()  # immutable values: rendered in a thread, off the RPCs' loop
         slots_json = await asyncio.to_thread(render_slots, states)
         publisher.update(slots_json, render_bitstreams(entries), slot_platforms(states))
         await asyncio.sleep(interval_s)
+        rescan = False
         try:
             async with asyncio.timeout(rescan_s):
                 await registry.wait_for_change(version)
         except TimeoutError:
-            pass
+            rescan = True
 
 
 # --------------------------------------------------------------------------- parsing

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.nodestate import (
+    CatalogReader,
     PublishedSlot,
     parse_bitstreams,
     parse_slots,
@@ -266,3 +267,33 @@ async def test_an_unreadable_catalog_keeps_the_last_good_read(
         assert recorder.last[1] == {"aes": "test-pr"}
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len([w for w in warnings if "cannot be read" in w]) == 1
+
+
+async def test_catalog_is_scanned_again_only_when_it_changed_or_when_forced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = Catalog(tmp_path / "catalog")
+    source = tmp_path / "a.bin"
+    source.write_bytes(b"image a")
+    catalog.add(source, "accel-a", platform="p", accelerator_id="acc-a")
+    scans: list[int] = []
+    real_scan = catalog.scan
+
+    def counting_scan() -> Any:
+        scans.append(1)
+        return real_scan()
+
+    monkeypatch.setattr(catalog, "scan", counting_scan)
+    reader = CatalogReader(catalog)
+
+    assert [e.name for e in await reader.read()] == ["accel-a"]
+    assert [e.name for e in await reader.read()] == ["accel-a"]
+    assert len(scans) == 1  # unchanged directory: the last read stands
+
+    source.write_bytes(b"image b")
+    catalog.add(source, "accel-b", platform="p", accelerator_id="acc-b")
+    assert [e.name for e in await reader.read()] == ["accel-a", "accel-b"]
+    assert len(scans) == 2
+
+    await reader.read(force=True)
+    assert len(scans) == 3
