@@ -25,7 +25,7 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
-from agent.errors import KubeError, KubeletError
+from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
 from agent.extender.server import extender_metrics
 from agent.health import HealthServer
@@ -54,9 +54,20 @@ class Backend:
 def build_backend(config: Config) -> Backend:
     """The backend the configuration names; ``auto`` runs every hardware backend side by side."""
     if config.backend == "sim":
-        fabric = SimFabric(
-            config.sim_dev_dir, config.sim_cards, config.sim_slots_per_card, config.sim_program_ms / 1000
-        )
+        try:
+            fabric = SimFabric(
+                config.sim_dev_dir,
+                config.sim_cards,
+                config.sim_slots_per_card,
+                config.sim_program_ms / 1000,
+                device_nodes=config.sim_device_nodes == "char",
+            )
+        except PermissionError as exc:
+            raise ConfigError(
+                f"--sim-device-nodes char: cannot create the simulated slots' character devices in "
+                f"{config.sim_dev_dir} ({exc.strerror}): that needs root, as the DaemonSet runs the agent; "
+                "--sim-device-nodes file makes regular files instead, which no container can be given"
+            ) from None
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),

@@ -26,6 +26,7 @@ ENV_PREFIX = "FPGA_AGENT_"
 BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+SIM_DEVICE_NODES = ("char", "file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class Config:
     health_listen: ListenAddress | None = None
     listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
+    sim_device_nodes: str = "char"
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -188,6 +190,13 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("sim-cards", _parse_int(0, 64), lambda env: "2", "simulated cards"),
     _Option("sim-slots-per-card", _parse_int(1, 64), lambda env: "4", "slots per simulated card"),
     _Option("sim-program-ms", _parse_int(0, 600_000), lambda env: "800", "simulated reconfiguration (ms)"),
+    _Option(
+        "sim-device-nodes",
+        _parse_choice(SIM_DEVICE_NODES),
+        lambda env: "char",
+        "simulated slots' device files: char (device nodes a container can be given; needs root) "
+        "or file (regular files: no root, but no container starts with one)",
+    ),
     _Option("node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
     _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),

@@ -44,6 +44,7 @@ async def run_demo(base: Config) -> int:
         config = dataclasses.replace(
             base,
             backend="sim",
+            sim_device_nodes="file",  # the demo needs no root and starts no container
             device_plugin_dir=root / "device-plugins",
             pod_resources_socket=root / "pod-resources" / "kubelet.sock",
             state_dir=root / "state",

@@ -58,6 +58,7 @@ def test_config(root: Path, **overrides: object) -> Config:
         "sim_cards": "2",
         "sim_slots_per_card": "4",
         "sim_program_ms": "20",
+        "sim_device_nodes": "file",  # regular files: the tests run without root as well
         "node_name": "test-node",
         "health_listen": "127.0.0.1:0",  # a free loopback port: tests never take the real one
     }

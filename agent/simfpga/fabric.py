@@ -2,7 +2,11 @@
 
 It behaves like the hardware the real backends drive:
 
-* every slot has a device file (created under ``dev_dir``, removed on unplug);
+* every slot has a device file (created under ``dev_dir``, removed on unplug):
+  a character device node (with the numbers of ``/dev/null``) when
+  ``device_nodes`` is set, which container runtimes accept as a device to hand
+  to a container (they refuse regular files); a regular file otherwise, for
+  runs without root (the demo, tests);
 * a card reconfigures one slot at a time and each reconfiguration takes
   ``program_s`` seconds; a failed or interrupted one leaves the slot's content
   unknown (it reports no accelerator, like a DFL port after a failed PR);
@@ -20,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -77,11 +82,14 @@ Listener = Callable[[SimEvent, SimSlotInfo], None]
 class SimFabric:
     """``cards`` x ``slots_per_card`` simulated slots whose device files live in ``dev_dir``."""
 
-    def __init__(self, dev_dir: Path, cards: int, slots_per_card: int, program_s: float) -> None:
+    def __init__(
+        self, dev_dir: Path, cards: int, slots_per_card: int, program_s: float, *, device_nodes: bool = False
+    ) -> None:
         if cards < 0 or slots_per_card < 1:
             raise ValueError(f"need cards >= 0 and slots_per_card >= 1, got {cards} x {slots_per_card}")
         self.dev_dir = dev_dir
         self.program_s = program_s
+        self.device_nodes = device_nodes
         self._listeners: list[Listener] = []
         self._cards: dict[str, _Card] = {}
         for c in range(cards):
@@ -201,10 +209,22 @@ class SimFabric:
             listener(event, info)
 
     def _create_device_files(self, card: _Card) -> None:
+        """Each slot's device file; raises PermissionError for device nodes without root."""
         self.dev_dir.mkdir(parents=True, exist_ok=True)
         for region in card.slots:
             path = self._device_path(card, region)
-            if not path.exists():
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                mode = 0
+            if self.device_nodes:
+                if stat.S_ISCHR(mode):
+                    continue
+                if mode:  # a regular file left by a run without device nodes
+                    os.unlink(path)
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.stat("/dev/null").st_rdev)
+                os.chmod(path, 0o666)  # mknod applies the umask
+            elif not mode:
                 path.touch(mode=0o660)
 
     def _restore(self) -> None:

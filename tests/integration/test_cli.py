@@ -30,6 +30,7 @@ def agent_env(root: Path) -> dict[str, str]:
         FPGA_AGENT_SIM_CARDS="2",
         FPGA_AGENT_SIM_SLOTS_PER_CARD="4",
         FPGA_AGENT_SIM_PROGRAM_MS="10",
+        FPGA_AGENT_SIM_DEVICE_NODES="file",
         FPGA_AGENT_NODE_NAME="cli-test-node",
         FPGA_AGENT_LOG_LEVEL="info",
         FPGA_AGENT_HEALTH_LISTEN="127.0.0.1:0",
@@ -106,6 +107,19 @@ def test_discover_flags_override_the_environment(sock_dir: Path) -> None:
         "simcard0-slot1",
         "simcard0-slot2",
     ]
+
+
+def test_sim_slots_are_character_devices_by_default(sock_dir: Path) -> None:
+    """As the DaemonSet runs it (root): device nodes; without root: a start-up error that says what to do."""
+    env = {key: value for key, value in agent_env(sock_dir).items() if key != "FPGA_AGENT_SIM_DEVICE_NODES"}
+    result = run_fpga_agent(sock_dir, env, "discover", "--json")
+    if os.geteuid() != 0:
+        assert result.returncode == 1, result
+        assert "--sim-device-nodes char" in result.stderr and "needs root" in result.stderr, result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    for slot in json.loads(result.stdout)["slots"]:
+        assert stat.S_ISCHR(os.stat(slot["device"]).st_mode), slot
 
 
 def test_discover_on_a_node_without_cards(sock_dir: Path) -> None:

@@ -79,6 +79,7 @@ class Node:
             FPGA_AGENT_STATE_DIR=str(self.root / "state"),
             FPGA_AGENT_BITSTREAM_DIR=str(self.root / "bitstreams"),
             FPGA_AGENT_SIM_PROGRAM_MS="10",
+            FPGA_AGENT_SIM_DEVICE_NODES="file",
             FPGA_AGENT_NODE_NAME=DEFAULT_NODE,
             FPGA_AGENT_KUBECONFIG=str(self.kubeconfig),
             FPGA_AGENT_HEALTH_LISTEN="127.0.0.1:0",

@@ -6,6 +6,8 @@ import asyncio
 import errno
 import json
 import logging
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,27 @@ def test_reports_every_slot_with_its_device_file(tmp_path: Path) -> None:
     assert all(Path(i.device_path).parent == dev and Path(i.device_path).is_file() for i in infos)
     assert len({i.device_path for i in infos}) == 6
     assert device_files(dev) == sorted(Path(i.device_path).name for i in infos)
+
+
+def test_device_nodes_are_character_devices_a_runtime_accepts(tmp_path: Path) -> None:
+    """With device_nodes (the DaemonSet, as root): char devices with /dev/null's numbers, else a clear EPERM."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "fpga-sim-simcard0-slot0").write_text("")  # a regular file left by a run without device nodes
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError):
+            SimFabric(dev, cards=1, slots_per_card=2, program_s=0, device_nodes=True)
+        return
+    fabric = SimFabric(dev, cards=1, slots_per_card=2, program_s=0, device_nodes=True)
+    for info in fabric.slots():
+        st = os.stat(info.device_path)
+        assert stat.S_ISCHR(st.st_mode), info.device_path
+        assert st.st_rdev == os.stat("/dev/null").st_rdev
+        assert stat.S_IMODE(st.st_mode) == 0o666
+    fabric.unplug("simcard0")
+    assert device_files(dev) == []
+    fabric.plug("simcard0")
+    assert all(stat.S_ISCHR(os.stat(i.device_path).st_mode) for i in fabric.slots())
 
 
 def test_no_cards_is_a_valid_fabric(tmp_path: Path) -> None:
