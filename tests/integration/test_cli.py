@@ -115,7 +115,8 @@ def test_sim_slots_are_character_devices_by_default(sock_dir: Path) -> None:
     result = run_fpga_agent(sock_dir, env, "discover", "--json")
     if os.geteuid() != 0:
         assert result.returncode == 1, result
-        assert "--sim-device-nodes char" in result.stderr and "needs root" in result.stderr, result.stderr
+        assert "--sim-device-nodes char" in result.stderr, result.stderr
+        assert "needs root" in result.stderr, result.stderr
         return
     assert result.returncode == 0, result.stderr
     for slot in json.loads(result.stdout)["slots"]:
