@@ -18,9 +18,12 @@ ValueError naming what is wrong, ignores fields it does not know (a newer agent 
 add some) and accepts the fields the first design listed (no ``accelerator`` or
 ``last_used``).
 
-The catalog has no change notification (``fpga-agent catalog add`` is another
-process), so it is read again on every registry change and every
-``CATALOG_RESCAN_S``; reading it costs a directory listing and its small records.
+The catalog is written by another process (``fpga-agent catalog add``), which renames
+its files into the catalog directory: an inotify watch on that directory makes a new
+or removed bitstream visible to the scheduler at once. The catalog is also read on
+every registry change and every ``CATALOG_RESCAN_S`` (records edited in place, or a
+directory that could not be watched); reading it costs a directory listing and its
+small records.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
+from agent.dirwatch import DirWatcher
 from agent.errors import CatalogError
 from agent.programming.catalog import Catalog, CatalogEntry
 from agent.slots import Health, SlotRegistry, SlotState
@@ -158,20 +162,57 @@ async def publish_node_state(
     plugin's RPCs do not wait behind renders.
     """
     reader = CatalogReader(catalog)
+    catalog_changed = asyncio.Event()
+    watcher = _watch_catalog(catalog, catalog_changed)
     rescan = True
-    while True:
-        entries = await reader.read(force=rescan)
-        version = registry.version
-        states = registry.snapshot()  # immutable values: rendered in a thread, off the RPCs' loop
-        slots_json = await asyncio.to_thread(render_slots, states)
-        publisher.update(slots_json, render_bitstreams(entries), slot_platforms(states))
-        await asyncio.sleep(interval_s)
-        rescan = False
-        try:
-            async with asyncio.timeout(rescan_s):
-                await registry.wait_for_change(version)
-        except TimeoutError:
-            rescan = True
+    try:
+        while True:
+            catalog_changed.clear()
+            entries = await reader.read(force=rescan)
+            version = registry.version
+            states = registry.snapshot()  # immutable values: rendered in a thread, off the RPCs' loop
+            slots_json = await asyncio.to_thread(render_slots, states)
+            publisher.update(slots_json, render_bitstreams(entries), slot_platforms(states))
+            await asyncio.sleep(interval_s)
+            rescan = not await _wait_for_change(registry, version, catalog_changed, rescan_s)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+
+
+def _watch_catalog(catalog: Catalog | None, changed: asyncio.Event) -> DirWatcher | None:
+    """An inotify watch that sets ``changed`` when a file enters or leaves the catalog; None if impossible."""
+    if catalog is None:
+        return None
+    watcher = DirWatcher(catalog.directory, lambda _event, _name: changed.set())
+    try:
+        catalog.directory.mkdir(parents=True, exist_ok=True)  # as `catalog add` would: watch it from the start
+        watcher.start()
+    except OSError as exc:
+        logger.warning(
+            "cannot watch the bitstream catalog %s (%s): new bitstreams are published within %.0f s",
+            catalog.directory,
+            exc,
+            CATALOG_RESCAN_S,
+        )
+        return None
+    return watcher
+
+
+async def _wait_for_change(
+    registry: SlotRegistry, version: int, catalog_changed: asyncio.Event, timeout_s: float
+) -> bool:
+    """Until the slots or the catalog change (True), or ``timeout_s`` passes (False)."""
+    waits = [
+        asyncio.ensure_future(registry.wait_for_change(version)),
+        asyncio.ensure_future(catalog_changed.wait()),
+    ]
+    try:
+        done, _ = await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    return bool(done)
 
 
 # --------------------------------------------------------------------------- parsing

@@ -39,8 +39,8 @@ import grpc
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.deviceplugin import constants as c
-from agent.deviceplugin.dirwatch import DirEvent, DirWatcher
 from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
+from agent.dirwatch import DirEvent, DirWatcher
 from agent.errors import KubeletError, RegistrationError
 
 logger = logging.getLogger(__name__)

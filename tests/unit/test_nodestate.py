@@ -247,6 +247,22 @@ async def test_catalog_changes_are_picked_up_and_bad_records_said_once(
     assert len([w for w in warnings if "broken.json" in w]) == 1
 
 
+async def test_a_bitstream_added_by_another_process_is_published_without_waiting_for_the_rescan(
+    tmp_path: Path, no_leaked_tasks: None
+) -> None:
+    """`catalog add` renames files into the directory: the inotify watch wakes the publisher (rescan an hour away)."""
+    registry = SlotRegistry()
+    registry.replace_all([make_slot()])
+    catalog = Catalog(tmp_path / "catalog")  # not there yet: created and watched from the start
+    source = tmp_path / "image.bin"
+    source.write_bytes(b"bits" * 100)
+    async with following(registry, catalog, rescan_s=3600.0) as recorder:
+        await recorder.wait_for(lambda: bool(recorder.updates))
+        assert recorder.last[1] == {}
+        Catalog(tmp_path / "catalog").add(source, "aes", platform="test-pr", accelerator_id="a")
+        await recorder.wait_for(lambda: recorder.last[1] == {"aes": "test-pr"})
+
+
 async def test_an_unreadable_catalog_keeps_the_last_good_read(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, no_leaked_tasks: None
 ) -> None:

@@ -1,7 +1,8 @@
-"""Watch the device-plugin directory with inotify, bridged into asyncio.
+"""Watch a directory with inotify, bridged into asyncio.
 
 The kubelet signals a restart by deleting plugin sockets and creating a new
-``kubelet.sock``; inotify tells us within microseconds, without polling.
+``kubelet.sock``; ``fpga-agent catalog add`` renames a bitstream's files into the
+catalog directory. inotify tells us within microseconds, without polling.
 Standard library only (ctypes on libc), since no packaged binding is needed for
 three system calls.
 """
