@@ -19,6 +19,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--e2e", action="store_true", help="run tests/e2e against the cluster in $KUBECONFIG")
     group.addoption("--e2e-image", default="fpga-slot:0.1.0", help="image with fpga-agent, already on the node")
     group.addoption("--e2e-node", default="", help="node to test on (default: the first Ready Linux node)")
+    group.addoption(
+        "--e2e-kubelet-restart",
+        default="systemctl restart kubelet",
+        help="shell command, run where pytest runs, that restarts the node's kubelet "
+        "(e.g. 'ssh NODE sudo systemctl restart kubelet', 'docker exec kind-control-plane systemctl restart kubelet')",
+    )
+    group.addoption(
+        "--e2e-overlay",
+        default="overlays/sim",
+        help="kustomize overlay of daemonset/ that the deployment tests apply (overlays/sim-hostnet on a cluster "
+        "without DNS and kube-proxy)",
+    )
 
 
 @pytest.fixture

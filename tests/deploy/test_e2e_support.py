@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 import tests.e2e.cluster
 from tests.e2e.cluster import (
@@ -19,11 +22,13 @@ from tests.e2e.cluster import (
     Cluster,
     agent_pod_body,
     agent_rules,
+    has_agent,
     host_pod_body,
     is_ready,
     slots_of,
     workload_pod_body,
 )
+from tests.e2e.deployment import REPO, fake_node_body, split_image, write_kustomization
 from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 VERSION = kubernetes_validate.latest_version()
@@ -36,7 +41,16 @@ WAIT_S = 30
         pytest.param(agent_pod_body("e2e", "agent", "node-a", "fpga-slot:0.1.0", "/var/lib/e2e/x"), id="agent"),
         pytest.param(workload_pod_body("e2e", "p", "node-a", "fpga-slot:0.1.0", 1, "aes", "sleep 1"), id="workload"),
         pytest.param(workload_pod_body("e2e", "p", "node-a", "fpga-slot:0.1.0", 2, None, "sleep 1"), id="no-bitstream"),
+        pytest.param(
+            workload_pod_body("e2e", "p", None, "fpga-slot:0.1.0", 1, "aes", "sleep 1", "fpga-scheduler"),
+            id="scheduled",
+        ),
         pytest.param(host_pod_body("e2e", "h", "node-a", "fpga-slot:0.1.0", "true"), id="host"),
+        pytest.param(
+            host_pod_body("e2e", "h", "node-a", "fpga-slot:0.1.0", "true", host_path="/var/lib/x", host_pid=True),
+            id="host-path-and-pids",
+        ),
+        pytest.param(fake_node_body("fake-1"), id="fake-node"),
     ],
 )
 def test_the_suites_pods_are_valid(body: dict[str, object]) -> None:
@@ -56,11 +70,63 @@ def test_test_pods_use_the_host_network_and_a_local_image() -> None:
         assert {c["image"] for c in spec["containers"]} == {"img"}
 
 
-def test_the_agent_gets_the_shipped_rules_and_a_device_node_for_its_slot() -> None:
+def test_the_agent_gets_the_shipped_rules_and_makes_its_own_device_node() -> None:
     assert {"pods", "events", "nodes"} == {r for rule in agent_rules() for r in rule["resources"]}
-    script = agent_pod_body("e2e", "agent", "node-a", "img", "/s")["spec"]["containers"][0]["command"][2]  # type: ignore[index]
-    assert f'mknod -m 0666 "/s/sim-dev/fpga-sim-{SLOT}" c 1 3' in script
+    container = agent_pod_body("e2e", "agent", "node-a", "img", "/s")["spec"]["containers"][0]  # type: ignore[index]
+    script = container["command"][2]
+    assert "mknod" not in script  # the sim backend makes character devices itself, as root
     assert script.splitlines()[-1] == "exec fpga-agent run"
+    assert container["securityContext"] == {"privileged": True, "runAsUser": 0}
+    assert "FPGA_AGENT_SIM_DEVICE_NODES" not in {e["name"] for e in container["env"]}  # the default: char
+
+
+def test_quantities_are_strings_as_the_client_requires() -> None:
+    body = workload_pod_body("e2e", "p", "node-a", "img", 2, None, "true")
+    (container,) = body["spec"]["containers"]  # type: ignore[index]
+    assert container["resources"]["limits"] == {"example.com/fpga-slot": "2"}
+
+
+def test_host_scripts_mount_what_they_need_instead_of_entering_pid_1() -> None:
+    body = host_pod_body("e2e", "h", "node-a", "img", "rm -rf /host/x", host_path="/var/lib/fpga-slot-e2e")
+    spec = body["spec"]
+    assert isinstance(spec, dict)
+    (container,) = spec["containers"]
+    assert container["command"] == ["sh", "-c", "rm -rf /host/x"]
+    assert "nsenter" not in str(body)
+    assert spec["hostPID"] is False
+    assert container["volumeMounts"] == [{"name": "host", "mountPath": "/host"}]
+    assert spec["volumes"][0]["hostPath"]["path"] == "/var/lib/fpga-slot-e2e"
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        pytest.param("fpga-slot:e2e", ("fpga-slot", "e2e"), id="name-and-tag"),
+        pytest.param("registry:5000/team/fpga-slot:1.2", ("registry:5000/team/fpga-slot", "1.2"), id="registry-port"),
+        pytest.param("registry:5000/team/fpga-slot", ("registry:5000/team/fpga-slot", "latest"), id="no-tag"),
+    ],
+)
+def test_the_image_under_test_replaces_the_shipped_one(tmp_path: Path, image: str, expected: tuple[str, str]) -> None:
+    assert split_image(image) == expected
+    write_kustomization(tmp_path, REPO / "overlays" / "sim", image)
+    written = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    (resource,) = written["resources"]
+    assert not Path(resource).is_absolute()
+    assert (tmp_path / resource).resolve() == (REPO / "overlays" / "sim").resolve()
+    assert written["images"] == [{"name": "fpga-slot", "newName": expected[0], "newTag": expected[1]}]
+
+
+@pytest.mark.parametrize(
+    ("node", "has"),
+    [
+        pytest.param({"allocatable": {}}, False, id="never-had-an-agent"),
+        pytest.param({"allocatable": {"example.com/fpga-slot": "0"}}, False, id="agent-gone"),
+        pytest.param({"allocatable": {"example.com/fpga-slot": "2"}}, True, id="agent-serving"),
+    ],
+)
+def test_a_node_whose_agent_left_is_free_to_test_on(node: dict[str, Any], has: bool) -> None:
+    status = SimpleNamespace(allocatable=node["allocatable"], capacity={"example.com/fpga-slot": "2"})
+    assert has_agent(SimpleNamespace(status=status)) is has
 
 
 @pytest.fixture

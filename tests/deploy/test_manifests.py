@@ -171,3 +171,26 @@ def test_examples_ask_for_a_slot_a_bitstream_and_the_fpga_scheduler(example: Obj
 def test_there_is_an_example_pod_and_deployment() -> None:
     assert sorted(obj["kind"] for obj in EXAMPLES) == ["Deployment", "Pod"]
     assert {path.name for path in EXAMPLES_DIR.glob("*.yaml")} == {"pod.yaml", "deployment.yaml"}
+
+
+def test_the_host_network_overlay_changes_only_where_the_scheduler_finds_the_extender() -> None:
+    """overlays/sim-hostnet has its own scheduler-config.yaml: it may differ from the shipped one in urlPrefix only."""
+    shipped = yaml.safe_load((DAEMONSET_DIR / "scheduler-config.yaml").read_text())
+    overlay = yaml.safe_load((REPO / "overlays" / "sim-hostnet" / "scheduler-config.yaml").read_text())
+    (extender,) = overlay["extenders"]
+    assert extender["urlPrefix"] == "http://127.0.0.1:8888"
+    extender["urlPrefix"] = shipped["extenders"][0]["urlPrefix"]
+    assert overlay == shipped
+
+
+def test_the_sim_overlay_only_switches_the_agent_to_simulated_slots() -> None:
+    kustomization = yaml.safe_load((REPO / "overlays" / "sim" / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../../daemonset"]
+    (patch,) = kustomization["patches"]
+    assert patch["target"] == {"kind": "DaemonSet", "name": "fpga-slot-agent"}
+    operations = yaml.safe_load(patch["patch"])
+    assert {op["op"] for op in operations} == {"add"}
+    assert {op["path"] for op in operations} == {"/spec/template/spec/containers/0/env/-"}
+    env = {op["value"]["name"]: op["value"]["value"] for op in operations}
+    assert env["FPGA_AGENT_BACKEND"] == "sim"
+    assert all(name.startswith("FPGA_AGENT_SIM_") for name in env if name != "FPGA_AGENT_BACKEND")

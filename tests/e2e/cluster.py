@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,8 @@ HEALTH_PORT = 8095
 REGISTERED = f"registered {RESOURCE_NAME} with the kubelet"
 #: Everything the suite leaves on the node's disk lives below this directory (removed at the end).
 HOST_DIR = "/var/lib/fpga-slot-e2e"
+#: Label of the Node objects without a kubelet that the suite adds (for the scheduler to choose among).
+FAKE_NODE_LABEL = "fpga-slot-e2e/fake"
 
 Obj = Any  # a kubernetes client model object
 
@@ -43,6 +47,7 @@ class Cluster:
     api: client.ApiClient
     core: client.CoreV1Api
     rbac: client.RbacAuthorizationV1Api
+    apps: client.AppsV1Api
 
     @classmethod
     @contextlib.contextmanager
@@ -51,7 +56,7 @@ class Cluster:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         api = client.ApiClient(configuration)
         try:
-            yield cls(api, client.CoreV1Api(api), client.RbacAuthorizationV1Api(api))
+            yield cls(api, client.CoreV1Api(api), client.RbacAuthorizationV1Api(api), client.AppsV1Api(api))
         finally:
             api.close()
 
@@ -59,6 +64,24 @@ class Cluster:
     def wait_pod(self, namespace: str, name: str, done: Callable[[Obj], bool], what: str) -> Obj:
         return _wait(
             self.core.list_namespaced_pod, (namespace,), f"metadata.name={name}", done, f"pod {namespace}/{name} {what}"
+        )
+
+    def wait_daemon_set(self, namespace: str, name: str, done: Callable[[Obj], bool], what: str) -> Obj:
+        return _wait(
+            self.apps.list_namespaced_daemon_set,
+            (namespace,),
+            f"metadata.name={name}",
+            done,
+            f"DaemonSet {namespace}/{name} {what}",
+        )
+
+    def wait_deployment(self, namespace: str, name: str, done: Callable[[Obj], bool], what: str) -> Obj:
+        return _wait(
+            self.apps.list_namespaced_deployment,
+            (namespace,),
+            f"metadata.name={name}",
+            done,
+            f"Deployment {namespace}/{name} {what}",
         )
 
     def wait_node(self, name: str, done: Callable[[Obj], bool], what: str) -> Obj:
@@ -99,21 +122,31 @@ class Cluster:
         return [event.reason for event in events]
 
     def wait_log(self, namespace: str, pod: str, done: Callable[[str], bool], what: str) -> str:
-        """Follow the pod's log (from its start) until ``done(text so far)``."""
-        response = self.core.read_namespaced_pod_log(
-            pod, namespace, follow=True, _preload_content=False, _request_timeout=WAIT_S
-        )
-        text = ""
-        try:
-            for chunk in response.stream(4096):
-                text += chunk.decode(errors="replace")
-                if done(text):
-                    return text
-        except Exception as exc:  # the read timed out, or the connection dropped
-            raise AssertionError(f"log of pod {namespace}/{pod}: {what} not seen ({exc}):\n{text[-2000:]}") from exc
-        finally:
-            response.release_conn()
-        raise AssertionError(f"log of pod {namespace}/{pod} ended before {what}:\n{text[-2000:]}")
+        """Follow the pod's log (from its start) until ``done(text so far)``.
+
+        The kubelet serves logs: while it restarts, the follow fails or ends; it is opened again
+        (reading from the start) until the deadline.
+        """
+        deadline = time.monotonic() + WAIT_S
+        text, problem = "", "no log read"
+        while time.monotonic() < deadline:
+            text = ""
+            try:
+                response = self.core.read_namespaced_pod_log(
+                    pod, namespace, follow=True, _preload_content=False, _request_timeout=deadline - time.monotonic()
+                )
+                try:
+                    for chunk in response.stream(4096):
+                        text += chunk.decode(errors="replace")
+                        if done(text):
+                            return text
+                finally:
+                    response.release_conn()
+                problem = "the log ended"
+            except Exception as exc:  # the kubelet is away, the read timed out, the connection dropped
+                problem = str(exc).splitlines()[0]
+            time.sleep(1)
+        raise AssertionError(f"log of pod {namespace}/{pod}: {what} not seen ({problem}):\n{text[-2000:]}")
 
     def logs(self, namespace: str, pod: str) -> str:
         text: str = self.core.read_namespaced_pod_log(pod, namespace)
@@ -158,16 +191,34 @@ def node_is_ready(node: Obj) -> bool:
 # ------------------------------------------------------------------------ pods
 @dataclass
 class Suite:
+    """The node under test, the namespace the tests' pods go to, and the agent serving the node."""
+
     cluster: Cluster
     namespace: str
     node: str
     image: str
+    agent_namespace: str
     agent_pod: str
+    kubelet_restart: str
 
-    def pod(self, name: str, *, slots: int, bitstream: str | None = None, command: str = "sleep 3600") -> Obj:
-        """A host-network pod on the node under test asking for ``slots`` slots (and a bitstream)."""
-        body = workload_pod_body(self.namespace, name, self.node_hostname, self.image, slots, bitstream, command)
+    def pod(
+        self,
+        name: str,
+        *,
+        slots: int,
+        bitstream: str | None = None,
+        command: str = "sleep 3600",
+        scheduler: str | None = None,
+    ) -> Obj:
+        """A pod asking for ``slots`` slots (and a bitstream): on the node under test, or left to ``scheduler``."""
+        hostname = None if scheduler else self.node_hostname
+        body = workload_pod_body(self.namespace, name, hostname, self.image, slots, bitstream, command, scheduler)
         return self.cluster.core.create_namespaced_pod(self.namespace, body)
+
+    def running_pod(self, name: str, **kwargs: Any) -> Obj:
+        """:meth:`pod`, then wait until it runs; the running pod."""
+        self.pod(name, **kwargs)
+        return self.cluster.wait_pod(self.namespace, name, running, "Running")
 
     @property
     def node_hostname(self) -> str:
@@ -180,29 +231,83 @@ class Suite:
             self.cluster.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
         self.cluster.wait_pod_gone(self.namespace, name)
 
+    def slots_of_pod(self, name: str) -> str:
+        """The slots a pod was given, as its container printed them (``FPGA_SLOTS=...``)."""
+        log = self.cluster.wait_log(self.namespace, name, lambda text: "FPGA_SLOTS=" in text, "FPGA_SLOTS")
+        (line,) = [line for line in log.splitlines() if line.startswith("FPGA_SLOTS=")]
+        return line.removeprefix("FPGA_SLOTS=")
+
     def registrations(self, log: str | None = None) -> int:
         """How often the agent has registered with the kubelet (from its log)."""
-        text = self.cluster.logs(self.namespace, self.agent_pod) if log is None else log
+        text = self.cluster.logs(self.agent_namespace, self.agent_pod) if log is None else log
         return text.count(REGISTERED)
 
     def wait_registrations(self, count: int) -> None:
         self.cluster.wait_log(
-            self.namespace, self.agent_pod, lambda log: self.registrations(log) >= count, f"registration {count}"
+            self.agent_namespace, self.agent_pod, lambda log: self.registrations(log) >= count, f"registration {count}"
         )
 
-    def run_on_host(self, name: str, script: str) -> Obj:
-        """Run ``script`` in the host's namespaces (privileged, host PID); the finished pod."""
-        body = host_pod_body(self.namespace, name, self.node, self.image, script)
+    def run_on_host(self, name: str, script: str, *, host_path: str | None = None, host_pid: bool = False) -> Obj:
+        """Run ``script`` on the node (``host_path`` mounted at /host, the host's PIDs if asked); the finished pod."""
+        body = host_pod_body(
+            self.namespace, name, self.node, self.image, script, host_path=host_path, host_pid=host_pid
+        )
         self.cluster.core.create_namespaced_pod(self.namespace, body)
-        return self.cluster.wait_pod(
+        finished = self.cluster.wait_pod(
             self.namespace, name, lambda p: p.status.phase in ("Succeeded", "Failed"), "finished"
         )
+        log = self.cluster.logs(self.namespace, name)
+        self.delete_pod(name)
+        assert finished.status.phase == "Succeeded", f"host script {name} failed:\n{log}"
+        return finished
+
+    def restart_kubelet(self) -> None:
+        """Restart the node's kubelet with the configured command (``--e2e-kubelet-restart``), run here."""
+        done = subprocess.run(  # the command line is the operator's, given as one shell string
+            self.kubelet_restart, shell=True, capture_output=True, text=True, timeout=WAIT_S, check=False
+        )
+        assert done.returncode == 0, f"kubelet restart `{self.kubelet_restart}` failed:\n{done.stdout}{done.stderr}"
+
+
+def running(pod: Obj) -> bool:
+    return getattr(getattr(pod, "status", None), "phase", None) == "Running" and is_ready(pod)
+
+
+def restarts(pod: Obj) -> int:
+    return sum(status.restart_count for status in pod.status.container_statuses or [])
 
 
 def workload_pod_body(
-    namespace: str, name: str, hostname: str, image: str, slots: int, bitstream: str | None, command: str
+    namespace: str,
+    name: str,
+    hostname: str | None,
+    image: str,
+    slots: int,
+    bitstream: str | None,
+    command: str,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
-    """A host-network pod for the node ``hostname`` asking for ``slots`` slots (and a bitstream)."""
+    """A host-network pod asking for ``slots`` slots (and a bitstream), on ``hostname`` or where ``scheduler`` says."""
+    spec: dict[str, Any] = {
+        "hostNetwork": True,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", command],
+                # Quantities are strings: the client refuses an int before anything is sent.
+                "resources": {"limits": {RESOURCE_NAME: str(slots)}},
+            }
+        ],
+    }
+    if hostname is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": hostname}
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -211,53 +316,57 @@ def workload_pod_body(
             "namespace": namespace,
             "annotations": {ANNOTATION: bitstream} if bitstream else {},
         },
-        "spec": {
-            "hostNetwork": True,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "nodeSelector": {"kubernetes.io/hostname": hostname},
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sh", "-c", command],
-                    "resources": {"limits": {RESOURCE_NAME: slots}},
-                }
-            ],
-        },
+        "spec": spec,
     }
 
 
-def host_pod_body(namespace: str, name: str, node: str, image: str, script: str) -> dict[str, Any]:
-    """A pod running ``script`` in the host's namespaces (privileged, host PID) on ``node``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "hostNetwork": True,
-            "hostPID": True,
-            "restartPolicy": "Never",
-            "nodeName": node,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {
-                    "name": "host",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "sh", "-c", script],
-                    "securityContext": {"privileged": True, "runAsUser": 0},
-                }
-            ],
-        },
+def host_pod_body(
+    namespace: str,
+    name: str,
+    node: str,
+    image: str,
+    script: str,
+    *,
+    host_path: str | None = None,
+    host_pid: bool = False,
+) -> dict[str, Any]:
+    """A privileged pod on ``node`` running ``script``, with ``host_path`` at /host and the host's PIDs if asked.
+
+    No nsenter into PID 1: that is refused on some nodes; what a script needs of the host is mounted.
+    """
+    container: dict[str, Any] = {
+        "name": "host",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", script],
+        "securityContext": {"privileged": True, "runAsUser": 0},
     }
+    spec: dict[str, Any] = {
+        "hostNetwork": True,
+        "hostPID": host_pid,
+        "restartPolicy": "Never",
+        "nodeName": node,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [container],
+    }
+    if host_path is not None:
+        container["volumeMounts"] = [{"name": "host", "mountPath": "/host"}]
+        spec["volumes"] = [{"name": "host", "hostPath": {"path": host_path, "type": "DirectoryOrCreate"}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def has_agent(node: Obj) -> bool:
+    """An agent serves the node: it has fpga-slot capacity that is allocatable.
+
+    A node whose agent went away keeps the capacity with 0 allocatable for minutes
+    (the kubelet's grace period); that is free to test on again.
+    """
+    return slots_of(node, "allocatable") not in (None, "0")
 
 
 def pick_node(cluster: Cluster, wanted: str) -> str:
-    """The node to test on: the one asked for, else the first Ready, schedulable Linux node."""
-    nodes = cluster.core.list_node().items
+    """The node to test on: the one asked for, else the first Ready, schedulable Linux node without an agent."""
+    nodes = [n for n in cluster.core.list_node().items if FAKE_NODE_LABEL not in (n.metadata.labels or {})]
     if wanted:
         (node,) = [n for n in nodes if n.metadata.name == wanted] or [None]
         if node is None:
@@ -269,13 +378,13 @@ def pick_node(cluster: Cluster, wanted: str) -> str:
             if node_is_ready(n)
             and not n.spec.unschedulable
             and n.metadata.labels.get("kubernetes.io/os") == "linux"
-            and not slots_of(n, "capacity")
+            and not has_agent(n)
         ]
         if not candidates:
             raise AssertionError("no Ready, schedulable Linux node without an fpga-slot agent to test on")
         node = candidates[0]
-    if slots_of(node, "capacity"):
-        pytest.skip(f"node {node.metadata.name} already has {RESOURCE_NAME} (an agent runs there): left alone")
+    if has_agent(node):
+        pytest.skip(f"node {node.metadata.name} has allocatable {RESOURCE_NAME} (an agent runs there): left alone")
     name: str = node.metadata.name
     return name
 
@@ -292,16 +401,12 @@ def agent_rules() -> list[Obj]:
 def agent_pod_body(namespace: str, name: str, node: str, image: str, state: str) -> dict[str, Any]:
     """The agent on simulated slots, as a host-network pod with the kubelet's directories mounted.
 
-    The simulated slot's device file is made a character device (the numbers of
-    /dev/null) before the agent starts, so the container runtime can hand it to a
-    container as it would a real slot's device node.
+    Its simulated slot's device file is a character device (the agent runs as root), so
+    the container runtime hands it to a container as it would a real slot's device node.
     """
-    device = f"{state}/sim-dev/fpga-sim-{SLOT}"
     script = "\n".join(
         [
             "set -e",
-            f'mkdir -p "{state}/sim-dev"',
-            f'[ -e "{device}" ] || mknod -m 0666 "{device}" c 1 3',
             "head -c 65536 /dev/urandom > /tmp/e2e.bin",
             f"fpga-agent catalog add /tmp/e2e.bin --name {BITSTREAM} --platform {PLATFORM}"
             f" --accelerator-id {ACCELERATOR} --replace",
@@ -362,7 +467,8 @@ def agent_pod_body(namespace: str, name: str, node: str, image: str, state: str)
 
 
 @contextlib.contextmanager
-def start_suite(cluster: Cluster, *, image: str, node: str) -> Iterator[Suite]:
+def start_suite(cluster: Cluster, *, image: str, node: str, kubelet_restart: str) -> Iterator[Suite]:
+    """The agent as a pod of its own on the node (in a namespace of its own), with the shipped RBAC."""
     node = pick_node(cluster, node)
     suffix = secrets.token_hex(3)
     namespace = name = f"fpga-slot-e2e-{suffix}"
@@ -379,14 +485,13 @@ def start_suite(cluster: Cluster, *, image: str, node: str) -> Iterator[Suite]:
             }
         )
         cluster.core.create_namespaced_pod(namespace, agent_pod_body(namespace, name, node, image, state))
-        suite = Suite(cluster, namespace, node, image, name)
+        suite = Suite(cluster, namespace, node, image, namespace, name, kubelet_restart)
         try:
             cluster.wait_pod(namespace, name, is_ready, "Ready (registered with the kubelet)")
             yield suite
         finally:
             suite.delete_pod(name)  # SIGTERM: the agent removes its socket; the kubelet drops the resource
-            cleanup = suite.run_on_host(f"cleanup-{suffix}", f'rm -rf "{state}"')
-            assert cleanup.status.phase == "Succeeded", cleanup.status
+            suite.run_on_host(f"cleanup-{suffix}", f'rm -rf "/host/{suffix}"', host_path=HOST_DIR)
     finally:
         with contextlib.suppress(ApiException):
             cluster.rbac.delete_cluster_role_binding(name)

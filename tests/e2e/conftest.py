@@ -4,9 +4,11 @@ What it needs from the cluster: one Linux node the test may run privileged pods 
 (host network, host paths), the image given with ``--e2e-image`` already present on
 that node (pods use ``imagePullPolicy: IfNotPresent``), and a kubeconfig allowed to
 create a namespace, pods, a ClusterRole and its binding. It runs its own agent on
-that node, on simulated slots, as a host-network pod: no FPGA, no deployed fpga-slot
-and no network access from the node are needed, so a bare test cluster will do.
-A node that already runs an fpga-slot agent is left alone.
+that node, on simulated slots, as a host-network pod (test_node), and deploys
+daemonset/ through a kustomize overlay with the sim backend (test_daemonset): no FPGA,
+no deployed fpga-slot and no network access from the node are needed, so a bare test
+cluster will do. A node that already runs an fpga-slot agent is left alone. The kubelet
+restarts through ``--e2e-kubelet-restart``, a command run where pytest runs.
 
 Without ``--e2e`` (or without ``KUBECONFIG``) every test here is skipped.
 """
@@ -42,10 +44,13 @@ def cluster() -> Iterator[Cluster]:
         yield connected
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def suite(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Suite]:
     """A namespace, the agent's RBAC and the agent itself on the node under test; all removed afterwards."""
     with start_suite(
-        cluster, image=pytestconfig.getoption("--e2e-image"), node=pytestconfig.getoption("--e2e-node")
+        cluster,
+        image=pytestconfig.getoption("--e2e-image"),
+        node=pytestconfig.getoption("--e2e-node"),
+        kubelet_restart=pytestconfig.getoption("--e2e-kubelet-restart"),
     ) as running:
         yield running

@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from agent.deviceplugin import RESOURCE_NAME
 from agent.discovery.sim import CONTAINER_DEV_DIR
-from tests.e2e.cluster import BITSTREAM, SLOT, Suite, is_ready, node_is_ready, slots_of
+from tests.e2e.cluster import BITSTREAM, SLOT, Suite, is_ready, node_is_ready, running, slots_of
 
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; echo "DEVICE=$FPGA_SLOT_0_DEVICE"; ls -l "$FPGA_SLOT_0_DEVICE"; sleep 3600'
-
-
-def running(pod: object) -> bool:
-    return getattr(getattr(pod, "status", None), "phase", None) == "Running" and is_ready(pod)
 
 
 def test_registration_shows_the_slots_in_the_node_capacity(suite: Suite) -> None:
@@ -89,9 +83,7 @@ def test_an_unknown_bitstream_fails_with_a_clear_event(suite: Suite) -> None:
 
 def test_a_kubelet_restart_leaves_the_capacity_and_the_agent_registers_again(suite: Suite) -> None:
     before = suite.registrations()
-    restart = suite.run_on_host("restart-kubelet", "systemctl restart kubelet")
-    if restart.status.phase != "Succeeded":
-        pytest.skip(f"cannot restart the kubelet on node {suite.node} with systemctl: {restart.status}")
+    suite.restart_kubelet()
     suite.wait_registrations(before + 1)  # the kubelet deleted the agent's socket; it served and registered again
     suite.cluster.wait_pod(suite.namespace, suite.agent_pod, is_ready, "Ready again after the kubelet restart")
     node = suite.cluster.wait_node(
