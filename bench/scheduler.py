@@ -1,0 +1,207 @@
+"""The real kube-scheduler's throughput with and without our extender, at 5000 nodes.
+
+Runs on the bench control plane of the bundled Kubernetes (``../shared/k8s``,
+``bench-cp.sh``: an API server with 5000 kubelet-less nodes, each with 4
+``example.com/fpga-slot`` and published slot annotations) and its ``sched-bench.sh``
+(backlog mode: the pods are created first, then a kube-scheduler is started with the
+given configuration; pods/s from the first to the last bind). The pods request one
+slot and carry bitstream annotations.
+
+Three configurations, all the shipped ``daemonset/scheduler-config.yaml`` profile
+(MostAllocated packing for the slots) with client QPS/burst lifted to 5000 (the
+default 50 requests/s would cap every configuration at ~50 pods/s) and leader
+election off:
+
+* ``plain``: no extender;
+* ``do-nothing extender``: ``bench/noop_extender.py``, which answers ``[]`` without
+  parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
+* ``fpga-agent extender``: ours, as shipped (prioritize, names only), fed by a watch of
+  the bench API server's Nodes.
+
+The runs are interleaved (each round runs every configuration, in a rotating order)
+and the medians compared within this one run: the machine is shared and noisy. The
+extender's CPU time per scheduled pod is read from /proc around each of its runs.
+
+Needs root (the bench control plane). Usage:
+    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.table import Row, emit  # noqa: E402
+
+K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s")).resolve()
+RIG = Path(os.environ.get("K8S_HOME", "/var/tmp/fpga-slot-k8s"))
+BENCH_KUBECONFIG = RIG / "pki" / "bench-admin.kubeconfig"
+EXTENDER_PORT = 18888
+NOOP_PORT = 18889
+STARTUP_TIMEOUT_S = 180.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def scheduler_config(extender_url: str | None) -> str:
+    """The shipped profile as a sched-bench.sh CONFIG: for the bench's pods, client limits lifted."""
+    config: dict[str, Any] = yaml.safe_load((ROOT / "daemonset" / "scheduler-config.yaml").read_text())
+    config["leaderElection"] = {"leaderElect": False}
+    config["clientConnection"] = {"kubeconfig": "@KUBECONFIG@", "qps": 5000, "burst": 5000}
+    (profile,) = config["profiles"]
+    profile["schedulerName"] = "default-scheduler"  # the bench's pods name no scheduler
+    (extender,) = config.pop("extenders")
+    if extender_url is not None:
+        config["extenders"] = [{**extender, "urlPrefix": extender_url}]
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+@dataclass
+class Configuration:
+    name: str
+    config_file: Path
+    process: subprocess.Popen[bytes] | None = None
+    pods_per_s: list[float] = field(default_factory=list)
+    cpu_ms_per_pod: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.pods_per_s)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{url}: the process exited with {process.returncode}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as answer:
+            if answer.status == 200:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"{url}: not healthy within {STARTUP_TIMEOUT_S:.0f} s")
+
+
+@contextlib.contextmanager
+def started(command: list[str], health_url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_healthy(health_url, process)
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def run_once(config: Configuration, pods: int) -> None:
+    before = cpu_seconds(config.process.pid) if config.process else 0.0
+    done = subprocess.run(
+        [str(K8S / "scripts" / "sched-bench.sh"), str(config.config_file), str(pods), "1", "--fpga", "--bitstream"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"sched-bench.sh failed for {config.name}:\n{done.stdout}{done.stderr}")
+    rate = float(done.stdout.strip().splitlines()[-1])
+    config.pods_per_s.append(rate)
+    if config.process:
+        config.cpu_ms_per_pod.append((cpu_seconds(config.process.pid) - before) * 1000 / pods)
+    print(f"  {config.name}: {rate:.1f} pods/s", file=sys.stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="1000 pods, 3 rounds")
+    parser.add_argument("--json", action="store_true", help="machine-readable rows for bench/run")
+    args = parser.parse_args()
+    pods = 1000 if args.quick else args.pods
+    if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
+        raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
+    for port in (EXTENDER_PORT, NOOP_PORT):
+        if not port_free(port):
+            raise SystemExit(f"port {port} on 127.0.0.1 is taken")
+    subprocess.run([str(K8S / "scripts" / "bench-cp.sh"), "start"], check=True, stdout=subprocess.DEVNULL)
+
+    with tempfile.TemporaryDirectory(prefix="fpga-slot-sched-") as tmp:
+        work = Path(tmp)
+        configurations = []
+        for name, url in (
+            ("plain", None),
+            ("do-nothing extender", f"http://127.0.0.1:{NOOP_PORT}"),
+            ("fpga-agent extender", f"http://127.0.0.1:{EXTENDER_PORT}"),
+        ):
+            path = work / f"{name.replace(' ', '-')}.yaml.in"
+            path.write_text(scheduler_config(url))
+            configurations.append(Configuration(name, path))
+        plain, noop, ours = configurations
+        agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
+        with (
+            started(
+                [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(NOOP_PORT)],
+                f"http://127.0.0.1:{NOOP_PORT}/healthz",
+                work / "noop.log",
+            ) as noop.process,
+            started(
+                [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"],
+                f"http://127.0.0.1:{EXTENDER_PORT}/healthz",
+                work / "extender.log",
+            ) as ours.process,
+        ):
+            for round_index in range(args.rounds):
+                print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
+                shift = round_index % len(configurations)
+                for config in configurations[shift:] + configurations[:shift]:
+                    run_once(config, pods)
+
+    rows: list[Row] = []
+    for config in configurations:
+        runs = " ".join(f"{rate:.0f}" for rate in config.pods_per_s)
+        rows.append(
+            (f"kube-scheduler 5000 nodes, {config.name}: pods/s median (runs)", f"{config.median:.1f} ({runs})", "")
+        )
+    rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
+    rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
+    rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
+    for config in (noop, ours):
+        cpu = statistics.median(config.cpu_ms_per_pod)
+        rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
+    emit(rows, as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
