@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Parsed Node objects from requests kept for reuse (cleared when full).
 REQUEST_MEMO_SIZE = 20_000
+#: Node changes remembered for the score tables; past it, a new generation (tables are built afresh).
+CHANGE_LOG_LIMIT = 100_000
 
 
 class NodeMetadata(Protocol):
@@ -57,12 +59,31 @@ def parse_watched_node(meta: NodeMetadata) -> WatchedNode:
 
 
 class NodeCache:
-    """Node name -> published state, replaced by lists and updated by watch events. Loop-only."""
+    """Node name -> published state, replaced by lists and updated by watch events. Loop-only.
+
+    For those who keep answers derived from the whole table (``agent.extender.ranking``):
+    ``generation`` changes when the table is replaced, and ``changes`` lists, in order,
+    the names updated or removed since.
+    """
 
     def __init__(self) -> None:
         self._nodes: dict[str, NodeSlots] = {}
         self._synced = False
         self._last_error: str | None = None
+        self._generation = 0
+        self._changes: list[str] = []
+
+    @property
+    def nodes(self) -> Mapping[str, NodeSlots]:
+        return self._nodes
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def changes(self) -> Sequence[str]:
+        return self._changes
 
     def get(self, name: str) -> NodeSlots | None:
         return self._nodes.get(name)
@@ -89,6 +110,7 @@ class NodeCache:
 
     def replace(self, nodes: Iterable[WatchedNode]) -> None:
         self._nodes = {node.name: node.state for node in nodes if node.state is not None}
+        self._new_generation()
         self._last_error = None
         if not self._synced:
             self._synced = True
@@ -99,6 +121,14 @@ class NodeCache:
             self._nodes.pop(node.name, None)
         else:
             self._nodes[node.name] = node.state
+        if len(self._changes) >= CHANGE_LOG_LIMIT:
+            self._new_generation()
+        else:
+            self._changes.append(node.name)
+
+    def _new_generation(self) -> None:
+        self._generation += 1
+        self._changes = []
 
     def failed(self, text: str) -> None:
         self._last_error = text

@@ -224,7 +224,7 @@ def score_node(demand: PodDemand, node: NodeSlots | None, weights: ScoreWeights,
     if node is None or not demand.by_bitstream:
         return weights.neutral
     if demand.single is not None:
-        return _score_single(demand, node, weights, now)
+        return score_single(demand, node, weights, now)
     return _score_general(demand, node, weights, now)
 
 
@@ -267,7 +267,7 @@ def _score_general(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, no
     return max(0, min(MAX_SCORE, math.floor(mean + 0.5)))
 
 
-def _score_single(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float) -> int:
+def score_single(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float) -> int:
     """:func:`score_node` for a pod that names one bitstream (the same rules, fewer steps)."""
     assert demand.single is not None
     name, count = demand.single
@@ -332,7 +332,7 @@ def prioritize_nodes(
         memo = node.memo
         score = memo.get(key)
         if score is None:
-            score = _score_single(demand, node, weights, now)
+            score = score_single(demand, node, weights, now)
             _remember(memo, key, score)
         scores.append((name, score))  # type: ignore[arg-type]
     return scores

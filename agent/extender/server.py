@@ -32,6 +32,7 @@ from aiohttp import web
 from agent.errors import ExtenderRequestError
 from agent.extender.cache import RequestNodes
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
+from agent.extender.ranking import ChangeLog, ScoreBoard, shift_to_floor
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
@@ -55,8 +56,8 @@ MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class NodeSource(Protocol):
-    """Where names are looked up (the node cache)."""
+class NodeSource(ChangeLog, Protocol):
+    """Where names are looked up (the node cache), and its changes followed (for the score tables)."""
 
     def lookup(self) -> NodeLookup: ...
     @property
@@ -77,6 +78,7 @@ class Extender:
         self.weights = weights
         self._clock = clock
         self._request_nodes = RequestNodes()
+        self._board = ScoreBoard(weights)
 
     def _lookup(self, request: SchedulingRequest) -> NodeLookup:
         if request.node_names is not None:
@@ -100,7 +102,15 @@ class Extender:
             request = parse_extender_args(await http_request.read())
         except ExtenderRequestError as exc:
             return _json({"Error": str(exc)}, status=400)
-        scores = prioritize_nodes(request.demand, request.names, self._lookup(request), self.weights, self._clock())
+        if request.node_names is not None:
+            scores = self._board.prioritize(
+                self.nodes, request.demand, request.node_names, self.nodes.lookup(), self._clock()
+            )
+        else:
+            lookup = self._lookup(request)
+            scores = shift_to_floor(
+                prioritize_nodes(request.demand, request.names, lookup, self.weights, self._clock())
+            )
         return web.Response(body=encode_priorities(scores), content_type="application/json")
 
     async def healthz(self, _request: web.Request) -> web.Response:

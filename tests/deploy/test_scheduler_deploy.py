@@ -11,7 +11,7 @@ import yaml
 
 from agent.config import load_config
 from agent.deviceplugin import RESOURCE_NAME
-from agent.extender import Extender, build_app
+from agent.extender import Extender, NodeCache, build_app
 from agent.extender.scoring import ScoreWeights
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, containers, kustomization, render
 
@@ -37,15 +37,10 @@ def only_container(obj: Obj) -> Obj:
     return container
 
 
-class NoNodes:
-    synced = True
-
-    def get(self, name: str) -> None:
-        return None
-
-
 def served_routes() -> set[tuple[str, str]]:
-    app = build_app(Extender(NoNodes(), ScoreWeights()))
+    cache = NodeCache()
+    cache.replace([])
+    app = build_app(Extender(cache, ScoreWeights()))
     return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
 
 

@@ -86,6 +86,21 @@ class Cluster:
         ]
 
 
+def ranking(answer: list[dict[str, Any]], names: Sequence[str]) -> list[int]:
+    """Each name's score as kube-scheduler adds it up from a prioritize answer: a name left out scores 0."""
+    given = {entry["Host"]: entry["Score"] for entry in answer}
+    assert len(given) == len(answer), answer  # no name twice
+    assert set(given) <= set(names), answer
+    assert 0 not in given.values(), answer  # the floor is left out, not listed
+    return [given.get(name, 0) for name in names]
+
+
+def shifted(scores: Sequence[int]) -> list[int]:
+    """Scores with the lowest at 0: the same ranking, as the extender answers it."""
+    floor = min(scores)
+    return [score - floor for score in scores]
+
+
 def extender_args(the_pod: Mapping[str, Any], names: Sequence[str], mode: Mode, cluster: Cluster) -> dict[str, Any]:
     """ExtenderArgs as kube-scheduler marshals them for either nodeCacheCapable setting."""
     if mode == "names":

@@ -80,11 +80,8 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
             assert (response.status, await response.text()) == (200, "ok\n")
         async with session.post(url + "/prioritize", data=json.dumps(body)) as response:
             assert response.status == 200
-            assert await response.json() == [
-                {"Host": "fpga-1", "Score": 10},
-                {"Host": "fpga-2", "Score": 6},
-                {"Host": "other", "Score": 5},
-            ]
+            # 10, 6 and 5 (no published state), shifted so that the lowest is 0 and left out
+            assert await response.json() == [{"Host": "fpga-1", "Score": 5}, {"Host": "fpga-2", "Score": 1}]
 
     extender_process.process.send_signal(signal.SIGTERM)
     async with asyncio.timeout(PROCESS_TIMEOUT_S):

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+import agent.extender.ranking
 from agent.extender import ScoreWeights, WatchedNode
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
 from tests.integration.extender.conftest import (
@@ -22,7 +23,9 @@ from tests.integration.extender.conftest import (
     Mode,
     extender_args,
     pod,
+    ranking,
     sample,
+    shifted,
 )
 from tests.unit.extender.factories import N3K, slot
 
@@ -47,11 +50,10 @@ async def test_captured_prioritize_call_gets_an_answer_of_the_captured_shape(ext
     captured = sample("extender-prioritize-response.json")
 
     assert status == 200
-    assert [set(entry) for entry in answer] == [set(entry) for entry in captured]
-    assert [entry["Host"] for entry in answer] == [entry["Host"] for entry in captured]
-    assert all(isinstance(entry["Score"], int) and 0 <= entry["Score"] <= 10 for entry in answer)
-    # The captured pod names no bitstream: the same neutral score on every node.
-    assert {entry["Score"] for entry in answer} == {ScoreWeights().neutral}
+    assert isinstance(captured, list)
+    # The captured pod names no bitstream: the same neutral score on every node, which shifted to
+    # the floor is 0 everywhere, so nothing is listed (kube-scheduler reads a missing node as 0).
+    assert answer == []
 
 
 async def test_full_node_objects_come_back_unchanged(extender: ExtenderUnderTest) -> None:
@@ -150,14 +152,8 @@ async def test_prioritize_ranks_loaded_then_empty_then_eviction_by_age(extender:
     status, answer = await extender.post("/prioritize", extender_args(pod("aes"), names, mode, cluster))
 
     assert status == 200
-    assert answer == [
-        {"Host": "full", "Score": 0},
-        {"Host": "evict-recent", "Score": 2},
-        {"Host": "no-state", "Score": 5},
-        {"Host": "empty", "Score": 7},
-        {"Host": "evict-old", "Score": 4},
-        {"Host": "loaded", "Score": 10},
-    ]
+    assert ranking(answer, names) == [0, 2, 5, 7, 4, 10]  # "full" is the floor: left out
+    assert [entry["Host"] for entry in answer] == names[1:]
 
 
 async def test_weights_from_the_configuration_are_used() -> None:
@@ -171,30 +167,35 @@ async def test_weights_from_the_configuration_are_used() -> None:
             "/prioritize", extender_args(pod("aes"), ["loaded", "empty", "x"], "names", cluster)
         )
         _, neutral = await extender.post("/prioritize", extender_args(pod(None), ["loaded"], "names", cluster))
-    assert [e["Score"] for e in scored] == [8, 2, 3]
-    assert [e["Score"] for e in neutral] == [3]
+    assert ranking(scored, ["loaded", "empty", "x"]) == shifted([8, 2, 3])
+    assert neutral == []
 
 
 # --- stale and missing state ---------------------------------------------------------------
 
 
 async def test_answers_follow_the_node_cache(extender: ExtenderUnderTest) -> None:
-    args = extender_args(pod("aes"), ["n1"], "names", Cluster())
+    names = ["n1", "unpublished"]  # the second never publishes: neutral (5) throughout
+    args = extender_args(pod("aes"), names, "names", Cluster())
 
-    assert (await extender.post("/prioritize", args))[1] == [{"Host": "n1", "Score": 5}]  # not synced: unknown
+    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0]  # not synced: both unknown
 
     cluster = Cluster()
     cluster.add("n1", [slot("s0")])
     extender.publish(cluster)
-    assert (await extender.post("/prioritize", args))[1] == [{"Host": "n1", "Score": 7}]
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([7, 5])
 
     cluster.add("n1", [slot("s0", bitstream="aes")])
     extender.cache.apply("MODIFIED", cluster.watched()[0])
-    assert (await extender.post("/prioritize", args))[1] == [{"Host": "n1", "Score": 10}]
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([10, 5])
+
+    cluster.add("n1", [slot("s0", bitstream="sha", free=False)])
+    extender.cache.apply("MODIFIED", cluster.watched()[0])
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([0, 5])
 
     extender.cache.apply("DELETED", cluster.watched()[0])
-    assert (await extender.post("/prioritize", args))[1] == [{"Host": "n1", "Score": 5}]
-    assert (await extender.post("/filter", args))[1]["NodeNames"] == ["n1"]
+    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0]
+    assert (await extender.post("/filter", args))[1]["NodeNames"] == names
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -211,10 +212,13 @@ async def test_malformed_published_state_is_no_state(
 ) -> None:
     cluster = Cluster()
     cluster.raw_annotations["broken"] = broken
+    cluster.add("empty", [slot("s0")])
     extender.publish(cluster)
-    args = extender_args(pod("aes"), ["broken"], mode, cluster)
+    args = extender_args(pod("aes"), ["broken", "empty"], mode, cluster)
 
-    assert (await extender.post("/prioritize", args)) == (200, [{"Host": "broken", "Score": 5}])
+    status, answer = await extender.post("/prioritize", args)
+    assert status == 200
+    assert ranking(answer, ["broken", "empty"]) == shifted([5, 7])  # broken: neutral, as if unpublished
     status, answer = await extender.post("/filter", args)
     assert status == 200
     assert answer["FailedAndUnresolvableNodes"] == {}
@@ -242,8 +246,8 @@ async def test_five_thousand_names(extender: ExtenderUnderTest) -> None:
     names = [f"node-{i:04d}" for i in range(5000)]
     status, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": names})
     assert status == 200
-    assert [e["Host"] for e in answer] == names
-    assert [e["Score"] for e in answer[:6]] == [10, 7, 7, 10, 7, 7]
+    assert ranking(answer, names) == shifted([10 if i % 3 == 0 else 7 for i in range(5000)])
+    assert [e["Host"] for e in answer] == names[::3]  # only the nodes above the floor
 
     status, filtered = await extender.post("/filter", {"Pod": pod("aes", slots=2), "NodeNames": names})
     assert status == 200
@@ -270,14 +274,14 @@ async def test_concurrent_calls_each_get_their_own_answer(extender: ExtenderUnde
 
     async def call(bitstream: str | None) -> tuple[str | None, list[int]]:
         _, answer = await extender.post("/prioritize", extender_args(pod(bitstream), names, "names", cluster))
-        return bitstream, [entry["Score"] for entry in answer]
+        return bitstream, ranking(answer, names)
 
     wanted = [("aes", "sha", None)[i % 3] for i in range(150)]
     results = await asyncio.gather(*(call(b) for b in wanted))
 
     assert len(results) == 150
     for bitstream, scores in results:
-        assert scores == expected[bitstream], bitstream
+        assert scores == shifted(expected[bitstream]), bitstream
 
 
 # --- robust edges ---------------------------------------------------------------------------
@@ -337,12 +341,15 @@ async def test_unknown_routes_answer_json_errors(
 
 
 async def test_a_bug_is_a_500_with_one_line_and_no_traceback(
-    extender: ExtenderUnderTest, caplog: pytest.LogCaptureFixture
+    extender: ExtenderUnderTest, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(name: str) -> None:
-        raise RuntimeError("bug in the lookup")
+    def broken(*args: object) -> int:
+        raise RuntimeError("bug in scoring")
 
-    extender.cache.lookup = lambda: broken  # type: ignore[method-assign]
+    cluster = Cluster()
+    cluster.add("n", [slot("s0")])
+    extender.publish(cluster)
+    monkeypatch.setattr(agent.extender.ranking, "score_single", broken)
     status, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": ["n"]})
 
     assert status == 500

@@ -93,14 +93,15 @@ async def test_every_verb_the_file_names_or_suggests_is_served(extender_config: 
     name = extender_config.get(verb, "filter")  # filter is the one the comment suggests
     cluster = Cluster()
     cluster.add("n1", [slot("s0", bitstream="aes")])
+    cluster.add("n2", [slot("s0")])
     async with ExtenderUnderTest() as extender:
         extender.publish(cluster)
-        status, answer = await extender.post("/" + name, extender_args(pod("aes"), ["n1"], "names", cluster))
+        status, answer = await extender.post("/" + name, extender_args(pod("aes"), ["n1", "n2"], "names", cluster))
     assert status == 200
     if verb == "prioritizeVerb":
-        assert answer == [{"Host": "n1", "Score": 10}]
+        assert answer == [{"Host": "n1", "Score": 3}]  # 10 vs 7, shifted to the floor
     else:
-        assert answer["NodeNames"] == ["n1"]
+        assert answer["NodeNames"] == ["n1", "n2"]
 
 
 def test_the_fpga_profile_packs_slots() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.scoring import LRU_HORIZON_S, _score_general, _score_single, check_node, prioritize_nodes
+from agent.extender.scoring import LRU_HORIZON_S, _score_general, check_node, prioritize_nodes, score_single
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_000
@@ -318,7 +318,7 @@ def test_the_short_path_for_one_bitstream_scores_as_the_general_one(
     pod = demand(("main", app, bitstream), ("init", init, bitstream, True), ("side", unnamed, None))
     assert pod.single is not None
     state = node("n", slots, CATALOG)
-    assert _score_single(pod, state, W, NOW) == _score_general(pod, state, W, NOW)
+    assert score_single(pod, state, W, NOW) == _score_general(pod, state, W, NOW)
 
 
 def test_remembered_scores_follow_weights_clock_and_demand() -> None:

@@ -1,0 +1,92 @@
+"""The score board answers as the per-call scoring did, shifted to the floor, on random clusters that change."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
+from agent.extender.ranking import ScoreBoard, shift_to_floor
+from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
+from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
+
+NOW = 1_800_000_000.0
+BITSTREAMS = [*CATALOG, "unknown-to-all"]
+WEIGHTS = [ScoreWeights(), ScoreWeights(loaded=9, empty=3, evict=6, neutral=0), ScoreWeights(neutral=10)]
+
+
+def random_node(rng: random.Random, name: str, now: float) -> WatchedNode:
+    if rng.random() < 0.1:
+        return WatchedNode(name, None)  # no published state
+    slots = [
+        slot(
+            f"s{i}",
+            platform=rng.choice([PAC, PAC, N3K]),
+            bitstream=rng.choice([None, None, *CATALOG]),
+            free=rng.random() < 0.7,
+            healthy=rng.random() < 0.9,
+            last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
+        )
+        for i in range(rng.randint(0, 6))
+    ]
+    catalog = dict(rng.sample(sorted(CATALOG.items()), rng.randint(0, len(CATALOG))))
+    return WatchedNode(name, node(name, slots, catalog, rv=str(rng.random())))
+
+
+def random_demand(rng: random.Random) -> PodDemand:
+    kind = rng.random()
+    if kind < 0.1:
+        return demand(("main", rng.randint(1, 3), None))
+    if kind < 0.25:
+        return demand(("a", rng.randint(1, 2), rng.choice(BITSTREAMS)), ("b", 1, rng.choice(BITSTREAMS)))
+    containers: list[tuple[str, int, str | None]] = [("main", rng.randint(1, 4), rng.choice(BITSTREAMS))]
+    if rng.random() < 0.3:
+        containers.append(("side", rng.randint(1, 2), None))
+    return demand(*containers)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
+    """Same ranking as scoring every name per call (the scheduler chooses alike), through node updates,
+    deletions, relists and clock steps."""
+    rng = random.Random(seed)
+    weights = WEIGHTS[seed % len(WEIGHTS)]
+    names = [f"node-{i}" for i in range(60)]
+    cache = NodeCache()
+    now = NOW
+    cache.replace(random_node(rng, name, now) for name in names)
+    board = ScoreBoard(weights)
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.3:
+            changed = random_node(rng, rng.choice(names), now)
+            cache.apply("MODIFIED", changed)
+        elif action < 0.35:
+            cache.apply("DELETED", WatchedNode(rng.choice(names), None))
+        elif action < 0.37:
+            cache.replace(random_node(rng, name, now) for name in names)
+        elif action < 0.45:
+            now += rng.choice([1.0, CLOCK_STEP_S, LRU_HORIZON_S / 4])
+        asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.3 else [])
+        pod = random_demand(rng)
+        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now))
+        assert board.prioritize(cache, pod, asked, cache.lookup(), now) == expected
+
+
+def test_shifting_keeps_the_order_and_drops_the_floor() -> None:
+    assert shift_to_floor([("a", 4), ("b", 7), ("c", 4), ("d", 10)]) == [("b", 3), ("d", 6)]
+    assert shift_to_floor([("a", 5), ("b", 5)]) == []
+    assert shift_to_floor([]) == []
+
+
+def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
+    cache = NodeCache()
+    cache.replace([WatchedNode("a", node("a", [slot("s0")])), WatchedNode("b", node("b", [slot("s0")]))])
+    board = ScoreBoard(ScoreWeights())
+    pod = demand(("main", 1, "aes"))
+    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == []  # both empty: 7 and 7
+    cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
+    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 3)]
+    cache.apply("DELETED", WatchedNode("b", None))
+    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 5)]  # b: neutral 5
