@@ -1,20 +1,21 @@
-"""Prioritize answers from scores worked out ahead: the cheap common case by design.
+"""Prioritize answers from scores remembered per kind of pod: the cheap common case by design.
 
 kube-scheduler calls prioritize once per pod with hundreds of node names, inside its
 sequential scheduling cycle, while nodes change far more rarely than pods are
 scored. So, for each kind of pod that names one bitstream (bitstream, slots, slots
 of any content: the replicas of a Deployment are all one kind), a :class:`ScoreTable`
-holds the score of every node in the cache, built once per ``CLOCK_STEP_S`` (the
-eviction part of a score ages) and kept current from the cache's change log: a
-changed node is scored again when the next call of that kind comes, not every node.
+remembers the score of every node a call of that kind asked about, for one
+``CLOCK_STEP_S`` (the eviction part of a score ages), kept current from the node
+cache's change log: a changed node is dropped from the tables and scored again only
+when a call asks about it. A kind of pod seen for the first time costs what scoring
+its names costs; every later call of that kind, one lookup per name.
 
-A call then costs one dictionary lookup per name, and the answer is **shifted**: the
-lowest score among the names asked becomes 0 and every node at that floor is left
-out (an omitted node scores 0 for the scheduler). Adding the same constant to every
-candidate's score changes no ranking, so the scheduler chooses exactly as with the
-unshifted scores, and a 500-name call where most nodes are alike answers only the
-handful that stand out. Pods of other kinds (several bitstreams) are scored per call
-as before and shifted the same way.
+The answer is **shifted**: the lowest score among the names asked becomes 0 and
+every node at that floor is left out (kube-scheduler counts a node missing from the
+answer as 0). Adding the same constant to every candidate's score changes no
+ranking, so the scheduler chooses exactly as with the unshifted scores, and a call
+where most nodes are alike answers only the ones that stand out. Pods of other kinds
+(several bitstreams, none) are scored per call as before and shifted the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Protocol
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoring import (
     CLOCK_STEP_S,
-    MEMO_LIMIT,
     NodeLookup,
     PodDemand,
     ScoreWeights,
@@ -35,6 +35,8 @@ from agent.extender.scoring import (
 )
 
 Scores = list[tuple[str, int]]
+#: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
+TABLE_LIMIT = 256
 
 
 class ChangeLog(Protocol):
@@ -58,7 +60,7 @@ def shift_to_floor(scores: Scores) -> Scores:
 
 @dataclass(slots=True)
 class ScoreTable:
-    """Every cached node's score for one kind of pod at one clock step."""
+    """The scores of the nodes asked about so far, for one kind of pod at one clock step."""
 
     generation: int
     step: int
@@ -86,34 +88,35 @@ class ScoreBoard:
             return shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now))
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
-        get = self._table(cache, demand, now).scores.get
-        values = [get(name, neutral) for name in names]
+        table = self._table(cache, demand, now)
+        scores = table.scores
+        values = [scores.get(name, -1) for name in names]
+        if -1 in values:  # names this kind of pod has not been scored on yet (or since they changed)
+            score, nodes = self._scorer(demand, table.step), cache.nodes
+            for index, name in enumerate(names):
+                if values[index] == -1:
+                    node = nodes.get(name)
+                    values[index] = scores[name] = neutral if node is None else score(node)
         floor = min(values, default=0)
         return [(name, value - floor) for name, value in zip(names, values, strict=True) if value != floor]
 
     def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
+        """This kind of pod's table, current with the cache: changed nodes dropped, to be scored when asked."""
         assert demand.single is not None
         bitstream, count = demand.single
         key = (bitstream, count, demand.unnamed)
         step = int(now // CLOCK_STEP_S)
-        table = self._tables.get(key)
+        table = self._tables.pop(key, None)  # popped and put back: the dict keeps the least recently used first
         if table is None or table.generation != cache.generation or table.step != step:
-            if len(self._tables) >= MEMO_LIMIT:
-                self._tables.clear()
+            if len(self._tables) >= TABLE_LIMIT:
+                del self._tables[next(iter(self._tables))]
             table = ScoreTable(cache.generation, step, len(cache.changes))
-            score = self._scorer(demand, step)
-            table.scores = {name: score(node) for name, node in cache.nodes.items()}
-            self._tables[key] = table
         elif table.seen < len(cache.changes):
-            score = self._scorer(demand, step)
-            nodes, scores = cache.nodes, table.scores
+            scores = table.scores
             for name in cache.changes[table.seen :]:
-                node = nodes.get(name)
-                if node is None:
-                    scores.pop(name, None)  # gone, or no published state: neutral, the default
-                else:
-                    scores[name] = score(node)
+                scores.pop(name, None)
             table.seen = len(cache.changes)
+        self._tables[key] = table
         return table
 
     def _scorer(self, demand: PodDemand, step: int) -> Callable[[NodeSlots], int]:
