@@ -6,16 +6,12 @@ kube-scheduler waits for exactly this inside its scheduling cycle.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
-
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from agent.extender.http import Reply
 
 #: The extender answers in about a millisecond at 500 names, tens of ms at 5000.
-LATENCY_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
 METRICS_PATH = "/metrics"
 
 
@@ -40,20 +36,12 @@ class ExtenderMetrics:
             registry=self.registry,
         )
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        verb = self._verbs.get(request.path)
-        if verb is None:
-            return await handler(request)
-        started = time.perf_counter()
-        code = 500
-        try:
-            response = await handler(request)
-            code = response.status
-            return response
-        finally:
-            self.seconds.labels(verb=verb).observe(time.perf_counter() - started)
+    def observe(self, path: str, code: int, seconds: float) -> None:
+        """One answered request (counted only for the scheduler's verbs)."""
+        verb = self._verbs.get(path)
+        if verb is not None:
+            self.seconds.labels(verb=verb).observe(seconds)
             self.requests.labels(verb=verb, code=str(code)).inc()
 
-    async def serve(self, _request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def serve(self, _body: bytes) -> Reply:
+        return Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry))

@@ -6,10 +6,10 @@ millisecond here is a millisecond of every pod's scheduling. Hence:
 * no I/O in a handler: node state comes from the :class:`~agent.extender.cache.NodeCache`
   (names) or from the request's own Node objects, never from the API server;
 * the body is parsed once and only the pod's annotations and slot requests are read;
-* the answer is one ``bytes`` body with a Content-Length, which aiohttp sends
-  together with the headers in a single write, on a socket with ``TCP_NODELAY``
-  (with Nagle on, a second small write waits for the peer's delayed ACK, about
-  40 ms per call on a kept-alive connection).
+* the answer is one ``bytes`` body, sent with its headers in a single write on a
+  socket with ``TCP_NODELAY`` (with Nagle on, a second small write waits for the
+  peer's delayed ACK, about 40 ms per call on a kept-alive connection), by the lean
+  server of ``agent.extender.http``: no framework between the socket and the handler.
 
 Bad input gets a 4xx with a JSON body whose ``Error`` says what is wrong; a bug
 gets a 500 with a one-line ``Error`` and the traceback in the log, never in the
@@ -24,13 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol
-
-from aiohttp import web
 
 from agent.errors import ExtenderRequestError
 from agent.extender.cache import RequestNodes
+from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ChangeLog, ScoreBoard, shift_to_floor
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
@@ -50,10 +49,9 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 FILTER_PATH = "/filter"
 PRIORITIZE_PATH = "/prioritize"
 HEALTH_PATH = "/healthz"
-SHUTDOWN_TIMEOUT_S = 2.0
-MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
+JSON = "application/json"
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Route = Callable[[bytes], Reply]
 
 
 class NodeSource(ChangeLog, Protocol):
@@ -65,7 +63,7 @@ class NodeSource(ChangeLog, Protocol):
 
 
 class Extender:
-    """The request handlers, over a node source and the score weights."""
+    """The request handlers, over a node source and the score weights: body in, answer out, no I/O."""
 
     def __init__(
         self,
@@ -85,23 +83,23 @@ class Extender:
             return self.nodes.lookup()
         return self._request_nodes.index(request.nodes or ()).get
 
-    async def filter(self, http_request: web.Request) -> web.Response:
+    def filter(self, body: bytes) -> Reply:
         try:
-            request = parse_extender_args(await http_request.read())
+            request = parse_extender_args(body)
         except ExtenderRequestError as exc:
-            return _json(filter_error(str(exc)), status=400)
+            return Reply(400, JSON, encode(filter_error(str(exc))))
         outcome = filter_nodes(request.demand, request.names, self._lookup(request))
         if outcome.failed:
             logger.debug(
                 "filter for pod %s: %d of %d nodes fail", request.demand.pod, len(outcome.failed), len(request.names)
             )
-        return _json(filter_result(request, outcome))
+        return Reply(200, JSON, encode(filter_result(request, outcome)))
 
-    async def prioritize(self, http_request: web.Request) -> web.Response:
+    def prioritize(self, body: bytes) -> Reply:
         try:
-            request = parse_extender_args(await http_request.read())
+            request = parse_extender_args(body)
         except ExtenderRequestError as exc:
-            return _json({"Error": str(exc)}, status=400)
+            return json_error(400, str(exc))
         if request.node_names is not None:
             scores = self._board.prioritize(
                 self.nodes, request.demand, request.node_names, self.nodes.lookup(), self._clock()
@@ -111,50 +109,56 @@ class Extender:
             scores = shift_to_floor(
                 prioritize_nodes(request.demand, request.names, lookup, self.weights, self._clock())
             )
-        return web.Response(body=encode_priorities(scores), content_type="application/json")
+        return Reply(200, JSON, encode_priorities(scores))
 
-    async def healthz(self, _request: web.Request) -> web.Response:
+    def healthz(self, _body: bytes) -> Reply:
         if self.nodes.synced:
-            return web.Response(text="ok\n")
-        return web.Response(status=503, text="node cache not synced yet\n")
+            return Reply(200, "text/plain; charset=utf-8", b"ok\n")
+        return Reply(503, "text/plain; charset=utf-8", b"node cache not synced yet\n")
 
 
-def _json(body: object, *, status: int = 200) -> web.Response:
-    return web.Response(body=encode(body), status=status, content_type="application/json")
+class ExtenderApp:
+    """The routes (method, path) -> handler, with metrics for the scheduler's verbs; a bug is a 500."""
 
+    def __init__(self, routes: dict[tuple[str, str], Route], metrics: ExtenderMetrics | None, max_body_bytes: int):
+        self.routes = routes
+        self.max_body_bytes = max_body_bytes
+        self._metrics = metrics
+        self._methods: dict[str, list[str]] = {}
+        for method, path in routes:
+            self._methods.setdefault(path, []).append(method)
 
-@web.middleware
-async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error answer carries a JSON ``Error``; a bug's traceback goes to the log only."""
-    try:
-        return await handler(request)
-    except web.HTTPRequestEntityTooLarge as exc:
-        limit = request.app[MAX_BODY_KEY]
-        return _json({"Error": f"the body is larger than {limit} bytes"}, status=exc.status)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return _json({"Error": f"{exc.status} {exc.reason}: {request.method} {request.path}"}, status=exc.status)
-    except (asyncio.CancelledError, ConnectionError):
-        raise
-    except Exception as exc:
-        logger.exception("extender: %s %s failed", request.method, request.path)
-        return _json({"Error": f"internal error ({type(exc).__name__})"}, status=500)
+    def handle(self, method: str, path: str, body: bytes) -> Reply:
+        route = self.routes.get((method, path))
+        if route is None:
+            allowed = self._methods.get(path)
+            if allowed is None:
+                return json_error(404, f"404 Not Found: {method} {path}")
+            reply = json_error(405, f"405 Method Not Allowed: {method} {path}")
+            return reply._replace(allow=", ".join(sorted(allowed)))
+        started = time.perf_counter()
+        try:
+            reply = route(body)
+        except Exception as exc:
+            logger.exception("extender: %s %s failed", method, path)
+            reply = json_error(500, f"internal error ({type(exc).__name__})")
+        if self._metrics is not None:
+            self._metrics.observe(path, reply.status, time.perf_counter() - started)
+        return reply
 
 
 def build_app(
     extender: Extender, *, max_body_bytes: int = MAX_BODY_BYTES, metrics: ExtenderMetrics | None = None
-) -> web.Application:
-    """The extender's routes; with ``metrics``, requests are counted and timed and ``/metrics`` is served."""
-    middlewares = [_errors_as_json] if metrics is None else [metrics.middleware, _errors_as_json]
-    app = web.Application(client_max_size=max_body_bytes, middlewares=middlewares)
-    app[MAX_BODY_KEY] = max_body_bytes
-    app.router.add_post(FILTER_PATH, extender.filter)
-    app.router.add_post(PRIORITIZE_PATH, extender.prioritize)
-    app.router.add_get(HEALTH_PATH, extender.healthz)
+) -> ExtenderApp:
+    """The extender's routes; with ``metrics``, the scheduler's calls are counted and timed and ``/metrics`` served."""
+    routes: dict[tuple[str, str], Route] = {
+        ("POST", FILTER_PATH): extender.filter,
+        ("POST", PRIORITIZE_PATH): extender.prioritize,
+        ("GET", HEALTH_PATH): extender.healthz,
+    }
     if metrics is not None:
-        app.router.add_get(METRICS_PATH, metrics.serve)
-    return app
+        routes["GET", METRICS_PATH] = metrics.serve
+    return ExtenderApp(routes, metrics, max_body_bytes)
 
 
 def extender_metrics() -> ExtenderMetrics:
@@ -162,35 +166,27 @@ def extender_metrics() -> ExtenderMetrics:
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
-async def start(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Bind and serve ``app``; the caller ends it with ``await runner.cleanup()``. Port 0 picks a free port."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port, reuse_address=True).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    logger.info("scheduler extender listening on %s", ", ".join(_address(a) for a in runner.addresses))
-    return runner
+async def start(app: ExtenderApp, host: str, port: int) -> HttpServer:
+    """Bind and serve ``app``; the caller ends it with ``await server.cleanup()``. Port 0 picks a free port."""
+    server = await start_server(app.handle, host, port, app.max_body_bytes)
+    logger.info("scheduler extender listening on %s", ", ".join(_address(a) for a in server.addresses))
+    return server
 
 
-async def serve(app: web.Application, host: str, port: int, stop: asyncio.Event) -> None:
+async def serve(app: ExtenderApp, host: str, port: int, stop: asyncio.Event) -> None:
     """Serve ``app`` on ``host:port`` until ``stop`` is set; connections are closed on the way out."""
-    runner = await start(app, host, port)
+    server = await start(app, host, port)
     try:
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await server.cleanup()
 
 
-def bound_port(runner: web.AppRunner) -> int:
-    """The TCP port the runner listens on (the one the kernel chose for port 0)."""
-    return int(runner.addresses[0][1])
+def bound_port(server: HttpServer) -> int:
+    """The TCP port the server listens on (the one the kernel chose for port 0)."""
+    return int(server.addresses[0][1])
 
 
-def _address(address: object) -> str:
-    if isinstance(address, tuple) and len(address) >= 2:
-        host, port = address[0], address[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return str(address)
+def _address(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

@@ -41,7 +41,7 @@ def served_routes() -> set[tuple[str, str]]:
     cache = NodeCache()
     cache.replace([])
     app = build_app(Extender(cache, ScoreWeights()))
-    return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
+    return set(app.routes)
 
 
 def test_the_url_names_the_extender_service_and_its_port(extender_entry: dict[str, Any]) -> None:

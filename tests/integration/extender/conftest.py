@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
+from agent.extender.http import HttpServer
 from agent.extender.nodestate import read_node_slots
-from agent.extender.server import extender_metrics
+from agent.extender.server import ExtenderApp, extender_metrics
 from tests.kubeapi import make_node
 from tests.unit.extender.factories import annotations
 
@@ -120,8 +120,8 @@ class ExtenderUnderTest:
         self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW)
         kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
         self.metrics = extender_metrics()
-        self.app: web.Application = build_app(self.extender, metrics=self.metrics, **kwargs)
-        self.runner: web.AppRunner | None = None
+        self.app: ExtenderApp = build_app(self.extender, metrics=self.metrics, **kwargs)
+        self.runner: HttpServer | None = None
         self.session: aiohttp.ClientSession | None = None
 
     @property

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 import agent.extender.ranking
 from agent.extender import ScoreWeights, WatchedNode
+from agent.extender.http import HttpProtocol
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
 from tests.integration.extender.conftest import (
     MODES,
@@ -371,40 +370,26 @@ async def test_calls_on_one_kept_alive_connection(extender: ExtenderUnderTest) -
     assert opened == 1
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-async def test_each_answer_is_one_write_on_a_no_delay_socket() -> None:
+async def test_each_answer_is_one_write_on_a_no_delay_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     """Headers and body leave in one write and Nagle is off: no delayed-ACK stall on kept-alive connections."""
     writes: list[int] = []
     nodelay: list[int] = []
+    connection_made = HttpProtocol.connection_made
 
-    @web.middleware
-    async def count_writes(request: web.Request, handler: Handler) -> web.StreamResponse:
-        transport = request.transport
-        assert transport is not None
-        sock = transport.get_extra_info("socket")
-        nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        if not getattr(transport, "_counted", False):
-            write, writelines = transport.write, transport.writelines
+    def counting(protocol: HttpProtocol, transport: Any) -> None:
+        nodelay.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        write = transport.write
 
-            def counted_write(data: Any) -> None:
-                writes.append(len(data))
-                write(data)
+        def counted_write(data: Any) -> None:
+            writes.append(len(data))
+            write(data)
 
-            def counted_writelines(chunks: Any) -> None:
-                chunks = list(chunks)
-                writes.append(sum(len(c) for c in chunks))
-                writelines(chunks)
+        transport.write = counted_write
+        transport.writelines = lambda chunks: pytest.fail(f"writelines({chunks!r}): more than one write")
+        connection_made(protocol, transport)
 
-            transport.write = counted_write  # type: ignore[method-assign]
-            transport.writelines = counted_writelines  # type: ignore[method-assign]
-            transport._counted = True  # type: ignore[attr-defined]
-        return await handler(request)
-
-    extender = ExtenderUnderTest()
-    extender.app.middlewares.append(count_writes)  # before the app starts (and freezes)
-    async with extender:
+    monkeypatch.setattr(HttpProtocol, "connection_made", counting)
+    async with ExtenderUnderTest() as extender:
         cluster = Cluster()
         for i in range(500):
             cluster.add(f"n{i}", [slot("s0", bitstream="aes")])

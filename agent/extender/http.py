@@ -1,0 +1,218 @@
+"""A lean HTTP/1.1 server for the extender: httptools' parser on an asyncio protocol, one write per answer.
+
+kube-scheduler waits for every extender call inside its sequential scheduling cycle,
+so the server's own cost per request is part of every pod's scheduling. A general
+web framework (routing, middleware chains, request and response objects, a task per
+request) cost more CPU per call than our scoring; this server does only what the
+extender's protocol needs: parse a request (llhttp, through ``httptools``), hand
+method, path and body to a synchronous handler (the handlers do no I/O), and write
+status line, headers and body in a single ``write`` on the connection (asyncio sets
+``TCP_NODELAY``: no delayed-ACK stall on kept-alive connections).
+
+HTTP/1.1 keep-alive and pipelining as the client asks; ``Connection: close`` and
+HTTP/1.0 close after the answer. Defences, each answered with a JSON ``Error`` and the
+connection closed: a body larger than ``max_body_bytes`` (413, as soon as its
+Content-Length says so), a request that does not arrive whole within
+``REQUEST_TIMEOUT_S`` (408), a malformed request (400). An idle kept-alive connection
+is closed after ``IDLE_TIMEOUT_S``; a client that goes away is a DEBUG line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import NamedTuple
+
+import httptools
+
+logger = logging.getLogger(__name__)
+
+#: A request must arrive whole within this time once it started.
+REQUEST_TIMEOUT_S = 10.0
+#: A kept-alive connection with no request in flight is closed after this time.
+IDLE_TIMEOUT_S = 75.0
+
+
+class Reply(NamedTuple):
+    """An answer: status, content type and the whole body."""
+
+    status: int
+    content_type: str
+    body: bytes
+    allow: str = ""  # the Allow header of a 405
+
+
+#: ``handle(method, path, body) -> Reply``; runs on the event loop, must not block.
+Handler = Callable[[str, str, bytes], Reply]
+
+
+def json_error(status: int, text: str) -> Reply:
+    return Reply(status, "application/json", json.dumps({"Error": text}).encode())
+
+
+def render(reply: Reply, *, close: bool) -> bytes:
+    """Status line, headers and body as one piece."""
+    phrase = HTTPStatus(reply.status).phrase
+    head = (
+        f"HTTP/1.1 {reply.status} {phrase}\r\nContent-Type: {reply.content_type}\r\n"
+        f"Content-Length: {len(reply.body)}\r\n"
+    )
+    if reply.allow:
+        head += f"Allow: {reply.allow}\r\n"
+    if close:
+        head += "Connection: close\r\n"
+    return (head + "\r\n").encode("latin-1") + reply.body
+
+
+class HttpProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, handle: Handler, max_body_bytes: int, connections: set[HttpProtocol]) -> None:
+        self._handle = handle
+        self._max_body = max_body_bytes
+        self._connections = connections
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._url = b""
+        self._body: list[bytes] = []
+        self._size = 0
+        self._length: int | None = None
+        self._continue = False
+        self._closing = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # --- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._connections.add(self)
+        self._arm(IDLE_TIMEOUT_S, None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connections.discard(self)
+        self._disarm()
+        if exc is not None:
+            logger.debug("extender: a client connection ended: %s", exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(json_error(400, "protocol upgrades are not supported"))
+        except httptools.HttpParserError as exc:
+            if not self._closing:  # a limit already answered and closed
+                self._fail(json_error(400, f"malformed HTTP request: {exc}"))
+
+    def close(self) -> None:
+        """Close the connection (the server is stopping)."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    # --- httptools callbacks -----------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url, self._body, self._size, self._length, self._continue = b"", [], 0, None, False
+        self._arm(REQUEST_TIMEOUT_S, json_error(408, f"the request did not arrive within {REQUEST_TIMEOUT_S:.0f} s"))
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-length" and value.strip().isdigit():  # anything else: llhttp refuses the request
+            self._length = int(value)
+        elif name == b"expect" and value.strip().lower() == b"100-continue":
+            self._continue = True
+
+    def on_headers_complete(self) -> None:
+        if self._length is not None and self._length > self._max_body:
+            self._fail(json_error(413, f"the body is larger than {self._max_body} bytes"))
+            raise httptools.HttpParserError("body too large")  # stop parsing this connection
+        if self._continue and self._transport is not None:
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self._max_body:
+            self._fail(json_error(413, f"the body is larger than {self._max_body} bytes"))
+            raise httptools.HttpParserError("body too large")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._closing:
+            return
+        self._disarm()
+        method = self._parser.get_method().decode("latin-1")
+        path = self._url.split(b"?", 1)[0].decode("latin-1", errors="replace")
+        reply = self._handle(method, path, b"".join(self._body))
+        self._body = []
+        keep_alive = self._parser.should_keep_alive()
+        self._write(reply, close=not keep_alive)
+        if keep_alive:
+            self._arm(IDLE_TIMEOUT_S, None)
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _write(self, reply: Reply, *, close: bool) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(render(reply, close=close))
+        if close:
+            self._closing = True
+            self._disarm()
+            transport.close()
+
+    def _fail(self, reply: Reply) -> None:
+        self._write(reply, close=True)
+
+    def _arm(self, seconds: float, reply: Reply | None) -> None:
+        """After ``seconds``: answer ``reply`` and close (a stalled request), or just close (idle)."""
+        self._disarm()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(seconds, self._expire, reply)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self, reply: Reply | None) -> None:
+        self._timer = None
+        if reply is not None:
+            logger.info("extender: %s", json.loads(reply.body)["Error"])
+            self._fail(reply)
+        else:
+            self.close()
+
+
+class HttpServer:
+    """A listening server; ``addresses`` as bound, ``cleanup()`` closes the listener and every connection."""
+
+    def __init__(self, server: asyncio.Server, connections: set[HttpProtocol]) -> None:
+        self._server = server
+        self._connections = connections
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [sock.getsockname()[:2] for sock in self._server.sockets]
+
+    async def cleanup(self) -> None:
+        self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        await self._server.wait_closed()
+
+
+async def start_server(handle: Handler, host: str, port: int, max_body_bytes: int) -> HttpServer:
+    """Listen on ``host:port`` (0: a free port) and serve ``handle``."""
+    connections: set[HttpProtocol] = set()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: HttpProtocol(handle, max_body_bytes, connections), host, port, reuse_address=True
+    )
+    return HttpServer(server, connections)
