@@ -86,6 +86,9 @@ class NodeSlots:
     free_loaded: Mapping[tuple[str, str], int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold something, least recently used first.
     reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
+    #: The latest last use of a free slot that holds something (epoch seconds; 0: none or never):
+    #: scores that evict here age with the clock until this is ``LRU_HORIZON_S`` old.
+    recent_use: int = 0
     #: Answers already worked out for this state (scoring's memo; the state itself never changes).
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -122,6 +125,7 @@ class NodeSlots:
             free_empty=free_empty,
             free_loaded=free_loaded,
             reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
+            recent_use=max((slot.last_used for slots in reusable.values() for slot in slots), default=0),
         )
 
 

@@ -4,10 +4,12 @@ kube-scheduler calls prioritize once per pod with hundreds of node names, inside
 sequential scheduling cycle, while nodes change far more rarely than pods are
 scored. So, for each kind of pod that names one bitstream (bitstream, slots, slots
 of any content: the replicas of a Deployment are all one kind), a :class:`ScoreTable`
-remembers the score of every node a call of that kind asked about, for one
-``CLOCK_STEP_S`` (the eviction part of a score ages), kept current from the node
-cache's change log: a changed node is dropped from the tables and scored again only
-when a call asks about it. A kind of pod seen for the first time costs what scoring
+remembers the score of every node a call of that kind asked about, kept current
+from the node cache's change log: a changed node is dropped from the tables and
+scored again only when a call asks about it. The eviction part of a score ages with
+the clock (read in steps of ``CLOCK_STEP_S``) only on a node whose free slots were
+used within ``LRU_HORIZON_S``; those few scores are dropped at every step, the rest
+stay. A kind of pod seen for the first time costs what scoring
 its names costs; every later call of that kind, one lookup per name.
 
 The answer is **shifted**: the lowest score among the names asked becomes 0 and
@@ -20,13 +22,14 @@ where most nodes are alike answers only the ones that stand out. Pods of other k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoring import (
     CLOCK_STEP_S,
+    LRU_HORIZON_S,
     NodeLookup,
     PodDemand,
     ScoreWeights,
@@ -60,13 +63,16 @@ def shift_to_floor(scores: Scores) -> Scores:
 
 @dataclass(slots=True)
 class ScoreTable:
-    """The scores of the nodes asked about so far, for one kind of pod at one clock step."""
+    """The scores of the nodes asked about so far, for one kind of pod."""
 
     generation: int
+    #: The clock step the scores are for (``volatile`` ones are dropped when it moves on).
     step: int
     #: How many entries of the cache's change log are applied.
     seen: int
     scores: dict[str, int] = field(default_factory=dict)
+    #: Nodes whose score depends on the clock step (a free slot used within LRU_HORIZON_S).
+    volatile: set[str] = field(default_factory=set)
 
 
 class ScoreBoard:
@@ -92,11 +98,18 @@ class ScoreBoard:
         scores = table.scores
         values = [scores.get(name, -1) for name in names]
         if -1 in values:  # names this kind of pod has not been scored on yet (or since they changed)
-            score, nodes = self._scorer(demand, table.step), cache.nodes
+            step_now = float(table.step * CLOCK_STEP_S)
+            ageing = step_now - LRU_HORIZON_S
+            nodes, weights, volatile = cache.nodes, self._weights, table.volatile
             for index, name in enumerate(names):
                 if values[index] == -1:
                     node = nodes.get(name)
-                    values[index] = scores[name] = neutral if node is None else score(node)
+                    if node is None:
+                        values[index] = scores[name] = neutral
+                        continue
+                    values[index] = scores[name] = score_single(demand, node, weights, step_now)
+                    if node.recent_use > ageing:
+                        volatile.add(name)
         floor = min(values, default=0)
         return [(name, value - floor) for name, value in zip(names, values, strict=True) if value != floor]
 
@@ -107,18 +120,21 @@ class ScoreBoard:
         key = (bitstream, count, demand.unnamed)
         step = int(now // CLOCK_STEP_S)
         table = self._tables.pop(key, None)  # popped and put back: the dict keeps the least recently used first
-        if table is None or table.generation != cache.generation or table.step != step:
+        if table is None or table.generation != cache.generation:
             if len(self._tables) >= TABLE_LIMIT:
                 del self._tables[next(iter(self._tables))]
             table = ScoreTable(cache.generation, step, len(cache.changes))
-        elif table.seen < len(cache.changes):
+        else:
             scores = table.scores
-            for name in cache.changes[table.seen :]:
-                scores.pop(name, None)
-            table.seen = len(cache.changes)
+            if table.step != step:
+                for name in table.volatile:
+                    scores.pop(name, None)
+                table.volatile.clear()
+                table.step = step
+            if table.seen < len(cache.changes):
+                for name in cache.changes[table.seen :]:
+                    scores.pop(name, None)
+                    table.volatile.discard(name)
+                table.seen = len(cache.changes)
         self._tables[key] = table
         return table
-
-    def _scorer(self, demand: PodDemand, step: int) -> Callable[[NodeSlots], int]:
-        weights, now = self._weights, float(step * CLOCK_STEP_S)
-        return lambda node: score_single(demand, node, weights, now)
