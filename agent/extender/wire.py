@@ -115,7 +115,7 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
     demand = read_pod_demand(pod)
     names = _field(data, "NodeNames")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or (names and set(map(type, names)) != {str}):  # one C-level pass
             raise ExtenderRequestError("NodeNames must be a list of strings")
         return SchedulingRequest(demand, names)
     nodes = _field(data, "Nodes")
