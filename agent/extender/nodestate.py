@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,10 @@ SLOTS_ANNOTATION = "example.com/fpga-slots"
 BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
 #: Nodes remembered as already reported malformed (cleared when full; a repeat costs one log line).
 MALFORMED_MEMORY = 10_000
+#: Longest annotation read: all of an object's annotations together may hold 256 KiB.
+MAX_ANNOTATION_BYTES = 256 * 1024
+#: Deepest nesting read: the agent writes a list of objects (2 levels).
+MAX_NESTING = 8
 
 
 class NodeStateError(ValueError):
@@ -203,19 +208,45 @@ MALFORMED = MalformedLog()
 def read_node_slots(
     name: str, resource_version: str, annotations: Mapping[str, str], *, log: MalformedLog = MALFORMED
 ) -> NodeSlots | None:
-    """Like :func:`parse_node_slots`, but a malformed state is logged (once) and read as none."""
+    """Like :func:`parse_node_slots`, but a malformed state is logged (once) and read as none.
+
+    Whatever one node's annotations hold costs only that node: any failure to read them,
+    not only the ones foreseen, makes it a node without published state.
+    """
     try:
         return parse_node_slots(name, resource_version, annotations)
     except NodeStateError as exc:
         log.report(name, resource_version, exc)
-        return None
+    except Exception as exc:  # a parser bug or a case nobody thought of: never the whole node cache
+        log.report(name, resource_version, NodeStateError(f"unreadable ({type(exc).__name__}: {exc})"[:200]))
+    return None
 
 
 def _load(text: str, what: str) -> Any:
+    """JSON of at most MAX_ANNOTATION_BYTES and MAX_NESTING levels (checked before it is parsed)."""
+    if len(text) > MAX_ANNOTATION_BYTES:
+        raise NodeStateError(f"{what} is {len(text)} characters long, more than {MAX_ANNOTATION_BYTES}")
+    if text.count("[") + text.count("{") > MAX_NESTING:  # else it cannot nest deeper: no scan
+        depth = nesting_depth(text)
+        if depth > MAX_NESTING:
+            raise NodeStateError(f"{what} is nested {depth} levels deep, more than {MAX_NESTING}")
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise NodeStateError(f"{what} is not valid JSON: {exc}") from None
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def nesting_depth(text: str) -> int:
+    """How deeply arrays and objects nest in JSON ``text`` (brackets inside strings do not count)."""
+    level = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        level += 1 if bracket in "[{" else -1
+        deepest = max(deepest, level)
+    return deepest
 
 
 def _slot(raw: Mapping[str, Any], where: str) -> PublishedSlot:

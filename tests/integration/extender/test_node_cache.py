@@ -111,6 +111,28 @@ async def test_first_list_keeps_nodes_with_valid_state(
     assert "labelSelector" not in first.query
 
 
+async def test_one_node_nested_100000_deep_costs_only_that_node(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It once raised RecursionError out of the parser: the watch relisted forever and saw no other change."""
+    deep = "[" * 100_000 + "]" * 100_000
+    apiserver.add_node("deep", annotations={"example.com/fpga-slots": deep, "example.com/fpga-bitstreams": "{}"})
+    apiserver.add_node("fpga-1", annotations=published(None))
+    async with watching(api_client) as (cache, heard):
+        assert await heard.next() == ("LIST", "deep,fpga-1")
+        assert cache.synced
+        assert cache.get("deep") is None
+        await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
+
+        apiserver.add_node("fpga-1", annotations=published("aes"))  # the other nodes' changes still arrive
+        assert await heard.next() == ("MODIFIED", "fpga-1")
+        assert dict(cache.get("fpga-1").free_loaded) == {("aes", "pac_a10"): 1}  # type: ignore[union-attr]
+        apiserver.add_node("deep", annotations={"example.com/fpga-slots": deep, "example.com/fpga-bitstreams": "{}"})
+        assert await heard.next() == ("MODIFIED", "deep")
+    assert len(apiserver.list_requests("nodes")) == 1  # no relist
+    assert [r.getMessage() for r in caplog.records if "nested 100000 levels deep" in r.getMessage()]
+
+
 async def test_watch_adds_updates_and_removes(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
     async with watching(api_client) as (cache, heard):
         assert await heard.next() == ("LIST", "")

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+import agent.extender.nodestate
 from agent.extender.nodestate import (
     BITSTREAMS_ANNOTATION,
     SLOTS_ANNOTATION,
     LoadedSlot,
     MalformedLog,
     NodeStateError,
+    nesting_depth,
     parse_node_slots,
     read_node_slots,
 )
@@ -91,6 +93,21 @@ def _with(**changes: Any) -> dict[str, str]:
         pytest.param(_with(last_used=True), "last_used is not an integer", id="last-used-bool"),
         pytest.param(_with(bitstream=7), "bitstream is not a string", id="bitstream-number"),
         pytest.param(annotations([slot("s0"), slot("s0")]), "slot id 's0' appears twice", id="duplicate-id"),
+        pytest.param(
+            {SLOTS_ANNOTATION: "[" * 100_000 + "]" * 100_000, BITSTREAMS_ANNOTATION: "{}"},
+            "fpga-slots is nested 100000 levels deep, more than 8",
+            id="nested-100000-deep",
+        ),
+        pytest.param(
+            {SLOTS_ANNOTATION: "[]", BITSTREAMS_ANNOTATION: '{"a":' * 9 + "1" + "}" * 9},
+            "fpga-bitstreams is nested 9 levels deep",
+            id="catalog-nested",
+        ),
+        pytest.param(
+            {SLOTS_ANNOTATION: '["' + "x" * 300_000 + '"]', BITSTREAMS_ANNOTATION: "{}"},
+            "fpga-slots is 300004 characters long, more than 262144",
+            id="too-long",
+        ),
     ],
 )
 def test_malformed_state_names_the_problem(given: dict[str, str], message: str) -> None:
@@ -113,6 +130,31 @@ def test_malformed_state_reads_as_none_and_is_logged_once_per_resource_version(
     assert len(lines) == 3
     assert lines[0].startswith("node n1 (resourceVersion 7) has unusable slot state, treated as none:")
     assert "fpga-slots is not valid JSON" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('[{"id": "[[[[[[[[[[", "x": "{{{{{{{{{{"}]', id="brackets-in-strings"),
+        pytest.param('[{"id": "s\\"[[[[[[[[[["}]', id="escaped-quote"),
+        pytest.param("[" + ",".join(['{"a":[1]}'] * 64) + "]", id="many-shallow-entries"),
+    ],
+)
+def test_brackets_in_strings_and_many_entries_are_not_depth(text: str) -> None:
+    assert nesting_depth(text) <= 3
+
+
+def test_any_failure_while_reading_one_node_costs_only_that_node(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unforeseen(*args: object) -> None:
+        raise KeyError("a parser bug")
+
+    monkeypatch.setattr(agent.extender.nodestate, "parse_node_slots", unforeseen)
+    with caplog.at_level(logging.WARNING, logger="agent.extender.nodestate"):
+        assert read_node_slots("n1", "7", annotations([slot("s0")]), log=MalformedLog()) is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "node n1 (resourceVersion 7) has unusable slot state, treated as none: unreadable (KeyError" in line
 
 
 def test_malformed_memory_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
