@@ -209,6 +209,7 @@ class Agent:
         enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
+        await asyncio.to_thread(checkpoint.remove_stale_temp_files, self.checkpoint_path)
         checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
         try:
             await self.reconfigurer.reconcile()

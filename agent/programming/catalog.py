@@ -16,6 +16,7 @@ image is read for programming. Reads are blocking: call them through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -37,6 +38,7 @@ from agent.errors import (
 from agent.programming.atomicfile import StagedFile, write_atomically
 from agent.programming.gbs import GBS_GUID, GbsFormatError, is_gbs, normalize_id128, parse_gbs_header
 from agent.slots import Slot
+from agent.slots.checkpoint import read_no_follow
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +189,8 @@ class Catalog:
     def resolve(self, name: str) -> CatalogEntry:
         """The entry called ``name``: InvalidBitstreamName, UnknownBitstream or BitstreamFileError."""
         validate_name(name)
-        if not (self.directory / (name + RECORD_SUFFIX)).is_file():
+        record = self.directory / (name + RECORD_SUFFIX)
+        if not record.is_file() and not record.is_symlink():
             raise UnknownBitstream(f"bitstream {name!r} is not in the catalog {self.directory}")
         entry = self._load_record(name + RECORD_SUFFIX)
         self._check_file_present(entry)
@@ -199,11 +202,11 @@ class Catalog:
             raise BitstreamFileError(f"bitstream {entry.name!r}: file {entry.file!r} is not a plain file name")
         path = self.directory / entry.file
         try:
-            with open(path, "rb") as handle:
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
                 st = os.fstat(handle.fileno())
                 data = handle.read()
         except OSError as exc:
-            raise BitstreamFileError(f"bitstream {entry.name!r}: cannot read {path}: {exc.strerror or exc}") from exc
+            raise BitstreamFileError(f"bitstream {entry.name!r}: cannot read {path}: {_no_follow_reason(exc)}") from exc
         identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if self._verified.get(entry.file) != (identity, entry.sha256):
             actual = hashlib.sha256(data).hexdigest()
@@ -225,9 +228,9 @@ class Catalog:
     def _load_record(self, record_name: str) -> CatalogEntry:
         path = self.directory / record_name
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_no_follow(path).decode("utf-8"))
         except OSError as exc:
-            raise BitstreamFileError(f"cannot read record {path}: {exc.strerror or exc}") from exc
+            raise BitstreamFileError(f"cannot read record {path}: {_no_follow_reason(exc)}") from exc
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BitstreamFileError(f"record {path} is not valid JSON: {exc}") from exc
         try:
@@ -237,6 +240,8 @@ class Catalog:
 
     def _check_file_present(self, entry: CatalogEntry) -> None:
         path = self.directory / entry.file
+        if path.is_symlink():
+            raise BitstreamFileError(f"bitstream {entry.name!r}: file {path} is a symbolic link, which is refused")
         if not path.is_file():
             raise BitstreamFileError(f"bitstream {entry.name!r}: file {path} is missing")
 
@@ -370,3 +375,9 @@ def _describe(stream: BinaryIO, source: Path, platform: str | None, accelerator_
         if given is not None and given != found:
             raise CatalogError(f"the given {what} {given} differs from the GBS header of {source}: {found}")
     return header.interface_id, header.accelerator_id, ".gbs"
+
+
+def _no_follow_reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link, which is refused"
+    return str(exc.strerror or exc)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from agent.slots.checkpoint import read_no_follow, write_atomic
+
 logger = logging.getLogger(__name__)
 
 PLATFORM = "sim-pr-v1"
@@ -230,7 +232,7 @@ class SimFabric:
     def _restore(self) -> None:
         path = self.dev_dir / STATE_FILE
         try:
-            saved = json.loads(path.read_text())
+            saved = json.loads(read_no_follow(path))
             loaded = saved["loaded"]
             if not isinstance(loaded, dict):
                 raise TypeError("'loaded' is not an object")
@@ -252,8 +254,4 @@ class SimFabric:
             for region, slot in card.slots.items()
             if slot.loaded is not None
         }
-        self.dev_dir.mkdir(parents=True, exist_ok=True)
-        path = self.dev_dir / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "loaded": loaded}, sort_keys=True))
-        os.replace(tmp, path)
+        write_atomic(self.dev_dir / STATE_FILE, json.dumps({"version": 1, "loaded": loaded}, sort_keys=True).encode())

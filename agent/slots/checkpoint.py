@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,44 +125,96 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
     return records
 
 
+#: A temporary file older than this at start is a leftover of a killed writer (a write takes milliseconds).
+STALE_TEMP_S = 60.0
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file.
+
+    The temporary file has an unpredictable name and is created exclusively (``mkstemp``:
+    O_CREAT|O_EXCL, which refuses an existing name, a planted symbolic link included), so
+    nothing but the state directory is ever written; the rename replaces the name
+    ``path`` itself, never what a link there points to.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    directory = os.open(path.parent, os.O_RDONLY)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(directory)
     finally:
         os.close(directory)
 
 
-def load(path: Path) -> dict[SlotId, SlotRecord]:
-    """Read the checkpoint; a missing file is empty, a bad one is set aside (never raises)."""
+def read_no_follow(path: Path) -> bytes:
+    """The file's bytes; OSError (ELOOP) when ``path`` is a symbolic link, which is never followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def remove_stale_temp_files(path: Path, older_than_s: float = STALE_TEMP_S) -> int:
+    """Remove temporary files of ``path`` that killed writers left behind; how many were removed."""
+    removed = 0
+    now = time.time()
     try:
-        data = path.read_bytes()
+        names = os.listdir(path.parent)
+    except OSError:
+        return 0
+    prefix = _temp_prefix(path)
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        leftover = path.parent / name
+        with contextlib.suppress(OSError):
+            if now - os.lstat(leftover).st_mtime >= older_than_s:
+                leftover.unlink()
+                removed += 1
+    if removed:
+        logger.info("removed %d temporary file(s) of %s left by an agent that was killed", removed, path.name)
+    return removed
+
+
+def load(path: Path) -> dict[SlotId, SlotRecord]:
+    """Read the checkpoint; a missing file is empty, a bad one (a symbolic link too) is set aside (never raises)."""
+    try:
+        data = read_no_follow(path)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        logger.error("checkpoint %s unreadable (%s): rebuilding state from hardware and kubelet", path, exc)
-        return {}
-    try:
-        return decode(data)
-    except CheckpointError as exc:
-        aside = path.with_name(f"{path.name}.bad-{int(time.time())}")
-        with contextlib.suppress(OSError):
-            os.replace(path, aside)
-        logger.error(
-            "checkpoint %s rejected (%s): set aside as %s, rebuilding state from hardware and kubelet",
-            path,
-            exc,
-            aside.name,
-        )
-        return {}
+        if exc.errno != errno.ELOOP:
+            logger.error("checkpoint %s unreadable (%s): rebuilding state from hardware and kubelet", path, exc)
+            return {}
+        problem = "it is a symbolic link, which is never followed"
+    else:
+        try:
+            return decode(data)
+        except CheckpointError as exc:
+            problem = str(exc)
+    aside = path.with_name(f"{path.name}.bad-{int(time.time())}")
+    with contextlib.suppress(OSError):
+        os.replace(path, aside)
+    logger.error(
+        "checkpoint %s rejected (%s): set aside as %s, rebuilding state from hardware and kubelet",
+        path,
+        problem,
+        aside.name,
+    )
+    return {}
 
 
 def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> None:

@@ -558,3 +558,29 @@ def test_file_changed_after_verification_is_caught(catalog: Catalog, sources: Pa
     stored.write_bytes(tampered)
     with pytest.raises(BitstreamHashError, match=entry.sha256):
         catalog.read_image(entry)
+
+
+def test_a_record_that_is_a_symbolic_link_is_refused(catalog: Catalog, sources: Path) -> None:
+    entry = add_raw(catalog, sources)
+    record = catalog.directory / "aes-v1.json"
+    moved = sources / "record.json"
+    record.rename(moved)
+    record.symlink_to(moved)  # a valid record, but not in the catalog itself
+    with pytest.raises(BitstreamFileError, match=r"aes-v1\.json: it is a symbolic link, which is refused"):
+        catalog.resolve("aes-v1")
+    scan = catalog.scan()
+    assert scan.entries == []
+    assert [problem.record for problem in scan.problems] == ["aes-v1.json"]
+    assert entry.name == "aes-v1"
+
+
+def test_an_image_that_is_a_symbolic_link_is_refused(catalog: Catalog, sources: Path) -> None:
+    entry = add_raw(catalog, sources)
+    image = catalog.directory / entry.file
+    elsewhere = write(sources / "same-bytes.bit", image.read_bytes())
+    image.unlink()
+    image.symlink_to(elsewhere)
+    with pytest.raises(BitstreamFileError, match="is a symbolic link, which is refused"):
+        catalog.resolve("aes-v1")
+    with pytest.raises(BitstreamFileError, match="it is a symbolic link, which is refused"):
+        catalog.read_image(entry)

@@ -377,3 +377,17 @@ async def test_a_hung_card_blocks_only_itself(fabric: SimFabric) -> None:
         "simcard1/slot0": "aes",
         "simcard1/slot1": None,
     }
+
+
+def test_the_state_file_is_never_read_or_written_through_a_symbolic_link(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"version": 1, "loaded": {"simcard0/slot0": "planted"}}))
+    (dev / STATE_FILE).symlink_to(outside)
+    fabric = SimFabric(dev, cards=1, slots_per_card=1, program_s=0)
+    assert loaded(fabric) == {"simcard0/slot0": None}  # the planted content is not believed
+    asyncio.run(fabric.program("simcard0", "slot0", "aes"))
+    assert json.loads(outside.read_text())["loaded"] == {"simcard0/slot0": "planted"}
+    assert not (dev / STATE_FILE).is_symlink()
+    assert loaded(SimFabric(dev, cards=1, slots_per_card=1, program_s=0)) == {"simcard0/slot0": "aes"}
