@@ -28,6 +28,33 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+#: Characters of an untrusted value shown in a message, a log line or an Event.
+SHOWN_CHARS = 128
+#: Values of an untrusted list shown.
+SHOWN_ITEMS = 8
+
+
+def shown(value: object) -> str:
+    """An untrusted value as messages show it: quoted with escapes (no raw newline can forge a log
+    line), cut to SHOWN_CHARS with its original length (no message grows with its input)."""
+    if not isinstance(value, str):
+        text = repr(value)  # already escaped: a number stays a number
+        return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+def shown_list(values: Iterable[object]) -> str:
+    """Untrusted values, each :func:`shown`, at most SHOWN_ITEMS of them."""
+    items = list(values)
+    text = ", ".join(shown(value) for value in items[:SHOWN_ITEMS])
+    if len(items) > SHOWN_ITEMS:
+        text += f", ... ({len(items)} in all)"
+    return f"[{text}]"
+
 
 class FpgaSlotError(Exception):
     """Base of every error fpga-slot raises on purpose."""

@@ -1,4 +1,10 @@
-"""Log output: one line per event, as text for people or JSON for collectors."""
+"""Log output: one line per event, as text for people or JSON for collectors.
+
+Every record is one line of bounded length whatever it quotes: values from outside
+(device IDs, annotations) are shown quoted and cut where they are put into messages
+(``agent.errors.shown``); :class:`OneLine` is the net below that, so that no message
+can forge a log line or grow a line without bound.
+"""
 
 from __future__ import annotations
 
@@ -23,9 +29,34 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+#: Longest message a log line carries (exceptions' tracebacks come on their own lines, as logging prints them).
+MAX_MESSAGE_CHARS = 4096
+
+
+class OneLine(logging.Filter):
+    """Render each message once: cut to MAX_MESSAGE_CHARS with its length, line breaks escaped (text
+    format; JSON escapes them itself)."""
+
+    def __init__(self, escape_breaks: bool) -> None:
+        super().__init__()
+        self._escape_breaks = escape_breaks
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        breaks = self._escape_breaks and ("\n" in message or "\r" in message)
+        if breaks or len(message) > MAX_MESSAGE_CHARS:
+            if breaks:
+                message = message.replace("\r", "\\r").replace("\n", "\\n")
+            if len(message) > MAX_MESSAGE_CHARS:
+                message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters)"
+            record.msg, record.args = message, None
+        return True
+
+
 def setup_logging(level: str, fmt: str) -> None:
     """Configure the root logger once for the process."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(OneLine(escape_breaks=fmt != "json"))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -33,6 +33,7 @@ from agent.errors import (
     PodLookupError,
     ProgrammingError,
     ProgrammingTimeout,
+    shown,
 )
 from agent.metrics import AgentMetrics
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
@@ -189,7 +190,7 @@ class Reconfigurer:
     def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[CatalogEntry, list[Slot]]:
         """Resolve the bitstream and check it fits every slot; raises CatalogError, changes nothing."""
         if self._catalog is None:
-            raise CatalogError(f"{who} asks for bitstream {name!r} but this node has no bitstream catalog")
+            raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
         try:
             entry = self._catalog.resolve(name)
         except CatalogError as exc:

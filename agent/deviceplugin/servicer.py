@@ -18,6 +18,7 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.errors import (
+    SHOWN_ITEMS,
     CatalogError,
     FpgaSlotError,
     InvalidBitstreamName,
@@ -28,6 +29,7 @@ from agent.errors import (
     RequestError,
     UnhealthySlotError,
     UnknownBitstream,
+    shown_list,
 )
 from agent.slots import Slot, SlotRegistry, SlotState, choose_preferred
 
@@ -51,6 +53,17 @@ class ContainerHooks(Protocol):
 
 
 #: Domain errors -> gRPC status codes, most specific first.
+#: Longest status message: gRPC carries it in a header, whose size is limited (8 KiB by default), and
+#: a longer one turns the answer into RESOURCE_EXHAUSTED.
+MAX_STATUS_CHARS = 1024
+
+
+def status_text(error: object) -> str:
+    """A status message of bounded length (the values in it are already shown bounded)."""
+    text = str(error)
+    return text if len(text) <= MAX_STATUS_CHARS else f"{text[:MAX_STATUS_CHARS]}... ({len(text)} characters)"
+
+
 _STATUS: tuple[tuple[type[FpgaSlotError], grpc.StatusCode], ...] = (
     (UnhealthySlotError, grpc.StatusCode.FAILED_PRECONDITION),
     (RequestError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -192,7 +205,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
                 )
             except RequestError as exc:
                 logger.warning("GetPreferredAllocation rejected (container request %d): %s", index, exc)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"container request {index}: {exc}")
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, status_text(f"container request {index}: {exc}"))
             responses.append(dp.ContainerPreferredAllocationResponse(deviceIDs=chosen))
         return dp.PreferredAllocationResponse(container_responses=responses)
 
@@ -205,8 +218,8 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         try:
             assigned = self._registry.assign(groups)
         except RequestError as exc:
-            logger.warning("Allocate rejected %s: %s", groups, exc)
-            await context.abort(status_for(exc), str(exc))
+            logger.warning("Allocate rejected %s: %s", [shown_list(group) for group in groups][:SHOWN_ITEMS], exc)
+            await context.abort(status_for(exc), status_text(exc))
         for slots in assigned:
             logger.info("allocated slots %s", ",".join(slot.id for slot in slots))
         return dp.AllocateResponse(container_responses=[container_response(s, self._cdi) for s in assigned])
@@ -223,6 +236,6 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
                 await self._hooks.prepare(ids)
         except FpgaSlotError as exc:
             code = status_for(exc)
-            logger.warning("PreStartContainer for slots %s failed (%s): %s", ",".join(ids), code.name, exc)
-            await context.abort(code, str(exc))
+            logger.warning("PreStartContainer for slots %s failed (%s): %s", shown_list(ids), code.name, exc)
+            await context.abort(code, status_text(exc))
         return dp.PreStartContainerResponse()

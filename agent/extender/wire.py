@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from agent.errors import ExtenderRequestError
+from agent.errors import ExtenderRequestError, shown
 from agent.extender.scoring import MAX_SCORE, ContainerDemand, FilterOutcome, PodDemand
 from agent.slots.quantity import parse_count
 
@@ -147,7 +147,7 @@ def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
     annotations = _object(meta.get("annotations"), "Pod.metadata.annotations")
     for key, value in annotations.items():
         if not isinstance(value, str):
-            raise ExtenderRequestError(f"Pod.metadata.annotations[{key!r}] must be a string, got {_kind(value)}")
+            raise ExtenderRequestError(f"Pod.metadata.annotations[{shown(key)}] must be a string, got {_kind(value)}")
     name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
     containers: list[ContainerDemand] = []
     for field_name, init in (("initContainers", True), ("containers", False)):

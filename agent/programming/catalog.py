@@ -34,6 +34,7 @@ from agent.errors import (
     InvalidBitstreamName,
     PlatformMismatch,
     UnknownBitstream,
+    shown,
 )
 from agent.programming.atomicfile import StagedFile, write_atomically
 from agent.programming.gbs import GBS_GUID, GbsFormatError, is_gbs, normalize_id128, parse_gbs_header
@@ -56,7 +57,7 @@ def validate_name(name: str) -> str:
     """Return ``name`` if it is a valid bitstream name, else raise InvalidBitstreamName naming it."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
         raise InvalidBitstreamName(
-            f"invalid bitstream name {name!r}: use lower-case letters, digits, '.', '_' and '-', "
+            f"invalid bitstream name {shown(name)}: use lower-case letters, digits, '.', '_' and '-', "
             f"starting with a letter or digit, at most {MAX_NAME_LEN} characters"
         )
     return name
@@ -71,7 +72,7 @@ def normalize_platform_id(raw: str, what: str) -> str:
     """
     value = raw.strip() if isinstance(raw, str) else ""
     if not value or len(value) > MAX_ID_LEN or not value.isprintable():
-        raise ValueError(f"{what} {raw!r} must be 1 to {MAX_ID_LEN} printable characters")
+        raise ValueError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable characters")
     return normalize_id128(value) or value
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from agent.errors import AllocationSizeError, DuplicateSlotError, UnknownSlotError
+from agent.errors import AllocationSizeError, DuplicateSlotError, UnknownSlotError, shown
 from agent.slots.registry import SlotState
 
 
@@ -85,13 +85,13 @@ def _check_request(
         seen: set[str] = set()
         for slot_id in ids:
             if slot_id in seen:
-                raise DuplicateSlotError(f"slot {slot_id!r} appears twice in {label}")
+                raise DuplicateSlotError(f"slot {shown(slot_id)} appears twice in {label}")
             seen.add(slot_id)
             if slot_id not in states:
-                raise UnknownSlotError(f"slot {slot_id!r} in {label} is not advertised by this node")
+                raise UnknownSlotError(f"slot {shown(slot_id)} in {label} is not advertised by this node")
     missing = [slot_id for slot_id in must_include if slot_id not in set(available)]
     if missing:
-        raise AllocationSizeError(f"must_include slot {missing[0]!r} is not among the available slots")
+        raise AllocationSizeError(f"must_include slot {shown(missing[0])} is not among the available slots")
     if size < 1:
         raise AllocationSizeError(f"allocation_size must be at least 1, got {size}")
     if size < len(must_include):

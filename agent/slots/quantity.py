@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from agent.errors import shown
+
 _SUFFIXES = {
     "": Decimal(1),
     "k": Decimal(10) ** 3,
@@ -32,7 +34,7 @@ MAX_SLOTS_PER_CONTAINER = 1 << 20
 def parse_count(value: object) -> int:
     """A Kubernetes quantity that must be a whole, non-negative count (``"2"``, ``2``, ``"2000m"``)."""
     if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(f"not a quantity: {shown(value)}")
     if isinstance(value, int):
         number = Decimal(value)
     elif isinstance(value, str):
@@ -42,15 +44,15 @@ def parse_count(value: object) -> int:
             end -= 1
         suffix = text[end:]
         if suffix not in _SUFFIXES or not text[:end] or len(text) > 64:
-            raise ValueError(f"not a quantity: {value!r}")
+            raise ValueError(f"not a quantity: {shown(value)}")
         try:
             number = Decimal(text[:end]) * _SUFFIXES[suffix]
         except ArithmeticError:  # decimal.InvalidOperation, Overflow, ...
-            raise ValueError(f"not a quantity: {value!r}") from None
+            raise ValueError(f"not a quantity: {shown(value)}") from None
     else:
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(f"not a quantity: {shown(value)}")
     if not number.is_finite() or number > MAX_SLOTS_PER_CONTAINER:
-        raise ValueError(f"more than {MAX_SLOTS_PER_CONTAINER} slots: {value!r}")
+        raise ValueError(f"more than {MAX_SLOTS_PER_CONTAINER} slots: {shown(value)}")
     if number < 0 or number != number.to_integral_value():
-        raise ValueError(f"not a whole, non-negative count: {value!r}")
+        raise ValueError(f"not a whole, non-negative count: {shown(value)}")
     return int(number)

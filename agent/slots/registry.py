@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError
+from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError, shown
 from agent.slots.model import Health, Holder, Slot, SlotId
 
 Clock = Callable[[], float]
@@ -169,13 +169,13 @@ class SlotRegistry:
         chosen: list[Slot] = []
         for raw in slot_ids:
             if raw in seen:
-                raise DuplicateSlotError(f"slot {raw!r} is requested more than once")
+                raise DuplicateSlotError(f"slot {shown(raw)} is requested more than once")
             seen.add(raw)
             state = self.get(SlotId(raw))
             if state is None:
-                raise UnknownSlotError(f"slot {raw!r} is not advertised by this node")
+                raise UnknownSlotError(f"slot {shown(raw)} is not advertised by this node")
             if state.health is not Health.HEALTHY:
-                raise UnhealthySlotError(f"slot {raw!r} is unhealthy: {state.reason or 'unhealthy'}")
+                raise UnhealthySlotError(f"slot {shown(raw)} is unhealthy: {state.reason or 'unhealthy'}")
             chosen.append(state.slot)
         return chosen
 

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -486,3 +487,39 @@ async def test_prestart_finds_holder_again_once_pod_resources_is_back(harness: A
     assert state is not None
     assert state.holder is not None
     assert (state.holder.namespace, state.holder.pod, state.holder.container) == ("default", "seen", "main")
+
+
+HUGE_ID = "evil\n2026-11-24 00:00:00,000 INFO    agent: forged line " + "x" * 16 * 1024
+
+
+def huge_id_call(stub: Any, rpc: str) -> Any:
+    """The call ``rpc`` with HUGE_ID among its device IDs."""
+    if rpc == "Allocate":
+        request = dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=[HUGE_ID])])
+        return stub.Allocate(request, timeout=30)
+    if rpc == "PreStartContainer":
+        return stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=[HUGE_ID]), timeout=30)
+    preferred = dp.ContainerPreferredAllocationRequest(available_deviceIDs=[slot(0, 0), HUGE_ID], allocation_size=1)
+    return stub.GetPreferredAllocation(dp.PreferredAllocationRequest(container_requests=[preferred]), timeout=30)
+
+
+@pytest.mark.parametrize("rpc", ["Allocate", "PreStartContainer", "GetPreferredAllocation"])
+async def test_a_huge_id_with_a_newline_is_a_short_invalid_argument_that_forges_no_log_line(
+    harness: AgentHarness, rpc: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It once came back RESOURCE_EXHAUSTED (the echoed ID overflowed the status header) and forged log lines."""
+    registry = harness.agent.registry
+    before, version = registry.snapshot(), registry.version
+    call = huge_id_call(harness.conn.stub, rpc)
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await call
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    details = info.value.details() or ""
+    assert len(details) < 400, details
+    assert "\n" not in details
+    assert f"({len(HUGE_ID)} characters)" in details
+    assert registry.snapshot() == before
+    assert registry.version == version
+    for record in caplog.records:
+        assert "\n" not in record.getMessage()
+        assert len(record.getMessage()) < 2000

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.logsetup import JsonFormatter, setup_logging
+from agent.logsetup import MAX_MESSAGE_CHARS, JsonFormatter, setup_logging
 
 
 @pytest.fixture
@@ -44,6 +44,19 @@ def test_json_format_gives_one_object_per_line(root_logger: logging.Logger, caps
     assert all(e["time"].endswith("Z") and "T" in e["time"] for e in entries)
     assert "RuntimeError: boom" in entries[2]["exc"]
     assert "exc" not in entries[0]
+
+
+def test_no_message_forges_a_line_or_grows_without_bound(
+    root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup_logging("info", "text")
+    log = logging.getLogger("agent.test")
+    log.warning("rejected %s", "x\n2026-11-24 00:00:00,000 INFO    agent: forged line")
+    log.warning("rejected %s", "y" * 100_000)
+    first, second = capsys.readouterr().err.splitlines()
+    assert first.endswith("rejected x\\n2026-11-24 00:00:00,000 INFO    agent: forged line")
+    assert len(second) < MAX_MESSAGE_CHARS + 200
+    assert second.endswith(f"... ({len('rejected ') + 100_000} characters)")
 
 
 def test_text_format_is_one_readable_line(root_logger: logging.Logger, capsys: pytest.CaptureFixture[str]) -> None:

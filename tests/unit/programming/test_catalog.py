@@ -584,3 +584,13 @@ def test_an_image_that_is_a_symbolic_link_is_refused(catalog: Catalog, sources: 
         catalog.resolve("aes-v1")
     with pytest.raises(BitstreamFileError, match="it is a symbolic link, which is refused"):
         catalog.read_image(entry)
+
+
+def test_a_huge_name_from_an_annotation_is_shown_cut_and_escaped() -> None:
+    name = "bad\nname" + "n" * 20_000
+    with pytest.raises(InvalidBitstreamName) as info:
+        validate_name(name)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"({len(name)} characters)" in message
+    assert len(message) < 400
