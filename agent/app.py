@@ -162,6 +162,7 @@ class Agent:
             events=events,
             timeout_s=config.program_timeout_s,
             metrics=self.metrics,
+            before_programming=self._checkpoint_before_programming,
         )
         self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
         self.lifecycle = PluginLifecycle(
@@ -169,6 +170,7 @@ class Agent:
         )
         self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
+        self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
         self._tasks: list[asyncio.Task[None]] = []
         #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
         self.health = (
@@ -221,7 +223,7 @@ class Agent:
                     group.create_task(source.watch(self.registry), name="discovery"),
                     group.create_task(
                         checkpoint.keep_checkpoint(
-                            self.checkpoint_path, self.registry, owned=lambda: not self.lifecycle.superseded
+                            self.checkpoint_file, self.registry, owned=lambda: not self.lifecycle.superseded
                         ),
                         name="checkpoint",
                     ),
@@ -245,6 +247,19 @@ class Agent:
             if self.kube is not None:
                 await asyncio.to_thread(self.kube.api_client.close)
         logger.info("agent stopped")
+
+    async def _checkpoint_before_programming(self) -> None:
+        """The checkpoint says a programming is under way before the hardware is touched."""
+        if self.lifecycle.superseded:
+            return
+        try:
+            await self.checkpoint_file.write_now(self.registry)
+        except OSError as exc:
+            logger.error(
+                "checkpoint %s could not record the programming under way (%s): programming anyway",
+                self.checkpoint_path,
+                exc,
+            )
 
     def _on_pod_change(self, kind: str, pod: PodInfo) -> None:
         if kind == "DELETED":

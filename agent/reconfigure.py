@@ -128,7 +128,12 @@ class Reconfigurer:
         events: EventSink | None,
         timeout_s: float,
         metrics: AgentMetrics | None = None,
+        before_programming: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``before_programming`` runs after a slot is marked as being programmed and before the
+        hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
+        the slot's content unknown, never the old one believed."""
+        self._before_programming = before_programming
         self._registry = registry
         self._containers = containers
         self._pods = pods
@@ -259,6 +264,7 @@ class Reconfigurer:
             try:
                 if remaining <= 0:
                     raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
+                await self._begin_programming(slot.id, entry)
                 took = await self._programmers[slot.backend].program(slot, image, entry.accelerator_id, remaining)
                 await self._verify(slot, entry)
             except ProgrammingError as exc:
@@ -312,6 +318,11 @@ class Reconfigurer:
                 self._recover(slot_id, entry), name=f"recover slot {slot_id}"
             )
 
+    async def _begin_programming(self, slot_id: SlotId, entry: CatalogEntry) -> None:
+        self._registry.begin_programming(slot_id, entry.name, entry.accelerator_id)
+        if self._before_programming is not None:
+            await self._before_programming()
+
     async def _recover(self, slot_id: SlotId, entry: CatalogEntry) -> None:
         """Re-program a tainted slot with the same bitstream until it succeeds or the slot goes."""
         delay = RECOVERY_DELAY_S
@@ -323,6 +334,7 @@ class Reconfigurer:
             try:
                 image = await asyncio.to_thread(self._read_image, entry)
                 async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
+                    await self._begin_programming(slot_id, entry)
                     took = await self._programmers[state.slot.backend].program(
                         state.slot, image, entry.accelerator_id, self._timeout_s
                     )

@@ -127,7 +127,8 @@ class SimFabric:
             if not card.plugged:
                 raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
             slot = card.slots[region]
-            slot.loaded = None  # content is undefined while the region is reconfigured
+            slot.loaded = None  # content is undefined while the region is reconfigured...
+            self._save()  # ...also for whoever looks after a kill half-way
             self._notify(SimEvent.CHANGE, card, region)
             try:
                 if slot.hang_next:

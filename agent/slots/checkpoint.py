@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ class SlotRecord:
     content: Content | None
     holder: Holder | None
     last_used: float | None
+    #: A programming under way when the file was written.
+    programming: Content | None = None
 
 
 def _canonical(slots: dict[str, Any]) -> bytes:
@@ -62,6 +65,11 @@ def encode(states: list[SlotState]) -> bytes:
         if state.content is not None:
             entry["bitstream"] = state.content.bitstream
             entry["accelerator_id"] = state.content.accelerator_id
+        if state.programming is not None:
+            entry["programming"] = {
+                "bitstream": state.programming.bitstream,
+                "accelerator_id": state.programming.accelerator_id,
+            }
         if state.holder is not None:
             entry["holder"] = {
                 "namespace": state.holder.namespace,
@@ -121,7 +129,19 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
                 pod=_optional_str(raw_holder, "pod"),
                 container=_optional_str(raw_holder, "container"),
             )
-        records[SlotId(slot_id)] = SlotRecord(content, holder, _optional_float(entry, "last_used"))
+        programming = None
+        raw_programming = entry.get("programming")
+        if raw_programming is not None:
+            if not isinstance(raw_programming, dict):
+                raise CheckpointError(f"slot {slot_id!r} programming is not an object")
+            target, target_accelerator = (
+                _optional_str(raw_programming, "bitstream"),
+                _optional_str(raw_programming, "accelerator_id"),
+            )
+            if not target or not target_accelerator:
+                raise CheckpointError(f"slot {slot_id!r} programming names no bitstream and accelerator")
+            programming = Content(target, target_accelerator)
+        records[SlotId(slot_id)] = SlotRecord(content, holder, _optional_float(entry, "last_used"), programming)
     return records
 
 
@@ -220,14 +240,50 @@ def load(path: Path) -> dict[SlotId, SlotRecord]:
 def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> None:
     """Apply checkpoint records to the registry (what the hardware reports wins)."""
     for slot_id, record in records.items():
-        registry.restore(slot_id, record.content, record.holder, record.last_used)
+        if not registry.restore(slot_id, record.content, record.holder, record.last_used, record.programming):
+            assert record.programming is not None
+            logger.warning(
+                "slot %s: programming with %s was under way when the agent stopped and the slot does not "
+                "report it: content unknown, programmed again before it is used",
+                slot_id,
+                record.programming.bitstream,
+            )
+
+
+class CheckpointFile:
+    """The checkpoint file of one registry: every write, from any thread, in registry-version order.
+
+    The periodic writer and :meth:`write_now` (before a programming starts) take snapshots at
+    different moments; a write of an older snapshot never replaces a newer one.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._written = -1
+
+    def write(self, states: list[SlotState], version: int) -> bool:
+        """Write ``states`` (the registry as of ``version``) unless a newer version is written already."""
+        data = encode(states)
+        with self._lock:
+            if version < self._written:
+                return False
+            write_atomic(self.path, data)
+            self._written = version
+        return True
+
+    async def write_now(self, registry: SlotRegistry) -> None:
+        """Write the registry as it is now, before going on (a programming must be on disk before it starts)."""
+        await asyncio.to_thread(self.write, registry.snapshot(), registry.version)
 
 
 #: Least time between two checkpoint writes; changes in between are coalesced.
 WRITE_INTERVAL_S = 0.2
 
 
-async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True) -> None:
+async def keep_checkpoint(
+    path: Path | CheckpointFile, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True
+) -> None:
     """Write the checkpoint whenever the registry's state changes, until cancelled.
 
     The file is written in a worker thread, at most every WRITE_INTERVAL_S, and only
@@ -236,13 +292,15 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[]
     While ``owned()`` is False (another agent took the node over and writes the file
     now) nothing is written, the final write included.
     """
+    file = path if isinstance(path, CheckpointFile) else CheckpointFile(path)
+    path = file.path
     last: bytes | None = None
     in_thread: asyncio.Future[bytes] | None = None
 
-    def encode_and_write(states: list[SlotState], previous: bytes | None) -> bytes:
+    def encode_and_write(states: list[SlotState], version: int, previous: bytes | None) -> bytes:
         data = encode(states)
         if data != previous:
-            write_atomic(path, data)
+            file.write(states, version)
         return data
 
     async def write_if_changed() -> None:
@@ -252,7 +310,7 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[]
             return
         # The snapshot (immutable values) is taken on the loop; encoding and writing run in
         # the thread, so that RPCs answered meanwhile do not wait behind them.
-        work = asyncio.ensure_future(asyncio.to_thread(encode_and_write, registry.snapshot(), last))
+        work = asyncio.ensure_future(asyncio.to_thread(encode_and_write, registry.snapshot(), registry.version, last))
         in_thread = work
         last = await asyncio.shield(work)
 
@@ -273,6 +331,6 @@ async def keep_checkpoint(path: Path, registry: SlotRegistry, owned: Callable[[]
             logger.info("checkpoint %s left to the agent that took over", path)
         else:
             try:
-                write_atomic(path, encode(registry.snapshot()))
+                file.write(registry.snapshot(), registry.version)
             except OSError as exc:
                 logger.error("final checkpoint %s could not be written: %s", path, exc)

@@ -36,6 +36,8 @@ class SlotState:
     present: bool
     content: Content | None = None
     taint: str | None = None
+    #: What a programming under way will load: until it ends, the content is unknown.
+    programming: Content | None = None
 
     @property
     def health(self) -> Health:
@@ -79,6 +81,7 @@ class SlotRegistry:
         self._last_used: dict[SlotId, float] = {}
         self._contents: dict[SlotId, Content] = {}
         self._taints: dict[SlotId, str] = {}
+        self._programming: dict[SlotId, Content] = {}
         self._version = 0
         self._changed = asyncio.Event()
         self._device_version = 0
@@ -216,8 +219,19 @@ class SlotRegistry:
         return dict(self._holders)
 
     # --------------------------------------------------------------- contents
+    def begin_programming(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
+        """A programming starts: the content is unknown (neither published nor preferred) until it ends.
+
+        A checkpoint written from now on says so, so an agent killed half-way believes the slot
+        holds ``bitstream`` after a restart only if the hardware reports it (see :meth:`restore`).
+        """
+        self._contents.pop(slot_id, None)
+        self._programming[slot_id] = Content(bitstream, accelerator_id)
+        self._bump(devices=False)
+
     def record_content(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
         """A programming succeeded (or a hit was confirmed): the slot holds ``bitstream``."""
+        self._programming.pop(slot_id, None)
         self._contents[slot_id] = Content(bitstream, accelerator_id)
         untainted = self._taints.pop(slot_id, None) is not None
         self._last_used[slot_id] = self._clock()
@@ -225,6 +239,7 @@ class SlotRegistry:
 
     def taint(self, slot_id: SlotId, reason: str) -> None:
         """A programming failed or timed out: the content is unknown, the slot Unhealthy."""
+        self._programming.pop(slot_id, None)
         self._contents.pop(slot_id, None)
         self._taints[slot_id] = reason
         self._bump()
@@ -235,15 +250,23 @@ class SlotRegistry:
         content: Content | None,
         holder: Holder | None,
         last_used: float | None,
-    ) -> None:
+        programming: Content | None = None,
+    ) -> bool:
         """Take a slot's state from the checkpoint; what the hardware reports wins.
 
         A recorded bitstream whose accelerator differs from what the slot reports is
-        dropped. Slots the hardware no longer has are ignored.
+        dropped. Slots the hardware no longer has are ignored. A slot whose programming
+        was under way when the checkpoint was written (the agent was killed half-way)
+        holds an unknown content: the target bitstream only when the hardware's own
+        read-back reports its accelerator, else nothing known. Returns False for such a
+        slot left unknown.
         """
         slot = self._slots.get(slot_id)
         if slot is None:
-            return
+            return True
+        if programming is not None:
+            verified = slot.loaded is not None and slot.loaded == programming.accelerator_id
+            content = programming if verified else None
         if content is not None and (slot.loaded is None or slot.loaded == content.accelerator_id):
             self._contents[slot_id] = content
         if holder is not None:
@@ -251,6 +274,7 @@ class SlotRegistry:
         if last_used is not None:
             self._last_used[slot_id] = last_used
         self._bump(devices=False)
+        return programming is None or content is not None
 
     def release(self, slot_ids: Iterable[SlotId]) -> None:
         """Slots whose holder is gone become free; a vanished one leaves the list."""
@@ -273,6 +297,7 @@ class SlotRegistry:
             present=self._present.get(slot_id, False),
             content=self._contents.get(slot_id),
             taint=self._taints.get(slot_id),
+            programming=self._programming.get(slot_id),
         )
 
     def _drop(self, slot_id: SlotId) -> None:
@@ -287,6 +312,7 @@ class SlotRegistry:
         self._last_used.pop(slot_id, None)
         self._contents.pop(slot_id, None)
         self._taints.pop(slot_id, None)
+        self._programming.pop(slot_id, None)
 
     def _bump(self, devices: bool = True) -> None:
         """Wake the waiters of every change and, with ``devices``, those of device-list changes."""

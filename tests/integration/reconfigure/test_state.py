@@ -8,9 +8,11 @@ the node is up), registered with one kubelet stand-in that keeps its pods.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import grpc
@@ -278,6 +280,54 @@ async def test_agent_stopped_while_programming_leaves_a_consistent_state(
             assert state(registry, ONLY).content == Content(wanted.name, wanted.accelerator_id)
             assert second.fabric.slots()[0].loaded == wanted.accelerator_id
             assert [e.reason for e in events_of(pods, "interrupted")] == ["FpgaSlotProgrammed"]
+
+
+async def test_agent_killed_while_programming_never_believes_the_old_content(
+    sock_dir: Path, bitstreams: Bitstreams, pods: NodePods, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SIGKILL half-way writes nothing more: the disk as it was then must not say the slot holds the
+    bitstream it held before (a real region is undefined after an interrupted partial reconfiguration)."""
+    previously, wanted = bitstreams.accel_a, bitstreams.accel_b
+    config = test_config(sock_dir, sim_cards=1, sim_slots_per_card=1)
+    killed_state = sock_dir / "state-at-kill"
+    async with kubelet_running(config, pods) as kubelet:
+        async with agent_running(config, kubelet, bitstreams.catalog, pods) as first:
+            registry, fabric = first.agent.registry, first.fabric
+            await kubelet.admit(NS, "earlier", "main", RESOURCE_NAME, 1, wants(previously.name))
+            kubelet.delete_pod(NS, "earlier")
+            first.agent.reconfigurer.request_reconcile()
+            await wait_registry(registry, lambda: state(registry, ONLY).holder is None)
+            await asyncio.sleep(2 * checkpoint.WRITE_INTERVAL_S)  # the periodic writer has caught up
+
+            fabric.program_s = 3600.0
+            with fabric_log(fabric) as log:
+                started = asyncio.Event()
+                log.hooks.append(
+                    lambda change: started.set() if change.event is SimEvent.CHANGE and change.loaded is None else None
+                )
+                admission = asyncio.create_task(
+                    kubelet.admit(NS, "interrupted", "main", RESOURCE_NAME, 1, wants(wanted.name))
+                )
+                async with asyncio.timeout(5):
+                    await started.wait()
+                shutil.copytree(config.state_dir, killed_state)  # what a SIGKILL now leaves on disk
+                on_disk = read_checkpoint(killed_state / checkpoint.FILE_NAME)[ONLY]
+                assert "bitstream" not in on_disk
+                assert on_disk["programming"] == {"bitstream": wanted.name, "accelerator_id": wanted.accelerator_id}
+                await first.shut_down()
+            with pytest.raises(grpc.aio.AioRpcError):
+                await admission
+
+        restarted = dataclasses.replace(config, state_dir=killed_state)
+        async with agent_running(restarted, kubelet, bitstreams.catalog, pods) as second:
+            got = state(second.agent.registry, ONLY)
+            assert second.fabric.slots()[0].loaded is None  # the card: undefined since programming began
+            assert got.content is None
+            assert got.bitstream is None
+            assert got.programming is None
+    assert any(
+        "programming with accel-b was under way when the agent stopped" in r.getMessage() for r in caplog.records
+    )
 
 
 # -------------------------------------------------------------------- release

@@ -95,3 +95,17 @@ def test_a_failed_write_leaves_no_temporary_file(state: tuple[Path, Path], monke
     with pytest.raises(OSError, match="No space left"):
         checkpoint.write_atomic(state_dir / checkpoint.FILE_NAME, saved_registry())
     assert list(state_dir.iterdir()) == []
+
+
+def test_an_older_snapshot_never_replaces_a_newer_one(state: tuple[Path, Path]) -> None:
+    state_dir, _ = state
+    file = checkpoint.CheckpointFile(state_dir / checkpoint.FILE_NAME)
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("card0", "slot0")])
+    old_states, old_version = registry.snapshot(), registry.version
+    registry.begin_programming(make_slot("card0", "slot0").id, "aes", "acc-aes")
+    assert file.write(registry.snapshot(), registry.version)  # the programming mark, written first
+    assert not file.write(old_states, old_version)  # the periodic writer's older snapshot, written late
+    (record,) = checkpoint.decode(file.path.read_bytes()).values()
+    assert record.programming is not None
+    assert record.programming.bitstream == "aes"

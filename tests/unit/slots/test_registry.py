@@ -10,6 +10,7 @@ import pytest
 
 from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError
 from agent.slots import Health, Holder, SlotId, SlotRegistry
+from agent.slots.registry import Content
 from tests.unit.slots.factories import FakeClock, make_slot
 
 A0 = make_slot("card0", "slot0")
@@ -374,3 +375,39 @@ async def test_device_waiters_sleep_through_allocations(registry: SlotRegistry) 
     assert not waiter.done()
     registry.taint(A0.id, "failed")
     assert await asyncio.wait_for(waiter, 1.0) == seen + 1
+
+
+@pytest.mark.parametrize(
+    ("reported", "believed"),
+    [
+        pytest.param("acc-new", "new", id="hardware-reports-the-target"),
+        pytest.param(None, None, id="hardware-reports-nothing"),
+        pytest.param("acc-old", None, id="hardware-reports-another"),
+    ],
+)
+def test_a_programming_cut_short_is_believed_only_when_the_hardware_reports_its_target(
+    reported: str | None, believed: str | None
+) -> None:
+    registry = SlotRegistry()
+    slot = make_slot("card0", "slot0")
+    registry.replace_all([replace(slot, loaded=reported)])
+    complete = registry.restore(slot.id, Content("old", "acc-old"), None, 1.0, programming=Content("new", "acc-new"))
+    state = registry.get(slot.id)
+    assert state is not None
+    assert state.bitstream == believed
+    assert complete is (believed is not None)
+
+
+def test_the_content_is_unknown_from_the_start_of_a_programming() -> None:
+    registry = SlotRegistry()
+    slot = make_slot("card0", "slot0")
+    registry.replace_all([slot])
+    registry.record_content(slot.id, "old", "acc-old")
+    registry.begin_programming(slot.id, "new", "acc-new")
+    state = registry.get(slot.id)
+    assert state is not None
+    assert (state.content, state.bitstream, state.programming) == (None, None, Content("new", "acc-new"))
+    registry.record_content(slot.id, "new", "acc-new")
+    state = registry.get(slot.id)
+    assert state is not None
+    assert (state.bitstream, state.programming) == ("new", None)
