@@ -45,8 +45,9 @@ class Reply(NamedTuple):
     allow: str = ""  # the Allow header of a 405
 
 
-#: ``handle(method, path, body) -> Reply``; runs on the event loop, must not block.
-Handler = Callable[[str, str, bytes], Reply]
+#: ``handle(method, path, content_type, body) -> Reply`` (content type lower-cased, '' when not given);
+#: runs on the event loop, must not block.
+Handler = Callable[[str, str, str, bytes], Reply]
 
 
 def json_error(status: int, text: str) -> Reply:
@@ -80,6 +81,7 @@ class HttpProtocol(asyncio.Protocol):
         self._body: list[bytes] = []
         self._size = 0
         self._length: int | None = None
+        self._content_type = b""
         self._continue = False
         self._closing = False
         self._timer: asyncio.TimerHandle | None = None
@@ -117,6 +119,7 @@ class HttpProtocol(asyncio.Protocol):
     # --- httptools callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._url, self._body, self._size, self._length, self._continue = b"", [], 0, None, False
+        self._content_type = b""
         self._arm(REQUEST_TIMEOUT_S, json_error(408, f"the request did not arrive within {REQUEST_TIMEOUT_S:.0f} s"))
 
     def on_url(self, url: bytes) -> None:
@@ -126,6 +129,8 @@ class HttpProtocol(asyncio.Protocol):
         name = name.lower()
         if name == b"content-length" and value.strip().isdigit():  # anything else: llhttp refuses the request
             self._length = int(value)
+        elif name == b"content-type":
+            self._content_type = value.strip().lower()
         elif name == b"expect" and value.strip().lower() == b"100-continue":
             self._continue = True
 
@@ -149,7 +154,8 @@ class HttpProtocol(asyncio.Protocol):
         self._disarm()
         method = self._parser.get_method().decode("latin-1")
         path = self._url.split(b"?", 1)[0].decode("latin-1", errors="replace")
-        reply = self._handle(method, path, b"".join(self._body))
+        content_type = self._content_type.decode("latin-1", errors="replace")
+        reply = self._handle(method, path, content_type, b"".join(self._body))
         self._body = []
         keep_alive = self._parser.should_keep_alive()
         self._write(reply, close=not keep_alive)

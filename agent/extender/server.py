@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from agent.errors import ExtenderRequestError
+from agent.errors import ExtenderRequestError, shown
 from agent.extender.cache import RequestNodes
 from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
@@ -128,14 +128,16 @@ class ExtenderApp:
         for method, path in routes:
             self._methods.setdefault(path, []).append(method)
 
-    def handle(self, method: str, path: str, body: bytes) -> Reply:
+    def handle(self, method: str, path: str, content_type: str, body: bytes) -> Reply:
         route = self.routes.get((method, path))
         if route is None:
             allowed = self._methods.get(path)
             if allowed is None:
-                return json_error(404, f"404 Not Found: {method} {path}")
-            reply = json_error(405, f"405 Method Not Allowed: {method} {path}")
+                return json_error(404, f"404 Not Found: {method} {shown(path)}")
+            reply = json_error(405, f"405 Method Not Allowed: {method} {shown(path)}")
             return reply._replace(allow=", ".join(sorted(allowed)))
+        if method == "POST" and content_type and content_type.split(";", 1)[0].strip() != JSON:
+            return json_error(415, f"415 Unsupported Media Type: the body must be {JSON}, got {shown(content_type)}")
         started = time.perf_counter()
         try:
             reply = route(body)

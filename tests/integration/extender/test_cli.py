@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -78,7 +77,7 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
     async with aiohttp.ClientSession() as session:
         async with session.get(url + "/healthz") as response:
             assert (response.status, await response.text()) == (200, "ok\n")
-        async with session.post(url + "/prioritize", data=json.dumps(body)) as response:
+        async with session.post(url + "/prioritize", json=body) as response:
             assert response.status == 200
             # 10, 6 and 5 (no published state), shifted so that the lowest is 0 and left out
             assert await response.json() == [{"Host": "fpga-1", "Score": 5}, {"Host": "fpga-2", "Score": 1}]

@@ -131,3 +131,25 @@ async def test_a_client_that_leaves_mid_request_is_no_error(
     status, _ = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": ["a"]})
     assert status == 200
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        pytest.param("application/json", 200, id="json"),
+        pytest.param("application/json; charset=utf-8", 200, id="json-with-charset"),
+        pytest.param("text/plain", 415, id="text"),
+        pytest.param("application/x-www-form-urlencoded", 415, id="form-as-curl-sends"),
+    ],
+)
+async def test_a_body_that_is_not_json_gets_415(
+    served: tuple[asyncio.StreamReader, asyncio.StreamWriter], content_type: str, status: int
+) -> None:
+    reader, writer = served
+    writer.write(request("/prioritize", BODY, f"Content-Type: {content_type}"))
+    got, _, body = await read_answer(reader)
+    assert got == status
+    if status == 415:
+        assert json.loads(body)["Error"] == (
+            f"415 Unsupported Media Type: the body must be application/json, got {content_type!r}"
+        )
