@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from agent.discovery import (
 )
 from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
+from agent.extender.http import tls_context
 from agent.extender.server import extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
@@ -273,11 +275,26 @@ class Agent:
                 task.cancel()
 
 
+def extender_tls(config: Config) -> ssl.SSLContext | None:
+    """The extender's TLS context from the configuration; ConfigError naming the flag when files are bad."""
+    if config.tls_cert_file is None or config.tls_key_file is None:
+        return None
+    client_ca = None if config.tls_client_ca_file is None else str(config.tls_client_ca_file)
+    try:
+        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"--tls-cert-file/--tls-key-file/--tls-client-ca-file: cannot load {config.tls_cert_file}, "
+            f"{config.tls_key_file}{', ' + client_ca if client_ca else ''}: {exc}"
+        ) from None
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
     Without API access there is nothing to answer names from: KubeError, before anything listens.
     """
+    tls = extender_tls(config)
     api_client = build_api_client(config.kubeconfig)
     cache = NodeCache()
     watcher = NodeWatcher(
@@ -295,7 +312,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
 
             async def serve_http() -> None:
                 try:
-                    await serve(app, config.listen.host, config.listen.port, stop)
+                    await serve(app, config.listen.host, config.listen.port, stop, tls)
                 finally:
                     watch.cancel()
 

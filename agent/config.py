@@ -63,6 +63,9 @@ class Config:
     listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
     sim_device_nodes: str = "char"
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -238,6 +241,19 @@ OPTIONS: tuple[_Option, ...] = (
         "extender: HTTP address for kube-scheduler (/filter, /prioritize, /healthz)",
     ),
     _Option(
+        "tls-cert-file",
+        _parse_optional_path,
+        lambda env: "",
+        "extender: serve HTTPS with this certificate (PEM; with --tls-key-file); empty: plain HTTP",
+    ),
+    _Option("tls-key-file", _parse_optional_path, lambda env: "", "extender: the private key of --tls-cert-file"),
+    _Option(
+        "tls-client-ca-file",
+        _parse_optional_path,
+        lambda env: "",
+        "extender: require client certificates signed by this CA (kube-scheduler's tlsConfig certFile)",
+    ),
+    _Option(
         "score-weights",
         parse_score_weights,
         lambda env: str(ScoreWeights()),
@@ -273,6 +289,10 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             values[opt.field] = opt.parse(raw)
         except ValueError as exc:
             raise ConfigError(f"--{opt.flag}: {exc} (from {source})") from None
+    if (values["tls_cert_file"] is None) != (values["tls_key_file"] is None):
+        raise ConfigError("--tls-cert-file and --tls-key-file: give both (HTTPS) or neither (plain HTTP)")
+    if values["tls_client_ca_file"] is not None and values["tls_cert_file"] is None:
+        raise ConfigError("--tls-client-ca-file: client certificates are checked over HTTPS only: give --tls-cert-file")
     return Config(**values)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import NamedTuple
@@ -214,11 +215,24 @@ class HttpServer:
         await self._server.wait_closed()
 
 
-async def start_server(handle: Handler, host: str, port: int, max_body_bytes: int) -> HttpServer:
-    """Listen on ``host:port`` (0: a free port) and serve ``handle``."""
+def tls_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
+    """A server TLS context (TLS 1.2+); with ``client_ca_file``, clients must show a certificate it signed."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        context.load_verify_locations(client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+async def start_server(
+    handle: Handler, host: str, port: int, max_body_bytes: int, tls: ssl.SSLContext | None = None
+) -> HttpServer:
+    """Listen on ``host:port`` (0: a free port) and serve ``handle``, over TLS when given a context."""
     connections: set[HttpProtocol] = set()
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: HttpProtocol(handle, max_body_bytes, connections), host, port, reuse_address=True
+        lambda: HttpProtocol(handle, max_body_bytes, connections), host, port, reuse_address=True, ssl=tls
     )
     return HttpServer(server, connections)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -168,16 +169,21 @@ def extender_metrics() -> ExtenderMetrics:
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
-async def start(app: ExtenderApp, host: str, port: int) -> HttpServer:
+async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
     """Bind and serve ``app``; the caller ends it with ``await server.cleanup()``. Port 0 picks a free port."""
-    server = await start_server(app.handle, host, port, app.max_body_bytes)
-    logger.info("scheduler extender listening on %s", ", ".join(_address(a) for a in server.addresses))
+    server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
+    scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
+    logger.info("scheduler extender listening on %s, %s", ", ".join(_address(a) for a in server.addresses), scheme)
     return server
 
 
-async def serve(app: ExtenderApp, host: str, port: int, stop: asyncio.Event) -> None:
+def _requires_client(tls: ssl.SSLContext) -> bool:
+    return tls.verify_mode == ssl.CERT_REQUIRED
+
+
+async def serve(app: ExtenderApp, host: str, port: int, stop: asyncio.Event, tls: ssl.SSLContext | None = None) -> None:
     """Serve ``app`` on ``host:port`` until ``stop`` is set; connections are closed on the way out."""
-    server = await start(app, host, port)
+    server = await start(app, host, port, tls)
     try:
         await stop.wait()
     finally:

@@ -81,21 +81,28 @@ def test_node_name_comes_from_the_downward_api_where_the_agent_reads_it(containe
 
 def test_other_settings_are_known_options_and_leave_the_paths_at_their_defaults(container: Obj) -> None:
     options = {opt.env: opt.field for opt in OPTIONS}
-    settings = {entry["name"]: entry.get("value") for entry in container["env"] if entry["name"] != "NODE_NAME"}
+    from_fields = {"NODE_NAME", "HOST_IP"}  # the downward API: read directly or expanded into other values
+    settings = {entry["name"]: entry.get("value") for entry in container["env"] if entry["name"] not in from_fields}
     for name, value in settings.items():
         assert name in options, f"{name} is no agent option"
         assert options[name] not in PATH_OPTIONS, f"{name} moves a path away from its mount"
         assert value is not None
-    load_config({}, env={"NODE_NAME": "node-a", **{k: str(v) for k, v in settings.items()}})
+    expanded = {k: str(v).replace("$(HOST_IP)", "192.0.2.2") for k, v in settings.items()}
+    load_config({}, env={"NODE_NAME": "node-a", **expanded})
 
 
-def test_probes_ask_the_agents_health_endpoint(container: Obj) -> None:
+def test_probes_ask_the_agents_health_endpoint_on_the_nodes_own_address(container: Obj) -> None:
     assert DEFAULTS.health_listen is not None
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     liveness, readiness = container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]
     assert (liveness["path"], readiness["path"]) == ("/healthz", "/readyz")
     assert ports[liveness["port"]] == ports[readiness["port"]] == DEFAULTS.health_listen.port
-    assert DEFAULTS.health_listen.host == "0.0.0.0"  # the kubelet probes the pod's (here: the node's) address
+    # Bound to the node's IP (the downward API's status.hostIP), not to every host address: the
+    # kubelet probes the pod IP, which for a host-network pod is that address.
+    env = {entry["name"]: entry for entry in container["env"]}
+    assert env["HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["FPGA_AGENT_HEALTH_LISTEN"]["value"] == f"$(HOST_IP):{DEFAULTS.health_listen.port}"
+    assert list(env).index("HOST_IP") < list(env).index("FPGA_AGENT_HEALTH_LISTEN")  # expansion needs it first
     server = HealthServer(DEFAULTS.health_listen, alive=lambda: None, ready=lambda: None)
     served = {resource.canonical for resource in server.app.router.resources()}
     assert {"/healthz", "/readyz"} <= served
