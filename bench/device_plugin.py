@@ -60,7 +60,7 @@ async def bench_agent(args: argparse.Namespace, api: FakeKubeApiServer) -> list[
         sys.executable, "-m", "agent.cli", "run", "--backend", "sim",
         "--sim-cards", str(args.cards), "--sim-slots-per-card", str(args.slots_per_card),
         "--device-plugin-dir", str(root / "dp"), "--pod-resources-socket", str(root / "pr" / "kubelet.sock"),
-        "--state-dir", str(root / "state"), "--log-level", "warning",
+        "--state-dir", str(root / "state"), "--sim-device-nodes", "file", "--log-level", "warning",
         "--kubeconfig", str(kubeconfig), "--node-name", NODE, "--health-listen", "127.0.0.1:0",
         env=env,
     )  # fmt: skip
