@@ -21,6 +21,7 @@ FULL = {
     "udev_latency.py": ["--events", "1000"],
     "reconfigure.py": ["--pods", "400"],
     "extender.py": [],
+    "soak.py": [],
     "scheduler.py": [],
 }
 QUICK = {
@@ -28,6 +29,7 @@ QUICK = {
     "udev_latency.py": ["--events", "200"],
     "reconfigure.py": ["--pods", "100"],
     "extender.py": ["--quick"],
+    "soak.py": ["--quick"],
     "scheduler.py": ["--quick"],
 }
 #: The real kube-scheduler benchmark needs root and the bundled Kubernetes.

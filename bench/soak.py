@@ -1,0 +1,288 @@
+"""Reliability soak: kubelet restarts in a row and fuzzed input on every surface, printed as a table.
+
+* **kubelet restarts**: the agent against the kubelet stand-in over real unix sockets, restarted
+  crash-style (its streams cut, every socket in the device-plugin directory deleted, kubelet.sock
+  created again) ``--restarts`` times; every third restart while Allocates are in flight, and a few
+  with kubelet.sock gone for 5 s first. After each: the agent registered again (counted), and the
+  first Allocate and PreStartContainer on the new registration succeed (failures counted).
+* **gRPC fuzz**: ``--cases`` Allocate / GetPreferredAllocation / PreStartContainer calls whose device
+  IDs are drawn from valid ones, duplicates, unknown ones, huge ones, control characters and
+  non-ASCII; a rejection must be a clear status of bounded length and change no slot state.
+* **extender fuzz**: ``--cases`` bodies (the captured kube-scheduler request with one place
+  replaced by any JSON, or raw bytes) over real HTTP on one kept-alive connection: a 200 or a
+  4xx with an ``Error``, never a 5xx or a dropped connection; the process's RSS before and after.
+* **node annotations** and **pod bitstream annotations**: ``--cases`` random texts each, through
+  the extender's node-state reader and the catalog's name check: no exception escapes but the one
+  the contract names, messages bounded.
+
+Usage: python bench/soak.py [--restarts 100] [--cases 10000] [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import gc
+import http.client
+import json
+import logging
+import random
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
+from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.errors import InvalidBitstreamName  # noqa: E402
+from agent.extender import NodeCache  # noqa: E402
+from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
+from agent.programming.catalog import validate_name  # noqa: E402
+from bench.table import Row, emit, p50_p99  # noqa: E402
+from tests.fakes import AgentHarness  # noqa: E402
+from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
+
+REJECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION}
+MAX_STATUS = 1200
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def weird_text(rng: random.Random) -> str:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return "".join(chr(rng.randrange(0, 32)) for _ in range(rng.randrange(1, 20)))
+    if kind == 1:
+        return "x" * rng.choice([64, 300, 5000, 70_000])
+    if kind == 2:
+        return "".join(chr(rng.randrange(0x80, 0x3000)) for _ in range(rng.randrange(1, 30)))
+    if kind == 3:
+        return "[" * rng.randrange(1, 200_000) + "]"
+    if kind == 4:
+        return json.dumps(rng.choice([[], {}, [1], {"a": None}, "s", 7, None]))
+    return "".join(rng.choice("abc-._/\\\"'\n ") for _ in range(rng.randrange(0, 40)))
+
+
+# ------------------------------------------------------------------------------ restarts
+async def soak_restarts(restarts: int) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="fs-soak-", dir="/tmp") as tmp:
+        async with AgentHarness.running(Path(tmp), sim_cards=2, sim_slots_per_card=4) as harness:
+            kubelet = harness.kubelet
+            registered, failed_after, took_ms = 0, 0, []
+            for index in range(restarts):
+                before = len(kubelet.registrations)
+                in_flight = []
+                if index % 3 == 1:
+                    conn = kubelet.plugins[RESOURCE_NAME]
+                    in_flight = [
+                        asyncio.ensure_future(conn.stub.Allocate(allocate_request([dev]), timeout=5))
+                        for dev in sorted(conn.devices)[:4]
+                    ]
+                started = time.monotonic()
+                if index % 34 == 33:  # kubelet.sock gone for 5 s
+                    await kubelet.stop()
+                    kubelet._delete_sockets()
+                    await asyncio.sleep(5)
+                    await kubelet.start()
+                else:
+                    await kubelet.restart()
+                await asyncio.gather(*in_flight, return_exceptions=True)  # cut by the restart: allowed
+                try:
+                    await kubelet.wait_registered(before + 1, timeout_s=10)
+                    registered += 1
+                    took_ms.append((time.monotonic() - started) * 1000)
+                    conn = kubelet.plugins[RESOURCE_NAME]
+                    await kubelet.wait_for(lambda c=conn: len(c.healthy()) == len(c.devices) > 0, 5)
+                    device = sorted(conn.devices)[index % len(conn.devices)]
+                    await conn.stub.Allocate(allocate_request([device]), timeout=5)
+                    await conn.stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=[device]), timeout=30)
+                except (TimeoutError, grpc.aio.AioRpcError) as exc:
+                    failed_after += 1
+                    print(f"restart {index}: {exc}", file=sys.stderr)
+                extra = len(kubelet.registrations) - before - 1
+                if extra:
+                    print(f"restart {index}: {extra} extra registration(s)", file=sys.stderr)
+            return [
+                (f"kubelet restarts (crash-style, {restarts})", f"{registered}/{restarts} re-registered", "all"),
+                ("RPCs failed after re-registration", str(failed_after), "0"),
+                ("registrations beyond one per restart", str(len(kubelet.registrations) - 1 - restarts), "0"),
+                ("restart to re-registered", p50_p99(took_ms, digits=1), "< 1000 ms"),
+            ]
+
+
+def allocate_request(ids: list[str]) -> dp.AllocateRequest:
+    return dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
+
+
+# ------------------------------------------------------------------------------ gRPC fuzz
+async def soak_grpc(cases: int, rng: random.Random) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="fs-soak-", dir="/tmp") as tmp:
+        async with AgentHarness.running(Path(tmp), sim_cards=2, sim_slots_per_card=4) as harness:
+            registry, stub = harness.agent.registry, harness.conn.stub
+            valid = sorted(harness.conn.devices)
+            counts: dict[str, int] = {}
+            crashes = changed = long_status = 0
+            for _ in range(cases):
+                ids = [rng.choice(valid) if rng.random() < 0.6 else weird_text(rng) for _ in range(rng.randrange(0, 5))]
+                rpc = rng.randrange(3)
+                before, version = registry.snapshot(), registry.version
+                try:
+                    if rpc == 0:
+                        await stub.Allocate(allocate_request(ids), timeout=10)
+                    elif rpc == 1:
+                        request = dp.ContainerPreferredAllocationRequest(
+                            available_deviceIDs=ids, must_include_deviceIDs=ids[:1], allocation_size=len(ids)
+                        )
+                        await stub.GetPreferredAllocation(
+                            dp.PreferredAllocationRequest(container_requests=[request]), timeout=10
+                        )
+                    else:
+                        await stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=ids), timeout=30)
+                    counts["OK"] = counts.get("OK", 0) + 1
+                except grpc.aio.AioRpcError as exc:
+                    code = exc.code()
+                    counts[code.name] = counts.get(code.name, 0) + 1
+                    if code not in REJECTED:
+                        crashes += 1
+                        print(f"unexpected {code.name}: {(exc.details() or '')[:200]}", file=sys.stderr)
+                    if len(exc.details() or "") > MAX_STATUS:
+                        long_status += 1
+                    if registry.snapshot() != before or registry.version != version:
+                        changed += 1
+            shown = ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+            return [
+                (f"gRPC fuzz ({cases} calls)", shown, "-"),
+                ("gRPC: crashes (status other than OK/INVALID_ARGUMENT/FAILED_PRECONDITION)", str(crashes), "0"),
+                ("gRPC: state changed by a rejected call", str(changed), "0"),
+                (f"gRPC: status messages over {MAX_STATUS} characters", str(long_status), "0"),
+            ]
+
+
+# -------------------------------------------------------------------------- extender fuzz
+def mutate(body: Any, rng: random.Random) -> bytes:
+    if rng.random() < 0.1:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
+    document = copy.deepcopy(body)
+    paths: list[list[Any]] = []
+
+    def walk(value: Any, path: list[Any]) -> None:
+        paths.append(path)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, [*path, key])
+        elif isinstance(value, list):
+            for index, item in enumerate(value[:5]):
+                walk(item, [*path, index])
+
+    walk(document, [])
+    path = rng.choice(paths)
+    replacement = rng.choice([None, True, 7, -1, 1.5, "", weird_text(rng), [], {}, [weird_text(rng)], {"a": 1}])
+    if not path:
+        return json.dumps(replacement).encode()
+    target = document
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = replacement
+    return json.dumps(document).encode()
+
+
+def soak_extender(cases: int, rng: random.Random) -> list[Row]:
+    cache = NodeCache()
+    cache.replace([])
+    captured = sample("extender-prioritize-request.json")
+    counts: dict[int, int] = {}
+    crashes = 0
+    gc.collect()
+    rss_before = rss_mb()
+    with extender_in_thread(cache) as url:
+        host, port = url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        for index in range(cases):
+            path = "/prioritize" if index % 2 else "/filter"
+            body = mutate(captured, rng)
+            try:
+                connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                answer = response.read()
+                counts[response.status] = counts.get(response.status, 0) + 1
+                if response.status >= 500 or (response.status >= 400 and b"Error" not in answer):
+                    crashes += 1
+            except (OSError, http.client.HTTPException) as exc:
+                crashes += 1
+                print(f"extender: {type(exc).__name__}: {exc}", file=sys.stderr)
+                connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.close()
+    shown = ", ".join(f"{status} {count}" for status, count in sorted(counts.items()))
+    return [
+        (f"extender fuzz ({cases} bodies over HTTP)", shown, "-"),
+        ("extender: 5xx, answers without Error, dropped connections", str(crashes), "0"),
+        ("process max RSS before / after the extender fuzz", f"{rss_before:.0f} / {rss_mb():.0f} MB", "bounded"),
+    ]
+
+
+# ---------------------------------------------------------------------- annotation fuzz
+def soak_annotations(cases: int, rng: random.Random) -> list[Row]:
+    escaped = 0
+    log = MalformedLog()
+    for index in range(cases):
+        annotations = {"example.com/fpga-slots": weird_text(rng), "example.com/fpga-bitstreams": weird_text(rng)}
+        if index % 3 == 0:
+            annotations["example.com/fpga-bitstreams"] = '{"aes": "p"}'
+        try:
+            read_node_slots(f"n{index}", str(index), annotations, log=log)
+        except Exception as exc:  # the count is the result
+            escaped += 1
+            print(f"node annotations: {type(exc).__name__}", file=sys.stderr)
+    names_escaped = long_messages = 0
+    for _ in range(cases):
+        try:
+            validate_name(weird_text(rng))
+        except InvalidBitstreamName as exc:
+            if len(str(exc)) > 400 or "\n" in str(exc):
+                long_messages += 1
+        except Exception:
+            names_escaped += 1
+    return [
+        (f"node annotation fuzz ({cases})", f"{escaped} exceptions escaped", "0"),
+        (f"bitstream annotation fuzz ({cases})", f"{names_escaped} unexpected exceptions", "0"),
+        ("bitstream name errors longer than 400 characters or multi-line", str(long_messages), "0"),
+    ]
+
+
+async def main_async(args: argparse.Namespace) -> list[Row]:
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    rows = await soak_restarts(args.restarts)
+    rows += await soak_grpc(args.cases, rng)
+    rows += await asyncio.to_thread(soak_extender, args.cases, rng)
+    rows += soak_annotations(args.cases, rng)
+    rows.append(("soak duration", f"{time.monotonic() - started:.0f} s", "-"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--restarts", type=int, default=100)
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="10 restarts, 500 cases")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.restarts, args.cases = 10, 500
+    logging.basicConfig(level=logging.ERROR)  # rejections are expected here, thousands of them
+    emit(asyncio.run(main_async(args)), as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()
