@@ -18,14 +18,16 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.simfpga import SimEvent
+from agent.kubeletsim.kubelet import AdmittedContainer
+from agent.simfpga import SimEvent, SimFabric
 from agent.slots import checkpoint
 from agent.slots.registry import Content
-from tests.fakes import RESOURCE_NAME, AgentHarness, NodePods, test_config
+from tests.fakes import RESOURCE_NAME, AgentHarness, KubeletStandIn, NodePods, test_config
 from tests.integration.reconfigure.support import (
     NS,
     Bitstreams,
     CheckpointWatch,
+    FabricLog,
     agent_running,
     events_of,
     fabric_log,
@@ -221,6 +223,22 @@ async def test_bad_checkpoint_is_set_aside_and_the_agent_starts(
 
 
 # ------------------------------------------------------ restart mid-programming
+async def programming_under_way(
+    kubelet: KubeletStandIn, fabric: SimFabric, log: FabricLog, bitstream: str
+) -> asyncio.Task[AdmittedContainer]:
+    """Admit pod ``interrupted`` asking for ``bitstream``; return once its slot's programming began
+    (a programming that does not end by itself)."""
+    fabric.program_s = 3600.0
+    started = asyncio.Event()
+    log.hooks.append(
+        lambda change: started.set() if change.event is SimEvent.CHANGE and change.loaded is None else None
+    )
+    admission = asyncio.create_task(kubelet.admit(NS, "interrupted", "main", RESOURCE_NAME, 1, wants(bitstream)))
+    async with asyncio.timeout(5):
+        await started.wait()
+    return admission
+
+
 @pytest.mark.parametrize("previously", [None, "accel-a"], ids=["slot-was-empty", "slot-held-another"])
 async def test_agent_stopped_while_programming_leaves_a_consistent_state(
     sock_dir: Path, bitstreams: Bitstreams, pods: NodePods, previously: str | None
@@ -238,17 +256,8 @@ async def test_agent_stopped_while_programming_leaves_a_consistent_state(
                 await wait_registry(registry, lambda: state(registry, ONLY).holder is None)
                 assert state(registry, ONLY).bitstream == previously
 
-            fabric.program_s = 3600.0  # a programming that does not end by itself
             with fabric_log(fabric) as log:
-                started = asyncio.Event()
-                log.hooks.append(
-                    lambda change: started.set() if change.event is SimEvent.CHANGE and change.loaded is None else None
-                )
-                admission = asyncio.create_task(
-                    kubelet.admit(NS, "interrupted", "main", RESOURCE_NAME, 1, wants(wanted.name))
-                )
-                async with asyncio.timeout(5):
-                    await started.wait()
+                admission = await programming_under_way(kubelet, fabric, log, wanted.name)
                 await first.shut_down()
             assert [t for t in asyncio.all_tasks() if t.get_name().startswith("recover slot")] == []
             with pytest.raises(grpc.aio.AioRpcError):
@@ -299,17 +308,8 @@ async def test_agent_killed_while_programming_never_believes_the_old_content(
             await wait_registry(registry, lambda: state(registry, ONLY).holder is None)
             await asyncio.sleep(2 * checkpoint.WRITE_INTERVAL_S)  # the periodic writer has caught up
 
-            fabric.program_s = 3600.0
             with fabric_log(fabric) as log:
-                started = asyncio.Event()
-                log.hooks.append(
-                    lambda change: started.set() if change.event is SimEvent.CHANGE and change.loaded is None else None
-                )
-                admission = asyncio.create_task(
-                    kubelet.admit(NS, "interrupted", "main", RESOURCE_NAME, 1, wants(wanted.name))
-                )
-                async with asyncio.timeout(5):
-                    await started.wait()
+                admission = await programming_under_way(kubelet, fabric, log, wanted.name)
                 shutil.copytree(config.state_dir, killed_state)  # what a SIGKILL now leaves on disk
                 on_disk = read_checkpoint(killed_state / checkpoint.FILE_NAME)[ONLY]
                 assert "bitstream" not in on_disk
