@@ -22,6 +22,7 @@ FULL = {
     "reconfigure.py": ["--pods", "400"],
     "extender.py": [],
     "soak.py": [],
+    "chaos.py": [],
     "scheduler.py": [],
 }
 QUICK = {
@@ -30,6 +31,7 @@ QUICK = {
     "reconfigure.py": ["--pods", "100"],
     "extender.py": ["--quick"],
     "soak.py": ["--quick"],
+    "chaos.py": ["--kills", "5"],
     "scheduler.py": ["--quick"],
 }
 #: The real kube-scheduler benchmark needs root and the bundled Kubernetes.
