@@ -54,7 +54,7 @@ def make_catalog(root: Path) -> None:
         catalog.add(image, name, platform=PLATFORM, accelerator_id=accelerator)
 
 
-async def storm(node: Node, rng: random.Random, serial: list[int], admitting: list[bool]) -> None:
+async def storm(node: Node, rng: random.Random, serial: list[int], admitting: list[bool], began: asyncio.Event) -> None:
     """Pods arrive (bitstream or none, 1-2 slots) and leave, until cancelled; ``admitting[0]`` while a
     container is being admitted (Allocate, then PreStartContainer programming its slots)."""
     live: list[str] = []
@@ -69,6 +69,7 @@ async def storm(node: Node, rng: random.Random, serial: list[int], admitting: li
             pod = f"p{serial[0]}"
             bitstream = rng.choice([*BITSTREAMS, None])
             admitting[0] = True
+            began.set()
             try:
                 await node.admit(pod, rng.choice([1, 1, 2]), bitstream)
                 live.append(pod)
@@ -114,6 +115,7 @@ async def run(kills: int, seed: int) -> list[Row]:
     serial = [0]
     corrupt = not_registered = refused_held = doubles = wrong = mid_admission = 0
     admitting = [False]
+    began = asyncio.Event()
     with tempfile.TemporaryDirectory(prefix="fs-chaos-", dir="/tmp") as tmp, running_apiserver() as api:
         root = Path(tmp)
         api.add_node(DEFAULT_NODE)
@@ -153,12 +155,13 @@ async def run(kills: int, seed: int) -> list[Row]:
                         print(f"round {round_index}: wrong content {problem}", file=sys.stderr)
                     if round_index == kills:
                         break
-                    storming = asyncio.create_task(storm(node, rng, serial, admitting))
+                    storming = asyncio.create_task(storm(node, rng, serial, admitting, began))
                     await asyncio.sleep(rng.uniform(0.1, 1.5))
                     if rng.random() < 0.7:  # most kills aimed at an admission under way (programming)
-                        deadline = time.monotonic() + 2
-                        while not admitting[0] and time.monotonic() < deadline:
-                            await asyncio.sleep(0.005)
+                        began.clear()
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(2):
+                                await began.wait()
                         await asyncio.sleep(rng.uniform(0, 0.15))
                     mid_admission += admitting[0]
                     agent.proc.kill()  # SIGKILL: no final checkpoint, no socket removed
