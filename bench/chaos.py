@@ -162,7 +162,7 @@ async def run(kills: int, seed: int) -> list[Row]:
                         with contextlib.suppress(TimeoutError):
                             async with asyncio.timeout(2):
                                 await began.wait()
-                        await asyncio.sleep(rng.uniform(0, 0.15))
+                        await asyncio.sleep(rng.uniform(0.005, 0.05))  # Allocate done, programming (150 ms) under way
                     mid_admission += admitting[0]
                     agent.proc.kill()  # SIGKILL: no final checkpoint, no socket removed
                     await agent.proc.wait()
