@@ -3,7 +3,8 @@
 Apart from the RPC behaviour (``servicer``), this owns the socket's life:
 
 1. remove a stale socket, serve on ``<dir>/<endpoint>`` (mode 0600), and check that
-   our own server answers before telling the kubelet about it;
+   our own server answers before telling the kubelet about it (before every
+   registration, not only the first: a socket in place whose server died is served again);
 2. register with ``<dir>/kubelet.sock``, retrying with exponential backoff;
 3. notice a kubelet restart by any of: ``kubelet.sock`` created again, our socket
    deleted (both via inotify), the ListAndWatch stream closed by the kubelet;
@@ -103,6 +104,9 @@ class PluginLifecycle:
                             await self._step_aside()
                             await self._sleep_or_wake(stopping, None)
                             continue
+                        await self._restart_server()
+                    elif not await self._answers():
+                        logger.warning("socket %s is in place but does not answer: serving again", self.where.socket)
                         await self._restart_server()
                     await self._register()
                 except KubeletError as exc:
@@ -206,6 +210,15 @@ class PluginLifecycle:
             ) from exc
         if options != OPTIONS:
             raise KubeletError(f"own server on {self.where.socket} answered unexpected options {options}")
+
+    async def _answers(self) -> bool:
+        """Whether our own server answers on our socket: checked before every registration, so the
+        kubelet is never told about a socket that is not served."""
+        try:
+            await self._self_check()
+        except KubeletError:
+            return False
+        return True
 
     async def _restart_server(self) -> None:
         """Serve (again); a failure is a KubeletError so the caller retries with backoff."""

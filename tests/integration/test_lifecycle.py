@@ -305,6 +305,20 @@ async def test_new_kubelet_sock_alone_leads_to_new_registration(
         assert {d.ID: d.health for d in update.devices}["simcard1-slot0"] == "Unhealthy"
 
 
+async def test_a_socket_in_place_whose_server_died_is_served_again_before_registering(harness: AgentHarness) -> None:
+    """Registration always follows a check that our socket is served, not only that it is in place."""
+    kubelet, lifecycle = harness.kubelet, harness.agent.lifecycle
+    server = lifecycle._server
+    assert server is not None
+    await server.stop(0)  # the server is gone; the socket file (renamed into place) stays
+    assert stat.S_ISSOCK(harness.socket.lstat().st_mode)
+    await kubelet.close_stream(RESOURCE_NAME)  # the kubelet wants a new registration
+    await wait_all_healthy(kubelet, 2)
+    assert is_private_socket(harness.socket)
+    admitted = await kubelet.admit("default", "after-revival", "main", RESOURCE_NAME, 1)
+    assert len(admitted.device_ids) == 1
+
+
 async def test_own_socket_deleted_serves_again_and_registers_again(harness: AgentHarness) -> None:
     kubelet, old_conn = harness.kubelet, harness.conn
     async with own_stream(harness) as stream:
