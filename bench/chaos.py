@@ -3,7 +3,7 @@
 A real agent process (sim backend, 2 cards x 4 slots, 150 ms per programming, API access to
 the fake API server from the tests) against the kubelet stand-in; the stand-in and the API
 server stay up, as a node's kubelet and the cluster do. Each round: start the agent, wait until
-it serves, run an allocation storm (pods with one of four bitstreams or none, one or two slots,
+it serves, run an allocation storm (pods with one of eight bitstreams or none, one or two slots,
 deleted again at random) and SIGKILL the agent after a random 0.1-1.5 s, seven times in ten
 aimed at a container being admitted (its slot being programmed). After each kill the checks are:
 
@@ -42,7 +42,7 @@ from tests.fakes import RESOURCE_NAME, Catalog, KubeletStandIn  # noqa: E402
 from tests.integration.test_rolling_update import Node, agent_process, wait_serving  # noqa: E402
 from tests.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 
-BITSTREAMS = {f"accel-{i}": f"{i:x}" * 32 for i in range(4)}
+BITSTREAMS = {f"accel-{i}": f"{i:x}" * 32 for i in range(8)}  # more than slots: misses are common
 SLOTS_ANNOTATION = "example.com/fpga-slots"
 
 
@@ -59,7 +59,7 @@ async def storm(node: Node, rng: random.Random, serial: list[int], admitting: li
     container is being admitted (Allocate, then PreStartContainer programming its slots)."""
     live: list[str] = []
     while True:
-        if live and (rng.random() < 0.4 or len(live) > 5):
+        if live and (rng.random() < 0.5 or len(live) > 3):
             pod = live.pop(rng.randrange(len(live)))
             node.kubelet.delete_pod("default", pod)
             with contextlib.suppress(Exception):
