@@ -54,30 +54,36 @@ def make_catalog(root: Path) -> None:
         catalog.add(image, name, platform=PLATFORM, accelerator_id=accelerator)
 
 
-async def storm(node: Node, rng: random.Random, serial: list[int], admitting: list[bool], began: asyncio.Event) -> None:
+async def storm(
+    node: Node, rng: random.Random, serial: list[int], live: list[str], admitting: list[bool], began: asyncio.Event
+) -> None:
     """Pods arrive (bitstream or none, 1-2 slots) and leave, until cancelled; ``admitting[0]`` while a
-    container is being admitted (Allocate, then PreStartContainer programming its slots)."""
-    live: list[str] = []
+    container is being admitted (Allocate, then PreStartContainer programming its slots). A pod whose
+    container could not start is deleted, as its owner would after the failure; ``live`` outlasts a kill
+    (the kubelet keeps a pod cut off mid-start and its slots: the next round deletes it like any other)."""
     while True:
         if live and (rng.random() < 0.5 or len(live) > 3):
-            pod = live.pop(rng.randrange(len(live)))
-            node.kubelet.delete_pod("default", pod)
-            with contextlib.suppress(Exception):
-                node.api.delete_pod("default", pod)
+            delete(node, live.pop(rng.randrange(len(live))))
         else:
             serial[0] += 1
             pod = f"p{serial[0]}"
-            bitstream = rng.choice([*BITSTREAMS, None])
+            live.append(pod)
             admitting[0] = True
             began.set()
             try:
-                await node.admit(pod, rng.choice([1, 1, 2]), bitstream)
-                live.append(pod)
-            except Exception:  # no slot free, or the agent just died: the kubelet retries
-                pass
+                await node.admit(pod, rng.choice([1, 1, 2]), rng.choice([*BITSTREAMS, None]))
+            except Exception:  # no slot free, or the agent just died
+                live.remove(pod)
+                delete(node, pod)
             finally:
                 admitting[0] = False
         await asyncio.sleep(rng.uniform(0.01, 0.1))
+
+
+def delete(node: Node, pod: str) -> None:
+    node.kubelet.delete_pod("default", pod)
+    with contextlib.suppress(Exception):
+        node.api.delete_pod("default", pod)
 
 
 def wrong_contents(node: Node) -> list[str]:
@@ -115,6 +121,7 @@ async def run(kills: int, seed: int) -> list[Row]:
     serial = [0]
     corrupt = not_registered = refused_held = doubles = wrong = mid_admission = 0
     admitting = [False]
+    live: list[str] = []
     began = asyncio.Event()
     with tempfile.TemporaryDirectory(prefix="fs-chaos-", dir="/tmp") as tmp, running_apiserver() as api:
         root = Path(tmp)
@@ -155,7 +162,7 @@ async def run(kills: int, seed: int) -> list[Row]:
                         print(f"round {round_index}: wrong content {problem}", file=sys.stderr)
                     if round_index == kills:
                         break
-                    storming = asyncio.create_task(storm(node, rng, serial, admitting, began))
+                    storming = asyncio.create_task(storm(node, rng, serial, live, admitting, began))
                     await asyncio.sleep(rng.uniform(0.1, 1.5))
                     if rng.random() < 0.7:  # most kills aimed at an admission under way (programming)
                         began.clear()
