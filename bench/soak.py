@@ -5,6 +5,9 @@
   created again) ``--restarts`` times; every third restart while Allocates are in flight, and a few
   with kubelet.sock gone for 5 s first. After each: the agent registered again (counted), and the
   first Allocate and PreStartContainer on the new registration succeed (failures counted).
+* **faults**: a hung programming, a failing one, the card unplugged half-way (each ``--fault-rounds``
+  times) must end in a clear error naming the pod within the kubelet's 30 s, with the agent serving
+  the next container; a corrupt checkpoint at start must not stop it from serving.
 * **gRPC fuzz**: ``--cases`` Allocate / GetPreferredAllocation / PreStartContainer calls whose device
   IDs are drawn from valid ones, duplicates, unknown ones, huge ones, control characters and
   non-ASCII; a rejection must be a clear status of bounded length and change no slot state.
@@ -45,8 +48,12 @@ from agent.errors import InvalidBitstreamName  # noqa: E402
 from agent.extender import NodeCache  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
 from agent.programming.catalog import validate_name  # noqa: E402
+from agent.reconfigure import ANNOTATION  # noqa: E402
+from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
+from agent.simfpga.fabric import PLATFORM  # noqa: E402
+from agent.slots import checkpoint  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
-from tests.fakes import AgentHarness  # noqa: E402
+from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
 from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
 
 REJECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION}
@@ -126,6 +133,89 @@ async def soak_restarts(restarts: int) -> list[Row]:
 
 def allocate_request(ids: list[str]) -> dp.AllocateRequest:
     return dp.AllocateRequest(container_requests=[dp.ContainerAllocateRequest(devices_ids=ids)])
+
+
+# ---------------------------------------------------------------------------------- faults
+async def soak_faults(rounds: int) -> list[Row]:
+    """Each fault ``rounds`` times: a hung programming, a failing one, the card unplugged half-way,
+    a corrupt checkpoint at start. Each must end in a clear error within the kubelet's 30 s, and the
+    agent must go on serving (the next container on another card starts)."""
+    results: dict[str, list[float]] = {}
+    unclear: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="fs-soak-", dir="/tmp") as tmp:
+        root = Path(tmp)
+        catalog = Catalog(root / "catalog")
+        image = root / "aes.bin"
+        image.write_bytes(b"aes" * 1000)
+        catalog.add(image, "aes", platform=PLATFORM, accelerator_id="a" * 32)
+        for index in range(rounds):
+            for fault in ("hung programming", "failing programming", "card unplugged mid-programming"):
+                pods = NodePods()
+                async with AgentHarness.running(
+                    root / f"{index}-{len(results.get(fault, []))}-{fault[:4]}",
+                    catalog=catalog,
+                    pods=pods,
+                    sim_cards=2,
+                    sim_slots_per_card=1,
+                    sim_program_ms=100,
+                    program_timeout_s=3.0,
+                ) as harness:
+                    fabric, kubelet = harness.fabric, harness.kubelet
+                    if fault == "hung programming":
+                        fabric.hang_next_program("simcard0", "slot0")
+                        fabric.hang_next_program("simcard1", "slot0")
+                    elif fault == "failing programming":
+                        fabric.fail_next_program("simcard0", "slot0", "injected EIO")
+                        fabric.fail_next_program("simcard1", "slot0", "injected EIO")
+                    else:
+                        unplugged: list[str] = []
+
+                        def unplug_once(
+                            event: object, info: SimSlotInfo, f: SimFabric = fabric, unplugged: list[str] = unplugged
+                        ) -> None:
+                            if info.loaded is None and not unplugged:  # programming began: pull the card
+                                unplugged.append(info.card)
+                                f.unplug(info.card)
+
+                        unplug = fabric.subscribe(unplug_once)
+                    started = time.monotonic()
+                    try:
+                        await kubelet.admit("default", "faulty", "main", RESOURCE_NAME, 1, {ANNOTATION: "aes"})
+                        unclear.append(f"{fault}: the container started")
+                    except grpc.aio.AioRpcError as exc:
+                        results.setdefault(fault, []).append(time.monotonic() - started)
+                        if "default/faulty" not in (exc.details() or ""):
+                            unclear.append(f"{fault}: {exc.code().name} {(exc.details() or '')[:120]}")
+                    if fault == "card unplugged mid-programming":
+                        unplug()
+                        for card in ("simcard0", "simcard1"):
+                            fabric.plug(card)
+                    kubelet.delete_pod("default", "faulty")
+                    try:  # still serving: the next container starts (no programming: the other slot has a fault armed)
+                        await kubelet.wait_for(lambda c=harness: len(c.conn.healthy()) >= 1, 10)
+                        await kubelet.admit("default", "next", "main", RESOURCE_NAME, 1)
+                    except (TimeoutError, grpc.aio.AioRpcError, RuntimeError) as exc:
+                        unclear.append(f"{fault}: not serving afterwards: {exc}")
+            state = root / f"{index}-corrupt" / "state"
+            state.mkdir(parents=True)
+            (state / checkpoint.FILE_NAME).write_bytes(b'{"version": 1, "checksum": "0", "slots": {"x": 1}}')
+            started = time.monotonic()
+            async with AgentHarness.running(root / f"{index}-corrupt", sim_cards=1, sim_slots_per_card=1) as harness:
+                results.setdefault("corrupt checkpoint at start", []).append(time.monotonic() - started)
+                admitted = await harness.kubelet.admit("default", "after", "main", RESOURCE_NAME, 1)
+                if len(admitted.device_ids) != 1:
+                    unclear.append("corrupt checkpoint: not serving")
+    rows: list[Row] = [
+        (f"fault: {fault} ({len(times)}x)", f"clear error, slowest after {max(times):.1f} s", "< 30 s")
+        for fault, times in results.items()
+        if fault != "corrupt checkpoint at start"
+    ]
+    corrupt = results.get("corrupt checkpoint at start", [])
+    rows.append((f"fault: corrupt checkpoint at start ({len(corrupt)}x)", f"serving after {max(corrupt):.1f} s", "-"))
+    rows.append(("faults without a clear error, or not serving afterwards", str(len(unclear)), "0"))
+    for problem in unclear:
+        print(problem, file=sys.stderr)
+    return rows
 
 
 # ------------------------------------------------------------------------------ gRPC fuzz
@@ -267,6 +357,7 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     rng = random.Random(args.seed)
     started = time.monotonic()
     rows = await soak_restarts(args.restarts)
+    rows += await soak_faults(args.fault_rounds)
     rows += await soak_grpc(args.cases, rng)
     rows += await asyncio.to_thread(soak_extender, args.cases, rng)
     rows += soak_annotations(args.cases, rng)
@@ -278,12 +369,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--restarts", type=int, default=100)
     parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--fault-rounds", type=int, default=5, help="times each fault is injected")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="10 restarts, 500 cases")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.restarts, args.cases = 10, 500
+        args.restarts, args.cases, args.fault_rounds = 10, 500, 1
     logging.basicConfig(level=logging.ERROR)  # rejections are expected here, thousands of them
     emit(asyncio.run(main_async(args)), as_json=args.json)
 

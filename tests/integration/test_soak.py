@@ -22,6 +22,16 @@ async def test_kubelet_restarts_in_a_row_each_re_register_with_no_failed_rpc() -
     assert set(zero_rows(rows).values()) == {"0"}, rows
 
 
+async def test_faults_end_in_clear_errors_and_the_agent_goes_on_serving() -> None:
+    rows = await soak.soak_faults(1)
+    assert [name for name, _, _ in rows][:3] == [
+        "fault: hung programming (1x)",
+        "fault: failing programming (1x)",
+        "fault: card unplugged mid-programming (1x)",
+    ]
+    assert set(zero_rows(rows).values()) == {"0"}, rows
+
+
 async def test_fuzzed_grpc_calls_are_answered_clearly_and_rejections_change_nothing() -> None:
     rows = await soak.soak_grpc(300, random.Random(7))
     assert set(zero_rows(rows).values()) == {"0"}, rows
