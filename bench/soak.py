@@ -51,7 +51,7 @@ from agent.programming.catalog import validate_name  # noqa: E402
 from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
-from agent.slots import checkpoint  # noqa: E402
+from agent.slots import Health, checkpoint  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
 from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
@@ -136,6 +136,11 @@ def allocate_request(ids: list[str]) -> dp.AllocateRequest:
 
 
 # ---------------------------------------------------------------------------------- faults
+def healthy_in(harness: AgentHarness) -> set[str]:
+    """The slots the agent holds Healthy (what the kubelet lists once ListAndWatch caught up)."""
+    return {state.slot.id for state in harness.agent.registry.snapshot() if state.health is Health.HEALTHY}
+
+
 async def soak_faults(rounds: int) -> list[Row]:
     """Each fault ``rounds`` times: a hung programming, a failing one, the card unplugged half-way,
     a corrupt checkpoint at start. Each must end in a clear error within the kubelet's 30 s, and the
@@ -192,7 +197,7 @@ async def soak_faults(rounds: int) -> list[Row]:
                             fabric.plug(card)
                     kubelet.delete_pod("default", "faulty")
                     try:  # still serving: the next container starts (no programming: the other slot has a fault armed)
-                        await kubelet.wait_for(lambda c=harness: len(c.conn.healthy()) >= 1, 10)
+                        await kubelet.wait_for(lambda h=harness: set(h.conn.healthy()) == healthy_in(h), 10)
                         await kubelet.admit("default", "next", "main", RESOURCE_NAME, 1)
                     except (TimeoutError, grpc.aio.AioRpcError, RuntimeError) as exc:
                         unclear.append(f"{fault}: not serving afterwards: {exc}")
