@@ -98,6 +98,7 @@ class PluginLifecycle:
         try:
             delay = c.REGISTER_BACKOFF_MIN_S
             while not stop.is_set():
+                registering = False
                 try:
                     if not self._socket_is_ours():
                         if await self._taken_over():
@@ -108,8 +109,20 @@ class PluginLifecycle:
                     elif not await self._answers():
                         logger.warning("socket %s is in place but does not answer: serving again", self.where.socket)
                         await self._restart_server()
+                    # What happened until now (our socket deleted and kubelet.sock created by one restart)
+                    # is handled by this round; what happens from here on wakes the next one.
+                    self._reasons.clear()
+                    self._wake.clear()
+                    if not self._socket_is_ours():
+                        continue  # deleted while we checked it (a kubelet restart): serve again first
+                    registering = True
                     await self._register()
                 except KubeletError as exc:
+                    if registering and not self._socket_is_ours():
+                        # The kubelet deleted our socket while we registered: it is restarting. Serve
+                        # again and register with the new kubelet at once, never a socket that is gone.
+                        logger.info("socket %s deleted while registering: serving again", self.where.socket)
+                        continue
                     logger.warning("registration failed, retrying in %.2f s: %s", delay, exc)
                     await self._sleep_or_wake(stopping, delay)
                     delay = min(delay * 2, c.REGISTER_BACKOFF_MAX_S)
@@ -295,8 +308,6 @@ class PluginLifecycle:
 
     # ---------------------------------------------------------------- register
     async def _register(self) -> None:
-        self._reasons.clear()
-        self._wake.clear()
         self._generation = self._servicer.begin_generation()
         request = dp.RegisterRequest(
             version=c.API_VERSION,

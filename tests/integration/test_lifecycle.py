@@ -270,6 +270,19 @@ async def test_kubelet_restart_serves_new_socket_and_registers_again(harness: Ag
     assert len(admitted.device_ids) == 2
 
 
+async def test_restarts_in_a_row_never_register_a_socket_that_is_gone(harness: AgentHarness) -> None:
+    """The kubelet deletes the plugin sockets while the agent reacts to its closed stream: the agent
+    serves again before it registers, so no registration names a socket the kubelet cannot dial."""
+    kubelet = harness.kubelet
+    with log_watch("agent.deviceplugin.lifecycle") as watch:
+        for restart in range(20):
+            await kubelet.restart()
+            await wait_all_healthy(kubelet, restart + 2)
+    undialled = [r.getMessage() for r in watch.records if "cannot dial plugin endpoint" in r.getMessage()]
+    assert undialled == []
+    assert len(kubelet.registrations) == 21
+
+
 async def test_stream_closed_by_kubelet_leads_to_new_registration(harness: AgentHarness) -> None:
     kubelet, old_conn = harness.kubelet, harness.conn
     await kubelet.close_stream(RESOURCE_NAME)
