@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent.errors import (
     CatalogError,
@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 ANNOTATION = "example.com/fpga-bitstream"
 #: How long PreStartContainer waits for the pod watch to deliver a pod it does not know yet.
 POD_WAIT_S = 2.0
+#: How long GetPreferredAllocation waits for the watch to deliver the pod being admitted.
+PENDING_POD_WAIT_S = 0.5
 #: How often holders are checked against pod-resources (besides pod deletion events).
 RECONCILE_INTERVAL_S = 30.0
 #: A holder allocated this recently may not show in pod-resources yet: keep it.
@@ -76,6 +78,7 @@ class PodDirectory(Protocol):
     def get(self, namespace: str, name: str) -> PodView | None: ...
     def pods(self) -> Sequence[PodView]: ...
     async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodView | None: ...
+    async def wait_until(self, predicate: Callable[[list[Any]], bool], timeout_s: float) -> bool: ...
 
 
 class EventSink(Protocol):
@@ -411,9 +414,17 @@ class Reconfigurer:
         """
         if self._pods is None or self._catalog is None:
             return None
-        pending = [pod for pod in self._pods.pods() if pod.phase == "Pending" and any(n > 0 for _, n in pod.containers)]
+
+        def asks_for_slots(pod: PodView) -> bool:
+            return pod.phase == "Pending" and any(n > 0 for _, n in pod.containers)
+
+        pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]
         if not pending:
-            return None  # nothing to guess: spare the kubelet a pod-resources List
+            # The kubelet asks only while admitting a pod that requests our slots: none known means
+            # the watch has not delivered it yet. Wait a moment for it rather than choose blind.
+            if not await self._pods.wait_until(lambda pods: any(map(asks_for_slots, pods)), PENDING_POD_WAIT_S):
+                return None  # nothing to guess: spare the kubelet a pod-resources List
+            pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]
         try:
             holding = {(ref.namespace, ref.pod) for ref in await self._containers.list_containers()}
         except KubeletError:

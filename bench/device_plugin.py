@@ -89,6 +89,9 @@ async def bench_agent(args: argparse.Namespace, api: FakeKubeApiServer) -> list[
             )
         )
 
+        # The kubelet asks for a preference while it admits a pod that requests slots: the API
+        # server knows that pod (Pending, on this node), and the agent looks at it.
+        api.add_pod("admitted", node=NODE, slots={"main": 2})
         pref: list[float] = []
         request = dp.PreferredAllocationRequest(
             container_requests=[dp.ContainerPreferredAllocationRequest(available_deviceIDs=ids, allocation_size=2)]

@@ -122,6 +122,27 @@ class PodCache:
                 self._waiters.pop(key, None)
         return self._pods.get(key)
 
+    async def wait_until(self, predicate: Callable[[list[PodInfo]], bool], timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until ``predicate(pods)`` holds (checked on every change); whether it does."""
+        if predicate(self.pods()):
+            return True
+        changed = asyncio.Event()
+
+        def wake(_kind: PodEventKind, _pod: PodInfo) -> None:
+            changed.set()
+
+        self.add_listener(wake)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not predicate(self.pods()):
+                    changed.clear()
+                    await changed.wait()
+        except TimeoutError:
+            return False
+        finally:
+            self.remove_listener(wake)
+        return True
+
     def add_listener(self, listener: PodListener) -> None:
         """Call ``listener(kind, pod)`` on the loop for every change; exceptions are logged, not raised."""
         self._listeners.append(listener)

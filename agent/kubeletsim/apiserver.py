@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 
@@ -76,6 +77,10 @@ class NodePods:
     async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> StandInPod | None:
         """Pods are known here the moment they are added: nothing to wait for."""
         return self._pods.get((namespace, name))
+
+    async def wait_until(self, predicate: Callable[[list[StandInPod]], bool], timeout_s: float) -> bool:
+        """Pods are known here the moment they are added: the answer is now."""
+        return predicate(self.pods())
 
     # EventSink
     async def post(

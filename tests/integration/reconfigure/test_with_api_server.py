@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent, connect_kube
 from agent.reconfigure import ANNOTATION
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
@@ -68,6 +69,50 @@ async def test_annotation_from_the_api_server_is_programmed_and_events_are_poste
             api.delete_pod("default", "inference")
             await wait_registry(agent.registry, lambda: agent.registry.get(slot_id).holder is None)  # type: ignore[arg-type, union-attr]
             assert agent.registry.get(slot_id).bitstream == bitstreams.accel_a.name  # type: ignore[arg-type, union-attr]
+        finally:
+            stop.set()
+            async with asyncio.timeout(WAIT_S):
+                await task
+            await kubelet.stop()
+
+
+async def test_preference_waits_for_the_watch_to_deliver_the_pod_being_admitted(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """The kubelet may ask for a preference before the agent's pod watch has the pod: the agent waits a
+    moment for it instead of choosing blind (which would overwrite an empty slot beside a loaded one)."""
+    with running_apiserver() as api:
+        kubeconfig = api.write_kubeconfig(sock_dir / "kubeconfig")
+        config = dataclasses.replace(test_config(sock_dir, node_name=DEFAULT_NODE), kubeconfig=kubeconfig)
+        kube = connect_kube(config)
+        assert kube is not None
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        await kubelet.start()
+        agent = Agent(config, catalog=bitstreams.catalog, kube=kube)
+        stop = asyncio.Event()
+        task = asyncio.create_task(agent.run(stop))
+        try:
+            await kubelet.wait_registered(1, WAIT_S)
+            conn = kubelet.plugins[RESOURCE_NAME]
+            await kubelet.wait_for(lambda: len(conn.healthy()) == 8, WAIT_S)
+            api.add_pod("first", annotations={ANNOTATION: bitstreams.accel_b.name})
+            (loaded,) = (await kubelet.admit("default", "first", "main", RESOURCE_NAME, 1)).device_ids
+            kubelet.delete_pod("default", "first")
+            api.delete_pod("default", "first")
+            await wait_registry(agent.registry, lambda: agent.registry.get(loaded).holder is None)  # type: ignore[arg-type, union-attr]
+
+            # The kubelet asks first; the API server learns of the pod 0.2 s later.
+            available = sorted(conn.devices)
+            request = dp.PreferredAllocationRequest(
+                container_requests=[
+                    dp.ContainerPreferredAllocationRequest(available_deviceIDs=available, allocation_size=1)
+                ]
+            )
+            asking = asyncio.ensure_future(conn.stub.GetPreferredAllocation(request, timeout=WAIT_S))
+            await asyncio.sleep(0.2)
+            api.add_pod("second", annotations={ANNOTATION: bitstreams.accel_b.name})
+            answer = await asking
+            assert list(answer.container_responses[0].deviceIDs) == [loaded]
         finally:
             stop.set()
             async with asyncio.timeout(WAIT_S):
