@@ -22,6 +22,7 @@ where most nodes are alike answers only the ones that stand out. Pods of other k
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -104,6 +105,7 @@ class ScoreBoard:
             for index, name in enumerate(names):
                 if values[index] == -1:
                     node = nodes.get(name)
+                    name = sys.intern(name)  # one string per node name, shared by every table
                     if node is None:
                         values[index] = scores[name] = neutral
                         continue

@@ -90,3 +90,19 @@ def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 3)]
     cache.apply("DELETED", WatchedNode("b", None))
     assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 5)]  # b: neutral 5
+
+
+def test_tables_share_one_string_per_node_name() -> None:
+    """Each call's names are new strings: kept as they come, every table would hold its own copy of
+    every node's name (tens of MB at 5000 nodes and a hundred kinds of pod). They are interned."""
+    cache = NodeCache()
+    cache.replace([WatchedNode(f"node-{i}", node(f"node-{i}", [slot("s0")])) for i in range(50)])
+    board = ScoreBoard(ScoreWeights())
+    for bitstream in ("aes", "sha", "fft"):
+        fresh_names = ["".join(["node-", str(i)]) for i in range(50)]  # new string objects, as JSON gives them
+        board.prioritize(cache, demand(("main", 1, bitstream)), fresh_names, cache.lookup(), NOW)
+    tables = list(board._tables.values())
+    assert len(tables) == 3
+    for name in (f"node-{i}" for i in range(50)):
+        keys = [next(key for key in table.scores if key == name) for table in tables]
+        assert keys[0] is keys[1] is keys[2]
