@@ -25,15 +25,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import gc
 import http.client
 import json
 import logging
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +214,7 @@ async def soak_faults(rounds: int) -> list[Row]:
                 admitted = await harness.kubelet.admit("default", "after", "main", RESOURCE_NAME, 1)
                 if len(admitted.device_ids) != 1:
                     unclear.append("corrupt checkpoint: not serving")
+        full_disk = await soak_full_disk(root / "full-disk", rounds, unclear)
     rows: list[Row] = [
         (f"fault: {fault} ({len(times)}x)", f"clear error, slowest after {max(times):.1f} s", "< 30 s")
         for fault, times in results.items()
@@ -217,10 +222,71 @@ async def soak_faults(rounds: int) -> list[Row]:
     ]
     corrupt = results.get("corrupt checkpoint at start", [])
     rows.append((f"fault: corrupt checkpoint at start ({len(corrupt)}x)", f"serving after {max(corrupt):.1f} s", "-"))
+    rows.append(full_disk)
     rows.append(("faults without a clear error, or not serving afterwards", str(len(unclear)), "0"))
     for problem in unclear:
         print(problem, file=sys.stderr)
     return rows
+
+
+async def soak_full_disk(root: Path, rounds: int, unclear: list[str]) -> Row:
+    """The state directory on a full filesystem (a 256 KiB tmpfs, filled up; needs root): checkpoint
+    writes fail, said once as an error naming the cause, and containers still start."""
+    if os.geteuid() != 0:
+        return ("fault: full disk", "not run: mounting a small filesystem needs root", "-")
+    slowest = 0.0
+    for index in range(rounds):
+        base = root / str(index)
+        state = base / "state"
+        state.mkdir(parents=True)
+        mount = ["mount", "-t", "tmpfs", "-o", "size=256k", "fpga-slot-soak", str(state)]
+        mounted = await asyncio.to_thread(subprocess.run, mount, capture_output=True, text=True, check=False)
+        if mounted.returncode != 0:
+            return (
+                "fault: full disk",
+                f"not run: cannot mount a small filesystem ({mounted.stderr.strip()[:80]})",
+                "-",
+            )
+        try:
+            # The simulated cards' files first (as on a node whose disk filled up later), then fill it.
+            SimFabric(state / "sim-dev", cards=1, slots_per_card=2, program_s=0)
+            with contextlib.suppress(OSError), (state / "filler").open("wb") as filler:
+                while True:
+                    filler.write(b"\0" * 4096)
+                    filler.flush()
+            with said("agent.slots.checkpoint", "No space left") as error_said:
+                started = time.monotonic()
+                async with AgentHarness.running(base, sim_cards=1, sim_slots_per_card=2) as harness:
+                    admitted = await harness.kubelet.admit("default", f"on-full-disk-{index}", "main", RESOURCE_NAME, 1)
+                    async with asyncio.timeout(30):
+                        await error_said.wait()
+                    slowest = max(slowest, time.monotonic() - started)
+                    if len(admitted.device_ids) != 1:
+                        unclear.append("full disk: container not started")
+        except TimeoutError:
+            unclear.append("full disk: no error naming the cause within 30 s")
+        finally:
+            await asyncio.to_thread(subprocess.run, ["umount", str(state)], check=True)
+    return (f"fault: full disk ({rounds}x)", f"error said, containers start; said after {slowest:.1f} s", "< 30 s")
+
+
+@contextlib.contextmanager
+def said(logger_name: str, text: str) -> Iterator[asyncio.Event]:
+    """An Event set once ``logger_name`` logs an error containing ``text`` (from any thread)."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                loop.call_soon_threadsafe(event.set)
+
+    handler = Watch(logging.ERROR)
+    logging.getLogger(logger_name).addHandler(handler)
+    try:
+        yield event
+    finally:
+        logging.getLogger(logger_name).removeHandler(handler)
 
 
 # ------------------------------------------------------------------------------ gRPC fuzz
