@@ -72,7 +72,7 @@ def main() -> None:
     )
     print(format_rows(rows))
     print()
-    sim = ["--pods", "5000"] if args.quick else []
+    sim = ["--pods", "5000"] if args.quick else ["--grid"]
     subprocess.run([sys.executable, str(ROOT / "bench" / "cluster_sim.py"), *sim], check=False)
     print(f"\nall benchmarks in {time.monotonic() - started:.0f} s")
 

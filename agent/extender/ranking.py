@@ -10,7 +10,10 @@ scored again only when a call asks about it. The eviction part of a score ages w
 the clock (read in steps of ``CLOCK_STEP_S``) only on a node whose free slots were
 used within ``LRU_HORIZON_S``; those few scores are dropped at every step, the rest
 stay. A kind of pod seen for the first time costs what scoring
-its names costs; every later call of that kind, one lookup per name.
+its names costs; every later call of that kind, one lookup per name. The board also
+keeps the cluster's values (:class:`~agent.extender.facts.ClusterFacts`): it counts
+each pod it scores once, and when the values change (at most once per
+``facts.STEP_S``) every table starts afresh.
 
 The answer is **shifted**: the lowest score among the names asked becomes 0 and
 every node at that floor is left out (kube-scheduler counts a node missing from the
@@ -27,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoring import (
     CLOCK_STEP_S,
@@ -41,6 +45,8 @@ from agent.extender.scoring import (
 Scores = list[tuple[str, int]]
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
+#: Pods remembered as counted in the request shares (a pod the scheduler retries is counted once).
+COUNTED_PODS = 4096
 
 
 class ChangeLog(Protocol):
@@ -67,6 +73,8 @@ class ScoreTable:
     """The scores of the nodes asked about so far, for one kind of pod."""
 
     generation: int
+    #: The version of the cluster's values the scores are for.
+    keep_version: int
     #: The clock step the scores are for (``volatile`` ones are dropped when it moves on).
     step: int
     #: How many entries of the cache's change log are applied.
@@ -79,10 +87,22 @@ class ScoreTable:
 class ScoreBoard:
     """Prioritize for names from the node cache, with a score table per kind of pod (see the module docstring)."""
 
-    def __init__(self, weights: ScoreWeights) -> None:
+    def __init__(self, weights: ScoreWeights, facts: ClusterFacts | None = None) -> None:
         self._weights = weights
+        self.facts = facts if facts is not None else ClusterFacts()
+        self._counted: dict[str, None] = {}
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
+
+    def count(self, demand: PodDemand) -> None:
+        """Count the pod's bitstreams in the request shares, once per pod."""
+        if demand.pod in self._counted:
+            return
+        if len(self._counted) >= COUNTED_PODS:
+            del self._counted[next(iter(self._counted))]
+        self._counted[demand.pod] = None
+        for bitstream in demand.by_bitstream:
+            self.facts.note_request(bitstream)
 
     def prioritize(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float
@@ -91,8 +111,11 @@ class ScoreBoard:
         neutral = self._weights.neutral
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
+        self.count(demand)
+        facts = self.facts
+        keep = facts.keep_values(cache.nodes.values(), now)
         if demand.single is None:
-            return shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now))
+            return shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version))
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
@@ -109,7 +132,7 @@ class ScoreBoard:
                     if node is None:
                         values[index] = scores[name] = neutral
                         continue
-                    values[index] = scores[name] = score_single(demand, node, weights, step_now)
+                    values[index] = scores[name] = score_single(demand, node, weights, step_now, keep)
                     if node.recent_use > ageing:
                         volatile.add(name)
         floor = min(values, default=0)
@@ -122,10 +145,10 @@ class ScoreBoard:
         key = (bitstream, count, demand.unnamed)
         step = int(now // CLOCK_STEP_S)
         table = self._tables.pop(key, None)  # popped and put back: the dict keeps the least recently used first
-        if table is None or table.generation != cache.generation:
+        if table is None or table.generation != cache.generation or table.keep_version != self.facts.version:
             if len(self._tables) >= TABLE_LIMIT:
                 del self._tables[next(iter(self._tables))]
-            table = ScoreTable(cache.generation, step, len(cache.changes))
+            table = ScoreTable(cache.generation, self.facts.version, step, len(cache.changes))
         else:
             scores = table.scores
             if table.step != step:

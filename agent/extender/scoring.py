@@ -8,16 +8,18 @@ needs at once. Free or held does not matter here: the scheduler counts free slot
 slot of the right platform, so every failure is "unresolvable". A node that has
 published no state passes: no data is no fact.
 
-**Prioritize** scores 0..10 by what placing the pod there costs in reconfiguration.
-Each slot the pod asks a bitstream for is worth ``loaded`` when a free slot already
-holds that bitstream (nothing to program), ``empty`` when a free slot of the right
-platform holds nothing (programming, but no one's bitstream lost), and at most
-``evict`` when a loaded free slot must be overwritten: the full value when its
-bitstream was last used ``LRU_HORIZON_S`` or longer ago, half of it when used just
-now, so least recently used bitstreams go first. The node's score is the mean over
-those slots, rounded; 0 when the pod does not fit in the node's free healthy slots.
-A pod that names no bitstream, and a node without published state, get ``neutral``
-on every node, which changes no ranking.
+**Prioritize** scores 0..10 by what placing the pod there costs in reconfiguration,
+now and later. Each slot the pod asks a bitstream for is worth ``loaded`` when a free
+slot already holds that bitstream (nothing to program), ``empty`` when a free slot of
+the right platform holds nothing, and when a loaded free slot must be overwritten,
+``empty - (empty - evict) * value``, the cheapest such slot first. A slot's ``value``
+is the mean of two estimates of how likely its content is wanted again soon: the
+cluster's (``keep``, from ``agent.extender.facts``: how many pods ask for that bitstream
+lately, against how many free copies of it exist) and the slot's own recency (1 when a
+pod used it just now, down to 0 at ``LRU_HORIZON_S`` or never). The node's score is the
+mean over those slots, rounded; 0 when the pod does not fit in the node's free healthy
+slots. A pod that names no bitstream, and a node without published state, get
+``neutral`` on every node, which changes no ranking.
 
 Demand per bitstream is the most the pod holds at once: app containers run together
 (summed), init containers one at a time (the largest one), and the device manager
@@ -28,7 +30,8 @@ same kind (the replicas of one Deployment). A pod that names one bitstream (near
 all) is scored on a short path, and each node state remembers its answers for such
 pods (``NodeSlots.memo``: an unchanged node is worked out once per kind of pod, and
 the state is replaced, memo and all, when the node changes). So that a remembered
-score stays right, prioritize reads the clock in steps of ``CLOCK_STEP_S``.
+score stays right, prioritize reads the clock in steps of ``CLOCK_STEP_S`` and keys the
+memo with the version of the cluster's values.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.extender.nodestate import NodeSlots
+from agent.extender.nodestate import LoadedSlot, NodeSlots
 
 MAX_SCORE = 10
 #: A loaded slot whose bitstream has not been used for this long is worth the full ``evict`` weight.
@@ -57,7 +60,7 @@ class ScoreWeights:
 
     loaded: int = 10
     empty: int = 7
-    evict: int = 4
+    evict: int = 1
     neutral: int = 5
 
     def __post_init__(self) -> None:
@@ -71,7 +74,7 @@ class ScoreWeights:
 
 
 def parse_score_weights(text: str) -> ScoreWeights:
-    """``"loaded=10,empty=7,evict=4,neutral=5"``; keys left out keep their defaults. ValueError if bad."""
+    """``"loaded=10,empty=7,evict=1,neutral=5"``; keys left out keep their defaults. ValueError if bad."""
     values: dict[str, int] = {}
     known = ("loaded", "empty", "evict", "neutral")
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -219,16 +222,24 @@ def _remember(memo: dict[str, object], key: str, value: object) -> None:
     memo[key] = value
 
 
-def score_node(demand: PodDemand, node: NodeSlots | None, weights: ScoreWeights, now: float) -> int:
+#: No cluster-wide values (an extender that has scored no pod yet).
+NO_VALUES: Mapping[str, float] = types.MappingProxyType({})
+
+
+def score_node(
+    demand: PodDemand, node: NodeSlots | None, weights: ScoreWeights, now: float, keep: Mapping[str, float] = NO_VALUES
+) -> int:
     """0..10 for placing the pod on this node (see the module docstring)."""
     if node is None or not demand.by_bitstream:
         return weights.neutral
     if demand.single is not None:
-        return score_single(demand, node, weights, now)
-    return _score_general(demand, node, weights, now)
+        return score_single(demand, node, weights, now, keep)
+    return _score_general(demand, node, weights, now, keep)
 
 
-def _score_general(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float) -> int:
+def _score_general(
+    demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float, keep: Mapping[str, float] = NO_VALUES
+) -> int:
     total = 0.0
     hits_taken: dict[str, int] = {}
     missing: dict[str, int] = {}
@@ -250,24 +261,26 @@ def _score_general(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, no
         if count:
             # The slots already counted as hits are not up for eviction.
             skip = {name: hits for name, hits in hits_taken.items() if node.bitstreams[name] == platform}
+            costs: list[float] = []
             for slot in node.reusable.get(platform, ()):
                 if slot.bitstream is not None and skip.get(slot.bitstream, 0) > 0:
                     skip[slot.bitstream] -= 1
                     continue
-                total += weights.evict * _eviction_factor(slot.last_used, now)
-                count -= 1
-                taken += 1
-                if not count:
-                    break
-            if count:
+                costs.append(_overwrite_score(slot, weights, now, keep))
+            if len(costs) < count:
                 return 0
+            costs.sort(reverse=True)
+            total += sum(costs[:count])
+            taken += count
     if node.free - taken < demand.unnamed:
         return 0
     mean = total / sum(demand.by_bitstream.values())
     return max(0, min(MAX_SCORE, math.floor(mean + 0.5)))
 
 
-def score_single(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float) -> int:
+def score_single(
+    demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now: float, keep: Mapping[str, float] = NO_VALUES
+) -> int:
     """:func:`score_node` for a pod that names one bitstream (the same rules, fewer steps)."""
     assert demand.single is not None
     name, count = demand.single
@@ -286,43 +299,50 @@ def score_single(demand: PodDemand, node: NodeSlots, weights: ScoreWeights, now:
         else:
             total += empty * weights.empty
             need -= empty
-            skip = hits  # the loaded slots counted as hits are not up for eviction
-            for slot in node.reusable.get(platform, ()):
-                if skip and slot.bitstream == name:
-                    skip -= 1
-                    continue
-                total += weights.evict * _eviction_factor(slot.last_used, now)
-                need -= 1
-                if not need:
-                    break
-            if need:
+            # The loaded slots counted as hits (all that hold the bitstream) are not up for eviction.
+            costs = [
+                _overwrite_score(slot, weights, now, keep)
+                for slot in node.reusable.get(platform, ())
+                if slot.bitstream != name
+            ]
+            if len(costs) < need:
                 return 0
+            costs.sort(reverse=True)
+            total += sum(costs[:need])
     if node.free - count < demand.unnamed:
         return 0
     return max(0, min(MAX_SCORE, math.floor(total / count + 0.5)))
 
 
-def _eviction_factor(last_used: int, now: float) -> float:
-    """1.0 for a bitstream unused for LRU_HORIZON_S or never used, down to 0.5 for one used just now."""
-    if last_used <= 0:
-        return 1.0
-    age = max(0.0, now - last_used)
-    return 0.5 + 0.5 * min(1.0, age / LRU_HORIZON_S)
+def _overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> float:
+    """``empty`` for a slot whose content nobody is likely to want soon, down to ``evict`` (module docstring)."""
+    recency = 0.0 if slot.last_used <= 0 else 1.0 - min(1.0, max(0.0, now - slot.last_used) / LRU_HORIZON_S)
+    cluster = keep.get(slot.bitstream, 0.0) if slot.bitstream is not None else 0.0
+    return weights.empty - (weights.empty - weights.evict) * 0.5 * (recency + cluster)
 
 
 def prioritize_nodes(
-    demand: PodDemand, names: Sequence[str], lookup: NodeLookup, weights: ScoreWeights, now: float
+    demand: PodDemand,
+    names: Sequence[str],
+    lookup: NodeLookup,
+    weights: ScoreWeights,
+    now: float,
+    keep: Mapping[str, float] = NO_VALUES,
+    keep_version: int = 0,
 ) -> list[tuple[str, int]]:
-    """(name, score) for every name asked, in order. The clock is read in steps of CLOCK_STEP_S."""
+    """(name, score) for every name asked, in order. The clock is read in steps of CLOCK_STEP_S.
+
+    ``keep_version`` must change whenever ``keep`` does (answers are remembered under it).
+    """
     neutral = weights.neutral
     if not demand.by_bitstream:
         return [(name, neutral) for name in names]
     step = int(now // CLOCK_STEP_S)
     now = float(step * CLOCK_STEP_S)
     if demand.single is None:
-        return [(name, score_node(demand, lookup(name), weights, now)) for name in names]
+        return [(name, score_node(demand, lookup(name), weights, now, keep)) for name in names]
     # As in filter_nodes: a node state scores a one-bitstream pod once per clock step.
-    key = f"score|{demand.single[0]}|{demand.single[1]}|{demand.unnamed}|{weights}|{step}"
+    key = f"score|{demand.single[0]}|{demand.single[1]}|{demand.unnamed}|{weights}|{step}|{keep_version}"
     scores: list[tuple[str, int]] = []
     for name in names:
         node = lookup(name)
@@ -332,7 +352,7 @@ def prioritize_nodes(
         memo = node.memo
         score = memo.get(key)
         if score is None:
-            score = score_single(demand, node, weights, now)
+            score = score_single(demand, node, weights, now, keep)
             _remember(memo, key, score)
         scores.append((name, score))  # type: ignore[arg-type]
     return scores

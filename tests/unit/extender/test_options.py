@@ -12,7 +12,7 @@ from agent.extender import ScoreWeights
 def test_defaults() -> None:
     config = load_config({}, {})
     assert config.listen == ListenAddress("0.0.0.0", 8888)
-    assert config.score_weights == ScoreWeights(loaded=10, empty=7, evict=4, neutral=5)
+    assert config.score_weights == ScoreWeights(loaded=10, empty=7, evict=1, neutral=5)
 
 
 @pytest.mark.parametrize(

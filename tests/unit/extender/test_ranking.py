@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
+from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.ranking import ScoreBoard, shift_to_floor
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
@@ -43,7 +45,9 @@ def random_demand(rng: random.Random) -> PodDemand:
     containers: list[tuple[str, int, str | None]] = [("main", rng.randint(1, 4), rng.choice(BITSTREAMS))]
     if rng.random() < 0.3:
         containers.append(("side", rng.randint(1, 2), None))
-    return demand(*containers)
+    pod = demand(*containers)
+    # most pods are new; some are the scheduler's retries of one seen before (counted once)
+    return replace(pod, pod=f"default/p{rng.randint(0, 400)}")
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -57,6 +61,7 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
     now = NOW
     cache.replace(random_node(rng, name, now) for name in names)
     board = ScoreBoard(weights)
+    reference, counted = ClusterFacts(), set()
     for _ in range(300):
         action = rng.random()
         if action < 0.3:
@@ -67,11 +72,19 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
         elif action < 0.37:
             cache.replace(random_node(rng, name, now) for name in names)
         elif action < 0.45:
-            now += rng.choice([1.0, CLOCK_STEP_S, LRU_HORIZON_S / 4])
+            now += rng.choice([1.0, STEP_S, CLOCK_STEP_S, LRU_HORIZON_S / 4])
         asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.3 else [])
         pod = random_demand(rng)
-        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now))
+        keep: dict[str, float] = {}
+        if pod.by_bitstream:  # the board counts each pod once and takes the cluster's values as they are now
+            if pod.pod not in counted:
+                counted.add(pod.pod)
+                for bitstream in pod.by_bitstream:
+                    reference.note_request(bitstream)
+            keep = dict(reference.keep_values(cache.nodes.values(), now))
+        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version))
         assert board.prioritize(cache, pod, asked, cache.lookup(), now) == expected
+    assert reference.version > 1  # the values changed along the way (and the board followed)
 
 
 def test_shifting_keeps_the_order_and_drops_the_floor() -> None:

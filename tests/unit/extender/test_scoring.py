@@ -159,18 +159,18 @@ SCORE_CASES = [
     pytest.param(AES1, n(slot("s0", bitstream="aes")), 10, id="loaded-free-slot"),
     pytest.param(AES1, n(slot("s0"), slot("s1", bitstream="aes")), 10, id="loaded-beats-empty"),
     pytest.param(AES1, n(slot("s0")), 7, id="empty-free-slot"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(2 * LRU_HORIZON_S))), 4, id="evict-long-unused"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=None)), 4, id="evict-never-used"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(LRU_HORIZON_S / 2))), 3, id="evict-half-horizon"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(0))), 2, id="evict-just-used"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(2 * LRU_HORIZON_S))), 7, id="evict-long-unused"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=None)), 7, id="evict-never-used"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(LRU_HORIZON_S / 2))), 6, id="evict-half-horizon"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(0))), 4, id="evict-just-used"),
     pytest.param(
         AES1,
         n(slot("s0", bitstream="sha", last_used=used(0)), slot("s1", bitstream="fft", last_used=used(LRU_HORIZON_S))),
-        4,
+        7,
         id="evicts-the-least-recently-used",
     ),
     pytest.param(
-        AES1, n(slot("s0", bitstream=None, accelerator="foreign", last_used=None)), 4, id="evict-unknown-content"
+        AES1, n(slot("s0", bitstream=None, accelerator="foreign", last_used=None)), 7, id="evict-unknown-content"
     ),
     pytest.param(AES1, n(slot("s0", bitstream="aes", free=False)), 0, id="loaded-but-held"),
     pytest.param(AES1, n(slot("s0", bitstream="aes", healthy=False)), 0, id="loaded-but-unhealthy"),
@@ -182,7 +182,7 @@ SCORE_CASES = [
     pytest.param(
         demand(("a", 1, "aes"), ("b", 1, "sha")),
         n(slot("s0", bitstream="aes"), slot("s1", bitstream="aes")),
-        7,
+        9,
         id="spare-copy-is-evicted-not-the-hit",
     ),
     pytest.param(
@@ -211,9 +211,36 @@ def test_score(pod: PodDemand, state: NodeSlots | None, score: int) -> None:
 
 
 @pytest.mark.parametrize(
+    ("recency_s", "keep", "score"),
+    [
+        pytest.param(None, 0.0, 7, id="never-used-nobody-wants-it-as-cheap-as-empty"),
+        pytest.param(None, 1.0, 4, id="never-used-last-copy-of-a-popular-one"),
+        pytest.param(None, 0.5, 6, id="never-used-half-wanted"),
+        pytest.param(0, 0.0, 4, id="just-used-nobody-wants-it"),
+        pytest.param(0, 1.0, 1, id="just-used-and-wanted-worth-evict"),
+        pytest.param(LRU_HORIZON_S / 2, 0.5, 4, id="half-and-half"),
+    ],
+)
+def test_overwriting_costs_by_recency_and_cluster_value(recency_s: float | None, keep: float, score: int) -> None:
+    """A loaded free slot scores empty - (empty - evict) x the mean of its recency and its cluster value."""
+    last_used = None if recency_s is None else used(recency_s)
+    state = n(slot("s0", bitstream="sha", last_used=last_used))
+    assert score_node(AES1, state, W, NOW, {"sha": keep} if keep else {}) == score
+
+
+def test_the_slot_least_worth_keeping_is_overwritten() -> None:
+    state = n(slot("s0", bitstream="sha"), slot("s1", bitstream="fft"))
+    assert score_node(AES1, state, W, NOW, {"sha": 1.0, "fft": 0.2}) == 6  # fft: 7 - 6 x 0.1
+    assert score_node(AES1, state, W, NOW, {"sha": 0.2, "fft": 1.0}) == 6
+    assert score_node(AES1, state, W, NOW, {"sha": 1.0, "fft": 1.0}) == 4
+    two = demand(("main", 2, "aes"))
+    assert score_node(two, state, W, NOW, {"sha": 1.0, "fft": 0.0}) == 6  # (4 + 7) / 2 = 5.5
+
+
+@pytest.mark.parametrize(
     ("weights", "scores"),
     [
-        pytest.param(ScoreWeights(), (10, 7, 4, 0, 5), id="defaults"),
+        pytest.param(ScoreWeights(), (10, 7, 1, 0, 5), id="defaults"),
         pytest.param(ScoreWeights(loaded=9, empty=9, evict=9, neutral=0), (9, 9, 9, 0, 0), id="flat"),
         pytest.param(ScoreWeights(loaded=10, empty=1, evict=0, neutral=10), (10, 1, 0, 0, 10), id="avoid-eviction"),
     ],
@@ -222,11 +249,11 @@ def test_weights_set_the_slot_values(weights: ScoreWeights, scores: tuple[int, .
     states = [
         n(slot("s0", bitstream="aes")),
         n(slot("s0")),
-        n(slot("s0", bitstream="sha")),
+        n(slot("s0", bitstream="sha", last_used=used(0))),  # just used, and the cluster wants it: worth `evict`
         n(slot("s0", free=False)),
         None,
     ]
-    assert tuple(score_node(AES1, s, weights, NOW) for s in states) == scores
+    assert tuple(score_node(AES1, s, weights, NOW, {"sha": 1.0}) for s in states) == scores
 
 
 def test_prioritize_answers_every_name_in_order() -> None:
@@ -311,31 +338,40 @@ def test_parse_score_weights_rejects(text: str, message: str) -> None:
     st.integers(1, 5),
     st.integers(0, 3),
     st.integers(0, 3),
+    st.dictionaries(st.sampled_from(["aes", "sha", "fft"]), st.floats(0.0, 1.0)),
 )
 def test_the_short_path_for_one_bitstream_scores_as_the_general_one(
-    slots: list[dict[str, Any]], bitstream: str, app: int, init: int, unnamed: int
+    slots: list[dict[str, Any]], bitstream: str, app: int, init: int, unnamed: int, keep: dict[str, float]
 ) -> None:
     pod = demand(("main", app, bitstream), ("init", init, bitstream, True), ("side", unnamed, None))
     assert pod.single is not None
     state = node("n", slots, CATALOG)
-    assert score_single(pod, state, W, NOW) == _score_general(pod, state, W, NOW)
+    assert score_single(pod, state, W, NOW, keep) == _score_general(pod, state, W, NOW, keep)
 
 
 def test_remembered_scores_follow_weights_clock_and_demand() -> None:
     state = n(slot("s0", bitstream="sha", last_used=NOW), slot("s1"))
     lookup = {"n": state}.get
 
-    def score(pod: PodDemand, weights: ScoreWeights = W, now: float = NOW) -> int:
-        return prioritize_nodes(pod, ["n"], lookup, weights, now)[0][1]
+    def score(
+        pod: PodDemand,
+        weights: ScoreWeights = W,
+        now: float = NOW,
+        keep: dict[str, float] | None = None,
+        version: int = 0,
+    ) -> int:
+        return prioritize_nodes(pod, ["n"], lookup, weights, now, keep or {}, version)[0][1]
 
     assert score(AES1) == 7
     assert score(AES1) == 7  # remembered
     assert score(AES1, ScoreWeights(empty=3)) == 3
-    assert score(AES2) == 5  # one empty (7) and one eviction of a just-used bitstream (4 * 0.5): 4.5
-    assert score(AES2, now=NOW + 2 * LRU_HORIZON_S) == 6  # later that bitstream is stale: (7 + 4) / 2
+    assert score(AES2) == 6  # one empty (7) and one eviction of a just-used bitstream (7 - 6 x 0.5): 5.5
+    assert score(AES2, now=NOW + 2 * LRU_HORIZON_S) == 7  # later that bitstream is stale: (7 + 7) / 2
+    assert score(AES2, keep={"sha": 1.0}, version=1) == 4  # the cluster wants it too: (7 + 1) / 2
+    assert score(AES2, keep={}, version=1) == 4  # remembered under the version: the caller must change it
     assert score(demand(("main", 1, "aes"), ("side", 1, None))) == 7
     assert score(demand(("main", 1, "aes"), ("side", 2, None))) == 0
-    assert len(state.memo) == 6
+    assert len(state.memo) == 7
 
 
 def test_remembered_filter_answers_follow_the_demand() -> None:

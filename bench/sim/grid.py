@@ -1,0 +1,183 @@
+"""Run every policy on a workload point, and the fixed grid of points (``bench/cluster_sim.py --grid``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from agent.extender.scoring import ScoreWeights
+from bench.sim.engine import Result, percentile, simulate
+from bench.sim.oracle import VARIANTS, clairvoyant
+from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
+from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
+
+A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
+
+_BASE = Shape(pods=5000)
+#: The grid: shapes a real cluster has, each differing from the default in one to four ways.
+GRID: list[Shape] = [
+    _BASE,
+    replace(_BASE, load=0.5),
+    replace(_BASE, load=0.9),
+    replace(_BASE, load=0.95),
+    replace(_BASE, zipf=0.6),
+    replace(_BASE, zipf=1.4),
+    replace(_BASE, bitstreams=10),
+    replace(_BASE, bitstreams=300, zipf=0.8),
+    replace(_BASE, multi_share=0.0),
+    replace(_BASE, multi_share=0.5, max_slots=4),
+    replace(_BASE, burst=4.0),
+    replace(_BASE, drift_s=1800.0),
+    replace(_BASE, burst=4.0, drift_s=1800.0),
+    Shape(nodes=32, slots=(8,), bitstreams=120, zipf=0.8, multi_share=0.4, max_slots=4, pods=4000),
+    Shape(nodes=32, slots=(8,), bitstreams=120, zipf=0.8, multi_share=0.4, max_slots=4, load=0.9, pods=4000),
+    Shape(nodes=32, slots=(8,), bitstreams=120, zipf=0.8, multi_share=0.4, max_slots=4, burst=8.0, pods=4000),
+    Shape(nodes=32, slots=(2,), bitstreams=10, zipf=1.0, multi_share=0.2, pods=3000),
+    Shape(nodes=200, slots=(2,), bitstreams=40, zipf=1.1, multi_share=0.0, pods=6000),
+    Shape(nodes=200, slots=(2,), bitstreams=300, zipf=0.6, multi_share=0.1, pods=6000),
+    Shape(nodes=64, slots=(2, 4, 8), bitstreams=60, zipf=1.0, multi_share=0.3, max_slots=4, pods=5000),
+    Shape(nodes=120, slots=(2, 8), bitstreams=100, zipf=0.8, multi_share=0.5, max_slots=4, load=0.8, pods=6000),
+    Shape(nodes=200, slots=(8,), bitstreams=300, zipf=1.1, multi_share=0.2, pods=10000),
+    Shape(nodes=200, slots=(4,), bitstreams=200, zipf=1.0, load=0.95, pods=8000),
+    Shape(nodes=48, slots=(4,), bitstreams=20, zipf=1.4, load=0.5, pods=3000),
+    Shape(nodes=64, slots=(4,), bitstreams=100, zipf=1.2, drift_s=900.0, pods=5000),
+    Shape(
+        nodes=64,
+        slots=(2, 4, 8),
+        bitstreams=80,
+        zipf=0.8,
+        load=0.9,
+        multi_share=0.3,
+        max_slots=4,
+        burst=4.0,
+        drift_s=1800.0,
+        pods=5000,
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PointResult:
+    shape: Shape
+    results: dict[str, Result]
+    #: Which clairvoyant variant gave the reference.
+    oracle_variant: str
+    bound: int
+
+    def rate(self, policy: str) -> float:
+        return self.results[policy].per_pod(self.shape.pods)
+
+    @property
+    def bound_rate(self) -> float:
+        return self.bound / self.shape.pods
+
+
+def profile_settings(path: Path) -> tuple[int, bool]:
+    """The extender weight and whether FPGA slots are packed (MostAllocated), as shipped."""
+    config = yaml.safe_load(path.read_text())
+    (extender,) = config["extenders"]
+    (profile,) = config["profiles"]
+    most_allocated = any(
+        plugin["name"] == "NodeResourcesFit"
+        and plugin["args"]["scoringStrategy"]["type"] == "MostAllocated"
+        and any(r["name"] == "example.com/fpga-slot" for r in plugin["args"]["scoringStrategy"]["resources"])
+        for plugin in profile.get("pluginConfig", [])
+    )
+    return int(extender["weight"]), most_allocated
+
+
+def run_point(shape: Shape, seed: int, scheduler_config: Path) -> PointResult:
+    weight, packs = profile_settings(scheduler_config)
+    workload = make_workload(shape, seed)
+    catalog = {bitstream_name(b): PLATFORM for b in range(shape.bitstreams)}
+    weights = ScoreWeights()
+
+    def rng() -> random.Random:
+        return random.Random(seed + 1)
+
+    policies = {
+        A: plain(rng(), first_fit),
+        B: plain(rng(), ours),
+        C: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=packs),
+        C2: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=not packs),
+    }
+    results = {name: simulate(workload, place) for name, place in policies.items()}
+    variant, reference = best_oracle(workload)
+    results[ORACLE] = reference
+    return PointResult(shape, results, variant, cold_miss_bound(workload))
+
+
+def best_oracle(workload: Workload) -> tuple[str, Result]:
+    runs = {
+        name: simulate(workload, clairvoyant(workload, make(workload), pack_first))
+        for name, (make, pack_first) in VARIANTS.items()
+    }
+    name = min(runs, key=lambda n: runs[n].reconfigurations)
+    return name, runs[name]
+
+
+def _run(job: tuple[Shape, int, Path]) -> PointResult:
+    return run_point(*job)
+
+
+def run_grid(seed: int, scheduler_config: Path, processes: int) -> list[PointResult]:
+    jobs = [(shape, seed, scheduler_config) for shape in GRID]
+    if processes <= 1:
+        return [_run(job) for job in jobs]
+    import multiprocessing
+
+    with multiprocessing.Pool(processes) as pool:
+        return pool.map(_run, jobs, chunksize=1)
+
+
+def grid_tables(points: list[PointResult]) -> str:
+    """The reconfigurations table (one row per point) and the start-delay table, with the verdicts."""
+    lines = [
+        "| # | workload | (a) | (b) | (c) | (c') | oracle | bound | (c)/oracle | (c)/min(a,b) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ratios, worst_ab, oracle_lost = [], 0.0, []
+    for index, point in enumerate(points, 1):
+        oracle = point.rate(ORACLE)
+        ratio = point.rate(C) / oracle
+        ratios.append(ratio)
+        versus = point.rate(C) / min(point.rate(A), point.rate(B))
+        worst_ab = max(worst_ab, versus)
+        online = min(point.rate(p) for p in (A, B, C, C2))
+        if online < oracle:
+            oracle_lost.append(index)
+        lines.append(
+            f"| {index} | {point.shape.describe()} | {point.rate(A):.3f} | {point.rate(B):.3f} | "
+            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {oracle:.3f} | {point.bound_rate:.3f} | "
+            f"{ratio:.2f} | {versus:.2f} |"
+        )
+    lines += [
+        "",
+        "Start delay (queueing + programming), seconds, p50 / p99:",
+        "",
+        "| # | (a) | (b) | (c) | (c') | oracle |",
+        "|---|---|---|---|---|---|",
+    ]
+    for index, point in enumerate(points, 1):
+        cells = " | ".join(
+            f"{percentile(point.results[p].delays, 0.5):.2f} / {percentile(point.results[p].delays, 0.99):.2f}"
+            for p in (A, B, C, C2, ORACLE)
+        )
+        lines.append(f"| {index} | {cells} |")
+    ordered = sorted(ratios)
+    median = (
+        ordered[len(ordered) // 2]
+        if len(ordered) % 2
+        else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    )
+    lines += [
+        "",
+        f"(c) / oracle: median {median:.3f}, worst {max(ratios):.3f} at point {ratios.index(max(ratios)) + 1} "
+        f"(targets: median <= 1.05, every point <= 1.10)",
+        f"(c) / min((a), (b)): worst {worst_ab:.3f} (target <= 1)",
+        "oracle beaten by an online policy at: " + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
+    ]
+    return "\n".join(lines)

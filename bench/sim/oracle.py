@@ -1,0 +1,94 @@
+"""The reference: clairvoyant placement and eviction.
+
+What it is: an offline policy that knows every future arrival. For each pod it looks
+at every node where the pod fits and takes, in this order, the node that needs the
+fewest programmings (free slots already holding the bitstream count first), then the
+one whose overwritten content is needed again the latest, then the fullest one
+(packing keeps other nodes' free slots, and what they hold, for later pods), or with
+the last two the other way round. Two measures of "needed again", each with both
+orders, are run and the best result is the reference:
+
+* ``next use``: the next arrival that asks for the bitstream (Belady's rule for one cache);
+* ``copies``: the arrival that would use up the free copies of the bitstream in the whole
+  cluster (with three free copies, the third next arrival asking for it), so a spare copy
+  is overwritten before the last one.
+
+What it is not: a lower bound. Placement with queues, multi-slot pods and many nodes
+has no known optimal offline rule, and a greedy clairvoyant one can in principle lose
+to an online policy; the grid in ``bench.sim.grid`` checks that it does not on any of
+its points. The cold-miss bound (``bench.sim.workload.cold_miss_bound``) is a true
+lower bound, reported beside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from itertools import accumulate
+
+from bench.sim.engine import Placement, SimNode
+from bench.sim.workload import Pod, Workload
+
+NeedTime = Callable[[int | None, float, dict[int, int]], float]
+
+
+def next_use(workload: Workload) -> NeedTime:
+    def need(bitstream: int | None, now: float, _copies: dict[int, int]) -> float:
+        if bitstream is None:
+            return math.inf
+        times = workload.uses[bitstream]
+        i = bisect.bisect_right(times, now)
+        return times[i] if i < len(times) else math.inf
+
+    return need
+
+
+def copies_used_up(workload: Workload) -> NeedTime:
+    cumulative = [list(accumulate(slots, initial=0)) for slots in workload.use_slots]
+
+    def need(bitstream: int | None, now: float, copies: dict[int, int]) -> float:
+        if bitstream is None:
+            return math.inf
+        times = workload.uses[bitstream]
+        i = bisect.bisect_right(times, now)
+        target = cumulative[bitstream][i] + copies.get(bitstream, 1)
+        j = bisect.bisect_left(cumulative[bitstream], target)  # cumulative[j] = slots asked by the first j uses
+        return times[j - 1] if j - 1 < len(times) else math.inf
+
+    return need
+
+
+def clairvoyant(workload: Workload, need: NeedTime, pack_first: bool = False) -> Placement:
+    def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
+        copies: dict[int, int] = {}
+        for node in nodes:
+            for slot in node.slots:
+                if slot.holder is None and slot.bitstream is not None:
+                    copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+        best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
+        for node in nodes:
+            free = node.free()
+            if len(free) < pod.slots:
+                continue
+            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
+            later = {i: need(node.slots[i].bitstream, now, copies) for i in free if i not in hits}
+            rest = sorted(later, key=lambda i: -later[i])
+            chosen = (hits + rest)[: pod.slots]
+            misses = [i for i in chosen if i in later]
+            soonest = min((later[i] for i in misses), default=math.inf)
+            key = (-len(misses), -len(free), soonest) if pack_first else (-len(misses), soonest, -len(free))
+            if best is None or key > best[0]:
+                best = (key, node, chosen)
+        return None if best is None else (best[1], best[2])
+
+    return place
+
+
+#: name -> (the measure of "needed again", whether packing goes before it)
+VARIANTS: dict[str, tuple[Callable[[Workload], NeedTime], bool]] = {
+    "next use": (next_use, False),
+    "copies": (copies_used_up, False),
+    "next use, packing first": (next_use, True),
+    "copies, packing first": (copies_used_up, True),
+}

@@ -1,0 +1,159 @@
+"""Placement policies for the cluster simulation, the project's own code where there is one.
+
+(a) spread+first-fit   kube-scheduler's spreading (most free slots), first free slots on the node
+(b) spread+ours        the same placement, slots chosen by the agent's policy (agent.slots.choose_preferred)
+(c) extender+ours      the shipped fpga-scheduler profile (daemonset/scheduler-config.yaml): NodeResourcesFit
+                       for example.com/fpga-slot as configured there, plus the extender's score
+                       (agent.extender: its scoring and its cluster facts, with the configured weight),
+                       slots by the agent's policy
+(c') the other packing (c) with the opposite NodeResourcesFit strategy (spreading if (c) packs, and the
+                       other way round), to show what the shipped choice is worth
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from agent.extender.facts import ClusterFacts
+from agent.extender.nodestate import NodeSlots, PublishedSlot
+from agent.extender.ranking import ScoreBoard
+from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights, prioritize_nodes
+from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
+from agent.slots.registry import Content
+from bench.sim.engine import Placement, SimNode
+from bench.sim.workload import Pod
+
+PLATFORM = "sim-pr-v1"
+#: Wall-clock origin for the simulation's times (last-used times are epoch seconds).
+EPOCH = 1_700_000_000.0
+
+
+def accelerator(bitstream: int) -> str:
+    return f"accel-{bitstream:03d}"
+
+
+def bitstream_name(bitstream: int) -> str:
+    return f"bs-{bitstream:03d}"
+
+
+def published(node: SimNode, catalog: dict[str, str]) -> NodeSlots:
+    """What the node's agent would publish, parsed as the extender parses it (cached per change)."""
+    if not isinstance(node.cached, NodeSlots):
+        slots = tuple(
+            PublishedSlot(
+                id=f"{node.name}-slot{i}",
+                card=node.name,
+                numa=0,
+                platform=PLATFORM,
+                bitstream=None if s.bitstream is None else bitstream_name(s.bitstream),
+                accelerator=None if s.bitstream is None else accelerator(s.bitstream),
+                free=s.holder is None,
+                healthy=True,
+                last_used=int(EPOCH + s.last_used) if s.last_used else None,
+            )
+            for i, s in enumerate(node.slots)
+        )
+        node.cached = NodeSlots.build(node.name, "1", slots, catalog)
+    return node.cached
+
+
+def slot_states(node: SimNode, now: float) -> dict[str, SlotState]:
+    """The node's slots as the agent's registry would hold them."""
+    states = {}
+    for i, s in enumerate(node.slots):
+        slot_id = SlotId(f"{node.name}-slot{i}")
+        slot = Slot(
+            id=slot_id,
+            card=node.name,
+            region=f"slot{i}",
+            numa=0,
+            device_nodes=(DeviceNode("/dev/null", "/dev/null"),),
+            platform=PLATFORM,
+            loaded=None if s.bitstream is None else accelerator(s.bitstream),
+            health=Health.HEALTHY,
+            backend="sim",
+        )
+        content = None if s.bitstream is None else Content(bitstream_name(s.bitstream), accelerator(s.bitstream))
+        holder = None if s.holder is None else Holder(allocated_at=EPOCH + now)
+        states[slot_id] = SlotState(slot, holder, EPOCH + s.last_used if s.last_used else None, True, content)
+    return states
+
+
+SlotChoice = Callable[[SimNode, Pod, float], list[int]]
+
+
+def first_fit(node: SimNode, pod: Pod, now: float) -> list[int]:
+    return node.free()[: pod.slots]
+
+
+def ours(node: SimNode, pod: Pod, now: float) -> list[int]:
+    states = slot_states(node, now)
+    available = [sid for sid, st in states.items() if st.holder is None]
+    chosen = choose_preferred(states, available, [], pod.slots, accelerator(pod.bitstream))
+    return [int(sid.rsplit("slot", 1)[1]) for sid in chosen]
+
+
+def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random.Random) -> list[tuple[float, SimNode]]:
+    """kube-scheduler's NodeResourcesFit score (0..100) over the nodes where the pod fits.
+
+    LeastAllocated (spreading, the default) favours nodes with many free slots;
+    MostAllocated (packing) favours nodes whose slots are in use.
+    """
+    out = []
+    for node in nodes:
+        free = sum(1 for s in node.slots if s.holder is None)
+        if free >= pod.slots:
+            share = 100.0 * free / len(node.slots)
+            out.append(((100.0 - share if most_allocated else share) + rng.random() * 1e-3, node))
+    return out
+
+
+def plain(rng: random.Random, choose: SlotChoice, most_allocated: bool = False) -> Placement:
+    def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
+        scored = fit_scores(nodes, pod, most_allocated, rng)
+        if not scored:
+            return None
+        node = max(scored, key=lambda pair: pair[0])[1]
+        return node, choose(node, pod, now)
+
+    return place
+
+
+class WithExtender:
+    """NodeResourcesFit plus the extender's score (0..10, scaled x10 x weight) when two or more nodes fit.
+
+    The extender part is the real one: its board counts each pod once in the request
+    shares, its cluster values come from the nodes' published states, and the nodes
+    are scored by ``prioritize_nodes`` (clock steps and memo included).
+    """
+
+    def __init__(
+        self,
+        rng: random.Random,
+        choose: SlotChoice,
+        weights: ScoreWeights,
+        weight: int,
+        catalog: dict[str, str],
+        most_allocated: bool,
+        facts: ClusterFacts | None = None,
+    ) -> None:
+        self.rng, self.choose, self.weights, self.weight = rng, choose, weights, weight
+        self.catalog, self.most_allocated = catalog, most_allocated
+        self.board = ScoreBoard(weights, facts)
+
+    def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
+        scored = fit_scores(nodes, pod, self.most_allocated, self.rng)
+        if not scored:
+            return None
+        demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
+        self.board.count(demand)
+        if len(scored) >= 2:
+            states = {n.name: published(n, self.catalog) for n in nodes}
+            facts = self.board.facts
+            keep = facts.keep_values(states.values(), EPOCH + now)
+            names = [n.name for _, n in scored]
+            extender = prioritize_nodes(demand, names, states.get, self.weights, EPOCH + now, keep, facts.version)
+            scored = [(s + 10.0 * self.weight * e, n) for (s, n), (_, e) in zip(scored, extender, strict=True)]
+        node = max(scored, key=lambda pair: pair[0])[1]
+        return node, self.choose(node, pod, now)

@@ -1,0 +1,106 @@
+"""The cluster simulation: workloads as specified, an engine that keeps slots straight, a sound reference."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.sim.grid import C2, GRID, ORACLE, A, B, C, grid_tables, profile_settings, run_point
+from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIG = ROOT / "daemonset" / "scheduler-config.yaml"
+SMALL = Shape(nodes=12, slots=(2, 4), bitstreams=15, zipf=0.9, multi_share=0.3, max_slots=3, pods=600)
+
+
+def test_the_workload_offers_the_load_asked_for() -> None:
+    shape = Shape(nodes=50, slots=(4,), load=0.6, pods=20_000)
+    workload = make_workload(shape, seed=3)
+    span = workload.pods[-1].arrival
+    busy = sum(p.slots * p.duration for p in workload.pods) / (span * shape.total_slots)
+    assert busy == pytest.approx(0.6, rel=0.05)
+    assert Counter(p.slots for p in workload.pods)[2] / shape.pods == pytest.approx(0.3, abs=0.02)
+
+
+def test_bursts_arrive_together_and_ask_for_one_bitstream() -> None:
+    workload = make_workload(replace(SMALL, burst=5.0, pods=3000), seed=1)
+    batches: dict[float, list[int]] = {}
+    for pod in workload.pods:
+        batches.setdefault(pod.arrival, []).append(pod.bitstream)
+    assert len(workload.pods) / len(batches) == pytest.approx(5.0, rel=0.15)
+    assert all(len(set(b)) == 1 for b in batches.values())
+
+
+def test_drift_deals_the_popularity_out_again() -> None:
+    shape = Shape(nodes=20, bitstreams=30, zipf=1.4, pods=8000, drift_s=1000.0)
+    workload = make_workload(shape, seed=2)
+    top = {
+        int(pod.arrival // 1000): Counter(
+            p.bitstream for p in workload.pods if int(p.arrival // 1000) == int(pod.arrival // 1000)
+        ).most_common(1)[0][0]
+        for pod in workload.pods[::500]
+    }
+    assert len(set(top.values())) > 1  # the most asked-for bitstream changes between periods
+    steady = make_workload(replace(shape, drift_s=0.0), seed=2)
+    assert Counter(p.bitstream for p in steady.pods).most_common(1)[0][0] == 0
+
+
+def test_mixed_node_sizes_are_cycled() -> None:
+    assert Shape(nodes=5, slots=(2, 8)).node_sizes() == [2, 8, 2, 8, 2]
+    assert Shape(nodes=5, slots=(2, 8)).total_slots == 22
+
+
+def test_every_policy_beats_none_and_the_bound_holds() -> None:
+    point = run_point(SMALL, seed=1, scheduler_config=CONFIG)
+    bound = point.bound_rate
+    for policy in (A, B, C, C2, ORACLE):
+        result = point.results[policy]
+        assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
+        assert point.rate(policy) >= bound
+    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2))
+    assert point.rate(C) < point.rate(A)
+
+
+def test_the_extender_policy_reads_the_shipped_profile(tmp_path: Path) -> None:
+    weight, packs = profile_settings(CONFIG)
+    assert (weight, packs) == (5, True)
+    spread = tmp_path / "spread.yaml"
+    spread.write_text(CONFIG.read_text().replace("type: MostAllocated", "type: LeastAllocated"))
+    assert profile_settings(spread) == (5, False)
+
+
+def test_the_grid_covers_the_space_it_promises() -> None:
+    assert len(GRID) >= 24
+    sizes = {s for shape in GRID for s in shape.slots}
+    assert {2, 4, 8} <= sizes
+    assert any(len(shape.slots) > 1 for shape in GRID)
+    assert min(s.nodes for s in GRID) <= 32
+    assert max(s.nodes for s in GRID) >= 200
+    assert min(s.bitstreams for s in GRID) <= 10
+    assert max(s.bitstreams for s in GRID) >= 300
+    assert min(s.zipf for s in GRID) <= 0.6
+    assert max(s.zipf for s in GRID) >= 1.4
+    assert min(s.load for s in GRID) <= 0.5
+    assert max(s.load for s in GRID) >= 0.95
+    assert min(s.multi_share for s in GRID) == 0.0
+    assert max(s.multi_share for s in GRID) >= 0.5
+    assert max(s.max_slots for s in GRID) == 4
+    assert any(s.burst > 1 for s in GRID)
+    assert any(s.drift_s for s in GRID)
+
+
+def test_the_table_names_every_point_and_the_verdicts() -> None:
+    point = run_point(replace(SMALL, pods=200), seed=1, scheduler_config=CONFIG)
+    table = grid_tables([point, point])
+    assert table.count(SMALL.describe()) == 2
+    assert "(c) / oracle: median" in table
+    assert "oracle beaten by an online policy at:" in table
+
+
+def test_the_cold_miss_bound_counts_peak_concurrency() -> None:
+    pods = [Pod(0, 0.0, 0, 1, 10.0), Pod(1, 5.0, 0, 2, 10.0), Pod(2, 12.0, 0, 1, 1.0), Pod(3, 20.0, 1, 1, 1.0)]
+    workload = Workload(Shape(pods=4), pods, [10.0, 10.0], [[0.0, 5.0, 12.0], [20.0]], [[1, 2, 1], [1]])
+    assert cold_miss_bound(workload) == 3 + 1  # bitstream 0 runs in 3 slots at once (5..10), bitstream 1 in one
