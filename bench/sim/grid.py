@@ -89,11 +89,11 @@ def profile_settings(path: Path) -> tuple[int, bool]:
     return int(extender["weight"]), most_allocated
 
 
-def run_point(shape: Shape, seed: int, scheduler_config: Path) -> PointResult:
+def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWeights | None = None) -> PointResult:
     weight, packs = profile_settings(scheduler_config)
     workload = make_workload(shape, seed)
     catalog = {bitstream_name(b): PLATFORM for b in range(shape.bitstreams)}
-    weights = ScoreWeights()
+    weights = weights if weights is not None else ScoreWeights()
 
     def rng() -> random.Random:
         return random.Random(seed + 1)
@@ -119,12 +119,14 @@ def best_oracle(workload: Workload) -> tuple[str, Result]:
     return name, runs[name]
 
 
-def _run(job: tuple[Shape, int, Path]) -> PointResult:
+def _run(job: tuple[Shape, int, Path, ScoreWeights | None]) -> PointResult:
     return run_point(*job)
 
 
-def run_grid(seed: int, scheduler_config: Path, processes: int) -> list[PointResult]:
-    jobs = [(shape, seed, scheduler_config) for shape in GRID]
+def run_grid(
+    seed: int, scheduler_config: Path, processes: int, weights: ScoreWeights | None = None
+) -> list[PointResult]:
+    jobs = [(shape, seed, scheduler_config, weights) for shape in GRID]
     if processes <= 1:
         return [_run(job) for job in jobs]
     import multiprocessing

@@ -10,11 +10,13 @@ cards' state on the host.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from agent.deviceplugin import RESOURCE_NAME
+from agent.reconfigure import ANNOTATION as BITSTREAM_ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import (
     ACCELERATOR,
@@ -155,6 +158,47 @@ class Deployment:
         )
         pattern = rf'^fpga_slot_extender_requests_total\{{[^}}]*verb="{verb}"[^}}]*\}} (\S+)$'
         return sum(float(value) for value in re.findall(pattern, text, re.MULTILINE))
+
+    def wait_extender_prefers(self, node: str, others: list[str], bitstream: str) -> None:
+        """Until the extender, asked over HTTP as the scheduler asks it, scores ``node`` above ``others``.
+
+        The node's catalog reaches the extender through the agent's Node annotation and the
+        extender's watch, a moment after the catalog changed; a pod created before that is
+        scored as if the node could not program its bitstream.
+        """
+        (pod,) = self.cluster.core.list_namespaced_pod(
+            NAMESPACE, label_selector="app.kubernetes.io/component=extender"
+        ).items
+        probe = {
+            "Pod": {
+                "metadata": {
+                    "name": "e2e-probe",
+                    "namespace": NAMESPACE,
+                    "annotations": {BITSTREAM_ANNOTATION: bitstream},
+                },
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {RESOURCE_NAME: "1"}}}]},
+            },
+            "NodeNames": [node, *others],
+        }
+        api = self.cluster.api
+        last: object = None
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            request = api.param_serialize(
+                method="POST",
+                resource_path=f"/api/v1/namespaces/{NAMESPACE}/pods/{pod.metadata.name}:{EXTENDER_PORT}/proxy/prioritize",
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body=probe,
+                auth_settings=["BearerToken"],
+            )
+            response = api.call_api(*request)
+            response.read()
+            last = json.loads(response.data)
+            scores = {entry["Host"]: entry["Score"] for entry in last} if isinstance(last, list) else {}
+            if scores.get(node, 0) > max((scores.get(other, 0) for other in others), default=0):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the extender never scored {node} above {others} for {bitstream}: last answer {last}")
 
     @contextlib.contextmanager
     def fake_nodes(self, count: int) -> Iterator[list[str]]:

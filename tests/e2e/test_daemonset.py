@@ -95,8 +95,9 @@ def test_the_fpga_scheduler_with_the_extender_places_a_pod_where_its_bitstream_i
     with ExitStack() as stack:
         # Two more feasible nodes, each with one free slot: the plain profile would prefer them
         # (MostAllocated packing); only the extender's score sends the pod to the node with the agent.
-        stack.enter_context(deployment.fake_nodes(2))
+        fakes = stack.enter_context(deployment.fake_nodes(2))
         for name, reasons in (("placed", {"FpgaSlotProgrammed"}), ("placed-again", {"FpgaSlotCacheHit"})):
+            deployment.wait_extender_prefers(pods.node, fakes, BITSTREAM)
             calls = deployment.extender_calls("prioritize")
             pods.pod(name, slots=1, bitstream=BITSTREAM, command=SHOW_SLOT, scheduler=SCHEDULER)
             pod = pods.cluster.wait_pod(pods.namespace, name, lambda p: bool(p.spec.node_name), "scheduled")
