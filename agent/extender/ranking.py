@@ -35,6 +35,7 @@ from agent.extender.nodestate import NodeSlots
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
+    MAX_SCORE,
     NodeLookup,
     PodDemand,
     ScoreWeights,
@@ -70,7 +71,13 @@ def shift_to_floor(scores: Scores) -> Scores:
 
 @dataclass(slots=True)
 class ScoreTable:
-    """The scores of the nodes asked about so far, for one kind of pod."""
+    """The scores of the nodes asked about so far, for one kind of pod.
+
+    Besides every score, the table keeps its lowest one (``low``, with how many nodes
+    have it) and the nodes above it (``above``). A call whose own floor is ``low``, the
+    common case, is then answered with one membership test per name, the few above it
+    looked up.
+    """
 
     generation: int
     #: The version of the cluster's values the scores are for.
@@ -82,6 +89,36 @@ class ScoreTable:
     scores: dict[str, int] = field(default_factory=dict)
     #: Nodes whose score depends on the clock step (a free slot used within LRU_HORIZON_S).
     volatile: set[str] = field(default_factory=set)
+    #: The lowest score in ``scores`` (above MAX_SCORE while there is none) and how many nodes have it.
+    low: int = MAX_SCORE + 1
+    at_low: int = 0
+    #: Name -> score for the nodes scoring above ``low``.
+    above: dict[str, int] = field(default_factory=dict)
+
+    def put(self, name: str, score: int) -> None:
+        self.scores[name] = score
+        if score > self.low:
+            self.above[name] = score
+        elif score == self.low:
+            self.at_low += 1
+        else:  # a new lowest score: the old lowest ones are above it now
+            if self.at_low:
+                low = self.low
+                self.above.update((n, v) for n, v in self.scores.items() if v == low)
+            self.low, self.at_low = score, 1
+
+    def drop(self, name: str) -> None:
+        score = self.scores.pop(name, None)
+        if score is None:
+            return
+        if score == self.low:
+            self.at_low -= 1
+            if not self.at_low:  # the lowest ones are gone: the next lowest is the new low
+                self.low = min(self.scores.values(), default=MAX_SCORE + 1)
+                self.above = {n: v for n, v in self.scores.items() if v > self.low}
+                self.at_low = len(self.scores) - len(self.above)
+        else:
+            del self.above[name]
 
 
 class ScoreBoard:
@@ -119,23 +156,27 @@ class ScoreBoard:
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
-        scores = table.scores
-        values = [scores.get(name, -1) for name in names]
-        if -1 in values:  # names this kind of pod has not been scored on yet (or since they changed)
+        values = list(map(table.scores.get, names))
+        if None in values:  # names this kind of pod has not been scored on yet (or since they changed)
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
             for index, name in enumerate(names):
-                if values[index] == -1:
+                if values[index] is None:
                     node = nodes.get(name)
                     name = sys.intern(name)  # one string per node name, shared by every table
                     if node is None:
-                        values[index] = scores[name] = neutral
-                        continue
-                    values[index] = scores[name] = score_single(demand, node, weights, step_now, keep)
-                    if node.recent_use > ageing:
-                        volatile.add(name)
-        floor = min(values, default=0)
+                        score = neutral
+                    else:
+                        score = score_single(demand, node, weights, step_now, keep)
+                        if node.recent_use > ageing:
+                            volatile.add(name)
+                    table.put(name, score)
+                    values[index] = score
+        floor = min(values, default=0)  # type: ignore[type-var]  # no None is left
+        if floor == table.low:  # the common case: the answer is the names asked that score above it
+            above = table.above
+            return [(name, above[name] - floor) for name in names if name in above]
         return [(name, value - floor) for name, value in zip(names, values, strict=True) if value != floor]
 
     def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
@@ -150,15 +191,14 @@ class ScoreBoard:
                 del self._tables[next(iter(self._tables))]
             table = ScoreTable(cache.generation, self.facts.version, step, len(cache.changes))
         else:
-            scores = table.scores
             if table.step != step:
                 for name in table.volatile:
-                    scores.pop(name, None)
+                    table.drop(name)
                 table.volatile.clear()
                 table.step = step
             if table.seen < len(cache.changes):
                 for name in cache.changes[table.seen :]:
-                    scores.pop(name, None)
+                    table.drop(name)
                     table.volatile.discard(name)
                 table.seen = len(cache.changes)
         self._tables[key] = table
