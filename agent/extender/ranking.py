@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots
@@ -156,7 +156,7 @@ class ScoreBoard:
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
-        values = list(map(table.scores.get, names))
+        values: list[int | None] = list(map(table.scores.get, names))
         if None in values:  # names this kind of pod has not been scored on yet (or since they changed)
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
@@ -173,11 +173,12 @@ class ScoreBoard:
                             volatile.add(name)
                     table.put(name, score)
                     values[index] = score
-        floor = min(values, default=0)  # type: ignore[type-var]  # no None is left
+        scored = cast(list[int], values)  # no None is left
+        floor = min(scored, default=0)
         if floor == table.low:  # the common case: the answer is the names asked that score above it
             above = table.above
             return [(name, above[name] - floor) for name in names if name in above]
-        return [(name, value - floor) for name, value in zip(names, values, strict=True) if value != floor]
+        return [(name, value - floor) for name, value in zip(names, scored, strict=True) if value != floor]
 
     def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
         """This kind of pod's table, current with the cache: changed nodes dropped, to be scored when asked."""
