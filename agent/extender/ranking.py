@@ -25,6 +25,7 @@ where most nodes are alike answers only the ones that stand out. Pods of other k
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from agent.extender.scoring import (
     PodDemand,
     ScoreWeights,
     prioritize_nodes,
+    score_one_slot,
     score_single,
 )
 
@@ -48,6 +50,7 @@ Scores = list[tuple[str, int]]
 TABLE_LIMIT = 256
 #: Pods remembered as counted in the request shares (a pod the scheduler retries is counted once).
 COUNTED_PODS = 4096
+_BOARDS = itertools.count()
 
 
 class ChangeLog(Protocol):
@@ -126,6 +129,8 @@ class ScoreBoard:
 
     def __init__(self, weights: ScoreWeights, facts: ClusterFacts | None = None) -> None:
         self._weights = weights
+        #: Names this board's own values in the node states' memos (which every board shares).
+        self._token = next(_BOARDS)
         self.facts = facts if facts is not None else ClusterFacts()
         self._counted: dict[str, None] = {}
         self._cache: ChangeLog | None = None
@@ -161,6 +166,9 @@ class ScoreBoard:
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
+            bitstream, count = demand.single
+            one_slot = count == 1 and not demand.unnamed
+            version = f"{self._token}|{table.step}|{facts.version}"
             for index, name in enumerate(names):
                 if values[index] is None:
                     node = nodes.get(name)
@@ -168,7 +176,10 @@ class ScoreBoard:
                     if node is None:
                         score = neutral
                     else:
-                        score = score_single(demand, node, weights, step_now, keep)
+                        if one_slot:
+                            score = score_one_slot(bitstream, node, weights, step_now, keep, version)
+                        else:
+                            score = score_single(demand, node, weights, step_now, keep)
                         if node.recent_use > ageing:
                             volatile.add(name)
                     table.put(name, score)

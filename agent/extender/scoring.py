@@ -314,6 +314,42 @@ def score_single(
     return max(0, min(MAX_SCORE, math.floor(total / count + 0.5)))
 
 
+def score_one_slot(
+    bitstream: str, node: NodeSlots, weights: ScoreWeights, now: float, keep: Mapping[str, float], version: str
+) -> int:
+    """:func:`score_single` for a pod that asks one slot of ``bitstream`` and nothing else (the same result).
+
+    Nearly every pod is one, and for it a node scores ``loaded`` when a free slot holds
+    the bitstream, 0 when its catalog lacks it, and otherwise what its best other free
+    slot is worth, which does not depend on the bitstream: that part is worked out
+    once per node state and platform, for the clock step and cluster values that
+    ``version`` names, and shared by every bitstream.
+    """
+    platform = node.bitstreams.get(bitstream)
+    if platform is None:
+        return 0
+    if node.free_loaded.get((bitstream, platform)):
+        return weights.loaded
+    key = f"base|{platform}|{version}"
+    memo = node.memo
+    base = memo.get(key)
+    if base is None:
+        base = _base_score(node, platform, weights, now, keep)
+        _remember(memo, key, base)
+    return base  # type: ignore[return-value]
+
+
+def _base_score(node: NodeSlots, platform: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
+    """One slot of ``platform`` that holds no wanted bitstream: ``empty``, else the best overwrite, else 0 (no room)."""
+    if node.free_empty.get(platform, 0) > 0:
+        return weights.empty
+    reusable = node.reusable.get(platform, ())
+    if not reusable:
+        return 0
+    best = max(_overwrite_score(slot, weights, now, keep) for slot in reusable)
+    return max(0, min(MAX_SCORE, math.floor(best + 0.5)))
+
+
 def _overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> float:
     """``empty`` for a slot whose content nobody is likely to want soon, down to ``evict`` (module docstring)."""
     recency = 0.0 if slot.last_used <= 0 else 1.0 - min(1.0, max(0.0, now - slot.last_used) / LRU_HORIZON_S)

@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.scoring import LRU_HORIZON_S, _score_general, check_node, prioritize_nodes, score_single
+from agent.extender.scoring import (
+    LRU_HORIZON_S,
+    _score_general,
+    check_node,
+    prioritize_nodes,
+    score_one_slot,
+    score_single,
+)
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_000
@@ -390,3 +397,40 @@ def test_the_memory_of_a_node_state_is_bounded() -> None:
     for count in range(1, 200):
         prioritize_nodes(demand(("main", count, "aes")), ["n"], {"n": state}.get, W, NOW)
     assert 0 < len(state.memo) <= 64
+
+
+_SLOT = st.builds(
+    lambda i, platform, bitstream, free, healthy, age: slot(
+        f"s{i}",
+        platform=platform,
+        bitstream=bitstream,
+        free=free,
+        healthy=healthy,
+        last_used=None if age is None else int(NOW_ONE_SLOT - age),
+    ),
+    st.integers(0, 1000),
+    st.sampled_from([PAC, N3K]),
+    st.sampled_from([None, *CATALOG]),
+    st.booleans(),
+    st.booleans(),
+    st.one_of(st.none(), st.floats(0, 2 * LRU_HORIZON_S)),
+)
+NOW_ONE_SLOT = 1_800_000_000.0
+
+
+@given(
+    slots=st.lists(_SLOT, max_size=8),
+    catalog=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.sampled_from([PAC, N3K])),
+    bitstream=st.sampled_from([*CATALOG, "unknown"]),
+    weights=st.builds(ScoreWeights, st.integers(0, 10), st.integers(0, 10), st.integers(0, 10), st.integers(0, 10)),
+    keep=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.floats(0, 1)),
+)
+def test_the_one_slot_score_equals_the_general_one(
+    slots: list[dict[str, Any]], catalog: dict[str, str], bitstream: str, weights: ScoreWeights, keep: dict[str, float]
+) -> None:
+    """The shared per-node part gives what scoring the pod from scratch gives, on any node and weights."""
+    state = node("n", [dict(s, id=f"s{i}") for i, s in enumerate(slots)], catalog)
+    pod = demand(("main", 1, bitstream))
+    expected = score_single(pod, state, weights, NOW_ONE_SLOT, keep)
+    assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected
+    assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected  # from the memo
