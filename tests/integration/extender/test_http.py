@@ -352,6 +352,7 @@ async def test_a_bug_is_a_500_with_one_line_and_no_traceback(
     cluster.add("n", [slot("s0")])
     extender.publish(cluster)
     monkeypatch.setattr(agent.extender.ranking, "score_single", broken)
+    monkeypatch.setattr(agent.extender.ranking, "score_one_slot", broken)
     status, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": ["n"]})
 
     assert status == 500
