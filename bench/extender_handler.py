@@ -1,0 +1,140 @@
+"""The extender's prioritize handler in one process: what one call costs before any HTTP.
+
+Node states and pods as in the real-scheduler benchmark (``bench/scheduler.py`` on the
+bundled Kubernetes' bench control plane): 5000 nodes, 4 slots each, two thirds free,
+four fifths of the slots holding one of 40 bitstreams, the rest empty, last used long
+ago, every catalog with all 40; pods that ask for one slot and one bitstream, small
+bitstream numbers more often. Each call names 500 random nodes, as kube-scheduler does
+at 5000 nodes.
+The same 2000 request bodies are replayed against ``Extender.prioritize``:
+
+* cold: a new extender (no score tables), the clock moving at 400 pods/s;
+* warm: the same bodies again, tables filled, the clock standing still;
+
+and the pieces of a warm call are timed alone (parsing, the score board, encoding).
+No HTTP, no other process: the floor under what ``bench/extender.py`` and
+``bench/scheduler.py`` measure around it.
+
+Usage: python bench/extender_handler.py [--calls 2000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
+from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, read_node_slots  # noqa: E402
+from agent.extender.scoring import ScoreWeights  # noqa: E402
+from agent.extender.server import Extender  # noqa: E402
+from agent.extender.wire import encode_priorities, parse_extender_args  # noqa: E402
+from agent.reconfigure import ANNOTATION  # noqa: E402
+from bench.table import Row, emit  # noqa: E402
+
+NODES = 5000
+NAMES = 500
+BITSTREAMS = 40
+PLATFORM = "sim-pr-v1"
+LONG_AGO = 1_700_000_000
+NOW = 1_800_000_000.0
+
+
+def node_annotations(index: int, name: str) -> dict[str, str]:
+    """The fake nodes of the bundled Kubernetes' scheduler benchmark: slot k of node i holds bitstream
+    (7i + 13k) mod 50 when that is below 40 (else nothing), and is free unless (i + k) mod 3 == 0."""
+    slots = []
+    for k in range(4):
+        b = (index * 7 + k * 13) % (BITSTREAMS + 10)
+        bitstream = f"bs-{b}" if b < BITSTREAMS else None
+        slots.append(
+            {
+                "id": f"{name}-slot{k}",
+                "card": "0000:af:00.0",
+                "numa": 0,
+                "platform": PLATFORM,
+                "bitstream": bitstream,
+                "accelerator": f"acc-{bitstream}" if bitstream else None,
+                "free": (index + k) % 3 != 0,
+                "healthy": True,
+                "last_used": LONG_AGO + (index * 31 + k) % 86400,
+            }
+        )
+    catalog = {f"bs-{b}": PLATFORM for b in range(BITSTREAMS)}
+    return {SLOTS_ANNOTATION: json.dumps(slots), BITSTREAMS_ANNOTATION: json.dumps(catalog)}
+
+
+def request_body(rng: random.Random, index: int, names: list[str]) -> bytes:
+    """Pod i of that benchmark asks for bitstream ((i^2 + 7i) mod 40) mod (1 + i mod 40): small numbers more often."""
+    bitstream = f"bs-{(index * index + 7 * index) % BITSTREAMS % (1 + index % BITSTREAMS)}"
+    pod = {
+        "metadata": {"name": f"pod-{index}", "namespace": "bench", "annotations": {ANNOTATION: bitstream}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga-slot": "1"}}}]},
+    }
+    return json.dumps({"Pod": pod, "Nodes": None, "NodeNames": rng.sample(names, NAMES)}).encode()
+
+
+def per_call_us(bodies: list[bytes], call: Callable[[int, bytes], object], repeat: int = 1) -> float:
+    started = time.perf_counter()
+    for _ in range(repeat):
+        for index, body in enumerate(bodies):
+            call(index, body)
+    return (time.perf_counter() - started) / (len(bodies) * repeat) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="one machine-readable line (for bench/run)")
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    names = [f"bench-node-{i:05d}" for i in range(NODES)]
+    cache = NodeCache()
+    cache.replace(WatchedNode(n, read_node_slots(n, "1", node_annotations(i, n))) for i, n in enumerate(names))
+    bodies = [request_body(rng, i, names) for i in range(args.calls)]
+    clock = [NOW]
+    pace = [1 / 400]
+
+    def tick() -> float:
+        clock[0] += pace[0]
+        return clock[0]
+
+    extender = Extender(cache, ScoreWeights(), clock=tick)
+    cold = per_call_us(bodies, lambda _i, body: extender.prioritize(body))
+    pace[0] = 0.0  # warm: the clock (and with it the cluster's values) stands still
+    per_call_us(bodies, lambda _i, body: extender.prioritize(body))
+    warm = per_call_us(bodies, lambda _i, body: extender.prioritize(body), repeat=2)
+    requests = [parse_extender_args(body) for body in bodies]
+    board = extender._board  # the score board alone, for the breakdown
+    lookup = cache.lookup()
+    answers = [board.prioritize(cache, r.demand, r.node_names or [], lookup, clock[0]) for r in requests]
+    parse = per_call_us(bodies, lambda _i, body: parse_extender_args(body), repeat=2)
+    score = per_call_us(
+        bodies,
+        lambda i, _b: board.prioritize(cache, requests[i].demand, requests[i].node_names or [], lookup, clock[0]),
+        repeat=2,
+    )
+    encode = per_call_us(bodies, lambda i, _b: encode_priorities(answers[i]), repeat=2)
+    entries = sum(len(a) for a in answers) / len(answers)
+    rows: list[Row] = [
+        (f"prioritize handler, {NAMES} of {NODES} names, cold (no score tables)", f"{cold:.0f} us", ""),
+        (f"prioritize handler, {NAMES} of {NODES} names, warm", f"{warm:.0f} us", ""),
+        ("  of it: parsing the request", f"{parse:.0f} us", ""),
+        ("  of it: the score board", f"{score:.0f} us", ""),
+        ("  of it: encoding the answer", f"{encode:.1f} us", ""),
+        ("entries in an answer (nodes above the call's floor), mean", f"{entries:.1f}", ""),
+    ]
+    emit(rows, as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()
