@@ -9,11 +9,13 @@ from pathlib import Path
 import yaml
 
 from agent.extender.scoring import ScoreWeights
-from bench.sim.engine import Result, percentile, simulate
-from bench.sim.oracle import VARIANTS, clairvoyant
+from bench.sim.engine import Placement, Result, percentile, simulate
+from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
 
+#: The clairvoyant variant that keeps (c)'s placement and chooses slots knowing the future.
+ONLINE_PLACEMENT = "(c)'s placement, clairvoyant slots"
 A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
 
 _BASE = Shape(pods=5000)
@@ -105,16 +107,19 @@ def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWei
         C2: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=not packs),
     }
     results = {name: simulate(workload, place) for name, place in policies.items()}
-    variant, reference = best_oracle(workload)
+    online_placement = WithExtender(rng(), clairvoyant_slots(workload), weights, weight, catalog, most_allocated=packs)
+    variant, reference = best_oracle(workload, {ONLINE_PLACEMENT: online_placement})
     results[ORACLE] = reference
     return PointResult(shape, results, variant, cold_miss_bound(workload))
 
 
-def best_oracle(workload: Workload) -> tuple[str, Result]:
+def best_oracle(workload: Workload, more: dict[str, Placement] | None = None) -> tuple[str, Result]:
+    """The best of the clairvoyant rules (``bench.sim.oracle``), and of ``more`` clairvoyant placements."""
     runs = {
         name: simulate(workload, clairvoyant(workload, make(workload), pack_first))
         for name, (make, pack_first) in VARIANTS.items()
     }
+    runs.update({name: simulate(workload, place) for name, place in (more or {}).items()})
     name = min(runs, key=lambda n: runs[n].reconfigurations)
     return name, runs[name]
 

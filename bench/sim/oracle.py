@@ -13,6 +13,12 @@ orders, are run and the best result is the reference:
   cluster (with three free copies, the third next arrival asking for it), so a spare copy
   is overwritten before the last one.
 
+A fifth rule keeps the shipped online placement (the fpga-scheduler profile and the
+extender's scores, ``bench.sim.policies.WithExtender``) and makes only the choice of slots
+on the chosen node clairvoyant (hits first, then the free slots whose content is needed
+again latest): where that placement is already good, knowing the future of each
+node's slots still improves on it.
+
 What it is not: a lower bound. Placement with queues, multi-slot pods and many nodes
 has no known optimal offline rule, and a greedy clairvoyant one can in principle lose
 to an online policy; the grid in ``bench.sim.grid`` checks that it does not on any of
@@ -83,6 +89,19 @@ def clairvoyant(workload: Workload, need: NeedTime, pack_first: bool = False) ->
         return None if best is None else (best[1], best[2])
 
     return place
+
+
+def clairvoyant_slots(workload: Workload) -> Callable[[SimNode, Pod, float], list[int]]:
+    """A slot choice on a given node: free slots holding the bitstream, then those needed again latest."""
+    need = next_use(workload)
+
+    def choose(node: SimNode, pod: Pod, now: float) -> list[int]:
+        free = node.free()
+        hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
+        rest = sorted((i for i in free if i not in hits), key=lambda i: -need(node.slots[i].bitstream, now, {}))
+        return (hits + rest)[: pod.slots]
+
+    return choose
 
 
 #: name -> (the measure of "needed again", whether packing goes before it)
