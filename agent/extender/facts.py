@@ -33,7 +33,8 @@ from agent.extender.nodestate import NodeSlots
 
 #: Half of a bitstream's request weight comes from the last this many pods scored.
 HALF_LIFE_REQUESTS = 200.0
-#: The pods ahead that a free copy is weighed against (chosen on the workload grid of bench/cluster_sim.py).
+#: The pods ahead that a free copy is weighed against (chosen on the workload grid of bench/cluster_sim.py:
+#: 300 gives a median of 1.155 x the clairvoyant reference where 100 gives 1.138).
 WINDOW_REQUESTS = 100.0
 #: The table is worked out again at most this often (seconds).
 STEP_S = 10.0

@@ -46,6 +46,10 @@ from agent.extender.nodestate import LoadedSlot, NodeSlots
 MAX_SCORE = 10
 #: A loaded slot whose bitstream has not been used for this long is worth the full ``evict`` weight.
 LRU_HORIZON_S = 3600.0
+#: How much of a loaded slot's value is its own recency; the rest is the cluster's value of its content.
+#: Chosen on the workload grid of bench/cluster_sim.py ((c) / clairvoyant reference, median and worst of
+#: 26 points): 0 gives 1.195 / 2.42, 0.25 gives 1.158 / 1.60, 0.5 gives 1.138 / 1.35, 0.75 gives 1.144 / 1.38.
+RECENCY_SHARE = 0.5
 #: Scoring reads the clock in steps of this size, so that a node's score can be reused within a step.
 CLOCK_STEP_S = 60
 #: Answers remembered per node state (cleared when full).
@@ -354,7 +358,7 @@ def _overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: 
     """``empty`` for a slot whose content nobody is likely to want soon, down to ``evict`` (module docstring)."""
     recency = 0.0 if slot.last_used <= 0 else 1.0 - min(1.0, max(0.0, now - slot.last_used) / LRU_HORIZON_S)
     cluster = keep.get(slot.bitstream, 0.0) if slot.bitstream is not None else 0.0
-    return weights.empty - (weights.empty - weights.evict) * 0.5 * (recency + cluster)
+    return weights.empty - (weights.empty - weights.evict) * (RECENCY_SHARE * recency + (1.0 - RECENCY_SHARE) * cluster)
 
 
 def prioritize_nodes(
