@@ -17,7 +17,13 @@ from grpc_tools import protoc
 ROOT = Path(__file__).resolve().parent.parent
 PROTOS = ROOT / "protos"
 BIN = Path(sys.executable).parent  # mypy-protobuf installs its protoc plugins here
-FILES = ("deviceplugin/v1beta1/api.proto", "podresources/v1/api.proto")
+FILES = (
+    "deviceplugin/v1beta1/api.proto",
+    "podresources/v1/api.proto",
+    "dra/v1/api.proto",
+    "dra/v1beta1/api.proto",
+    "pluginregistration/v1/api.proto",
+)
 
 
 def generate(out_dir: Path) -> None:

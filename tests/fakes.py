@@ -3,7 +3,9 @@
 * the kubelet: :class:`agent.kubeletsim.KubeletStandIn` (shipped, because the demo
   uses it too), re-exported here;
 * FPGA hardware: :class:`agent.simfpga.SimFabric` (stateful simulated cards);
-* :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly.
+* :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly;
+* the kubelet's DRA side: :class:`DraKubelet` (plugin watcher and DRA client), and
+  :class:`FakeClaimPreparer` for what preparing a claim does on the node.
 """
 
 from __future__ import annotations
@@ -17,10 +19,21 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import grpc
+
+from agent._proto.dra.v1 import api_pb2 as dra_v1
+from agent._proto.dra.v1 import api_pb2_grpc as dra_v1_grpc
+from agent._proto.dra.v1beta1 import api_pb2 as dra_v1beta1
+from agent._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
+from agent._proto.pluginregistration.v1 import api_pb2 as reg
+from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.app import Agent
 from agent.config import Config, load_config
 from agent.deviceplugin import RESOURCE_NAME
+from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
+from agent.errors import ProgrammingError
 from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
@@ -29,6 +42,8 @@ __all__ = [
     "RESOURCE_NAME",
     "AgentHarness",
     "Catalog",
+    "DraKubelet",
+    "FakeClaimPreparer",
     "KubeletStandIn",
     "NodePods",
     "SimFabric",
@@ -158,3 +173,81 @@ def run_fpga_agent(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Com
         timeout=CLI_TIMEOUT_S,
         check=False,
     )
+
+
+# ---------------------------------------------------------------------------------- DRA
+class FakeClaimPreparer:
+    """A ClaimPreparer holding state as the real one will: claim UID -> its devices (one slot per claim).
+
+    Preparing is idempotent (the same devices again); a claim whose name starts with
+    ``broken`` fails with a clear error and changes nothing; unpreparing an unknown
+    claim is a success.
+    """
+
+    def __init__(self, pool: str = "node-a") -> None:
+        self.pool = pool
+        self.prepared: dict[str, tuple[PreparedDevice, ...]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def prepare(self, claim: ClaimRef) -> tuple[PreparedDevice, ...]:
+        self.calls.append(("prepare", claim.uid))
+        if claim.name.startswith("broken"):
+            raise ProgrammingError(f"bitstream for claim {claim.name} failed verification")
+        if claim.uid not in self.prepared:
+            slot = f"slot-{len(self.prepared)}"
+            cdi = f"{DRIVER_NAME}/slot={claim.uid}-{slot}"
+            self.prepared[claim.uid] = (PreparedDevice(self.pool, slot, (cdi,), ("fpga",)),)
+        return self.prepared[claim.uid]
+
+    def unprepare(self, claim: ClaimRef) -> None:
+        self.calls.append(("unprepare", claim.uid))
+        if claim.name.startswith("broken-release"):
+            raise ProgrammingError("the CDI spec could not be removed")
+        self.prepared.pop(claim.uid, None)
+
+
+class DraKubelet:
+    """The kubelet's side of a DRA plugin as v1.36 does it: it finds the registration socket, asks
+    GetInfo (1 s deadline), checks the type and picks the first advertised service it knows, says
+    whether it registered the plugin, then calls the plugin's endpoint with that API version."""
+
+    KNOWN = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+
+    def __init__(self, registry_dir: Path, known: tuple[str, ...] = KNOWN) -> None:
+        self.registry_dir = registry_dir
+        self.known = known
+        self.version = ""
+        self.endpoint = ""
+
+    def sockets(self) -> list[Path]:
+        """What the plugin watcher would see: sockets, names starting with '.' ignored."""
+        return sorted(p for p in self.registry_dir.iterdir() if not p.name.startswith(".") and p.is_socket())
+
+    def register(self, socket: Path, *, accept: bool = True, error: str = "") -> reg.PluginInfo:
+        with grpc.insecure_channel(f"unix://{socket}") as channel:
+            stub = reg_grpc.RegistrationStub(channel)
+            info: reg.PluginInfo = stub.GetInfo(reg.InfoRequest(), timeout=1.0)
+            chosen = next((v for v in info.supported_versions if v in self.known), "")
+            ok = accept and info.type == "DRAPlugin" and bool(chosen)
+            stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=ok, error=error), timeout=1.0)
+        self.version, self.endpoint = chosen, info.endpoint
+        return info
+
+    def _stub(self, channel: grpc.Channel) -> Any:
+        return (dra_v1_grpc if self.version == "v1.DRAPlugin" else dra_v1beta1_grpc).DRAPluginStub(channel)
+
+    def _pb(self) -> Any:
+        return dra_v1 if self.version == "v1.DRAPlugin" else dra_v1beta1
+
+    def prepare(self, *claims: tuple[str, str, str]) -> Any:
+        """``claims``: (namespace, uid, name) each."""
+        pb = self._pb()
+        request = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
+        with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
+            return self._stub(channel).NodePrepareResources(request, timeout=45.0)
+
+    def unprepare(self, *claims: tuple[str, str, str]) -> Any:
+        pb = self._pb()
+        request = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
+        with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
+            return self._stub(channel).NodeUnprepareResources(request, timeout=45.0)

@@ -1,0 +1,123 @@
+"""Serving the DRA plugin: the registration socket the kubelet's plugin watcher finds, and the DRA socket.
+
+Both sockets are bound under a name used once and renamed into place, so that the
+plugin watcher never sees a half-made socket and a late unlink by a stopped gRPC
+server never removes a newer one. On stop, each socket is removed only while it is
+still ours (same inode): a newer agent that took the path over keeps it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from agent._proto.dra.v1 import api_pb2_grpc as v1_grpc
+from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from agent.dra.constants import DRIVER_NAME, PLUGINS_DIR, PLUGINS_REGISTRY_DIR, STOP_GRACE_S
+from agent.dra.service import ClaimPreparer, DraCore, DraV1beta1Servicer, DraV1Servicer, RegistrationServicer
+from agent.errors import KubeletError
+
+logger = logging.getLogger(__name__)
+_BIND_COUNTER = itertools.count()
+#: Threads for calls: the kubelet prepares one pod's claims per call, the calls are serialized anyway.
+WORKERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSockets:
+    """Where the sockets go: ``<registry>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``."""
+
+    registry_dir: Path = Path(PLUGINS_REGISTRY_DIR)
+    plugins_dir: Path = Path(PLUGINS_DIR)
+    driver: str = DRIVER_NAME
+
+    @property
+    def registration(self) -> Path:
+        return self.registry_dir / f"{self.driver}-reg.sock"
+
+    @property
+    def dra(self) -> Path:
+        return self.plugins_dir / self.driver / "dra.sock"
+
+
+class DraPluginServer:
+    """The two gRPC servers of the DRA plugin, started and stopped together."""
+
+    def __init__(self, preparer: ClaimPreparer, sockets: PluginSockets | None = None) -> None:
+        self.sockets = sockets or PluginSockets()
+        core = DraCore(preparer)
+        self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra))
+        self._v1 = DraV1Servicer(core)
+        self._v1beta1 = DraV1beta1Servicer(core)
+        self._servers: list[grpc.Server] = []
+        self._placed: list[tuple[Path, tuple[int, int]]] = []
+
+    def start(self) -> None:
+        """Serve the DRA socket, then the registration socket (the kubelet dials the first once it has
+        found the second). KubeletError naming the path when one cannot be served; nothing is left."""
+        try:
+            self._start_one(self.sockets.dra, self._add_dra)
+            self._start_one(self.sockets.registration, self._add_registration)
+        except OSError as exc:
+            self.stop()
+            raise KubeletError(f"cannot serve the DRA plugin: {exc}") from exc
+        except Exception:
+            self.stop()
+            raise
+        logger.info(
+            "serving DRA driver %s on %s, registration on %s",
+            self.sockets.driver,
+            self.sockets.dra,
+            self.sockets.registration,
+        )
+
+    def stop(self) -> None:
+        """Stop serving; remove each socket that is still ours."""
+        for server in self._servers:
+            server.stop(STOP_GRACE_S).wait()
+        self._servers = []
+        for path, identity in self._placed:
+            try:
+                if _identity(path) == identity:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+        self._placed = []
+
+    def _add_dra(self, server: grpc.Server) -> None:
+        v1_grpc.add_DRAPluginServicer_to_server(self._v1, server)
+        v1beta1_grpc.add_DRAPluginServicer_to_server(self._v1beta1, server)
+
+    def _add_registration(self, server: grpc.Server) -> None:
+        reg_grpc.add_RegistrationServicer_to_server(self.registration, server)
+
+    def _start_one(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")  # the watcher skips dot names
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+        add(server)
+        old_umask = os.umask(0o177)  # created 0600, never briefly wider
+        try:
+            if server.add_insecure_port(f"unix://{bound}") == 0:
+                raise KubeletError(f"cannot bind {bound}")
+        except RuntimeError as exc:  # grpc reports a failed bind this way too
+            raise KubeletError(f"cannot bind {bound}: {exc}") from exc
+        finally:
+            os.umask(old_umask)
+        server.start()
+        self._servers.append(server)
+        os.replace(bound, path)
+        self._placed.append((path, _identity(path)))
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return (st.st_dev, st.st_ino)

@@ -1,0 +1,202 @@
+"""The DRAPlugin service (v1 and v1beta1) and plugin registration, over a :class:`ClaimPreparer`.
+
+Each claim of a call gets its own entry in the answer: a claim that cannot be
+prepared carries its error there (the kubelet retries it later) and does not fail
+the others. Messages name the claim and are bounded (:func:`agent.errors.shown`).
+A claim named twice in one call is prepared once. Unpreparing a claim the driver
+does not know is a success: the kubelet may ask again after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+
+from agent._proto.dra.v1 import api_pb2 as v1
+from agent._proto.dra.v1 import api_pb2_grpc as v1_grpc
+from agent._proto.dra.v1beta1 import api_pb2 as v1beta1
+from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from agent._proto.pluginregistration.v1 import api_pb2 as reg
+from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from agent.dra.constants import PLUGIN_TYPE, SUPPORTED_VERSIONS
+from agent.errors import FpgaSlotError, shown
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """A ResourceClaim as the kubelet names it."""
+
+    namespace: str
+    uid: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} (uid {self.uid})"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDevice:
+    """One device of a prepared claim, as the kubelet records it."""
+
+    pool: str
+    device: str
+    cdi_ids: tuple[str, ...]
+    #: The claim's requests it was allocated for; empty: every request.
+    requests: tuple[str, ...] = ()
+
+
+class ClaimPreparer(Protocol):
+    """What preparing and releasing a claim means on this node (may block; runs off the event loop)."""
+
+    def prepare(self, claim: ClaimRef) -> Sequence[PreparedDevice]:
+        """The claim's devices, ready for its pods; FpgaSlotError saying why not."""
+        ...
+
+    def unprepare(self, claim: ClaimRef) -> None:
+        """Release what ``prepare`` set up for the claim (idempotent); FpgaSlotError saying why not."""
+        ...
+
+
+class _Claims(Protocol):
+    """The Claim message of either API version."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+def _refs(claims: Sequence[_Claims]) -> dict[str, ClaimRef]:
+    """UID -> claim, in the order asked, each UID once."""
+    refs: dict[str, ClaimRef] = {}
+    for claim in claims:
+        refs.setdefault(claim.uid, ClaimRef(claim.namespace, claim.uid, claim.name))
+    return refs
+
+
+class DraCore:
+    """Both API versions' calls on one preparer, one call at a time; answers as plain data."""
+
+    def __init__(self, preparer: ClaimPreparer) -> None:
+        self._preparer = preparer
+        self._lock = threading.Lock()
+
+    def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
+        with self._lock:
+            return self._prepare(claims)
+
+    def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
+        with self._lock:
+            return self._unprepare(claims)
+
+    def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
+        answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
+        for uid, ref in _refs(claims).items():
+            if not uid:
+                answers[uid] = ((), f"claim {shown(ref.namespace)}/{shown(ref.name)} has no UID")
+                continue
+            try:
+                devices = self._preparer.prepare(ref)
+            except FpgaSlotError as exc:
+                logger.warning("claim %s not prepared: %s", ref, exc)
+                answers[uid] = ((), f"claim {ref}: {exc}")
+                continue
+            logger.info("claim %s prepared: %d device(s)", ref, len(devices))
+            answers[uid] = (devices, "")
+        return answers
+
+    def _unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
+        answers: dict[str, str] = {}
+        for uid, ref in _refs(claims).items():
+            try:
+                self._preparer.unprepare(ref)
+            except FpgaSlotError as exc:
+                logger.warning("claim %s not released: %s", ref, exc)
+                answers[uid] = f"claim {ref}: {exc}"
+                continue
+            logger.info("claim %s released", ref)
+            answers[uid] = ""
+        return answers
+
+
+class DraV1Servicer(v1_grpc.DRAPluginServicer):
+    def __init__(self, core: DraCore) -> None:
+        self._core = core
+
+    def NodePrepareResources(
+        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodePrepareResourcesResponse:
+        answer = v1.NodePrepareResourcesResponse()
+        for uid, (devices, error) in self._core.prepare(request.claims).items():
+            entry = answer.claims[uid]
+            entry.error = error
+            for d in devices:
+                entry.devices.add(
+                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
+                )
+        return answer
+
+    def NodeUnprepareResources(
+        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1.NodeUnprepareResourcesResponse:
+        answer = v1.NodeUnprepareResourcesResponse()
+        for uid, error in self._core.unprepare(request.claims).items():
+            answer.claims[uid].error = error
+        return answer
+
+
+class DraV1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
+    def __init__(self, core: DraCore) -> None:
+        self._core = core
+
+    def NodePrepareResources(
+        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodePrepareResourcesResponse:
+        answer = v1beta1.NodePrepareResourcesResponse()
+        for uid, (devices, error) in self._core.prepare(request.claims).items():
+            entry = answer.claims[uid]
+            entry.error = error
+            for d in devices:
+                entry.devices.add(
+                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
+                )
+        return answer
+
+    def NodeUnprepareResources(
+        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
+    ) -> v1beta1.NodeUnprepareResourcesResponse:
+        answer = v1beta1.NodeUnprepareResourcesResponse()
+        for uid, error in self._core.unprepare(request.claims).items():
+            answer.claims[uid].error = error
+        return answer
+
+
+class RegistrationServicer(reg_grpc.RegistrationServicer):
+    """What the kubelet's plugin watcher asks: who we are, then whether it took us."""
+
+    def __init__(self, driver: str, endpoint: str) -> None:
+        self._info = reg.PluginInfo(
+            type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=SUPPORTED_VERSIONS
+        )
+        #: The last status the kubelet sent: None before any, else (registered, error).
+        self.status: tuple[bool, str] | None = None
+
+    def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+        return self._info
+
+    def NotifyRegistrationStatus(
+        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg.RegistrationStatusResponse:
+        self.status = (request.plugin_registered, request.error)
+        if request.plugin_registered:
+            logger.info("kubelet registered DRA driver %s (endpoint %s)", self._info.name, self._info.endpoint)
+            return reg.RegistrationStatusResponse()
+        logger.error("kubelet refused DRA driver %s: %s", self._info.name, shown(request.error))
+        context.abort(grpc.StatusCode.UNKNOWN, f"registration failed: {shown(request.error)}")
+        raise AssertionError("unreachable: abort raises")

@@ -1,0 +1,188 @@
+"""The DRA plugin as the kubelet meets it: registration through the plugin registry, then
+NodePrepareResources / NodeUnprepareResources on the advertised endpoint, over real unix sockets."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from agent.dra import DRIVER_NAME, DraPluginServer, PluginSockets
+from tests.fakes import DraKubelet, FakeClaimPreparer, short_tmpdir
+from tests.integration import foreign_wire as wire
+
+
+@pytest.fixture
+def sockets() -> Iterator[PluginSockets]:
+    with short_tmpdir() as root:
+        yield PluginSockets(registry_dir=root / "plugins_registry", plugins_dir=root / "plugins")
+
+
+@pytest.fixture
+def preparer() -> FakeClaimPreparer:
+    return FakeClaimPreparer()
+
+
+@pytest.fixture
+def plugin(sockets: PluginSockets, preparer: FakeClaimPreparer) -> Iterator[DraPluginServer]:
+    server = DraPluginServer(preparer, sockets)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def kubelet(sockets: PluginSockets, plugin: DraPluginServer) -> DraKubelet:
+    return DraKubelet(sockets.registry_dir)
+
+
+def test_the_plugin_watcher_finds_one_socket_and_registers_the_driver(
+    kubelet: DraKubelet, plugin: DraPluginServer, sockets: PluginSockets
+) -> None:
+    (found,) = kubelet.sockets()
+    assert found == sockets.registry_dir / f"{DRIVER_NAME}-reg.sock"
+    info = kubelet.register(found)
+    assert info.type == "DRAPlugin"
+    assert info.name == DRIVER_NAME
+    assert info.endpoint == str(sockets.plugins_dir / DRIVER_NAME / "dra.sock")
+    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    assert kubelet.version == "v1.DRAPlugin"
+    assert plugin.registration.status == (True, "")
+    assert oct(found.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("known", [("v1.DRAPlugin",), ("v1beta1.DRAPlugin",)])
+def test_claims_are_prepared_and_released_in_either_api_version(
+    sockets: PluginSockets, plugin: DraPluginServer, preparer: FakeClaimPreparer, known: tuple[str, ...]
+) -> None:
+    kubelet = DraKubelet(sockets.registry_dir, known)
+    kubelet.register(sockets.registration)
+    assert kubelet.version == known[0]
+    answer = kubelet.prepare(("team", "uid-1", "train-fpga"), ("team", "uid-2", "infer-fpga"))
+    assert set(answer.claims) == {"uid-1", "uid-2"}
+    (device,) = answer.claims["uid-1"].devices
+    assert (device.pool_name, device.device_name, list(device.request_names)) == ("node-a", "slot-0", ["fpga"])
+    assert list(device.cdi_device_ids) == [f"{DRIVER_NAME}/slot=uid-1-slot-0"]
+    assert answer.claims["uid-1"].error == ""
+    again = kubelet.prepare(("team", "uid-1", "train-fpga"))  # the kubelet asks again after a restart
+    assert again.claims["uid-1"].devices == answer.claims["uid-1"].devices
+    released = kubelet.unprepare(("team", "uid-1", "train-fpga"), ("team", "uid-gone", "never-prepared"))
+    assert {uid: r.error for uid, r in released.claims.items()} == {"uid-1": "", "uid-gone": ""}
+    assert set(preparer.prepared) == {"uid-2"}
+
+
+def test_a_claim_that_cannot_be_prepared_fails_alone_and_says_why(
+    kubelet: DraKubelet, sockets: PluginSockets, preparer: FakeClaimPreparer, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubelet.register(sockets.registration)
+    with caplog.at_level(logging.WARNING):
+        answer = kubelet.prepare(("team", "uid-ok", "good"), ("team", "uid-bad", "broken-bitstream"))
+    assert answer.claims["uid-ok"].error == ""
+    assert len(answer.claims["uid-ok"].devices) == 1
+    bad = answer.claims["uid-bad"]
+    assert list(bad.devices) == []
+    assert "team/broken-bitstream (uid uid-bad)" in bad.error
+    assert "failed verification" in bad.error
+    assert set(preparer.prepared) == {"uid-ok"}  # nothing kept for the failed claim
+    assert sum("not prepared" in r.getMessage() for r in caplog.records) == 1
+    released = kubelet.unprepare(("team", "uid-ok", "broken-release"))
+    assert "could not be removed" in released.claims["uid-ok"].error
+
+
+def test_a_claim_named_twice_is_prepared_once_and_one_without_uid_is_refused(
+    kubelet: DraKubelet, sockets: PluginSockets, preparer: FakeClaimPreparer
+) -> None:
+    kubelet.register(sockets.registration)
+    answer = kubelet.prepare(("team", "uid-1", "a"), ("team", "uid-1", "a"), ("team", "", "nameless\nx" * 50))
+    assert [c for c in preparer.calls if c[0] == "prepare"] == [("prepare", "uid-1")]
+    assert "has no UID" in answer.claims[""].error
+    assert "\n" not in answer.claims[""].error
+    assert len(answer.claims[""].error) < 400
+
+
+def test_a_refused_registration_is_an_error_to_the_kubelet_and_logged(
+    kubelet: DraKubelet, plugin: DraPluginServer, sockets: PluginSockets, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR), pytest.raises(grpc.RpcError) as raised:
+        kubelet.register(sockets.registration, accept=False, error="driver name clashes")
+    assert "driver name clashes" in str(raised.value.details())
+    assert plugin.registration.status == (False, "driver name clashes")
+    assert any("refused DRA driver" in r.getMessage() for r in caplog.records)
+
+
+def test_stop_removes_its_sockets_but_not_a_newer_servers(sockets: PluginSockets, preparer: FakeClaimPreparer) -> None:
+    first = DraPluginServer(preparer, sockets)
+    first.start()
+    second = DraPluginServer(preparer, sockets)  # a rolling update: the new agent takes the paths over
+    second.start()
+    first.stop()
+    assert sockets.registration.is_socket()
+    assert sockets.dra.is_socket()
+    DraKubelet(sockets.registry_dir).register(sockets.registration)
+    assert second.registration.status == (True, "")
+    second.stop()
+    assert not sockets.registration.exists()
+    assert not sockets.dra.exists()
+    assert [p.name for p in sockets.registry_dir.iterdir()] == []  # no bind leftovers
+
+
+# ----------------------------------------------------------------- the wire, by hand
+# Upstream field numbers (k8s.io/kubelet/pkg/apis/dra/v1/api.proto), independent of protos/.
+CLAIM = wire._message(
+    "Claim",
+    wire.Field(1, "namespace", wire.Kind.STRING),
+    wire.Field(2, "uid", wire.Kind.STRING),
+    wire.Field(3, "name", wire.Kind.STRING),
+)
+PREPARE_REQUEST = wire._message("NodePrepareResourcesRequest", wire._messages(1, "claims", CLAIM))
+DEVICE = wire._message(
+    "Device",
+    wire._strings(1, "request_names"),
+    wire.Field(2, "pool_name", wire.Kind.STRING),
+    wire.Field(3, "device_name", wire.Kind.STRING),
+    wire._strings(4, "cdi_device_ids"),
+    wire.Field(5, "share_id", wire.Kind.STRING),
+)
+PREPARE_ONE = wire._message(
+    "NodePrepareResourceResponse", wire._messages(1, "devices", DEVICE), wire.Field(2, "error", wire.Kind.STRING)
+)
+# A map<string, Message> is, on the wire, repeated entries {key = 1, value = 2}.
+PREPARE_ENTRY = wire._message(
+    "ClaimsEntry", wire.Field(1, "key", wire.Kind.STRING), wire.Field(2, "value", wire.Kind.MESSAGE, schema=PREPARE_ONE)
+)
+PREPARE_RESPONSE = wire._message("NodePrepareResourcesResponse", wire._messages(1, "claims", PREPARE_ENTRY))
+PLUGIN_INFO = wire._message(
+    "PluginInfo",
+    wire.Field(1, "type", wire.Kind.STRING),
+    wire.Field(2, "name", wire.Kind.STRING),
+    wire.Field(3, "endpoint", wire.Kind.STRING),
+    wire._strings(4, "supported_versions"),
+)
+
+
+def _raw_call(socket: Path, method: str, payload: bytes) -> bytes:
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        answer: bytes = call(payload, timeout=5.0)
+        return answer
+
+
+def test_the_wire_matches_the_kubelets_field_numbers_and_method_paths(
+    plugin: DraPluginServer, sockets: PluginSockets
+) -> None:
+    info = wire.decode(PLUGIN_INFO, _raw_call(sockets.registration, "/pluginregistration.Registration/GetInfo", b""))
+    assert (info["type"], info["name"], info["endpoint"]) == ("DRAPlugin", DRIVER_NAME, str(sockets.dra))
+    request = wire.encode(PREPARE_REQUEST, {"claims": [{"namespace": "team", "uid": "uid-7", "name": "c"}]})
+    for package in ("k8s.io.kubelet.pkg.apis.dra.v1", "k8s.io.kubelet.pkg.apis.dra.v1beta1"):
+        raw = _raw_call(sockets.dra, f"/{package}.DRAPlugin/NodePrepareResources", request)
+        (entry,) = wire.decode(PREPARE_RESPONSE, raw)["claims"]
+        assert entry["key"] == "uid-7"
+        (device,) = entry["value"]["devices"]
+        assert device["device_name"] == "slot-0"
+        assert device["cdi_device_ids"] == [f"{DRIVER_NAME}/slot=uid-7-slot-0"]
+        assert device["request_names"] == ["fpga"]
