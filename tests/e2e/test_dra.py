@@ -1,0 +1,169 @@
+"""The DRA plugin protocol against the real kubelet and scheduler (v1.36) of the node under test.
+
+Our plugin server (``agent.dra``) runs in this process on the node's own kubelet paths,
+so this module needs pytest to run on that node (as ``scripts/e2e`` does on the bundled
+cluster); elsewhere it is skipped with the reason. A ResourceSlice offers one slot of
+our driver, a DeviceClass selects the driver, and a pod with a ResourceClaim is
+scheduled by the real scheduler's DRA allocator. The real kubelet registers the plugin
+through its plugin watcher, calls NodePrepareResources for the claim, hands the CDI
+device we return to containerd, and calls NodeUnprepareResources once the pod is gone.
+What preparing does stands in here for the slot preparer (it writes the claim's CDI
+spec): the subject is the protocol, end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from agent.dra import DRIVER_NAME, ClaimRef, DraPluginServer, PluginSockets, PreparedDevice
+from tests.e2e.cluster import WAIT_S, Cluster, pick_node
+
+CDI_DIR = Path("/var/run/cdi")
+CDI_KIND = f"{DRIVER_NAME}/slot"
+IMAGE = "busybox:1.35"
+
+pytestmark = pytest.mark.skipif(
+    not PluginSockets().registry_dir.is_dir() or os.geteuid() != 0,
+    reason="the DRA protocol test serves the plugin on the node's kubelet paths: run it as root on the node",
+)
+
+
+class CdiPreparer:
+    """Prepares a claim by writing its CDI spec (the slot's env), and releases it by removing the spec."""
+
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
+        self.calls: list[tuple[str, str]] = []
+
+    def spec_path(self, uid: str) -> Path:
+        return CDI_DIR / f"{DRIVER_NAME}-{uid}.json"
+
+    def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        self.calls.append(("prepare", claim.uid))
+        name = f"{claim.uid}-slot-0"
+        spec = {
+            "cdiVersion": "0.6.0",
+            "kind": CDI_KIND,
+            "devices": [{"name": name, "containerEdits": {"env": ["FPGA_SLOTS=slot-0", f"FPGA_CLAIM={claim.name}"]}}],
+        }
+        CDI_DIR.mkdir(parents=True, exist_ok=True)
+        self.spec_path(claim.uid).write_text(json.dumps(spec))
+        return [PreparedDevice(self.pool, "slot-0", (f"{CDI_KIND}={name}",), ("fpga",))]
+
+    def unprepare(self, claim: ClaimRef) -> None:
+        self.calls.append(("unprepare", claim.uid))
+        self.spec_path(claim.uid).unlink(missing_ok=True)
+
+
+def _wait_for(what: str, check: object, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def node(cluster: Cluster, pytestconfig: pytest.Config) -> str:
+    return pick_node(cluster, pytestconfig.getoption("--e2e-node"))
+
+
+@pytest.fixture
+def plugin(node: str) -> Iterator[tuple[DraPluginServer, CdiPreparer]]:
+    preparer = CdiPreparer(pool=node)
+    server = DraPluginServer(preparer)
+    server.start()
+    try:
+        yield server, preparer
+    finally:
+        server.stop()
+
+
+def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_releases_it(
+    cluster: Cluster, node: str, plugin: tuple[DraPluginServer, CdiPreparer]
+) -> None:
+    server, preparer = plugin
+    _wait_for("the kubelet to register the DRA driver", lambda: server.registration.status is not None, 30)
+    assert server.registration.status == (True, "")
+
+    resource = client.ResourceV1Api(cluster.api)
+    tag = secrets.token_hex(3)
+    namespace, device_class, slice_name = f"fpga-slot-e2e-dra-{tag}", f"fpga-slot-e2e-{tag}", f"fpga-slot-e2e-{tag}"
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    try:
+        resource.create_resource_slice(
+            {
+                "metadata": {"name": slice_name},
+                "spec": {
+                    "driver": DRIVER_NAME,
+                    "nodeName": node,
+                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "slot-0", "attributes": {"platform": {"string": "sim-pr-v1"}}}],
+                },
+            }
+        )
+        resource.create_device_class(
+            {
+                "metadata": {"name": device_class},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER_NAME}"'}}]},
+            }
+        )
+        resource.create_namespaced_resource_claim(
+            namespace,
+            {
+                "metadata": {"name": "fpga"},
+                "spec": {"devices": {"requests": [{"name": "fpga", "exactly": {"deviceClassName": device_class}}]}},
+            },
+        )
+        cluster.core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": "uses-a-slot"},
+                "spec": {
+                    "terminationGracePeriodSeconds": 0,
+                    "resourceClaims": [{"name": "fpga", "resourceClaimName": "fpga"}],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", "echo slots=$FPGA_SLOTS claim=$FPGA_CLAIM; sleep 3600"],
+                            "resources": {"claims": [{"name": "fpga"}]},
+                        }
+                    ],
+                },
+            },
+        )
+        claim_uid = resource.read_namespaced_resource_claim("fpga", namespace).metadata.uid
+        log = cluster.wait_log(namespace, "uses-a-slot", lambda text: "slots=" in text, "with the slot's env")
+        assert "slots=slot-0 claim=fpga" in log  # prepared by us, injected by containerd through CDI
+        allocated = resource.read_namespaced_resource_claim("fpga", namespace)
+        (result,) = allocated.status.allocation.devices.results
+        assert (result.driver, result.pool, result.device) == (DRIVER_NAME, node, "slot-0")
+        assert ("prepare", claim_uid) in preparer.calls
+        assert preparer.spec_path(claim_uid).is_file()
+
+        cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)
+        _wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)
+        assert not preparer.spec_path(claim_uid).exists()
+    finally:
+        for delete in (
+            lambda: resource.delete_device_class(device_class),
+            lambda: resource.delete_resource_slice(slice_name),
+            lambda: cluster.core.delete_namespace(namespace),
+        ):
+            try:
+                delete()
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
