@@ -32,6 +32,7 @@ from agent.errors import (
     shown_list,
 )
 from agent.slots import Slot, SlotRegistry, SlotState, choose_preferred
+from agent.slots.exposure import container_env
 
 logger = logging.getLogger(__name__)
 
@@ -98,19 +99,12 @@ def device_list(states: list[SlotState]) -> dp.ListAndWatchResponse:
 
 def container_response(slots: list[Slot], cdi: bool) -> dp.ContainerAllocateResponse:
     """Device nodes (rw), FPGA_SLOTS and per-slot env, and optionally CDI names."""
-    envs = {"FPGA_SLOTS": ",".join(slot.id for slot in slots)}
-    specs: list[dp.DeviceSpec] = []
-    for index, slot in enumerate(slots):
-        envs[f"FPGA_SLOT_{index}_ID"] = slot.id
-        envs[f"FPGA_SLOT_{index}_PLATFORM"] = slot.platform
-        envs[f"FPGA_SLOT_{index}_DEVICE"] = ",".join(node.container_path for node in slot.device_nodes)
-        if slot.numa is not None:
-            envs[f"FPGA_SLOT_{index}_NUMA"] = str(slot.numa)
-        specs.extend(
-            dp.DeviceSpec(container_path=node.container_path, host_path=node.host_path, permissions="rw")
-            for node in slot.device_nodes
-        )
-    response = dp.ContainerAllocateResponse(envs=envs, devices=specs)
+    specs = [
+        dp.DeviceSpec(container_path=node.container_path, host_path=node.host_path, permissions="rw")
+        for slot in slots
+        for node in slot.device_nodes
+    ]
+    response = dp.ContainerAllocateResponse(envs=container_env(slots), devices=specs)
     if cdi:
         response.cdi_devices.extend(dp.CDIDevice(name=f"{RESOURCE_NAME}={slot.id}") for slot in slots)
     return response

@@ -8,12 +8,12 @@ scheduled by the real scheduler's DRA allocator. The real kubelet registers the 
 through its plugin watcher, calls NodePrepareResources for the claim, hands the CDI
 device we return to containerd, and calls NodeUnprepareResources once the pod is gone.
 What preparing does stands in here for the slot preparer (it writes the claim's CDI
-spec): the subject is the protocol, end to end.
+spec with ``agent.dra.cdi``, a slot whose device node is the host's /dev/null): the
+subject is the protocol and the CDI spec, end to end.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -25,11 +25,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME, ClaimRef, DraPluginServer, PluginSockets, PreparedDevice
+from agent.dra.cdi import CdiSpecs
+from agent.slots import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import WAIT_S, Cluster, pick_node
 
 CDI_DIR = Path("/var/run/cdi")
-CDI_KIND = f"{DRIVER_NAME}/slot"
 IMAGE = "busybox:1.35"
+SHOW_SLOT = (
+    "echo slots=$FPGA_SLOTS device=$FPGA_SLOT_0_DEVICE; test -c /dev/fpga-e2e-slot0 && echo char-device; sleep 3600"
+)
 
 pytestmark = pytest.mark.skipif(
     not PluginSockets().registry_dir.is_dir() or os.geteuid() != 0,
@@ -38,30 +42,33 @@ pytestmark = pytest.mark.skipif(
 
 
 class CdiPreparer:
-    """Prepares a claim by writing its CDI spec (the slot's env), and releases it by removing the spec."""
+    """Prepares a claim by writing its CDI spec with ``agent.dra.cdi`` (one slot whose device node is the
+    host's /dev/null), and releases it by removing the spec."""
 
     def __init__(self, pool: str) -> None:
         self.pool = pool
+        self.specs = CdiSpecs(CDI_DIR)
         self.calls: list[tuple[str, str]] = []
-
-    def spec_path(self, uid: str) -> Path:
-        return CDI_DIR / f"{DRIVER_NAME}-{uid}.json"
+        self.slot = Slot(
+            id=SlotId("e2e-card0-port0"),
+            card="e2e-card0",
+            region="port0",
+            numa=0,
+            device_nodes=(DeviceNode("/dev/null", "/dev/fpga-e2e-slot0"),),
+            platform="sim-pr-v1",
+            loaded=None,
+            health=Health.HEALTHY,
+            backend="sim",
+        )
 
     def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
         self.calls.append(("prepare", claim.uid))
-        name = f"{claim.uid}-slot-0"
-        spec = {
-            "cdiVersion": "0.6.0",
-            "kind": CDI_KIND,
-            "devices": [{"name": name, "containerEdits": {"env": ["FPGA_SLOTS=slot-0", f"FPGA_CLAIM={claim.name}"]}}],
-        }
-        CDI_DIR.mkdir(parents=True, exist_ok=True)
-        self.spec_path(claim.uid).write_text(json.dumps(spec))
-        return [PreparedDevice(self.pool, "slot-0", (f"{CDI_KIND}={name}",), ("fpga",))]
+        (cdi_id,) = self.specs.write(claim.uid, [self.slot])
+        return [PreparedDevice(self.pool, "slot-0", (cdi_id,), ("fpga",))]
 
     def unprepare(self, claim: ClaimRef) -> None:
         self.calls.append(("unprepare", claim.uid))
-        self.spec_path(claim.uid).unlink(missing_ok=True)
+        self.specs.remove(claim.uid)
 
 
 def _wait_for(what: str, check: object, timeout: float = WAIT_S) -> None:
@@ -137,7 +144,7 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
                             "name": "main",
                             "image": IMAGE,
                             "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", "echo slots=$FPGA_SLOTS claim=$FPGA_CLAIM; sleep 3600"],
+                            "command": ["sh", "-c", SHOW_SLOT],
                             "resources": {"claims": [{"name": "fpga"}]},
                         }
                     ],
@@ -146,16 +153,18 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         )
         claim_uid = resource.read_namespaced_resource_claim("fpga", namespace).metadata.uid
         log = cluster.wait_log(namespace, "uses-a-slot", lambda text: "slots=" in text, "with the slot's env")
-        assert "slots=slot-0 claim=fpga" in log  # prepared by us, injected by containerd through CDI
+        # prepared by us, injected by containerd through CDI: the slot's env and its device node
+        assert "slots=e2e-card0-port0 device=/dev/fpga-e2e-slot0" in log
+        assert "char-device" in cluster.wait_log(namespace, "uses-a-slot", lambda t: "char-device" in t, "device")
         allocated = resource.read_namespaced_resource_claim("fpga", namespace)
         (result,) = allocated.status.allocation.devices.results
         assert (result.driver, result.pool, result.device) == (DRIVER_NAME, node, "slot-0")
         assert ("prepare", claim_uid) in preparer.calls
-        assert preparer.spec_path(claim_uid).is_file()
+        assert preparer.specs.path(claim_uid).is_file()
 
         cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)
         _wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)
-        assert not preparer.spec_path(claim_uid).exists()
+        assert not preparer.specs.path(claim_uid).exists()
     finally:
         for delete in (
             lambda: resource.delete_device_class(device_class),

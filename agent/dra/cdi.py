@@ -1,0 +1,104 @@
+"""CDI specs for prepared claims: what the container runtime injects for the DRA driver's devices.
+
+DRA hands devices to containers only through CDI: NodePrepareResources answers CDI
+device IDs, and the runtime (containerd >= 1.7.2 with CDI on, 2.x, CRI-O) resolves
+them in its spec directories (``/var/run/cdi`` and ``/etc/cdi`` by default). One spec
+file per claim, ``<dir>/<driver>-<claim uid>.json``, with one device per slot named
+``<claim uid>-<slot id>`` (kind ``<driver>/slot``): the slot's device nodes (rw) and
+the same environment a device-plugin container gets (``FPGA_SLOTS`` and per-slot
+details). Written atomically (temporary file created exclusively, renamed into place;
+no symbolic link followed), removed on release. ``/var/run`` is a tmpfs: after a
+reboot a claim the checkpoint calls prepared has no spec, so preparing writes it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.dra.constants import DRIVER_NAME
+from agent.errors import ProgrammingError, shown
+from agent.slots import Slot
+from agent.slots.checkpoint import read_no_follow, write_atomic
+from agent.slots.exposure import container_env
+
+CDI_VERSION = "0.6.0"
+DEFAULT_DIR = Path("/var/run/cdi")
+#: A claim UID as the API server makes them (a UUID); anything else never reaches a file name.
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class CdiSpecs:
+    """The CDI spec files of this driver's prepared claims in one directory."""
+
+    def __init__(self, directory: Path = DEFAULT_DIR, driver: str = DRIVER_NAME) -> None:
+        self.directory = directory
+        self.driver = driver
+        self.kind = f"{driver}/slot"
+
+    def path(self, claim_uid: str) -> Path:
+        if not _UID.fullmatch(claim_uid):
+            raise ProgrammingError(f"claim UID {shown(claim_uid)} is not a UID")
+        return self.directory / f"{self.driver}-{claim_uid}.json"
+
+    def device_id(self, claim_uid: str, slot: Slot) -> str:
+        """The fully qualified CDI device ID the runtime is given for ``slot`` in the claim."""
+        return f"{self.kind}={claim_uid}-{slot.id}"
+
+    def write(self, claim_uid: str, slots: Sequence[Slot]) -> list[str]:
+        """Write the claim's spec (replacing any earlier one) and return its device IDs, in slot order.
+
+        Every device of the claim sees all of the claim's slots in its environment, so a container
+        given several of them gets one consistent ``FPGA_SLOTS``. ProgrammingError if it cannot be written.
+        """
+        env = [f"{key}={value}" for key, value in container_env(slots).items()]
+        devices = [
+            {
+                "name": f"{claim_uid}-{slot.id}",
+                "containerEdits": {
+                    "env": env,
+                    "deviceNodes": [
+                        {"path": node.container_path, "hostPath": node.host_path, "permissions": "rw"}
+                        for node in slot.device_nodes
+                    ],
+                },
+            }
+            for slot in slots
+        ]
+        spec = {"cdiVersion": CDI_VERSION, "kind": self.kind, "devices": devices}
+        path = self.path(claim_uid)
+        try:
+            write_atomic(path, json.dumps(spec, indent=1).encode())
+        except OSError as exc:
+            raise ProgrammingError(f"cannot write the CDI spec {path}: {exc.strerror or exc}") from exc
+        return [self.device_id(claim_uid, slot) for slot in slots]
+
+    def remove(self, claim_uid: str) -> None:
+        """Remove the claim's spec; nothing to do when there is none. ProgrammingError if it stays."""
+        try:
+            self.path(claim_uid).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise ProgrammingError(f"cannot remove the CDI spec of claim {claim_uid}: {exc.strerror or exc}") from exc
+
+    def read(self, claim_uid: str) -> dict[str, object] | None:
+        """The claim's spec as written, None when there is none (a symbolic link is never followed)."""
+        try:
+            data: dict[str, object] = json.loads(read_no_follow(self.path(claim_uid)))
+        except FileNotFoundError:
+            return None
+        return data
+
+    def claims(self) -> set[str]:
+        """The UIDs of the claims that have a spec here."""
+        prefix, suffix = f"{self.driver}-", ".json"
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return set()
+        uids = (name[len(prefix) : -len(suffix)] for name in names if name.startswith(prefix) and name.endswith(suffix))
+        return {uid for uid in uids if _UID.fullmatch(uid)}
