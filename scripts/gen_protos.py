@@ -23,6 +23,7 @@ FILES = (
     "dra/v1/api.proto",
     "dra/v1beta1/api.proto",
     "pluginregistration/v1/api.proto",
+    "drahealth/v1alpha1/api.proto",
 )
 
 

@@ -8,6 +8,7 @@ programming slots, writing CDI specs) is behind :class:`ClaimPreparer`.
 """
 
 from agent.dra.constants import DRIVER_NAME, PLUGIN_TYPE, SUPPORTED_VERSIONS
+from agent.dra.health import DeviceHealth, HealthBoard
 from agent.dra.server import DraPluginServer, PluginSockets
 from agent.dra.service import ClaimPreparer, ClaimRef, PreparedDevice
 
@@ -17,7 +18,9 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ClaimPreparer",
     "ClaimRef",
+    "DeviceHealth",
     "DraPluginServer",
+    "HealthBoard",
     "PluginSockets",
     "PreparedDevice",
 ]

@@ -8,6 +8,8 @@ DRIVER_NAME = "fpga.example.com"
 PLUGIN_TYPE = "DRAPlugin"
 #: Our services, best first, as the kubelet names them ("<proto package short>.<service>").
 SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+#: The resource-health service, advertised when served.
+HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
 #: The kubelet's plugin watcher directory, and the directory of plugins' own sockets.
 PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
 PLUGINS_DIR = "/var/lib/kubelet/plugins"

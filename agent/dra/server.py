@@ -20,14 +20,23 @@ import grpc
 
 from agent._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.dra.constants import DRIVER_NAME, PLUGINS_DIR, PLUGINS_REGISTRY_DIR, STOP_GRACE_S
+from agent.dra.constants import (
+    DRIVER_NAME,
+    HEALTH_SERVICE,
+    PLUGINS_DIR,
+    PLUGINS_REGISTRY_DIR,
+    STOP_GRACE_S,
+    SUPPORTED_VERSIONS,
+)
+from agent.dra.health import HealthBoard, HealthServicer
 from agent.dra.service import ClaimPreparer, DraCore, DraV1beta1Servicer, DraV1Servicer, RegistrationServicer
 from agent.errors import KubeletError
 
 logger = logging.getLogger(__name__)
 _BIND_COUNTER = itertools.count()
-#: Threads for calls: the kubelet prepares one pod's claims per call, the calls are serialized anyway.
+#: Threads for calls: prepare and release are serialized; the kubelet keeps one health stream open.
 WORKERS = 4
 
 
@@ -51,10 +60,15 @@ class PluginSockets:
 class DraPluginServer:
     """The two gRPC servers of the DRA plugin, started and stopped together."""
 
-    def __init__(self, preparer: ClaimPreparer, sockets: PluginSockets | None = None) -> None:
+    def __init__(
+        self, preparer: ClaimPreparer, sockets: PluginSockets | None = None, health: HealthBoard | None = None
+    ) -> None:
+        """With ``health``, the resource-health stream is served (and advertised) too."""
         self.sockets = sockets or PluginSockets()
         core = DraCore(preparer)
-        self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra))
+        versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
+        self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions)
+        self.health = health
         self._v1 = DraV1Servicer(core)
         self._v1beta1 = DraV1beta1Servicer(core)
         self._servers: list[grpc.Server] = []
@@ -81,6 +95,8 @@ class DraPluginServer:
 
     def stop(self) -> None:
         """Stop serving; remove each socket that is still ours."""
+        if self.health is not None:
+            self.health.close()
         for server in self._servers:
             server.stop(STOP_GRACE_S).wait()
         self._servers = []
@@ -95,6 +111,8 @@ class DraPluginServer:
     def _add_dra(self, server: grpc.Server) -> None:
         v1_grpc.add_DRAPluginServicer_to_server(self._v1, server)
         v1beta1_grpc.add_DRAPluginServicer_to_server(self._v1beta1, server)
+        if self.health is not None:
+            health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
 
     def _add_registration(self, server: grpc.Server) -> None:
         reg_grpc.add_RegistrationServicer_to_server(self.registration, server)

@@ -180,10 +180,8 @@ class DraV1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
 class RegistrationServicer(reg_grpc.RegistrationServicer):
     """What the kubelet's plugin watcher asks: who we are, then whether it took us."""
 
-    def __init__(self, driver: str, endpoint: str) -> None:
-        self._info = reg.PluginInfo(
-            type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=SUPPORTED_VERSIONS
-        )
+    def __init__(self, driver: str, endpoint: str, versions: Sequence[str] = SUPPORTED_VERSIONS) -> None:
+        self._info = reg.PluginInfo(type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=versions)
         #: The last status the kubelet sent: None before any, else (registered, error).
         self.status: tuple[bool, str] | None = None
 

@@ -6,7 +6,8 @@ cluster); elsewhere it is skipped with the reason. A ResourceSlice offers one sl
 our driver, a DeviceClass selects the driver, and a pod with a ResourceClaim is
 scheduled by the real scheduler's DRA allocator. The real kubelet registers the plugin
 through its plugin watcher, calls NodePrepareResources for the claim, hands the CDI
-device we return to containerd, and calls NodeUnprepareResources once the pod is gone.
+device we return to containerd, shows the health we stream in the pod's status, and
+calls NodeUnprepareResources once the pod is gone.
 What preparing does stands in here for the slot preparer (it writes the claim's CDI
 spec with ``agent.dra.cdi``, a slot whose device node is the host's /dev/null): the
 subject is the protocol and the CDI spec, end to end.
@@ -24,7 +25,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agent.dra import DRIVER_NAME, ClaimRef, DraPluginServer, PluginSockets, PreparedDevice
+from agent.dra import DRIVER_NAME, ClaimRef, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, PreparedDevice
 from agent.dra.cdi import CdiSpecs
 from agent.slots import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import WAIT_S, Cluster, pick_node
@@ -80,26 +81,37 @@ def _wait_for(what: str, check: object, timeout: float = WAIT_S) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def _slot_health(pod: client.V1Pod) -> str | None:
+    """The health the kubelet reports for the pod's claim device (``claim:fpga``), None before any."""
+    for status in pod.status.container_statuses or []:
+        for claim in status.allocated_resources_status or []:
+            if claim.name == "claim:fpga":
+                return next((r.health for r in claim.resources or []), None)
+    return None
+
+
 @pytest.fixture
 def node(cluster: Cluster, pytestconfig: pytest.Config) -> str:
     return pick_node(cluster, pytestconfig.getoption("--e2e-node"))
 
 
 @pytest.fixture
-def plugin(node: str) -> Iterator[tuple[DraPluginServer, CdiPreparer]]:
+def plugin(node: str) -> Iterator[tuple[DraPluginServer, CdiPreparer, HealthBoard]]:
     preparer = CdiPreparer(pool=node)
-    server = DraPluginServer(preparer)
+    board = HealthBoard()
+    board.set([DeviceHealth(node, "slot-0", True)])
+    server = DraPluginServer(preparer, health=board)
     server.start()
     try:
-        yield server, preparer
+        yield server, preparer, board
     finally:
         server.stop()
 
 
 def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_releases_it(
-    cluster: Cluster, node: str, plugin: tuple[DraPluginServer, CdiPreparer]
+    cluster: Cluster, node: str, plugin: tuple[DraPluginServer, CdiPreparer, HealthBoard]
 ) -> None:
-    server, preparer = plugin
+    server, preparer, board = plugin
     _wait_for("the kubelet to register the DRA driver", lambda: server.registration.status is not None, 30)
     assert server.registration.status == (True, "")
 
@@ -161,6 +173,10 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         assert (result.driver, result.pool, result.device) == (DRIVER_NAME, node, "slot-0")
         assert ("prepare", claim_uid) in preparer.calls
         assert preparer.specs.path(claim_uid).is_file()
+        # the kubelet shows our resource-health stream in the pod's status, and follows its changes
+        cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Healthy", "with its slot Healthy")
+        board.set([DeviceHealth(node, "slot-0", False, "card unplugged")])
+        cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Unhealthy", "with its slot Unhealthy")
 
         cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)
         _wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)

@@ -10,7 +10,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.dra import DRIVER_NAME, DraPluginServer, PluginSockets
+from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
+from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets
 from tests.fakes import DraKubelet, FakeClaimPreparer, short_tmpdir
 from tests.integration import foreign_wire as wire
 
@@ -186,3 +188,36 @@ def test_the_wire_matches_the_kubelets_field_numbers_and_method_paths(
         assert device["device_name"] == "slot-0"
         assert device["cdi_device_ids"] == [f"{DRIVER_NAME}/slot=uid-7-slot-0"]
         assert device["request_names"] == ["fpga"]
+
+
+def test_the_health_stream_sends_the_list_then_every_change_and_ends_with_the_server(
+    sockets: PluginSockets, preparer: FakeClaimPreparer
+) -> None:
+    board = HealthBoard()
+    board.set([DeviceHealth("node-a", "slot-0", True), DeviceHealth("node-a", "slot-1", None, "being programmed")])
+    server = DraPluginServer(preparer, sockets, health=board)
+    server.start()
+    try:
+        info = DraKubelet(sockets.registry_dir).register(sockets.registration)
+        assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]
+        with grpc.insecure_channel(f"unix://{sockets.dra}") as channel:
+            stream = health_grpc.DRAResourceHealthStub(channel).NodeWatchResources(
+                health_pb.NodeWatchResourcesRequest(), timeout=10.0
+            )
+            first = next(stream)
+            assert [(d.device.pool_name, d.device.device_name, d.health, d.message) for d in first.devices] == [
+                ("node-a", "slot-0", health_pb.HEALTHY, ""),
+                ("node-a", "slot-1", health_pb.UNKNOWN, "being programmed"),
+            ]
+            assert all(d.health_check_timeout_seconds == 60 and d.last_updated_time > 0 for d in first.devices)
+            board.set([DeviceHealth("node-a", "slot-0", False, "card unplugged")])
+            (changed,) = next(stream).devices
+            assert (changed.device.device_name, changed.health, changed.message) == (
+                "slot-0",
+                health_pb.UNHEALTHY,
+                "card unplugged",
+            )
+            server.stop()
+            assert list(stream) == []  # the stream ends with the server
+    finally:
+        server.stop()

@@ -1,0 +1,111 @@
+"""Device health for the kubelet's DRA resource-health stream (``v1alpha1.DRAResourceHealth``).
+
+The kubelet opens ``NodeWatchResources`` on every registered DRA driver and expects the
+full list of the driver's devices with their health, then the full list again on every
+change; a device missing from the list, or not updated within its timeout, becomes
+Unknown. The kubelet shows the result in the status of the pods that use the device.
+:class:`HealthBoard` holds the list (set by whoever watches the slots) and wakes the
+open streams when it changes; each stream also repeats the list before the timeout
+runs out, so a quiet device does not go Unknown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from agent._proto.drahealth.v1alpha1 import api_pb2 as pb
+from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as pb_grpc
+
+#: How long the kubelet may go without news of a device before it calls it Unknown (sent with each device).
+HEALTH_TIMEOUT_S = 60
+#: Each stream repeats the list this often even without a change.
+REPEAT_S = HEALTH_TIMEOUT_S / 3
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealth:
+    """One device of the driver's pools; ``healthy`` None: not known."""
+
+    pool: str
+    device: str
+    healthy: bool | None
+    message: str = ""
+
+
+class HealthBoard:
+    """The current device list and its version; thread-safe, for the streams to follow."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._devices: tuple[DeviceHealth, ...] = ()
+        self._version = 0
+        self._closed = False
+
+    def set(self, devices: Sequence[DeviceHealth]) -> None:
+        """Publish the full list; streams are woken only when it differs from the last one."""
+        with self._cond:
+            devices = tuple(devices)
+            if devices == self._devices:
+                return
+            self._devices = devices
+            self._version += 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """End every stream (the server is stopping)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def follow(self, active: threading.Event | None = None) -> Iterator[tuple[tuple[DeviceHealth, ...], float]]:
+        """The list now, then on every change and at least every ``REPEAT_S``, until closed or ``active`` clears."""
+        seen = [-1]  # the version last sent
+
+        def news() -> bool:
+            return self._closed or self._version != seen[0]
+
+        while True:
+            with self._cond:
+                self._cond.wait_for(news, timeout=REPEAT_S)
+                if self._closed or (active is not None and not active.is_set()):
+                    return
+                seen[0] = self._version
+                devices = self._devices
+            yield devices, time.time()  # the board is kept current: this is its health as of now
+
+
+_STATUS = {True: pb.HEALTHY, False: pb.UNHEALTHY, None: pb.UNKNOWN}
+
+
+def response(devices: Sequence[DeviceHealth], updated: float) -> pb.NodeWatchResourcesResponse:
+    return pb.NodeWatchResourcesResponse(
+        devices=[
+            pb.DeviceHealth(
+                device=pb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
+                health=_STATUS[d.healthy],
+                last_updated_time=int(updated),
+                health_check_timeout_seconds=HEALTH_TIMEOUT_S,
+                message=d.message,
+            )
+            for d in devices
+        ]
+    )
+
+
+class HealthServicer(pb_grpc.DRAResourceHealthServicer):
+    def __init__(self, board: HealthBoard) -> None:
+        self._board = board
+
+    def NodeWatchResources(
+        self, request: pb.NodeWatchResourcesRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.NodeWatchResourcesResponse]:
+        active = threading.Event()
+        active.set()
+        context.add_callback(active.clear)  # the kubelet went away: end the stream at the next wake-up
+        for devices, updated in self._board.follow(active):
+            yield response(devices, updated)
