@@ -4,7 +4,8 @@ Our plugin server (``agent.dra``) runs in this process on the node's own kubelet
 so this module needs pytest to run on that node (as ``scripts/e2e`` does on the bundled
 cluster); elsewhere it is skipped with the reason. A ResourceSlice offers one slot of
 our driver, a DeviceClass selects the driver, and a pod with a ResourceClaim is
-scheduled by the real scheduler's DRA allocator. The real kubelet registers the plugin
+scheduled by the real scheduler's DRA allocator. The slice is published and, once
+wiped, put back by ``agent.kube.resourceslices``. The real kubelet registers the plugin
 through its plugin watcher, calls NodePrepareResources for the claim, hands the CDI
 device we return to containerd, shows the health we stream in the pod's status, and
 calls NodeUnprepareResources once the pod is gone.
@@ -15,10 +16,13 @@ subject is the protocol and the CDI spec, end to end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME, ClaimRef, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, PreparedDevice
 from agent.dra.cdi import CdiSpecs
+from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 from agent.slots import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import WAIT_S, Cluster, pick_node
 
@@ -81,6 +86,37 @@ def _wait_for(what: str, check: object, timeout: float = WAIT_S) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+@contextlib.contextmanager
+def publishing(publisher: ResourceSlicePublisher) -> Iterator[None]:
+    """The publisher's loop (``run``) on an event loop of its own, as the agent runs it."""
+    done = threading.Event()
+
+    async def keep() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(publisher.run(stop))
+        await asyncio.to_thread(done.wait)
+        stop.set()
+        await task
+
+    thread = threading.Thread(target=asyncio.run, args=(keep(),), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(10)
+
+
+def _gone(read: Callable[[], object]) -> bool:
+    try:
+        read()
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
 def _slot_health(pod: client.V1Pod) -> str | None:
     """The health the kubelet reports for the pod's claim device (``claim:fpga``), None before any."""
     for status in pod.status.container_statuses or []:
@@ -117,20 +153,19 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
 
     resource = client.ResourceV1Api(cluster.api)
     tag = secrets.token_hex(3)
-    namespace, device_class, slice_name = f"fpga-slot-e2e-dra-{tag}", f"fpga-slot-e2e-{tag}", f"fpga-slot-e2e-{tag}"
+    namespace, device_class = f"fpga-slot-e2e-dra-{tag}", f"fpga-slot-e2e-{tag}"
+    slice_name = ""
     cluster.core.create_namespace({"metadata": {"name": namespace}})
+    stack = contextlib.ExitStack()
     try:
-        resource.create_resource_slice(
-            {
-                "metadata": {"name": slice_name},
-                "spec": {
-                    "driver": DRIVER_NAME,
-                    "nodeName": node,
-                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": "slot-0", "attributes": {"platform": {"string": "sim-pr-v1"}}}],
-                },
-            }
-        )
+        publisher = ResourceSlicePublisher(cluster.api, DRIVER_NAME, node, interval_s=1.0)
+        slice_name = publisher.name
+        publisher.set_devices([SliceDevice("slot-0", {"platform": "sim-pr-v1", "healthy": True, "bitstream": ""})])
+        assert publisher.reconcile() == "created"
+        assert publisher.reconcile() == "unchanged"
+        stack.enter_context(publishing(publisher))
+        published = resource.read_resource_slice(slice_name)
+        assert published.metadata.owner_references[0].name == node  # deleted with its Node
         resource.create_device_class(
             {
                 "metadata": {"name": device_class},
@@ -181,10 +216,24 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)
         _wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)
         assert not preparer.specs.path(claim_uid).exists()
+
+        # the kubelet wipes a node's slices when it starts: the next check puts ours back
+        old_uid = resource.read_resource_slice(slice_name).metadata.uid
+        resource.delete_resource_slice(slice_name)
+        _wait_for(
+            "the publisher to put the slice back",
+            lambda: (
+                not _gone(lambda: resource.read_resource_slice(slice_name))
+                and resource.read_resource_slice(slice_name).metadata.uid != old_uid
+            ),
+            15,
+        )
+        assert resource.read_resource_slice(slice_name).spec.devices[0].name == "slot-0"
     finally:
+        stack.close()
         for delete in (
             lambda: resource.delete_device_class(device_class),
-            lambda: resource.delete_resource_slice(slice_name),
+            lambda: resource.delete_resource_slice(slice_name) if slice_name else None,
             lambda: cluster.core.delete_namespace(namespace),
         ):
             try:

@@ -1,0 +1,183 @@
+"""This node's DRA devices as a ResourceSlice (``resource.k8s.io/v1``), kept in place.
+
+One pool per node (pool name = node name) in one slice named ``<node>-<driver>``, owned
+by the Node (deleted with it), with one device per slot and its attributes. The slice
+is created when missing and replaced when its devices differ from what the agent
+holds, in place with the same pool generation (a one-slice pool: the scheduler never
+sees it incomplete). The kubelet deletes a node's slices when it starts and a
+driver's slices 30 s after the driver's last connection drops, so the publisher
+checks the slice every ``interval_s`` and at once after every change of the devices,
+and puts it back.
+
+Attribute names and values are checked here against the API's limits (a C identifier
+of at most 32 characters; strings of at most 64), so that one bad value is a clear
+error naming the device, not a refused slice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from agent.errors import KubeError, shown
+from agent.kube.client import api_status, describe_api_error
+from agent.kube.core import CoreCalls
+
+logger = logging.getLogger(__name__)
+
+GROUP_VERSION = "resource.k8s.io/v1"
+SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+#: Limits of the API (ResourceSlice validation).
+MAX_DEVICES = 128
+MAX_ATTRIBUTES = 32
+MAX_STRING = 64
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+_DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: How often the slice is checked without a change of the devices.
+CHECK_INTERVAL_S = 5.0
+REQUEST_TIMEOUT_S = 10.0
+
+AttributeValue = str | int | bool
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDevice:
+    """One device of the pool: its name (a DNS label) and its attributes."""
+
+    name: str
+    attributes: Mapping[str, AttributeValue]
+
+
+def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, AttributeValue]:
+    if not _ATTRIBUTE_NAME.fullmatch(name):
+        raise KubeError(f"device {shown(device)}: attribute name {shown(name)} is not a C identifier of <= 32")
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if len(value) > MAX_STRING:
+        raise KubeError(f"device {shown(device)}: attribute {name} is {len(value)} characters, more than {MAX_STRING}")
+    return {"string": value}
+
+
+def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[str, Any]:
+    """The slice's ``spec`` for these devices; KubeError naming the device when one breaks the API's limits."""
+    if len(devices) > MAX_DEVICES:
+        raise KubeError(f"{len(devices)} devices do not fit one ResourceSlice (at most {MAX_DEVICES})")
+    rendered = []
+    for device in devices:
+        if not _DEVICE_NAME.fullmatch(device.name):
+            raise KubeError(f"device name {shown(device.name)} is not a DNS label")
+        if len(device.attributes) > MAX_ATTRIBUTES:
+            raise KubeError(f"device {shown(device.name)} has more than {MAX_ATTRIBUTES} attributes")
+        attributes = {k: _attribute(device.name, k, v) for k, v in sorted(device.attributes.items())}
+        rendered.append({"name": device.name, "attributes": attributes})
+    return {
+        "driver": driver,
+        "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+        "devices": rendered,
+    }
+
+
+class SliceCalls(CoreCalls):
+    """The ResourceSlice requests, built like :class:`CoreCalls`'."""
+
+    def read_resource_slice(self, name: str, **kwargs: Any) -> Any:
+        return self._request("GET", SLICES_PATH + "/{name}", {"name": name}, kwargs)
+
+    def create_resource_slice(self, body: object, **kwargs: Any) -> Any:
+        return self._request("POST", SLICES_PATH, {}, kwargs, body)
+
+    def replace_resource_slice(self, name: str, body: object, **kwargs: Any) -> Any:
+        return self._request("PUT", SLICES_PATH + "/{name}", {"name": name}, kwargs, body)
+
+
+class ResourceSlicePublisher:
+    """Keeps ``<node>-<driver>`` equal to the devices last set (see the module docstring)."""
+
+    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float = CHECK_INTERVAL_S) -> None:
+        self._calls = SliceCalls(api_client)
+        self.driver = driver
+        self.node = node
+        self.name = f"{node}-{driver}"
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._spec: dict[str, Any] | None = None
+        self._changed = asyncio.Event()
+        self._owner: dict[str, Any] | None = None
+
+    def set_devices(self, devices: Sequence[SliceDevice]) -> None:
+        """The devices to publish, on the event loop (checked now: KubeError naming the bad one; the last
+        good set stays)."""
+        spec = slice_spec(self.driver, self.node, devices)
+        with self._lock:
+            if spec == self._spec:
+                return
+            self._spec = spec
+        self._changed.set()
+
+    def reconcile(self) -> str:
+        """One check (blocking): ``created``, ``replaced``, ``unchanged`` or ``nothing to publish``."""
+        with self._lock:
+            spec = self._spec
+        if spec is None:
+            return "nothing to publish"
+        timeout = REQUEST_TIMEOUT_S
+        try:
+            current = self._calls.read_resource_slice(self.name, _request_timeout=timeout)
+        except Exception as exc:
+            if api_status(exc) != 404:
+                raise
+            current = None
+        if current is None:
+            body = {"apiVersion": GROUP_VERSION, "kind": "ResourceSlice", "metadata": self._metadata(), "spec": spec}
+            self._calls.create_resource_slice(body, _request_timeout=timeout)
+            logger.info("ResourceSlice %s created with %d device(s)", self.name, len(spec["devices"]))
+            return "created"
+        if current.get("spec") == spec:
+            return "unchanged"
+        current["spec"] = spec
+        self._calls.replace_resource_slice(self.name, current, _request_timeout=timeout)
+        logger.info("ResourceSlice %s updated: %d device(s)", self.name, len(spec["devices"]))
+        return "replaced"
+
+    def _metadata(self) -> dict[str, Any]:
+        if self._owner is None:
+            try:
+                node = self._calls.read_node(self.node, _request_timeout=REQUEST_TIMEOUT_S)
+                uid = node["metadata"]["uid"]
+                self._owner = {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid, "controller": True}
+            except Exception as exc:  # no owner: the slice still works, it only outlives a deleted Node
+                logger.warning("ResourceSlice %s: Node %s not readable (%s)", self.name, self.node, exc)
+        meta: dict[str, Any] = {"name": self.name}
+        if self._owner is not None:
+            meta["ownerReferences"] = [self._owner]
+        return meta
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Reconcile at once, after every change of the devices and every ``interval_s``, until ``stop``."""
+        failing = False
+        while not stop.is_set():
+            self._changed.clear()
+            try:
+                await asyncio.to_thread(self.reconcile)
+                if failing:
+                    logger.info("ResourceSlice %s published again", self.name)
+                failing = False
+            except Exception as exc:
+                if not failing:  # logged once per outage
+                    kind, text = describe_api_error(exc)
+                    logger.warning("ResourceSlice %s not published (%s: %s); retrying", self.name, kind, text)
+                failing = True
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._changed.wait())]
+            await asyncio.wait(waiters, timeout=self._interval_s, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
+                waiter.cancel()
