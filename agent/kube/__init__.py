@@ -5,13 +5,16 @@
   list+watch, with change callbacks for deletion-driven reconciling;
 * :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller;
 * :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
-  patched only on change, debounced, retried; :func:`list_nodes` for the cluster view.
+  patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
+* for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
+  driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
 
 The client is blocking, so every call runs in a worker thread; results reach the
 event loop as small frozen values (:class:`PodInfo`). Client errors are wrapped
 here (``KubeError``) or logged here, never passed on as library exceptions.
 """
 
+from agent.kube.claims import AllocatedDevice, ClaimInfo, ClaimReader, parse_claim
 from agent.kube.client import build_api_client
 from agent.kube.events import EventRecorder, EventType
 from agent.kube.model import (
@@ -32,6 +35,7 @@ from agent.kube.nodes import (
 )
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
+from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
@@ -39,7 +43,10 @@ __all__ = [
     "PLATFORM_LABEL_PREFIX",
     "SLOTS_ANNOTATION",
     "SLOT_RESOURCE",
+    "AllocatedDevice",
     "Backoff",
+    "ClaimInfo",
+    "ClaimReader",
     "ContainerSlots",
     "EventRecorder",
     "EventType",
@@ -49,7 +56,10 @@ __all__ = [
     "PodEventKind",
     "PodInfo",
     "PodListener",
+    "ResourceSlicePublisher",
+    "SliceDevice",
     "build_api_client",
     "list_nodes",
+    "parse_claim",
     "parse_pod",
 ]

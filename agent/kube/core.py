@@ -1,7 +1,8 @@
-"""The five core/v1 requests fpga-slot makes, on the kubernetes client's ApiClient.
+"""The requests fpga-slot makes (core/v1, and resource.k8s.io/v1 for DRA), on the kubernetes client's ApiClient.
 
 The generated ``CoreV1Api`` holds every core/v1 request (about 60,000 lines): loading it
-costs the agent about 20 MB of memory for five calls. These methods build the same
+costs the agent about 20 MB of memory for five calls (the resource.k8s.io class as much again).
+These methods build the same
 requests through the same ApiClient (configuration, authentication, TLS, retries,
 serialisation), keep the client's method names and keyword arguments, and raise the
 client's ``ApiException`` for a non-2xx answer, as the generated methods do. Answers
@@ -54,6 +55,20 @@ class CoreCalls:
     def create_namespaced_event(self, namespace: str, body: object, **kwargs: Any) -> Any:
         path = "/api/v1/namespaces/{namespace}/events"
         return self._request("POST", path, {"namespace": namespace}, kwargs, body)
+
+    def read_namespaced_resource_claim(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def read_resource_slice(self, name: str, **kwargs: Any) -> Any:
+        return self._request("GET", "/apis/resource.k8s.io/v1/resourceslices/{name}", {"name": name}, kwargs)
+
+    def create_resource_slice(self, body: object, **kwargs: Any) -> Any:
+        return self._request("POST", "/apis/resource.k8s.io/v1/resourceslices", {}, kwargs, body)
+
+    def replace_resource_slice(self, name: str, body: object, **kwargs: Any) -> Any:
+        path = "/apis/resource.k8s.io/v1/resourceslices/{name}"
+        return self._request("PUT", path, {"name": name}, kwargs, body)
 
     def _request(
         self, method: str, path: str, path_params: dict[str, str], kwargs: dict[str, Any], body: object = None

@@ -33,7 +33,6 @@ from agent.kube.core import CoreCalls
 logger = logging.getLogger(__name__)
 
 GROUP_VERSION = "resource.k8s.io/v1"
-SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 #: Limits of the API (ResourceSlice validation).
 MAX_DEVICES = 128
 MAX_ATTRIBUTES = 32
@@ -87,24 +86,11 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
     }
 
 
-class SliceCalls(CoreCalls):
-    """The ResourceSlice requests, built like :class:`CoreCalls`'."""
-
-    def read_resource_slice(self, name: str, **kwargs: Any) -> Any:
-        return self._request("GET", SLICES_PATH + "/{name}", {"name": name}, kwargs)
-
-    def create_resource_slice(self, body: object, **kwargs: Any) -> Any:
-        return self._request("POST", SLICES_PATH, {}, kwargs, body)
-
-    def replace_resource_slice(self, name: str, body: object, **kwargs: Any) -> Any:
-        return self._request("PUT", SLICES_PATH + "/{name}", {"name": name}, kwargs, body)
-
-
 class ResourceSlicePublisher:
     """Keeps ``<node>-<driver>`` equal to the devices last set (see the module docstring)."""
 
     def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float = CHECK_INTERVAL_S) -> None:
-        self._calls = SliceCalls(api_client)
+        self._calls = CoreCalls(api_client)
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"

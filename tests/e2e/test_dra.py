@@ -31,6 +31,8 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME, ClaimRef, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, PreparedDevice
 from agent.dra.cdi import CdiSpecs
+from agent.errors import KubeError
+from agent.kube.claims import ClaimReader
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 from agent.slots import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import WAIT_S, Cluster, pick_node
@@ -176,7 +178,12 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
             namespace,
             {
                 "metadata": {"name": "fpga"},
-                "spec": {"devices": {"requests": [{"name": "fpga", "exactly": {"deviceClassName": device_class}}]}},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "fpga", "exactly": {"deviceClassName": device_class}}],
+                        "config": [{"opaque": {"driver": DRIVER_NAME, "parameters": {"bitstream": "aes-gcm"}}}],
+                    }
+                },
             },
         )
         cluster.core.create_namespaced_pod(
@@ -207,6 +214,14 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         (result,) = allocated.status.allocation.devices.results
         assert (result.driver, result.pool, result.device) == (DRIVER_NAME, node, "slot-0")
         assert ("prepare", claim_uid) in preparer.calls
+        # what the driver reads of the claim at NodePrepareResources
+        info = ClaimReader(cluster.api, DRIVER_NAME).read(namespace, "fpga", claim_uid)
+        (device,) = info.devices
+        assert (device.request, device.pool, device.device) == ("fpga", node, "slot-0")
+        assert info.parameters_for(device) == {"bitstream": "aes-gcm"}
+        assert [name for name, _ in info.reserved_for] == ["uses-a-slot"]
+        with pytest.raises(KubeError, match="was replaced"):
+            ClaimReader(cluster.api, DRIVER_NAME).read(namespace, "fpga", "00000000-0000-4000-8000-000000000000")
         assert preparer.specs.path(claim_uid).is_file()
         # the kubelet shows our resource-health stream in the pod's status, and follows its changes
         cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Healthy", "with its slot Healthy")

@@ -1,0 +1,150 @@
+"""ResourceClaims as a DRA driver reads them at NodePrepareResources.
+
+The kubelet names a claim only (namespace, name, UID); what was allocated, and the
+driver's configuration, are in the claim's ``status.allocation``:
+
+* ``devices.results[]``: ``{request, driver, pool, device}``, one per allocated device;
+  a ``firstAvailable`` request's result names ``<request>/<subrequest>``;
+* ``devices.config[]``: ``{source: FromClass | FromClaim, requests, opaque: {driver,
+  parameters}}``; a config applies to the requests it lists (none: every request), a
+  claim's config wins over its class's, and within a source a later one wins;
+* ``reservedFor[]``: the pods that use the claim.
+
+:func:`parse_claim` keeps only what concerns one driver; a claim that is not allocated,
+or not the one the kubelet meant (another UID: deleted and made again), is a clear
+error. The parameters stay as the API server gave them: what they mean is for the
+driver to check.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from agent.errors import KubeError, shown
+from agent.kube.client import api_status, describe_api_error
+from agent.kube.core import CoreCalls
+
+REQUEST_TIMEOUT_S = 10.0
+_SOURCES = {"FromClass": 0, "FromClaim": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    """One device allocated to the claim: the request it serves (``request/subrequest`` for a choice)."""
+
+    request: str
+    pool: str
+    device: str
+
+    @property
+    def parent(self) -> str:
+        """The claim's request this device serves, without the subrequest of a ``firstAvailable`` choice."""
+        return self.request.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimInfo:
+    """What a claim holds for one driver."""
+
+    namespace: str
+    name: str
+    uid: str
+    devices: tuple[AllocatedDevice, ...]
+    #: (requests it applies to, empty: all; opaque parameters), class configs first, each in the API's order.
+    configs: tuple[tuple[tuple[str, ...], Mapping[str, Any]], ...]
+    #: (name, uid) of the pods that use the claim.
+    reserved_for: tuple[tuple[str, str], ...]
+
+    def parameters_for(self, device: AllocatedDevice) -> dict[str, Any]:
+        """The driver's parameters for ``device``'s request, merged key by key, the winning config last."""
+        merged: dict[str, Any] = {}
+        for requests, parameters in self.configs:
+            if not requests or device.request in requests or device.parent in requests:
+                merged.update(parameters)
+        return merged
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KubeError(f"{where} is not an object")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise KubeError(f"{where} is not a list")
+    return value
+
+
+def parse_claim(raw: Mapping[str, Any], driver: str) -> ClaimInfo:
+    """The claim's devices and configs of ``driver``; KubeError when it is malformed or not allocated."""
+    meta = _mapping(raw.get("metadata"), "metadata")
+    namespace, name, uid = (str(meta.get(k) or "") for k in ("namespace", "name", "uid"))
+    who = f"claim {namespace}/{name}"
+    status = _mapping(raw.get("status"), f"{who}: status")
+    allocation = status.get("allocation")
+    if allocation is None:
+        raise KubeError(f"{who} is not allocated")
+    devices_status = _mapping(_mapping(allocation, f"{who}: allocation").get("devices"), f"{who}: allocation.devices")
+    devices = []
+    for index, result in enumerate(_list(devices_status.get("results"), f"{who}: allocation.devices.results")):
+        result = _mapping(result, f"{who}: allocation.devices.results[{index}]")
+        if result.get("driver") != driver:
+            continue
+        request, pool, device = (result.get(k) for k in ("request", "pool", "device"))
+        if not (isinstance(request, str) and isinstance(pool, str) and isinstance(device, str)) or not (
+            request and pool and device
+        ):
+            raise KubeError(f"{who}: allocation.devices.results[{index}] lacks request, pool or device")
+        devices.append(AllocatedDevice(request, pool, device))
+    configs: list[tuple[int, int, tuple[str, ...], Mapping[str, Any]]] = []
+    for index, config in enumerate(_list(devices_status.get("config"), f"{who}: allocation.devices.config")):
+        where = f"{who}: allocation.devices.config[{index}]"
+        config = _mapping(config, where)
+        opaque = _mapping(config.get("opaque"), f"{where}.opaque")
+        if opaque.get("driver") != driver:
+            continue
+        requests = tuple(str(r) for r in _list(config.get("requests"), f"{where}.requests"))
+        parameters = _mapping(opaque.get("parameters"), f"{where}.opaque.parameters")
+        source = _SOURCES.get(str(config.get("source")))
+        if source is None:
+            raise KubeError(f"{where} has source {shown(config.get('source'))}, not FromClass or FromClaim")
+        configs.append((source, index, requests, types.MappingProxyType(dict(parameters))))
+    configs.sort(key=lambda c: (c[0], c[1]))
+    reserved = []
+    for index, consumer in enumerate(_list(status.get("reservedFor"), f"{who}: status.reservedFor")):
+        consumer = _mapping(consumer, f"{who}: status.reservedFor[{index}]")
+        if consumer.get("resource") == "pods" and not consumer.get("apiGroup"):
+            reserved.append((str(consumer.get("name") or ""), str(consumer.get("uid") or "")))
+    return ClaimInfo(namespace, name, uid, tuple(devices), tuple((r, p) for _, _, r, p in configs), tuple(reserved))
+
+
+class ClaimReader:
+    """Reads the claim the kubelet names (blocking; call it off the event loop)."""
+
+    def __init__(self, api_client: ApiClient, driver: str) -> None:
+        self._calls = CoreCalls(api_client)
+        self._driver = driver
+
+    def read(self, namespace: str, name: str, uid: str) -> ClaimInfo:
+        """The claim; KubeError when it is gone, was replaced (another UID), or is not allocated."""
+        who = f"claim {namespace}/{name}"
+        try:
+            raw = self._calls.read_namespaced_resource_claim(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            if api_status(exc) == 404:
+                raise KubeError(f"{who} does not exist (any more)") from None
+            raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
+        claim = parse_claim(raw, self._driver)
+        if claim.uid != uid:
+            raise KubeError(f"{who} was replaced: its UID is {shown(claim.uid)}, the kubelet asked for {shown(uid)}")
+        return claim
