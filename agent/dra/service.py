@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -125,14 +125,16 @@ class DraCore:
         return answers
 
 
-class DraV1Servicer(v1_grpc.DRAPluginServicer):
+class _DraMethods:
+    """The two RPCs, for either API version: ``_pb`` is that version's message module (same fields)."""
+
+    _pb: Any
+
     def __init__(self, core: DraCore) -> None:
         self._core = core
 
-    def NodePrepareResources(
-        self, request: v1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodePrepareResourcesResponse:
-        answer = v1.NodePrepareResourcesResponse()
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        answer = self._pb.NodePrepareResourcesResponse()
         for uid, (devices, error) in self._core.prepare(request.claims).items():
             entry = answer.claims[uid]
             entry.error = error
@@ -142,39 +144,19 @@ class DraV1Servicer(v1_grpc.DRAPluginServicer):
                 )
         return answer
 
-    def NodeUnprepareResources(
-        self, request: v1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1.NodeUnprepareResourcesResponse:
-        answer = v1.NodeUnprepareResourcesResponse()
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        answer = self._pb.NodeUnprepareResourcesResponse()
         for uid, error in self._core.unprepare(request.claims).items():
             answer.claims[uid].error = error
         return answer
 
 
-class DraV1beta1Servicer(v1beta1_grpc.DRAPluginServicer):
-    def __init__(self, core: DraCore) -> None:
-        self._core = core
+class DraV1Servicer(_DraMethods, v1_grpc.DRAPluginServicer):
+    _pb = v1
 
-    def NodePrepareResources(
-        self, request: v1beta1.NodePrepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodePrepareResourcesResponse:
-        answer = v1beta1.NodePrepareResourcesResponse()
-        for uid, (devices, error) in self._core.prepare(request.claims).items():
-            entry = answer.claims[uid]
-            entry.error = error
-            for d in devices:
-                entry.devices.add(
-                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
-                )
-        return answer
 
-    def NodeUnprepareResources(
-        self, request: v1beta1.NodeUnprepareResourcesRequest, context: grpc.ServicerContext
-    ) -> v1beta1.NodeUnprepareResourcesResponse:
-        answer = v1beta1.NodeUnprepareResourcesResponse()
-        for uid, error in self._core.unprepare(request.claims).items():
-            answer.claims[uid].error = error
-        return answer
+class DraV1beta1Servicer(_DraMethods, v1beta1_grpc.DRAPluginServicer):
+    _pb = v1beta1
 
 
 class RegistrationServicer(reg_grpc.RegistrationServicer):
