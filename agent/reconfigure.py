@@ -132,11 +132,14 @@ class Reconfigurer:
         timeout_s: float,
         metrics: AgentMetrics | None = None,
         before_programming: Callable[[], Awaitable[None]] | None = None,
+        held_elsewhere: Callable[[], set[str]] | None = None,
     ) -> None:
         """``before_programming`` runs after a slot is marked as being programmed and before the
         hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
         the slot's content unknown, never the old one believed."""
         self._before_programming = before_programming
+        #: Slots held other than through the device plugin (prepared DRA claims): never released by reconcile.
+        self.held_elsewhere = held_elsewhere
         self._registry = registry
         self._containers = containers
         self._pods = pods
@@ -170,12 +173,27 @@ class Reconfigurer:
         if name is None:
             logger.info("%s: no bitstream requested, slots %s handed over as they are", who, ",".join(device_ids))
             return
-        try:
-            entry, slots = self._check(name, slot_ids, who)
-        except CatalogError as exc:
-            await self._post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
-            raise
-        await self._load(pod, who, entry, slots, deadline)
+        await self.load(pod, name, slot_ids, who, deadline)
+
+    async def load(self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float) -> None:
+        """Put bitstream ``name`` into the slots (those holding it already are left alone), by ``deadline``."""
+        await self.load_many(pod, {name: slot_ids}, who, deadline)
+
+    async def load_many(
+        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
+    ) -> None:
+        """Put each bitstream into its slots, by ``deadline``. Every bitstream is checked (catalog, platform,
+        programmer) before any slot is touched: a bad request changes nothing. Events go to ``pod`` when
+        there is one. Raises the error tree's exceptions, naming ``who``."""
+        checked = []
+        for name, slot_ids in wanted.items():
+            try:
+                checked.append(self._check(name, slot_ids, who))
+            except CatalogError as exc:
+                await self._post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+                raise
+        for entry, slots in checked:
+            await self._load(pod, who, entry, slots, deadline)
 
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
         """The container holding the slots; None only when pods cannot be read anyway."""
@@ -217,7 +235,9 @@ class Reconfigurer:
             slots.append(state.slot)
         return entry, slots
 
-    async def _load(self, pod: PodView, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float) -> None:
+    async def _load(
+        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
+    ) -> None:
         hits: list[Slot] = []
         misses: list[Slot] = []
         for slot in slots:
@@ -258,7 +278,7 @@ class Reconfigurer:
         return self._catalog.read_image(entry)
 
     async def _program_one(
-        self, pod: PodView, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
+        self, pod: PodView | None, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
     ) -> None:
         lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
         await self._acquire(lock, who, slot, deadline)
@@ -368,7 +388,7 @@ class Reconfigurer:
         pod-resources. The bitstream stays loaded (that is the cache).
         """
         refs = await self._containers.list_containers()
-        held: set[str] = set()
+        held: set[str] = set() if self.held_elsewhere is None else set(self.held_elsewhere())
         for ref in refs:
             held |= ref.device_ids
             known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]
@@ -455,6 +475,6 @@ class Reconfigurer:
                 self._metrics.reconfiguration_seconds.observe(seconds)
 
     # -------------------------------------------------------------------- events
-    async def _post(self, pod: PodView, reason: str, message: str, type: str = "Normal") -> None:
-        if self._events is not None:
+    async def _post(self, pod: PodView | None, reason: str, message: str, type: str = "Normal") -> None:
+        if self._events is not None and pod is not None:
             await self._events.post(pod.namespace, pod.name, pod.uid, reason, message, type)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from agent.app import Agent
 from agent.config import Config, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
-from agent.errors import ProgrammingError
+from agent.errors import KubeError, ProgrammingError
+from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
@@ -44,6 +46,7 @@ __all__ = [
     "Catalog",
     "DraKubelet",
     "FakeClaimPreparer",
+    "FakeClaims",
     "KubeletStandIn",
     "NodePods",
     "SimFabric",
@@ -251,3 +254,45 @@ class DraKubelet:
         request = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
         with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
             return self._stub(channel).NodeUnprepareResources(request, timeout=45.0)
+
+
+class FakeClaims:
+    """ResourceClaims as the API server holds them, read as ``agent.kube.ClaimReader`` reads them: a claim
+    that is gone, replaced (another UID) or not allocated is the same KubeError the reader raises."""
+
+    def __init__(self) -> None:
+        self.claims: dict[tuple[str, str], ClaimInfo] = {}
+        self.reads = 0
+
+    def put(
+        self,
+        namespace: str,
+        name: str,
+        devices: list[tuple[str, str]],
+        *,
+        pool: str,
+        configs: tuple[tuple[tuple[str, ...], dict[str, object]], ...] = (),
+        pods: tuple[str, ...] = (),
+    ) -> ClaimInfo:
+        """An allocated claim: ``devices`` as (request, device) in ``pool``, reserved for ``pods``."""
+        info = ClaimInfo(
+            namespace,
+            name,
+            str(uuid.uuid4()),
+            tuple(AllocatedDevice(request, pool, device) for request, device in devices),
+            configs,
+            tuple((pod, str(uuid.uuid4())) for pod in pods),
+        )
+        self.claims[(namespace, name)] = info
+        return info
+
+    def read(self, namespace: str, name: str, uid: str) -> ClaimInfo:
+        self.reads += 1
+        info = self.claims.get((namespace, name))
+        if info is None:
+            raise KubeError(f"claim {namespace}/{name} does not exist (any more)")
+        if info.uid != uid:
+            raise KubeError(
+                f"claim {namespace}/{name} was replaced: its UID is {info.uid!r}, the kubelet asked for {uid!r}"
+            )
+        return info

@@ -1,0 +1,219 @@
+"""Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec.
+
+What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPreparer``):
+
+1. read the claim (``status.allocation``: the devices of our driver in this node's pool,
+   our opaque configs; a claim deleted and made again under the same name is refused);
+2. the slots are the allocated device names; each must be a slot of this node and not
+   prepared for another claim (the scheduler is the authority, but two claims on one
+   slot would be two pods on one region);
+3. the bitstream of each device is ``bitstream`` in the driver's parameters for its
+   request, else the annotation ``example.com/fpga-bitstream`` of the pod the claim is
+   reserved for; none: the slots are handed over as they are;
+4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
+   bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
+   the agent's event loop;
+5. the CDI spec is written and the claim recorded in ``state_file`` (atomically), which
+   is what makes a repeated prepare cheap and lets release work after a restart, when
+   the claim itself may be gone.
+
+Release removes the spec and the record and frees the slots; the bitstream stays loaded
+(that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
+server's threads, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.dra import ClaimRef, PreparedDevice
+from agent.dra.cdi import CdiSpecs
+from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
+from agent.kube.claims import AllocatedDevice, ClaimInfo
+from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
+from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.checkpoint import read_no_follow, write_atomic
+
+logger = logging.getLogger(__name__)
+
+#: The key of the driver's opaque parameters that names the bitstream.
+BITSTREAM_PARAMETER = "bitstream"
+STATE_VERSION = 1
+
+
+class ClaimLookup(Protocol):
+    def read(self, namespace: str, name: str, uid: str) -> ClaimInfo: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedClaim:
+    namespace: str
+    name: str
+    uid: str
+    slots: tuple[str, ...]
+    devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
+
+
+class ClaimPreparation:
+    """``agent.dra.ClaimPreparer`` on the agent's slots (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        claims: ClaimLookup,
+        registry: SlotRegistry,
+        reconfigurer: Reconfigurer,
+        pods: PodDirectory | None,
+        cdi: CdiSpecs,
+        node: str,
+        loop: asyncio.AbstractEventLoop,
+        state_file: Path,
+        timeout_s: float,
+    ) -> None:
+        self._claims = claims
+        self._registry = registry
+        self._reconfigurer = reconfigurer
+        self._pods = pods
+        self._cdi = cdi
+        self._node = node
+        self._loop = loop
+        self._state_file = state_file
+        self._timeout_s = timeout_s
+        self._prepared: dict[str, PreparedClaim] = self._load_state()
+
+    def held_slots(self) -> set[str]:
+        """The slots of every prepared claim (the reconcile of device-plugin holders leaves them alone)."""
+        return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
+
+    # ------------------------------------------------------------------------- prepare
+    def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        deadline = time.monotonic() + self._timeout_s
+        info = self._claims.read(claim.namespace, claim.name, claim.uid)
+        who = f"claim {claim.namespace}/{claim.name}"
+        mine = [d for d in info.devices if d.pool == self._node]
+        if not mine:
+            raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
+        slots = [self._slot(d, who) for d in mine]
+        for slot in slots:
+            other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
+            if other is not None:
+                raise ProgrammingError(
+                    f"{who}: slot {slot.id} is already prepared for claim {other.namespace}/{other.name}"
+                )
+        pod = self._pod(info)
+        wanted = {
+            name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
+        }
+        if wanted:
+            self._run(self._reconfigurer.load_many(pod, wanted, who, deadline), deadline, who)
+        cdi_ids = self._cdi.write(claim.uid, slots)
+        holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
+        self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
+        record = PreparedClaim(
+            claim.namespace,
+            claim.name,
+            claim.uid,
+            tuple(s.id for s in slots),
+            tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
+        )
+        self._record(claim.uid, record)
+        return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+
+    def _slot(self, device: AllocatedDevice, who: str) -> Slot:
+        state = self._registry.get(SlotId(device.device))
+        if state is None:
+            raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot of this node")
+        return state.slot
+
+    def _pod(self, info: ClaimInfo) -> PodView | None:
+        if self._pods is None:
+            return None
+        for name, _uid in info.reserved_for:
+            pod = self._pods.get(info.namespace, name)
+            if pod is not None:
+                return pod
+        return None
+
+    def _by_bitstream(
+        self, info: ClaimInfo, devices: Sequence[AllocatedDevice], slots: Sequence[Slot], pod: PodView | None, who: str
+    ) -> dict[str, list[Slot]]:
+        groups: dict[str, list[Slot]] = {}
+        for device, slot in zip(devices, slots, strict=True):
+            name = _bitstream(info.parameters_for(device), who)
+            if name is None and pod is not None:
+                name = pod.annotations.get(ANNOTATION) or None
+            if name is not None:
+                groups.setdefault(name, []).append(slot)
+        return groups
+
+    def _run(self, work: Any, deadline: float, who: str) -> None:
+        """Run the Reconfigurer's coroutine on the agent's loop from this (server) thread, by ``deadline``."""
+        future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
+        except TimeoutError:
+            future.cancel()
+            raise ProgrammingError(f"{who}: programming did not finish within {self._timeout_s:.0f} s") from None
+
+    # ------------------------------------------------------------------------- release
+    def unprepare(self, claim: ClaimRef) -> None:
+        self._cdi.remove(claim.uid)
+        record = self._prepared.get(claim.uid)
+        if record is None:
+            return
+        self._registry.release([SlotId(s) for s in record.slots])
+        self._record(claim.uid, None)
+
+    # ---------------------------------------------------------------------- the record
+    def _record(self, uid: str, record: PreparedClaim | None) -> None:
+        claims = dict(self._prepared)
+        if record is None:
+            claims.pop(uid, None)
+        else:
+            claims[uid] = record
+        data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
+        try:
+            write_atomic(self._state_file, json.dumps(data, indent=1).encode())
+        except OSError as exc:
+            raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc
+        self._prepared = claims
+
+    def _load_state(self) -> dict[str, PreparedClaim]:
+        try:
+            data = json.loads(read_no_follow(self._state_file))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.error("prepared claims in %s unreadable (%s): starting without them", self._state_file, exc)
+            return {}
+        claims = {}
+        for raw in data.get("claims", []) if isinstance(data, dict) else []:
+            try:
+                record = PreparedClaim(
+                    str(raw["namespace"]),
+                    str(raw["name"]),
+                    str(raw["uid"]),
+                    tuple(str(s) for s in raw["slots"]),
+                    tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)
+                continue
+            claims[record.uid] = record
+        return claims
+
+
+def _bitstream(parameters: Mapping[str, Any], who: str) -> str | None:
+    value = parameters.get(BITSTREAM_PARAMETER)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise CatalogError(f"{who}: parameter {BITSTREAM_PARAMETER} must be a bitstream name, got {shown(value)}")
+    return value
