@@ -13,9 +13,10 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
 4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
    bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
    the agent's event loop;
-5. the CDI spec is written and the claim recorded in ``state_file`` (atomically), which
-   is what makes a repeated prepare cheap and lets release work after a restart, when
-   the claim itself may be gone.
+5. the CDI spec is written (again, on a repeated prepare: after a reboot the tmpfs has
+   lost it; the slots already hold their bitstream, so nothing is programmed twice) and
+   the claim recorded in ``state_file`` (atomically), which lets release work after a
+   restart, when the claim itself may be gone.
 
 Release removes the spec and the record and frees the slots; the bitstream stays loaded
 (that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA

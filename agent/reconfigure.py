@@ -132,14 +132,14 @@ class Reconfigurer:
         timeout_s: float,
         metrics: AgentMetrics | None = None,
         before_programming: Callable[[], Awaitable[None]] | None = None,
-        held_elsewhere: Callable[[], set[str]] | None = None,
     ) -> None:
         """``before_programming`` runs after a slot is marked as being programmed and before the
         hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
         the slot's content unknown, never the old one believed."""
         self._before_programming = before_programming
-        #: Slots held other than through the device plugin (prepared DRA claims): never released by reconcile.
-        self.held_elsewhere = held_elsewhere
+        #: Slots held other than through the device plugin (prepared DRA claims, set by the wiring once they
+        #: exist): never released by reconcile.
+        self.held_elsewhere: Callable[[], set[str]] | None = None
         self._registry = registry
         self._containers = containers
         self._pods = pods
@@ -173,18 +173,16 @@ class Reconfigurer:
         if name is None:
             logger.info("%s: no bitstream requested, slots %s handed over as they are", who, ",".join(device_ids))
             return
-        await self.load(pod, name, slot_ids, who, deadline)
-
-    async def load(self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float) -> None:
-        """Put bitstream ``name`` into the slots (those holding it already are left alone), by ``deadline``."""
         await self.load_many(pod, {name: slot_ids}, who, deadline)
 
     async def load_many(
         self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
     ) -> None:
-        """Put each bitstream into its slots, by ``deadline``. Every bitstream is checked (catalog, platform,
-        programmer) before any slot is touched: a bad request changes nothing. Events go to ``pod`` when
-        there is one. Raises the error tree's exceptions, naming ``who``."""
+        """Put each bitstream into its slots (those holding it already are left alone), by ``deadline``.
+
+        Every bitstream is checked (catalog, platform, programmer) before any slot is touched: a bad
+        request changes nothing. Events go to ``pod`` when there is one. Raises the error tree's
+        exceptions, naming ``who``."""
         checked = []
         for name, slot_ids in wanted.items():
             try:

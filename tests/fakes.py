@@ -194,8 +194,9 @@ class FakeClaimPreparer:
 
     def prepare(self, claim: ClaimRef) -> tuple[PreparedDevice, ...]:
         self.calls.append(("prepare", claim.uid))
+        who = f"claim {claim.namespace}/{claim.name}"
         if claim.name.startswith("broken"):
-            raise ProgrammingError(f"bitstream for claim {claim.name} failed verification")
+            raise ProgrammingError(f"{who}: its bitstream failed verification")
         if claim.uid not in self.prepared:
             slot = f"slot-{len(self.prepared)}"
             cdi = f"{DRIVER_NAME}/slot={claim.uid}-{slot}"
@@ -205,7 +206,7 @@ class FakeClaimPreparer:
     def unprepare(self, claim: ClaimRef) -> None:
         self.calls.append(("unprepare", claim.uid))
         if claim.name.startswith("broken-release"):
-            raise ProgrammingError("the CDI spec could not be removed")
+            raise ProgrammingError(f"claim {claim.namespace}/{claim.name}: the CDI spec could not be removed")
         self.prepared.pop(claim.uid, None)
 
 

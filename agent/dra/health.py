@@ -62,12 +62,18 @@ class HealthBoard:
             self._closed = True
             self._cond.notify_all()
 
+    def wake(self) -> None:
+        """Let every stream look at once whether its client is still there."""
+        with self._cond:
+            self._cond.notify_all()
+
     def follow(self, active: threading.Event | None = None) -> Iterator[tuple[tuple[DeviceHealth, ...], float]]:
         """The list now, then on every change and at least every ``REPEAT_S``, until closed or ``active`` clears."""
         seen = [-1]  # the version last sent
 
         def news() -> bool:
-            return self._closed or self._version != seen[0]
+            gone = active is not None and not active.is_set()
+            return self._closed or gone or self._version != seen[0]
 
         while True:
             with self._cond:
@@ -106,6 +112,11 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
     ) -> Iterator[pb.NodeWatchResourcesResponse]:
         active = threading.Event()
         active.set()
-        context.add_callback(active.clear)  # the kubelet went away: end the stream at the next wake-up
+
+        def gone() -> None:  # the kubelet went away: end the stream now, freeing its thread
+            active.clear()
+            self._board.wake()
+
+        context.add_callback(gone)
         for devices, updated in self._board.follow(active):
             yield response(devices, updated)

@@ -1,8 +1,8 @@
 """The DRAPlugin service (v1 and v1beta1) and plugin registration, over a :class:`ClaimPreparer`.
 
 Each claim of a call gets its own entry in the answer: a claim that cannot be
-prepared carries its error there (the kubelet retries it later) and does not fail
-the others. Messages name the claim and are bounded (:func:`agent.errors.shown`).
+prepared carries its error there, as the preparer words it (naming the claim), and
+the kubelet retries it later; it does not fail the others.
 A claim named twice in one call is prepared once. Unpreparing a claim the driver
 does not know is a success: the kubelet may ask again after a restart.
 """
@@ -56,11 +56,11 @@ class ClaimPreparer(Protocol):
     """What preparing and releasing a claim means on this node (may block; runs off the event loop)."""
 
     def prepare(self, claim: ClaimRef) -> Sequence[PreparedDevice]:
-        """The claim's devices, ready for its pods; FpgaSlotError saying why not."""
+        """The claim's devices, ready for its pods; FpgaSlotError naming the claim and saying why not."""
         ...
 
     def unprepare(self, claim: ClaimRef) -> None:
-        """Release what ``prepare`` set up for the claim (idempotent); FpgaSlotError saying why not."""
+        """Release what ``prepare`` set up for the claim (idempotent); FpgaSlotError naming the claim."""
         ...
 
 
@@ -105,7 +105,7 @@ class DraCore:
                 devices = self._preparer.prepare(ref)
             except FpgaSlotError as exc:
                 logger.warning("claim %s not prepared: %s", ref, exc)
-                answers[uid] = ((), f"claim {ref}: {exc}")
+                answers[uid] = ((), str(exc))
                 continue
             logger.info("claim %s prepared: %d device(s)", ref, len(devices))
             answers[uid] = (devices, "")
@@ -118,7 +118,7 @@ class DraCore:
                 self._preparer.unprepare(ref)
             except FpgaSlotError as exc:
                 logger.warning("claim %s not released: %s", ref, exc)
-                answers[uid] = f"claim {ref}: {exc}"
+                answers[uid] = str(exc)
                 continue
             logger.info("claim %s released", ref)
             answers[uid] = ""

@@ -1,8 +1,7 @@
 """The requests fpga-slot makes (core/v1, and resource.k8s.io/v1 for DRA), on the kubernetes client's ApiClient.
 
 The generated ``CoreV1Api`` holds every core/v1 request (about 60,000 lines): loading it
-costs the agent about 20 MB of memory for five calls (the resource.k8s.io class as much again).
-These methods build the same
+costs the agent about 20 MB of memory for five calls. These methods build the same
 requests through the same ApiClient (configuration, authentication, TLS, retries,
 serialisation), keep the client's method names and keyword arguments, and raise the
 client's ``ApiException`` for a non-2xx answer, as the generated methods do. Answers
