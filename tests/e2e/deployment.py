@@ -148,11 +148,15 @@ class Deployment:
             f"--accelerator-id {ACCELERATOR} --replace && rm /tmp/e2e.bin",
         )
 
-    def extender_calls(self, verb: str) -> float:
-        """Requests the extender answered for ``verb`` (its /metrics, read through the API server's pod proxy)."""
+    def _extender_pod(self) -> Obj:
         (pod,) = self.cluster.core.list_namespaced_pod(
             NAMESPACE, label_selector="app.kubernetes.io/component=extender"
         ).items
+        return pod
+
+    def extender_calls(self, verb: str) -> float:
+        """Requests the extender answered for ``verb`` (its /metrics, read through the API server's pod proxy)."""
+        pod = self._extender_pod()
         text: str = self.cluster.core.connect_get_namespaced_pod_proxy_with_path(
             f"{pod.metadata.name}:{EXTENDER_PORT}", NAMESPACE, "metrics"
         )
@@ -166,9 +170,7 @@ class Deployment:
         extender's watch, a moment after the catalog changed; a pod created before that is
         scored as if the node could not program its bitstream.
         """
-        (pod,) = self.cluster.core.list_namespaced_pod(
-            NAMESPACE, label_selector="app.kubernetes.io/component=extender"
-        ).items
+        pod = self._extender_pod()
         probe = {
             "Pod": {
                 "metadata": {
