@@ -1,4 +1,4 @@
-"""Wiring: build the backend, the slot registry and the device plugin, and run them.
+"""Wiring: build the backend, the slot registry and the device plugin (or the DRA plugin), and run them.
 
 The only module (with ``cli`` and ``demo``) that knows every adapter.
 """
@@ -26,13 +26,17 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
+from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dramode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
 from agent.extender.http import tls_context
 from agent.extender.server import extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
+from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
+from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.nodestate import publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
@@ -171,6 +175,8 @@ class Agent:
             PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
         )
         self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
+        #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is registered
+        self.dra = self._dra_mode(pods) if config.mode == "dra" else None
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
         self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
         self._tasks: list[asyncio.Task[None]] = []
@@ -182,6 +188,26 @@ class Agent:
         )
         if self.health is not None:
             self.health.add_routes([metrics_route(self.metrics.registry)])
+
+    def _dra_mode(self, pods: PodDirectory | None) -> DraMode:
+        if self.kube is None:
+            raise ConfigError(
+                "--mode dra: the agent reads ResourceClaims and publishes ResourceSlices, which needs API access "
+                "(--kubeconfig, or the pod's service account)"
+            )
+        config = self.config
+        return DraMode(
+            node=config.node_name,
+            registry=self.registry,
+            reconfigurer=self.reconfigurer,
+            pods=pods,
+            claims=ClaimReader(self.kube.api_client, DRIVER_NAME),
+            slices=ResourceSlicePublisher(self.kube.api_client, DRIVER_NAME, config.node_name),
+            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME),
+            cdi_dir=config.cdi_dir,
+            state_dir=config.state_dir,
+            timeout_s=config.program_timeout_s,
+        )
 
     async def _read_hardware(self) -> Sequence[Slot]:
         return (await self.backend.source.enumerate()).slots
@@ -205,7 +231,9 @@ class Agent:
         return f"tasks ended: {', '.join(ended)}" if ended else None
 
     def readiness(self) -> str | None:
-        """None while registered with the kubelet (``/readyz``)."""
+        """None while registered with the kubelet (``/readyz``): the device plugin, or in DRA mode the driver."""
+        if self.dra is not None:
+            return None if self.dra.registered() else f"the kubelet has not registered DRA driver {DRIVER_NAME}"
         return None if self.lifecycle.registered.is_set() else "not registered with the kubelet"
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -241,7 +269,10 @@ class Agent:
                             publish_node_state(self.registry, self.catalog, self.kube.nodes), name="node-state"
                         )
                     )
-                plugin = group.create_task(self._run_plugin(stop, background), name="device-plugin")
+                if self.dra is None:
+                    plugin = group.create_task(self._run_plugin(stop, background), name="device-plugin")
+                else:
+                    plugin = group.create_task(self._run_dra(self.dra, stop, background), name="dra-plugin")
                 self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
@@ -270,6 +301,13 @@ class Agent:
     async def _run_plugin(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         try:
             await self.lifecycle.run(stop)
+        finally:
+            for task in background:
+                task.cancel()
+
+    async def _run_dra(self, dra: DraMode, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
+        try:
+            await dra.run(stop)
         finally:
             for task in background:
                 task.cancel()

@@ -20,7 +20,11 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
 
 Release removes the spec and the record and frees the slots; the bitstream stays loaded
 (that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
-server's threads, one at a time.
+server's threads, one at a time; all but reading the claim runs on the agent's event
+loop, which owns the slot registry and the Reconfigurer.
+
+A device of the pool is named after its slot (``agent.dra.device_name``: the slot ID as
+a DNS label).
 """
 
 from __future__ import annotations
@@ -29,12 +33,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from agent.dra import ClaimRef, PreparedDevice
+from agent.dra import ClaimRef, PreparedDevice, device_name
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
 from agent.kube.claims import AllocatedDevice, ClaimInfo
@@ -47,6 +51,7 @@ logger = logging.getLogger(__name__)
 #: The key of the driver's opaque parameters that names the bitstream.
 BITSTREAM_PARAMETER = "bitstream"
 STATE_VERSION = 1
+T = TypeVar("T")
 
 
 class ClaimLookup(Protocol):
@@ -95,13 +100,20 @@ class ClaimPreparation:
 
     # ------------------------------------------------------------------------- prepare
     def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        """From a server thread: the claim is read here, the rest runs on the agent's loop (which owns the
+        registry and the Reconfigurer)."""
         deadline = time.monotonic() + self._timeout_s
         info = self._claims.read(claim.namespace, claim.name, claim.uid)
         who = f"claim {claim.namespace}/{claim.name}"
+        prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
+        return prepared
+
+    async def _prepare(self, claim: ClaimRef, info: ClaimInfo, who: str, deadline: float) -> list[PreparedDevice]:
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
-        slots = [self._slot(d, who) for d in mine]
+        by_device = {device_name(state.slot.id): state.slot for state in self._registry.snapshot()}
+        slots = [self._slot(by_device, d, who) for d in mine]
         for slot in slots:
             other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
             if other is not None:
@@ -113,10 +125,8 @@ class ClaimPreparation:
             name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
         }
         if wanted:
-            self._run(self._reconfigurer.load_many(pod, wanted, who, deadline), deadline, who)
-        cdi_ids = self._cdi.write(claim.uid, slots)
-        holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
-        self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
+            await self._reconfigurer.load_many(pod, wanted, who, deadline)
+        cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
         record = PreparedClaim(
             claim.namespace,
             claim.name,
@@ -124,14 +134,16 @@ class ClaimPreparation:
             tuple(s.id for s in slots),
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
         )
-        self._record(claim.uid, record)
+        await asyncio.to_thread(self._record, claim.uid, record)
+        holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
+        self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
 
-    def _slot(self, device: AllocatedDevice, who: str) -> Slot:
-        state = self._registry.get(SlotId(device.device))
-        if state is None:
+    def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
+        slot = by_device.get(device.device)
+        if slot is None:
             raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot of this node")
-        return state.slot
+        return slot
 
     def _pod(self, info: ClaimInfo) -> PodView | None:
         if self._pods is None:
@@ -154,23 +166,28 @@ class ClaimPreparation:
                 groups.setdefault(name, []).append(slot)
         return groups
 
-    def _run(self, work: Any, deadline: float, who: str) -> None:
-        """Run the Reconfigurer's coroutine on the agent's loop from this (server) thread, by ``deadline``."""
+    def _run(self, work: Coroutine[Any, Any, T], deadline: float, who: str) -> T:
+        """Run ``work`` on the agent's loop from this (server) thread, by ``deadline``."""
         future = asyncio.run_coroutine_threadsafe(work, self._loop)
         try:
-            future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
+            return future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
         except TimeoutError:
             future.cancel()
-            raise ProgrammingError(f"{who}: programming did not finish within {self._timeout_s:.0f} s") from None
+            raise ProgrammingError(f"{who}: not done within {self._timeout_s:.0f} s") from None
 
     # ------------------------------------------------------------------------- release
     def unprepare(self, claim: ClaimRef) -> None:
-        self._cdi.remove(claim.uid)
+        """From a server thread; the slots are freed on the agent's loop."""
+        who = f"claim {claim.namespace}/{claim.name}"
+        self._run(self._unprepare(claim), time.monotonic() + self._timeout_s, who)
+
+    async def _unprepare(self, claim: ClaimRef) -> None:
+        await asyncio.to_thread(self._cdi.remove, claim.uid)
         record = self._prepared.get(claim.uid)
         if record is None:
             return
+        await asyncio.to_thread(self._record, claim.uid, None)
         self._registry.release([SlotId(s) for s in record.slots])
-        self._record(claim.uid, None)
 
     # ---------------------------------------------------------------------- the record
     def _record(self, uid: str, record: PreparedClaim | None) -> None:

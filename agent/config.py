@@ -27,6 +27,7 @@ BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
+MODES = ("device-plugin", "dra")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,10 @@ class Config:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
+    mode: str = "device-plugin"
+    dra_registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
+    dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
+    cdi_dir: Path = Path("/var/run/cdi")
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -178,6 +183,13 @@ OPTIONS: tuple[_Option, ...] = (
         "slot backend: auto (every hardware backend present), sim, dfl, fpga-region, static",
     ),
     _Option(
+        "mode",
+        _parse_choice(MODES),
+        lambda env: "device-plugin",
+        "how pods get slots: device-plugin (the extended resource example.com/fpga-slot) or dra "
+        "(ResourceClaims of the DRA driver fpga.example.com; needs API access)",
+    ),
+    _Option(
         "device-plugin-dir",
         _parse_path,
         lambda env: "/var/lib/kubelet/device-plugins",
@@ -203,6 +215,24 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
     _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
+    _Option(
+        "dra-registry-dir",
+        _parse_path,
+        lambda env: "/var/lib/kubelet/plugins_registry",
+        "dra mode: the kubelet's plugin registration directory",
+    ),
+    _Option(
+        "dra-plugins-dir",
+        _parse_path,
+        lambda env: "/var/lib/kubelet/plugins",
+        "dra mode: where the DRA socket goes (<dir>/fpga.example.com/dra.sock)",
+    ),
+    _Option(
+        "cdi-dir",
+        _parse_path,
+        lambda env: "/var/run/cdi",
+        "dra mode: the container runtime's CDI spec directory (one spec per prepared claim)",
+    ),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(
         "bitstream-dir",

@@ -82,11 +82,27 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
-_KINDS = {"pods": "Pod", "nodes": "Node", "events": "Event"}
-_NAMESPACED = {"pods": True, "nodes": False, "events": True}
+_KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "events": "Event",
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+}
+_NAMESPACED = {"pods": True, "nodes": False, "events": True, "resourceslices": False, "resourceclaims": True}
+#: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
+RESOURCE_API = "resource.k8s.io/v1"
+_RESOURCE_PATH = re.compile(
+    r"^/apis/resource\.k8s\.io/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>resourceslices|resourceclaims)"
+    r"(?:/(?P<name>[^/]+))?$"
+)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
+    "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
+    "resourceclaims": {"metadata.name", "metadata.namespace"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -320,7 +336,7 @@ class FakeKubeApiServer:
         self.namespaces: set[str] = set(namespaces)
         self._cond = threading.Condition(threading.RLock())
         self._rv = 1000
-        self._objects: dict[str, dict[_Key, JSON]] = {"pods": {}, "nodes": {}, "events": {}}
+        self._objects: dict[str, dict[_Key, JSON]] = {resource: {} for resource in _KINDS}
         self._history: list[_Change] = []
         self._compacted_rv = 0
         self._watches: list[_Watch] = []
@@ -556,6 +572,91 @@ class FakeKubeApiServer:
         with self._cond:
             self._faults.clear()
 
+    # --- DRA objects (resource.k8s.io/v1) -------------------------------------------------
+
+    def put_resource_claim(self, claim: JSON) -> JSON:
+        """Create or replace a ResourceClaim given as JSON (see :func:`make_resource_claim`)."""
+        claim = copy.deepcopy(claim)
+        meta = claim.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        claim["apiVersion"] = RESOURCE_API
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("resourceclaims", (meta["namespace"], meta["name"]), claim)
+
+    def delete_resource_claim(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("resourceclaims", (namespace, name))
+            return self._remove("resourceclaims", (namespace, name))
+
+    def resource_slice(self, name: str) -> JSON | None:
+        with self._cond:
+            found = self._objects["resourceslices"].get(("", name))
+            return copy.deepcopy(found) if found else None
+
+    def delete_resource_slice(self, name: str) -> JSON:
+        """Delete a slice (as the kubelet does at its start and 30 s after a driver left)."""
+        with self._cond:
+            self._get("resourceslices", ("", name))
+            return self._remove("resourceslices", ("", name))
+
+    def _route_resource(
+        self, request: RecordedRequest, resource: str, namespace: str | None, name: str | None
+    ) -> tuple[int, JSON]:
+        self._check_scope(resource, namespace)
+        method = request.method
+        with self._cond:
+            if name is None:
+                if method == "GET":
+                    listed = self._list(resource, namespace, request.query)
+                    listed["apiVersion"] = RESOURCE_API
+                    return 200, listed
+                if method == "POST" and resource == "resourceslices":
+                    return 201, self._create_resource_slice(request.body)
+            else:
+                key = (namespace or "", name)
+                if method == "GET":
+                    return 200, copy.deepcopy(self._get(resource, key))
+                if method == "PUT" and resource == "resourceslices":
+                    return 200, self._replace_resource_slice(name, request.body)
+                if method == "DELETE" and resource == "resourceslices":
+                    self._get(resource, key)
+                    return 200, self._remove(resource, key)
+        raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
+
+    def _create_resource_slice(self, body: object) -> JSON:
+        obj = _valid_resource_slice(body)
+        name = obj["metadata"].get("name", "")
+        if ("", name) in self._objects["resourceslices"]:
+            raise ApiError(
+                409,
+                f'resourceslices.resource.k8s.io "{name}" already exists',
+                "AlreadyExists",
+                {"name": name, "group": "resource.k8s.io", "kind": "resourceslices"},
+            )
+        obj["metadata"]["uid"] = str(uuid.uuid4())
+        obj["metadata"]["creationTimestamp"] = now_rfc3339()
+        obj["metadata"].pop("resourceVersion", None)
+        return self._store("resourceslices", ("", name), obj)
+
+    def _replace_resource_slice(self, name: str, body: object) -> JSON:
+        obj = _valid_resource_slice(body)
+        if obj["metadata"].get("name") != name:
+            raise ApiError(400, f"the name of the object ({obj['metadata'].get('name')}) does not match the URL")
+        current = self._get("resourceslices", ("", name))
+        sent = obj["metadata"].get("resourceVersion")
+        if sent is not None and sent != current["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on resourceslices.resource.k8s.io "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+            )
+        obj["metadata"]["uid"] = current["metadata"]["uid"]
+        obj["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"]
+        return self._store("resourceslices", ("", name), obj)
+
     # --- store --------------------------------------------------------------------------
 
     def _next_rv(self) -> int:
@@ -672,6 +773,9 @@ class FakeKubeApiServer:
                     raise ApiError(fault.status["code"], fault.status["message"], fault.status["reason"])
 
     def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
+        match = _RESOURCE_PATH.match(request.path)
+        if match:
+            return self._route_resource(request, match["res"], match["ns"], match["name"])
         match = _COLLECTION.match(request.path)
         if match:
             resource, namespace = match["res"], match["ns"]
@@ -1193,3 +1297,78 @@ def running_apiserver(**kwargs: Any) -> Iterator[FakeKubeApiServer]:
         yield server
     finally:
         server.stop()
+
+
+def _invalid(name: str, field: str, detail: str) -> ApiError:
+    return ApiError(422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: {field}: {detail}')
+
+
+def _valid_resource_slice(body: object) -> JSON:
+    """The slice if the real server's validation takes it (the parts a driver can get wrong); else 422 naming
+    the field."""
+    if not isinstance(body, dict) or body.get("kind") != "ResourceSlice" or body.get("apiVersion") != RESOURCE_API:
+        raise ApiError(400, f"the body is not a {RESOURCE_API} ResourceSlice")
+    obj = copy.deepcopy(body)
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    if not isinstance(name, str) or not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise _invalid(str(name), "metadata.name", "Invalid value")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise _invalid(name, "spec", "Required value")
+    if not isinstance(spec.get("driver"), str) or not _DNS_SUBDOMAIN.match(spec["driver"]):
+        raise _invalid(name, "spec.driver", "Invalid value")
+    pool = spec.get("pool") or {}
+    if not pool.get("name") or not isinstance(pool.get("generation"), int) or pool.get("resourceSliceCount", 0) < 1:
+        raise _invalid(name, "spec.pool", "Invalid value: name, generation and resourceSliceCount >= 1 are required")
+    if sum(1 for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)) != 1:
+        raise _invalid(name, "spec", "Invalid value: exactly one of nodeName, nodeSelector, allNodes, ...")
+    devices = spec.get("devices") or []
+    if len(devices) > 128:
+        raise _invalid(name, "spec.devices", f"Too many: {len(devices)}: must have at most 128 items")
+    seen: set[str] = set()
+    for index, device in enumerate(devices):
+        where = f"spec.devices[{index}]"
+        dname = device.get("name", "")
+        if not isinstance(dname, str) or not _DNS_LABEL.match(dname):
+            raise _invalid(name, f"{where}.name", f"Invalid value: {dname!r}: a lowercase RFC 1123 label")
+        if dname in seen:
+            raise _invalid(name, f"{where}.name", f"Duplicate value: {dname!r}")
+        seen.add(dname)
+        attributes = device.get("attributes") or {}
+        if len(attributes) > 32:
+            raise _invalid(name, f"{where}.attributes", "Too many: must have at most 32 attributes")
+        for key, value in attributes.items():
+            if not _C_IDENTIFIER.match(key.rsplit("/", 1)[-1]):
+                raise _invalid(name, f"{where}.attributes[{key}]", "Invalid value: a C identifier of <= 32")
+            kinds = [k for k in ("string", "int", "bool", "version") if k in (value or {})]
+            if len(kinds) != 1:
+                raise _invalid(name, f"{where}.attributes[{key}]", "Invalid value: exactly one value must be given")
+            if kinds[0] == "string" and len(value["string"]) > 64:
+                raise _invalid(name, f"{where}.attributes[{key}].string", "Too long: may not be more than 64 bytes")
+    return obj
+
+
+def make_resource_claim(
+    name: str,
+    *,
+    namespace: str = "default",
+    driver: str,
+    devices: Iterable[tuple[str, str, str]] = (),
+    parameters: Mapping[str, Any] | None = None,
+    reserved_for: Iterable[tuple[str, str]] = (),
+) -> JSON:
+    """A ResourceClaim as the scheduler leaves it allocated: ``devices`` as (request, pool, device) of
+    ``driver``; ``parameters``: one opaque config of the claim for every request; reserved for the pods
+    (name, uid) given. No ``devices`` and no pods: not allocated."""
+    claim: JSON = {"metadata": {"name": name, "namespace": namespace}, "kind": "ResourceClaim", "spec": {}}
+    results = [{"request": r, "driver": driver, "pool": p, "device": d} for r, p, d in devices]
+    if results:
+        config = []
+        if parameters is not None:
+            config.append({"source": "FromClaim", "opaque": {"driver": driver, "parameters": dict(parameters)}})
+        claim["status"] = {
+            "allocation": {"devices": {"results": results, "config": config}},
+            "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for],
+        }
+    return claim

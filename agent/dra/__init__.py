@@ -9,6 +9,7 @@ programming slots, writing CDI specs) is behind :class:`ClaimPreparer`.
 
 from agent.dra.constants import DRIVER_NAME, PLUGIN_TYPE, SUPPORTED_VERSIONS
 from agent.dra.health import DeviceHealth, HealthBoard
+from agent.dra.naming import device_name
 from agent.dra.server import DraPluginServer, PluginSockets
 from agent.dra.service import ClaimPreparer, ClaimRef, PreparedDevice
 
@@ -23,4 +24,5 @@ __all__ = [
     "HealthBoard",
     "PluginSockets",
     "PreparedDevice",
+    "device_name",
 ]

@@ -61,13 +61,18 @@ class DraPluginServer:
     """The two gRPC servers of the DRA plugin, started and stopped together."""
 
     def __init__(
-        self, preparer: ClaimPreparer, sockets: PluginSockets | None = None, health: HealthBoard | None = None
+        self,
+        preparer: ClaimPreparer,
+        sockets: PluginSockets | None = None,
+        health: HealthBoard | None = None,
+        on_registered: Callable[[], None] | None = None,
     ) -> None:
-        """With ``health``, the resource-health stream is served (and advertised) too."""
+        """With ``health``, the resource-health stream is served (and advertised) too; ``on_registered`` is
+        called (on a server thread) each time the kubelet registers the driver, e.g. after its restart."""
         self.sockets = sockets or PluginSockets()
         core = DraCore(preparer)
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
-        self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions)
+        self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions, on_registered)
         self.health = health
         self._v1 = DraV1Servicer(core)
         self._v1beta1 = DraV1beta1Servicer(core)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -162,8 +162,16 @@ class DraV1beta1Servicer(_DraMethods, v1beta1_grpc.DRAPluginServicer):
 class RegistrationServicer(reg_grpc.RegistrationServicer):
     """What the kubelet's plugin watcher asks: who we are, then whether it took us."""
 
-    def __init__(self, driver: str, endpoint: str, versions: Sequence[str] = SUPPORTED_VERSIONS) -> None:
+    def __init__(
+        self,
+        driver: str,
+        endpoint: str,
+        versions: Sequence[str] = SUPPORTED_VERSIONS,
+        on_registered: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_registered`` is called (on a server thread) each time the kubelet registers the driver."""
         self._info = reg.PluginInfo(type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=versions)
+        self._on_registered = on_registered
         #: The last status the kubelet sent: None before any, else (registered, error).
         self.status: tuple[bool, str] | None = None
 
@@ -176,6 +184,8 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
         self.status = (request.plugin_registered, request.error)
         if request.plugin_registered:
             logger.info("kubelet registered DRA driver %s (endpoint %s)", self._info.name, self._info.endpoint)
+            if self._on_registered is not None:
+                self._on_registered()
             return reg.RegistrationStatusResponse()
         logger.error("kubelet refused DRA driver %s: %s", self._info.name, shown(request.error))
         context.abort(grpc.StatusCode.UNKNOWN, f"registration failed: {shown(request.error)}")

@@ -89,12 +89,13 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
 class ResourceSlicePublisher:
     """Keeps ``<node>-<driver>`` equal to the devices last set (see the module docstring)."""
 
-    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float = CHECK_INTERVAL_S) -> None:
+    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float | None = None) -> None:
+        """``interval_s``: how often the slice is checked without a change (default ``CHECK_INTERVAL_S``)."""
         self._calls = CoreCalls(api_client)
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"
-        self._interval_s = interval_s
+        self._interval_s = CHECK_INTERVAL_S if interval_s is None else interval_s
         self._lock = threading.Lock()
         self._spec: dict[str, Any] | None = None
         self._changed = asyncio.Event()
@@ -108,6 +109,11 @@ class ResourceSlicePublisher:
             if spec == self._spec:
                 return
             self._spec = spec
+        self._changed.set()
+
+    def refresh(self) -> None:
+        """Check the slice now (on the event loop): the kubelet has just registered the driver, and a kubelet
+        that starts deletes the node's slices."""
         self._changed.set()
 
     def reconcile(self) -> str:

@@ -68,15 +68,17 @@ def split_image(image: str) -> tuple[str, str]:
     return name, tag
 
 
-def write_kustomization(directory: Path, overlay: Path, image: str) -> None:
-    """A kustomization of ``overlay`` with the project's image replaced by ``image``."""
+def write_kustomization(directory: Path, overlay: Path, image: str, components: tuple[Path, ...] = ()) -> None:
+    """A kustomization of ``overlay`` (with ``components``) with the project's image replaced by ``image``."""
     name, tag = split_image(image)
-    kustomization = {
+    kustomization: dict[str, object] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [os.path.relpath(overlay, directory)],  # kustomize refuses absolute paths
         "images": [{"name": "fpga-slot", "newName": name, "newTag": tag}],
     }
+    if components:
+        kustomization["components"] = [os.path.relpath(c, directory) for c in components]
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
 
 
@@ -235,19 +237,28 @@ def fake_node_body(name: str) -> dict[str, object]:
 
 
 @contextlib.contextmanager
-def deploy(cluster: Cluster, *, image: str, node: str, overlay: Path, kubelet_restart: str) -> Iterator[Deployment]:
-    """``kubectl apply -k`` the overlay with the image under test; the agent Ready on ``node``; all removed after."""
+def deploy(
+    cluster: Cluster,
+    *,
+    image: str,
+    node: str,
+    overlay: Path,
+    kubelet_restart: str,
+    components: tuple[Path, ...] = (),
+) -> Iterator[Deployment]:
+    """``kubectl apply -k`` the overlay (with ``components``, such as DRA mode) with the image under test; the
+    agent Ready on ``node``; all removed after."""
     node = pick_node(cluster, node)
     namespace = f"fpga-slot-e2e-deploy-{secrets.token_hex(3)}"
     cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "fpga-slot"}}})
     suite = Suite(cluster, namespace, node, image, NAMESPACE, "", kubelet_restart)
     # The simulated cards' contents and the checkpoint of an earlier run would make programming a cache hit.
-    forget_state = "rm -rf /host/sim-dev /host/checkpoint.json"
+    forget_state = "rm -rf /host/sim-dev /host/checkpoint.json /host/dra-claims.json"
     with tempfile.TemporaryDirectory(prefix="fpga-slot-e2e-") as tmp:
         try:
             suite.run_on_host("forget-state", forget_state, host_path=STATE_DIR)
             cluster.core.patch_node(node, {"metadata": {"labels": {FPGA_NODE_LABEL: "true"}}})
-            write_kustomization(Path(tmp), REPO / overlay, image)
+            write_kustomization(Path(tmp), REPO / overlay, image, components)
             kubectl("apply", "-k", tmp)
             deployment = Deployment(suite)
             pod = deployment.wait_rolled_out()

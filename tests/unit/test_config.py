@@ -184,6 +184,13 @@ def test_config_is_frozen() -> None:
         ),
         pytest.param(
             {},
+            {"FPGA_AGENT_MODE": "both"},
+            None,
+            ["--mode: must be one of device-plugin, dra", "got 'both'", "(from environment FPGA_AGENT_MODE)"],
+            id="unknown-mode",
+        ),
+        pytest.param(
+            {},
             {"FPGA_AGENT_LOG_LEVEL": "verbose"},
             None,
             ["--log-level: must be one of debug, info, warning, error", "FPGA_AGENT_LOG_LEVEL"],

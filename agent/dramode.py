@@ -1,0 +1,161 @@
+"""DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com``.
+
+Wiring between the slot registry, claim preparation, the DRA plugin server and the
+ResourceSlice publisher (so it may import all of them). In this mode the agent does not
+register a device plugin; the scheduler allocates slots to ResourceClaims from the
+slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
+
+* Every slot is one device of the node's pool, named after the slot
+  (:func:`agent.dra.device_name`), with the attributes :func:`slice_devices` lists. The
+  slice follows every change of the registry (a slot programmed, its health, a card
+  plugged in), and is put back when the kubelet deletes it: checked at once when the
+  kubelet registers the driver (a starting kubelet deletes the node's slices), and
+  every few seconds.
+* The health of every device goes to the kubelet's resource-health stream, which shows
+  it in the status of the pods that use the device.
+* The agent is ready once the kubelet has registered the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from agent.claimprep import ClaimLookup, ClaimPreparation
+from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, device_name
+from agent.dra.cdi import CdiSpecs
+from agent.errors import KubeError
+from agent.kube.resourceslices import SliceDevice
+from agent.reconfigure import PodDirectory, Reconfigurer
+from agent.slots import Health, SlotRegistry, SlotState
+
+logger = logging.getLogger(__name__)
+
+#: The file (in the state directory) that records the prepared claims.
+CLAIMS_FILE = "dra-claims.json"
+
+
+class SlicePublisher(Protocol):
+    """What keeps the node's ResourceSlice (``agent.kube.ResourceSlicePublisher``)."""
+
+    def set_devices(self, devices: Sequence[SliceDevice]) -> None: ...
+
+    def refresh(self) -> None: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+def slice_devices(states: Sequence[SlotState]) -> list[SliceDevice]:
+    """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
+
+    ``platform`` (the PR interface ID a bitstream must match), ``card``, ``region``, ``numa``
+    (when known), ``bitstream`` and ``accelerator`` (the catalog name and accelerator ID loaded;
+    "" when empty, unknown or being programmed), ``healthy``.
+    """
+    devices = []
+    for state in states:
+        slot = state.slot
+        busy = state.programming is not None
+        attributes: dict[str, str | int | bool] = {
+            "platform": slot.platform,
+            "card": slot.card,
+            "region": slot.region,
+            "bitstream": "" if busy else state.bitstream or "",
+            "accelerator": "" if busy else state.accelerator_id or "",
+            "healthy": state.health is Health.HEALTHY,
+        }
+        if slot.numa is not None:
+            attributes["numa"] = slot.numa
+        devices.append(SliceDevice(device_name(slot.id), attributes))
+    return devices
+
+
+def device_health(pool: str, states: Sequence[SlotState]) -> list[DeviceHealth]:
+    """Every device's health for the kubelet's resource-health stream."""
+    return [
+        DeviceHealth(pool, device_name(s.slot.id), s.health is Health.HEALTHY, s.reason)
+        for s in states
+        if s.present or s.holder is not None
+    ]
+
+
+class DraMode:
+    """The DRA plugin of one node: claim preparation, the plugin server, the slice and the health stream."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        registry: SlotRegistry,
+        reconfigurer: Reconfigurer,
+        pods: PodDirectory | None,
+        claims: ClaimLookup,
+        slices: SlicePublisher,
+        sockets: PluginSockets,
+        cdi_dir: Path,
+        state_dir: Path,
+        timeout_s: float,
+    ) -> None:
+        """Call on the agent's event loop (preparation runs there)."""
+        self.node = node
+        self._registry = registry
+        self._slices = slices
+        self.preparation = ClaimPreparation(
+            claims=claims,
+            registry=registry,
+            reconfigurer=reconfigurer,
+            pods=pods,
+            cdi=CdiSpecs(cdi_dir, DRIVER_NAME),
+            node=node,
+            loop=asyncio.get_running_loop(),
+            state_file=state_dir / CLAIMS_FILE,
+            timeout_s=timeout_s,
+        )
+        # The device-plugin holder check must leave the slots of prepared claims alone.
+        reconfigurer.held_elsewhere = self.preparation.held_slots
+        self.health = HealthBoard()
+        self._slice_error = ""
+        loop = asyncio.get_running_loop()
+
+        def on_registered() -> None:
+            loop.call_soon_threadsafe(slices.refresh)
+
+        self.server = DraPluginServer(self.preparation, sockets, self.health, on_registered)
+
+    def registered(self) -> bool:
+        """Whether the kubelet said it registered the driver."""
+        return self.server.registration.status == (True, "")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out."""
+        self._publish(self._registry.snapshot())
+        await asyncio.to_thread(self.server.start)
+        try:
+            async with asyncio.TaskGroup() as group:
+                follow = group.create_task(self._follow_slots(), name="dra-slots")
+                group.create_task(self._slices.run(stop), name="resource-slice")
+                await stop.wait()
+                follow.cancel()
+        finally:
+            await asyncio.to_thread(self.server.stop)
+            logger.info("DRA driver %s stopped serving", DRIVER_NAME)
+
+    async def _follow_slots(self) -> None:
+        version = self._registry.version
+        while True:
+            version = await self._registry.wait_for_change(version)
+            self._publish(self._registry.snapshot())
+
+    def _publish(self, states: Sequence[SlotState]) -> None:
+        self.health.set(device_health(self.node, states))
+        try:
+            self._slices.set_devices(slice_devices(states))
+        except KubeError as exc:
+            if str(exc) != self._slice_error:  # once per distinct problem, not on every change
+                logger.error("ResourceSlice not updated: %s (it keeps the last good devices)", exc)
+            self._slice_error = str(exc)
+        else:
+            self._slice_error = ""

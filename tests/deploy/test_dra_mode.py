@@ -1,0 +1,142 @@
+"""DRA mode's manifests: the component daemonset/dra-mode, the overlays that use it and the DRA examples.
+
+The component must mount exactly the paths the agent uses in DRA mode, at the same path inside and
+out (the kubelet dials the socket path the agent names), switch the agent to ``--mode dra``, give a
+DeviceClass for the driver, and a scheduler profile whose DynamicResources weight makes the cache
+preference win over spreading. The examples must be valid objects that ask for that class.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from agent.config import MODES, load_config
+from agent.dra import DRIVER_NAME
+from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
+
+COMPONENT = DAEMONSET_DIR / "dra-mode"
+EXAMPLES = [doc for path in sorted((DAEMONSET_DIR / "examples" / "dra").glob("*.yaml")) for doc in load_documents(path)]
+DEFAULTS = load_config({}, env={"NODE_NAME": "node-a"})
+KUBERNETES_VERSION = kubernetes_validate.latest_version()
+#: Host paths DRA mode adds -> the agent's option that uses them.
+DRA_HOST_PATHS = {
+    DEFAULTS.dra_registry_dir: "dra_registry_dir",
+    DEFAULTS.dra_plugins_dir: "dra_plugins_dir",
+    DEFAULTS.cdi_dir: "cdi_dir",
+}
+#: The most the default spreading scorers (NodeResourcesFit, NodeResourcesBalancedAllocation and
+#: ImageLocality, 0-100 each at weight 1) can differ between two nodes.
+SPREADING_SPAN = 300
+#: DynamicResources' score gap between a node where the first firstAvailable alternative fits and one
+#: where the second does, per unit of weight: (8 - 7) / 8 x 100.
+FIRST_ALTERNATIVE_GAP = 12.5
+
+
+def component() -> Obj:
+    loaded: Obj = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    return loaded
+
+
+def daemonset_operations() -> list[Obj]:
+    (patch,) = [p for p in component()["patches"] if p["target"]["kind"] == "DaemonSet"]
+    assert patch["target"]["name"] == "fpga-slot-agent"
+    operations: list[Obj] = yaml.safe_load(patch["patch"])
+    return operations
+
+
+def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -> None:
+    operations = daemonset_operations()
+    assert {op["op"] for op in operations} == {"add"}
+    env = [op["value"] for op in operations if op["path"].endswith("/env/-")]
+    assert env == [{"name": "FPGA_AGENT_MODE", "value": "dra"}]
+    assert "dra" in MODES
+    mounts = {op["value"]["name"]: op["value"]["mountPath"] for op in operations if "/volumeMounts/" in op["path"]}
+    volumes = {op["value"]["name"]: op["value"]["hostPath"] for op in operations if "/volumes/" in op["path"]}
+    assert mounts.keys() == volumes.keys()
+    for name, mount in mounts.items():
+        assert Path(volumes[name]["path"]) == Path(mount), "the kubelet dials the path the agent names"
+    assert {Path(m) for m in mounts.values()} == set(DRA_HOST_PATHS)
+    # The kubelet makes its registration directory; the agent makes its own plugin directory and the CDI one.
+    assert {Path(v["path"]): v["type"] for v in volumes.values()} == {
+        DEFAULTS.dra_registry_dir: "Directory",
+        DEFAULTS.dra_plugins_dir: "DirectoryOrCreate",
+        DEFAULTS.cdi_dir: "DirectoryOrCreate",
+    }
+
+
+def test_the_device_class_selects_the_drivers_healthy_slots() -> None:
+    (device_class,) = load_documents(COMPONENT / "deviceclass.yaml")
+    kubernetes_validate.validate(device_class, KUBERNETES_VERSION, strict=True)
+    (selector,) = device_class["spec"]["selectors"]
+    expression = selector["cel"]["expression"]
+    assert f'device.driver == "{DRIVER_NAME}"' in expression
+    assert f'device.attributes["{DRIVER_NAME}"].healthy' in expression
+
+
+def test_the_scheduler_profile_drops_the_extender_and_lets_a_cached_slot_win_over_spreading() -> None:
+    config = yaml.safe_load((COMPONENT / "scheduler-config.yaml").read_text())
+    assert "extenders" not in config
+    shipped = yaml.safe_load((DAEMONSET_DIR / "scheduler-config.yaml").read_text())
+    assert [p["schedulerName"] for p in config["profiles"]] == [p["schedulerName"] for p in shipped["profiles"]]
+    assert config["leaderElection"] == shipped["leaderElection"]
+    (profile,) = config["profiles"]
+    (scorer,) = profile["plugins"]["score"]["enabled"]
+    assert scorer["name"] == "DynamicResources"
+    assert scorer["weight"] * FIRST_ALTERNATIVE_GAP > SPREADING_SPAN
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=object_id)
+def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(example: Obj) -> None:
+    kubernetes_validate.validate(example, KUBERNETES_VERSION, strict=True)
+    if example["kind"] == "Pod":
+        (claim,) = example["spec"]["resourceClaims"]
+        for container in example["spec"]["containers"]:
+            assert container["resources"]["claims"] == [{"name": claim["name"]}]
+        return
+    devices = example["spec"]["spec"]["devices"]
+    for request in devices["requests"]:
+        choices = request.get("firstAvailable") or [request["exactly"]]
+        assert {choice["deviceClassName"] for choice in choices} == {"fpga-slot"}
+    (config,) = devices["config"]
+    assert config["opaque"]["driver"] == DRIVER_NAME
+    assert set(config["opaque"]["parameters"]) == {"bitstream"}
+
+
+def test_there_is_an_example_per_use() -> None:
+    names = {path.name for path in (DAEMONSET_DIR / "examples" / "dra").glob("*.yaml")}
+    assert names == {"one-slot.yaml", "two-slots-one-card.yaml", "cached-first.yaml"}
+    templates = {e["metadata"]["name"]: e["spec"]["spec"]["devices"] for e in EXAMPLES if e["kind"] != "Pod"}
+    assert any("firstAvailable" in r for d in templates.values() for r in d["requests"])
+    assert any(
+        c.get("matchAttribute") == f"{DRIVER_NAME}/card" for d in templates.values() for c in d.get("constraints", [])
+    )
+
+
+def kustomize(directory: Path) -> list[Obj]:
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+@pytest.mark.parametrize("overlay", ["dra", "sim-dra"])
+def test_the_dra_overlays_render_the_agent_in_dra_mode_without_the_extender(overlay: str) -> None:
+    rendered = kustomize(REPO / "overlays" / overlay)
+    kinds: dict[str, Any] = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendered}
+    assert "DeviceClass/fpga-slot" in kinds
+    assert "Deployment/fpga-slot-extender" not in kinds
+    assert "Service/fpga-slot-extender" not in kinds
+    assert "Deployment/fpga-scheduler" in kinds
+    (agent,) = kinds["DaemonSet/fpga-slot-agent"]["spec"]["template"]["spec"]["containers"]
+    assert {"name": "FPGA_AGENT_MODE", "value": "dra"} in agent["env"]
+    (config_map,) = [o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("fpga-sch")]
+    assert "DynamicResources" in config_map["data"]["scheduler-config.yaml"]

@@ -1,0 +1,223 @@
+"""fpga-slot in DRA mode on the real cluster: the shipped manifests with the DRA-mode component
+(daemonset/dra-mode) over the sim overlay, the real kubelet, scheduler and resourceclaim controller.
+
+The agent registers the DRA driver with the kubelet (its readiness), publishes the node's slots as a
+ResourceSlice, and programs a claim's slot at NodePrepareResources. Pods use the cache-aware claim
+template of daemonset/examples/dra/cached-first.yaml (a slot holding the bitstream first, else any
+slot of the platform) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed,
+the slice then says so, and a second pod gets that slot through the first alternative with no
+programming. A bad bitstream fails prepare with an Event that names it; agent and kubelet restarts keep
+a prepared claim's pod running and its slot held.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from agent.dra import DRIVER_NAME
+from agent.simfpga.fabric import PLATFORM
+from tests.e2e.cluster import BITSTREAM, REGISTERED, REPO, WAIT_S, Cluster, Obj, Suite, running
+from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy
+
+SLOTS_ANNOTATION = "example.com/fpga-slots"
+TEMPLATE = "fpga-cached-first"
+SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; sleep 3600'
+
+
+@pytest.fixture(scope="module")
+def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deployment]:
+    with deploy(
+        cluster,
+        image=pytestconfig.getoption("--e2e-image"),
+        node=pytestconfig.getoption("--e2e-node"),
+        overlay=Path(pytestconfig.getoption("--e2e-overlay")),
+        kubelet_restart=pytestconfig.getoption("--e2e-kubelet-restart"),
+        components=(REPO / "daemonset" / "dra-mode",),
+    ) as deployed:
+        deployed.wait_available(SCHEDULER)
+        yield deployed
+
+
+@pytest.fixture(scope="module")
+def resource(cluster: Cluster) -> Any:
+    return client.ResourceV1Api(cluster.api)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def slice_devices(resource: Any, node: str) -> dict[str, dict[str, Any]]:
+    """The node's slice of our driver: device name -> attribute values; {} while there is none."""
+    try:
+        found = resource.read_resource_slice(f"{node}-{DRIVER_NAME}")
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return {
+        d.name: {name: next(v for v in (a.string, a.int, a.bool) if v is not None) for name, a in d.attributes.items()}
+        for d in found.spec.devices or []
+    }
+
+
+def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
+    """daemonset/examples/dra/cached-first.yaml for the sim platform and ``bitstream``."""
+    attributes = f'device.attributes["{DRIVER_NAME}"]'
+    parameters = {"bitstream": bitstream}
+    return {
+        "metadata": {"name": f"{TEMPLATE}-{bitstream}", "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "fpga",
+                            "firstAvailable": [
+                                {
+                                    "name": "cached",
+                                    "deviceClassName": "fpga-slot",
+                                    "selectors": [{"cel": {"expression": f'{attributes}.bitstream == "{bitstream}"'}}],
+                                },
+                                {
+                                    "name": "any",
+                                    "deviceClassName": "fpga-slot",
+                                    "selectors": [{"cel": {"expression": f'{attributes}.platform == "{PLATFORM}"'}}],
+                                },
+                            ],
+                        }
+                    ],
+                    "config": [{"requests": ["fpga"], "opaque": {"driver": DRIVER_NAME, "parameters": parameters}}],
+                }
+            }
+        },
+    }
+
+
+def claim_pod(suite: Suite, name: str, bitstream: str) -> Obj:
+    body = {
+        "metadata": {"name": name, "namespace": suite.namespace},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "terminationGracePeriodSeconds": 0,
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "fpga", "resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": suite.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", SHOW_SLOT],
+                    "resources": {"claims": [{"name": "fpga"}]},
+                }
+            ],
+        },
+    }
+    return suite.cluster.core.create_namespaced_pod(suite.namespace, body)
+
+
+def allocation_of(resource: Any, suite: Suite, pod: str) -> tuple[str, str]:
+    """(request, device) of the pod's claim as the scheduler allocated it."""
+    status = suite.cluster.core.read_namespaced_pod(pod, suite.namespace).status
+    (claim_status,) = status.resource_claim_statuses
+    claim = resource.read_namespaced_resource_claim(claim_status.resource_claim_name, suite.namespace)
+    (result,) = claim.status.allocation.devices.results
+    assert (result.driver, result.pool) == (DRIVER_NAME, suite.node)
+    return result.request, result.device
+
+
+def slot_is_free(suite: Suite, slot: str) -> bool | None:
+    """Whether the agent's published node state calls ``slot`` free (None: not published)."""
+    node = suite.cluster.core.read_node(suite.node)
+    published = json.loads((node.metadata.annotations or {}).get(SLOTS_ANNOTATION, "[]"))
+    return next((entry["free"] for entry in published if entry["id"] == slot), None)
+
+
+def test_the_agent_in_dra_mode_is_ready_once_registered_and_publishes_every_slot(
+    deployment: Deployment, resource: Any
+) -> None:
+    suite = deployment.suite
+    log = suite.cluster.logs(NAMESPACE, suite.agent_pod)
+    assert f"kubelet registered DRA driver {DRIVER_NAME}" in log
+    assert REGISTERED not in log  # no device plugin in DRA mode
+    devices = wait_for("the node's ResourceSlice", lambda: slice_devices(resource, suite.node))
+    assert len(devices) == SLOTS
+    assert {d["platform"] for d in devices.values()} == {PLATFORM}
+    assert all(d["healthy"] is True for d in devices.values())
+
+
+def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_without_programming(
+    deployment: Deployment, resource: Any
+) -> None:
+    suite = deployment.suite
+    template = cached_first_template(suite.namespace, BITSTREAM)
+    resource.create_namespaced_resource_claim_template(suite.namespace, template)
+    wait_for("the node's ResourceSlice", lambda: slice_devices(resource, suite.node))
+
+    claim_pod(suite, "first", BITSTREAM)
+    suite.cluster.wait_pod(suite.namespace, "first", running, "Running")
+    request, device = allocation_of(resource, suite, "first")
+    assert request == "fpga/any"  # no slot held the bitstream yet
+    assert "FpgaSlotProgrammed" in suite.cluster.reasons(suite.namespace, "first")
+    shows = lambda: slice_devices(resource, suite.node)[device]["bitstream"] == BITSTREAM  # noqa: E731
+    wait_for("the bitstream in the slice", shows)
+    assert slot_is_free(suite, device) is False
+    assert "FPGA_SLOTS=" in suite.cluster.wait_log(suite.namespace, "first", lambda t: "FPGA_SLOTS=" in t, "FPGA_SLOTS")
+    suite.delete_pod("first")
+    wait_for("the slot free after release", lambda: slot_is_free(suite, device) is True)
+
+    claim_pod(suite, "second", BITSTREAM)
+    suite.cluster.wait_pod(suite.namespace, "second", running, "Running")
+    assert allocation_of(resource, suite, "second") == ("fpga/cached", device)
+    reasons = suite.cluster.reasons(suite.namespace, "second")
+    assert "FpgaSlotCacheHit" in reasons
+    assert "FpgaSlotProgrammed" not in reasons
+
+    # The agent restarts (SIGKILL; the DaemonSet starts it again): the prepared claim's slot stays held.
+    suite.cluster.core.delete_namespaced_pod(suite.agent_pod, NAMESPACE, grace_period_seconds=0)
+    deployment.wait_rolled_out()
+    wait_for("the restarted agent's node state", lambda: slot_is_free(suite, device) is not None)
+    assert slot_is_free(suite, device) is False
+
+    # The kubelet restarts: it deletes the node's slices; the agent publishes them again.
+    suite.restart_kubelet()
+    deployment.wait_rolled_out()
+    wait_for("the slice again after the kubelet restart", lambda: slice_devices(resource, suite.node))
+    pod = suite.cluster.core.read_namespaced_pod("second", suite.namespace)
+    assert running(pod)
+    assert pod.status.container_statuses[0].restart_count == 0
+    assert slot_is_free(suite, device) is False
+    suite.delete_pod("second")
+    wait_for("the slot free after release", lambda: slot_is_free(suite, device) is True)
+
+
+def test_a_claim_for_a_bitstream_not_in_the_catalog_fails_prepare_with_an_event_naming_it(
+    deployment: Deployment, resource: Any
+) -> None:
+    suite = deployment.suite
+    missing = "no-such-bitstream"
+    resource.create_namespaced_resource_claim_template(suite.namespace, cached_first_template(suite.namespace, missing))
+    before = slice_devices(resource, suite.node)
+    claim_pod(suite, "bad", missing)
+    event = suite.cluster.wait_event(suite.namespace, "bad", {"FailedPrepareDynamicResources"})
+    assert missing in event.message
+    pod = suite.cluster.core.read_namespaced_pod("bad", suite.namespace)
+    assert pod.status.phase == "Pending"
+    assert {name: d["bitstream"] for name, d in slice_devices(resource, suite.node).items()} == {
+        name: d["bitstream"] for name, d in before.items()
+    }
+    suite.delete_pod("bad")

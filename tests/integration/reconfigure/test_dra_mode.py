@@ -1,0 +1,245 @@
+"""``fpga-agent run --mode dra`` as a whole: the agent with API access from a kubeconfig (the HTTP-level
+fake API server, with ResourceSlices and ResourceClaims), the kubelet's DRA side (the stand-in) over real
+unix sockets, and simulated cards.
+
+The agent registers no device plugin; it serves the DRA driver, publishes one device per slot in the
+node's ResourceSlice and keeps it current, prepares claims by programming their slots, and keeps
+prepared claims across its own restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.app import Agent, connect_kube
+from agent.config import Config
+from agent.dra import DRIVER_NAME, PluginSockets
+from agent.errors import ConfigError
+from agent.kube import resourceslices
+from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from tests.integration.reconfigure.support import Bitstreams, fabric_log, slot, state, wait_registry
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
+
+WAIT_S = 10.0
+SLICE = f"{DEFAULT_NODE}-{DRIVER_NAME}"
+NS = "default"
+
+
+@dataclasses.dataclass
+class DraNode:
+    api: FakeKubeApiServer
+    config: Config
+    kubelet: DraKubelet
+    agent: Agent
+
+    @property
+    def sockets(self) -> PluginSockets:
+        return PluginSockets(self.config.dra_registry_dir, self.config.dra_plugins_dir, DRIVER_NAME)
+
+    def devices(self) -> dict[str, dict[str, Any]]:
+        """The published slice's devices: name -> attribute values."""
+        found = self.api.resource_slice(SLICE)
+        assert found is not None
+        return {
+            d["name"]: {k: next(iter(v.values())) for k, v in d.get("attributes", {}).items()}
+            for d in found["spec"]["devices"]
+        }
+
+    def claim(self, name: str, devices: list[str], parameters: dict[str, object] | None = None) -> tuple[str, str, str]:
+        """An allocated claim of ``devices`` in this node's pool; returns (namespace, uid, name) for the kubelet."""
+        pod = self.api.add_pod(f"{name}-pod", namespace=NS)
+        body = make_resource_claim(
+            name,
+            namespace=NS,
+            driver=DRIVER_NAME,
+            devices=[("fpga", DEFAULT_NODE, d) for d in devices],
+            parameters=parameters,
+            reserved_for=[(pod["metadata"]["name"], pod["metadata"]["uid"])],
+        )
+        stored = self.api.put_resource_claim(body)
+        return NS, stored["metadata"]["uid"], name
+
+
+async def until(what: str, check: Callable[[], bool]) -> None:
+    """Wait for ``check`` (things outside the loop's knowledge: files, the API server's store)."""
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while True:
+                if check():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"no {what} within {WAIT_S} s") from None
+
+
+def config_for(root: Path, api: FakeKubeApiServer) -> Config:
+    return dataclasses.replace(
+        test_config(root, node_name=DEFAULT_NODE, mode="dra"),
+        kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
+        dra_registry_dir=root / "plugins_registry",
+        dra_plugins_dir=root / "plugins",
+        cdi_dir=root / "cdi",
+    )
+
+
+@contextlib.asynccontextmanager
+async def agent_running(config: Config, bitstreams: Bitstreams) -> AsyncIterator[Agent]:
+    config.dra_registry_dir.mkdir(parents=True, exist_ok=True)
+    agent = Agent(config, catalog=bitstreams.catalog, kube=connect_kube(config))
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop), name="agent-under-test")
+    try:
+        yield agent
+    finally:
+        stop.set()
+        async with asyncio.timeout(WAIT_S):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def dra_node(sock_dir: Path, bitstreams: Bitstreams) -> AsyncIterator[DraNode]:
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE)
+        config = config_for(sock_dir, api)
+        async with agent_running(config, bitstreams) as agent:
+            node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent)
+            await until("the registration socket", lambda: bool(node.kubelet.sockets()))
+            await asyncio.to_thread(node.kubelet.register, node.kubelet.sockets()[0])
+            yield node
+
+
+async def test_the_driver_is_registered_instead_of_a_device_plugin_and_every_slot_is_a_device(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    async with dra_node(sock_dir, bitstreams) as node:
+        assert node.agent.readiness() is None
+        assert node.kubelet.version == "v1.DRAPlugin"
+        assert not (node.config.device_plugin_dir / "fpga-slot.sock").exists()
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        published = node.api.resource_slice(SLICE)
+        assert published is not None
+        assert published["spec"]["driver"] == DRIVER_NAME
+        assert published["spec"]["nodeName"] == DEFAULT_NODE
+        assert published["spec"]["pool"] == {"name": DEFAULT_NODE, "generation": 1, "resourceSliceCount": 1}
+        (owner,) = published["metadata"]["ownerReferences"]  # deleted with its Node
+        assert (owner["kind"], owner["name"]) == ("Node", DEFAULT_NODE)
+        devices = node.devices()
+        assert sorted(devices) == sorted(s.slot.id for s in node.agent.registry.snapshot())
+        first = devices[slot(0, 0)]
+        assert first["platform"] == state(node.agent.registry, slot(0, 0)).slot.platform
+        assert (first["bitstream"], first["healthy"]) == ("", True)
+
+
+async def test_a_prepared_claim_programs_its_slot_and_the_slice_shows_the_bitstream(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    wanted = bitstreams.accel_a
+    target = slot(1, 2)
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        ref = node.claim("fpga", [target], {"bitstream": wanted.name})
+        with fabric_log(node.agent.backend.fabric) as log:  # type: ignore[arg-type]
+            answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+            assert [c.slot for c in log.programming()] == [target, target]
+        result = answer.claims[ref[1]]
+        assert result.error == ""
+        (device,) = result.devices
+        assert (device.pool_name, device.device_name) == (DEFAULT_NODE, target)
+        assert list(device.cdi_device_ids) == [f"{DRIVER_NAME}/slot={ref[1]}-{target}"]
+        spec = json.loads((node.config.cdi_dir / f"{DRIVER_NAME}-{ref[1]}.json").read_text())
+        assert spec["devices"][0]["name"] == f"{ref[1]}-{target}"
+        await until("the bitstream in the slice", lambda: node.devices()[target]["bitstream"] == wanted.name)
+        assert node.devices()[target]["accelerator"] == wanted.accelerator_id
+        assert state(node.agent.registry, target).holder is not None
+
+        with fabric_log(node.agent.backend.fabric) as log:  # type: ignore[arg-type]
+            again = await asyncio.to_thread(node.kubelet.prepare, ref)  # the kubelet asks again: nothing is done
+            assert log.programming() == []
+        assert again.claims[ref[1]].error == ""
+
+        released = await asyncio.to_thread(node.kubelet.unprepare, ref)
+        assert released.claims[ref[1]].error == ""
+        assert not (node.config.cdi_dir / f"{DRIVER_NAME}-{ref[1]}.json").exists()
+        assert state(node.agent.registry, target).holder is None
+        assert state(node.agent.registry, target).bitstream == wanted.name  # the content stays: the cache
+
+
+async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_changes_nothing(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        before = node.devices()
+        ref = node.claim("fpga", [slot(0, 1)], {"bitstream": "no-such-bitstream"})
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert "no-such-bitstream" in answer.claims[ref[1]].error
+        assert state(node.agent.registry, slot(0, 1)).holder is None
+        assert list(node.config.cdi_dir.glob("*.json")) == []
+        assert node.devices() == before
+
+
+async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driver_again(
+    sock_dir: Path, bitstreams: Bitstreams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resourceslices, "CHECK_INTERVAL_S", 3600.0)  # no periodic check: only the registration
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        node.api.delete_resource_slice(SLICE)  # a starting kubelet deletes the node's slices...
+        await asyncio.to_thread(node.kubelet.register, node.kubelet.sockets()[0])  # ...and registers the driver
+        await until("the slice again", lambda: node.api.resource_slice(SLICE) is not None)
+        assert sorted(node.devices()) == sorted(s.slot.id for s in node.agent.registry.snapshot())
+
+
+async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: Path, bitstreams: Bitstreams) -> None:
+    target = slot(0, 3)
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE)
+        config = config_for(sock_dir, api)
+        pod_resources = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)  # lists no device
+        await pod_resources.start()
+        try:
+            await restart_with_a_prepared_claim(api, config, bitstreams, target)
+        finally:
+            await pod_resources.stop()
+
+
+async def restart_with_a_prepared_claim(
+    api: FakeKubeApiServer, config: Config, bitstreams: Bitstreams, target: str
+) -> None:
+    kubelet = DraKubelet(config.dra_registry_dir)
+    async with agent_running(config, bitstreams) as agent:
+        node = DraNode(api, config, kubelet, agent)
+        await until("the registration socket", lambda: bool(kubelet.sockets()))
+        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
+        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_b.name})
+        assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
+    async with agent_running(config, bitstreams) as restarted:
+        await until("the registration socket", lambda: bool(kubelet.sockets()))
+        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
+        await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
+        await restarted.reconfigurer.reconcile()  # the device-plugin holder check leaves the claim's slot alone
+        assert state(restarted.registry, target).holder is not None
+        assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
+        with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
+            assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
+            assert log.programming() == []
+        assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
+        assert state(restarted.registry, target).holder is None
+
+
+def test_dra_mode_without_api_access_is_refused_naming_the_flag(sock_dir: Path, bitstreams: Bitstreams) -> None:
+    config = test_config(sock_dir, mode="dra")
+
+    async def build() -> None:
+        Agent(config, catalog=bitstreams.catalog, kube=None)
+
+    with pytest.raises(ConfigError, match=r"^--mode dra: .*needs API access"):
+        asyncio.run(build())
