@@ -6,8 +6,12 @@
 #   docker build -t fpga-slot:0.1.0 .
 #
 # Two stages: the first builds the project's wheel and the wheels of everything it
-# depends on; the second installs those wheels, offline, into a slim Python and keeps
-# nothing else: no compiler, no build frontend, no pip, no source tree.
+# depends on and installs them into a virtual environment, /opt/fpga-slot; the second
+# copies that environment into a slim Python and keeps nothing else: no compiler, no
+# build frontend, no pip, no source tree.
+# A COPY from the build stage is cached by its content, so a changed package always
+# reaches the image (a RUN that only bind-mounts the wheels is cached by its command
+# line, and kept installing the previous build's package).
 #
 # User: the image runs as an unprivileged user (65532) by default, which is all the
 # extender needs. The agent cannot: it opens the kubelet's root-only sockets, the
@@ -25,7 +29,10 @@ COPY agent ./agent
 # The project's wheel and one wheel for each dependency (grpcio and protobuf come as
 # binary wheels for this platform: nothing is compiled).
 RUN python -m pip wheel --wheel-dir /wheels . \
- && ls /wheels/fpga_slot-*.whl
+ && ls /wheels/fpga_slot-*.whl \
+ && python -m venv /opt/fpga-slot \
+ && /opt/fpga-slot/bin/python -m pip install --no-index --find-links /wheels fpga-slot \
+ && /opt/fpga-slot/bin/python -m pip uninstall -y pip setuptools wheel
 
 # ---------------------------------------------------------------------------- runtime
 FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
@@ -34,11 +41,13 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libudev1 \
  && rm -rf /var/lib/apt/lists/*
-# Install from the built wheels only, then remove the installers themselves.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    python -m pip install --no-index --find-links /wheels fpga-slot \
- && python -m pip uninstall -y pip setuptools wheel \
- && fpga-agent --help > /dev/null
+# No installer in the image (the environment below has none either).
+RUN python -m pip uninstall -y pip setuptools wheel
+# What the build stage installed: the package and its dependencies, from the built
+# wheels only (the environment's python is the base image's, at the same path).
+COPY --from=build /opt/fpga-slot /opt/fpga-slot
+ENV PATH=/opt/fpga-slot/bin:$PATH
+RUN fpga-agent --help > /dev/null
 USER 65532:65532
 ENTRYPOINT ["fpga-agent"]
 CMD ["run"]
