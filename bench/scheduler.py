@@ -16,14 +16,17 @@ election off:
 * ``do-nothing extender``: ``bench/noop_extender.py``, which answers ``[]`` without
   parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
 * ``fpga-agent extender``: ours, as shipped (prioritize, names only), fed by a watch of
-  the bench API server's Nodes.
+  the bench API server's Nodes;
+* with ``--dra``, also ``DRA claims``: the same nodes as DRA mode publishes them (a
+  ResourceSlice each), pods with cache-aware ResourceClaims, the shipped DRA profile
+  (daemonset/dra-mode/scheduler-config.yaml) and no extender (``bench/dra_sched.py``).
 
 The runs are interleaved (each round runs every configuration, in a rotating order)
 and the medians compared within this one run: the machine is shared and noisy. The
 extender's CPU time per scheduled pod is read from /proc around each of its runs.
 
 Needs root (the bench control plane). Usage:
-    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--json]
+    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--dra] [--json]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import dra_sched  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s")).resolve()
@@ -70,6 +74,16 @@ def scheduler_config(extender_url: str | None) -> str:
     (extender,) = config.pop("extenders")
     if extender_url is not None:
         config["extenders"] = [{**extender, "urlPrefix": extender_url}]
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def dra_scheduler_config() -> str:
+    """The shipped DRA profile as a scheduler configuration for the bench's pods, client limits lifted."""
+    config: dict[str, Any] = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "scheduler-config.yaml").read_text())
+    config["leaderElection"] = {"leaderElect": False}
+    config["clientConnection"] = {"kubeconfig": str(BENCH_KUBECONFIG), "qps": 5000, "burst": 5000}
+    (profile,) = config["profiles"]
+    profile["schedulerName"] = "default-scheduler"
     return yaml.safe_dump(config, sort_keys=False)
 
 
@@ -124,6 +138,13 @@ def port_free(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> None:
+    scheduler = [str(RIG / "bin" / "kube-scheduler"), f"--config={config.config_file}", "--secure-port=0", "--v=1"]
+    rate = dra_sched.run(api, scheduler, pods, log)
+    config.pods_per_s.append(rate)
+    print(f"  {config.name}: {rate:.1f} pods/s", file=sys.stderr)
+
+
 def run_once(config: Configuration, pods: int) -> None:
     before = cpu_seconds(config.process.pid) if config.process else 0.0
     done = subprocess.run(
@@ -146,6 +167,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1000 pods, 3 rounds")
+    parser.add_argument("--dra", action="store_true", help="also the DRA path: claims, slices, no extender")
     parser.add_argument("--json", action="store_true", help="machine-readable rows for bench/run")
     args = parser.parse_args()
     pods = 1000 if args.quick else args.pods
@@ -168,6 +190,15 @@ def main() -> int:
             path.write_text(scheduler_config(url))
             configurations.append(Configuration(name, path))
         plain, noop, ours = configurations
+        dra: Configuration | None = None
+        api = dra_sched.Api(RIG / "pki")
+        if args.dra:
+            dra = Configuration("DRA claims, no extender", work / "dra.yaml")
+            dra.config_file.write_text(dra_scheduler_config())
+            device_class = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml").read_text())
+            nodes = dra_sched.publish(api, device_class)
+            print(f"DRA: a ResourceSlice on each of {nodes} nodes", file=sys.stderr)
+            configurations.append(dra)
         agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
         with (
             started(
@@ -185,7 +216,10 @@ def main() -> int:
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
                 shift = round_index % len(configurations)
                 for config in configurations[shift:] + configurations[:shift]:
-                    run_once(config, pods)
+                    if config is dra:
+                        run_dra(config, pods, api, work / "dra-scheduler.log")
+                    else:
+                        run_once(config, pods)
 
     rows: list[Row] = []
     for config in configurations:
@@ -196,6 +230,9 @@ def main() -> int:
     rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
     rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
     rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
+    if dra is not None:
+        rows.append(("DRA claims / fpga-agent extender", f"{dra.median / ours.median:.1%}", ""))
+        rows.append(("DRA claims / plain (device plugin, no extender)", f"{dra.median / plain.median:.1%}", ""))
     for config in (noop, ours):
         cpu = statistics.median(config.cpu_ms_per_pod)
         rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))

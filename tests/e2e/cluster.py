@@ -107,14 +107,15 @@ class Cluster:
             stream.stop()
         raise AssertionError(f"pod {namespace}/{name} still there after {WAIT_S} s")
 
-    def wait_event(self, namespace: str, pod: str, reasons: set[str]) -> Obj:
-        """The first Event on ``pod`` with one of ``reasons`` (already posted or yet to come)."""
+    def wait_event(self, namespace: str, pod: str, reasons: set[str], saying: str = "") -> Obj:
+        """The first Event on ``pod`` with one of ``reasons`` (and ``saying`` in its message), already posted or
+        yet to come."""
         return _wait(
             self.core.list_namespaced_event,
             (namespace,),
             f"involvedObject.kind=Pod,involvedObject.name={pod}",
-            lambda event: event.reason in reasons,
-            f"Event {sorted(reasons)} on pod {namespace}/{pod}",
+            lambda event: event.reason in reasons and saying in (event.message or ""),
+            f"Event {sorted(reasons)} saying {saying!r} on pod {namespace}/{pod}",
         )
 
     def reasons(self, namespace: str, pod: str) -> list[str]:

@@ -30,6 +30,8 @@ from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy
 SLOTS_ANNOTATION = "example.com/fpga-slots"
 TEMPLATE = "fpga-cached-first"
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; sleep 3600'
+#: Longer than the agent takes to publish a changed node state (it renders at most twice a second).
+STEADY_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,16 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> An
             return found
         time.sleep(0.3)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def stays(check: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``check`` holds at every look for ``seconds``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not check():
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def slice_devices(resource: Any, node: str) -> dict[str, dict[str, Any]]:
@@ -175,7 +187,7 @@ def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_withou
     assert "FpgaSlotProgrammed" in suite.cluster.reasons(suite.namespace, "first")
     shows = lambda: slice_devices(resource, suite.node)[device]["bitstream"] == BITSTREAM  # noqa: E731
     wait_for("the bitstream in the slice", shows)
-    assert slot_is_free(suite, device) is False
+    wait_for("the slot held in the node state", lambda: slot_is_free(suite, device) is False)
     assert "FPGA_SLOTS=" in suite.cluster.wait_log(suite.namespace, "first", lambda t: "FPGA_SLOTS=" in t, "FPGA_SLOTS")
     suite.delete_pod("first")
     wait_for("the slot free after release", lambda: slot_is_free(suite, device) is True)
@@ -186,12 +198,16 @@ def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_withou
     reasons = suite.cluster.reasons(suite.namespace, "second")
     assert "FpgaSlotCacheHit" in reasons
     assert "FpgaSlotProgrammed" not in reasons
+    wait_for("the slot held by the second pod", lambda: slot_is_free(suite, device) is False)
+    killed = suite.agent_pod
 
     # The agent restarts (SIGKILL; the DaemonSet starts it again): the prepared claim's slot stays held.
     suite.cluster.core.delete_namespaced_pod(suite.agent_pod, NAMESPACE, grace_period_seconds=0)
-    deployment.wait_rolled_out()
-    wait_for("the restarted agent's node state", lambda: slot_is_free(suite, device) is not None)
-    assert slot_is_free(suite, device) is False
+    wait_for("a new agent", lambda: deployment.wait_rolled_out().metadata.name != killed)
+    registered = f"kubelet registered DRA driver {DRIVER_NAME}"
+    log = suite.cluster.wait_log(NAMESPACE, suite.agent_pod, lambda t: registered in t, "the driver registered")
+    # The new agent publishes its node state only where it differs: a lost holder would show within a second.
+    assert stays(lambda: slot_is_free(suite, device) is False, STEADY_S), log
 
     # The kubelet restarts: it deletes the node's slices; the agent publishes them again.
     suite.restart_kubelet()
@@ -213,8 +229,9 @@ def test_a_claim_for_a_bitstream_not_in_the_catalog_fails_prepare_with_an_event_
     resource.create_namespaced_resource_claim_template(suite.namespace, cached_first_template(suite.namespace, missing))
     before = slice_devices(resource, suite.node)
     claim_pod(suite, "bad", missing)
-    event = suite.cluster.wait_event(suite.namespace, "bad", {"FailedPrepareDynamicResources"})
-    assert missing in event.message
+    # (The kubelet retries a failed prepare: an earlier attempt may have failed for another reason.)
+    event = suite.cluster.wait_event(suite.namespace, "bad", {"FailedPrepareDynamicResources"}, saying=missing)
+    assert "is not in the catalog" in event.message, event.message
     pod = suite.cluster.core.read_namespaced_pod("bad", suite.namespace)
     assert pod.status.phase == "Pending"
     assert {name: d["bitstream"] for name, d in slice_devices(resource, suite.node).items()} == {

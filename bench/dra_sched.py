@@ -1,0 +1,264 @@
+"""DRA runs for ``bench/scheduler.py --dra``: the real kube-scheduler allocating ResourceClaims at 5000 nodes.
+
+On the bench control plane (no kubelet, no controller-manager), every fake node gets
+the ResourceSlice its agent would publish in DRA mode: one device per slot (4), with
+``platform``, ``bitstream`` (the same loaded bitstreams as the node's published slot
+annotation: ``bitstream_of``) and ``healthy``; plus the DeviceClass ``fpga-slot`` of
+daemonset/dra-mode. Each pod of a run has its own ResourceClaim, made ahead (there is
+no resourceclaim controller to make them from a template) in the cache-aware form of
+daemonset/examples/dra/cached-first.yaml: a slot holding the pod's bitstream, else any
+slot of the platform. The scheduler runs the shipped DRA profile
+(daemonset/dra-mode/scheduler-config.yaml). As in ``sched-bench.sh``: backlog mode,
+pods/s from the first bind to the last, seen through a watch of the pods.
+
+Every device is free at the start of a run (the annotation marks a third of the slots
+held; here claims of earlier runs are deleted with their pods).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import random
+import signal
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+NAMESPACE = "bench-dra"
+DRIVER = "fpga.example.com"
+PLATFORM = "sim-pr-v1"
+#: As the bench's node annotations: 4 slots per node, 40 bitstreams.
+SLOTS = 4
+BITSTREAMS = 40
+SERVER = ("127.0.0.1", 16444)
+WORKERS = 16
+RUN_TIMEOUT_S = 900.0
+RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+def bitstream_of(node_index: int, slot: int) -> str | None:
+    """What slot ``slot`` of fake node ``node_index`` holds: the rule of the bench's slot annotations."""
+    value = (node_index * 7 + slot * 13) % (BITSTREAMS + 10)
+    return f"bs-{value}" if value < BITSTREAMS else None
+
+
+class Api:
+    """A small client of the bench API server (the rig's admin certificate), one connection per thread."""
+
+    def __init__(self, pki: Path) -> None:
+        self._context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self._context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        if getattr(self._local, "conn", None) is None:
+            self._local.conn = http.client.HTTPSConnection(*SERVER, context=self._context, timeout=120)
+        conn: http.client.HTTPSConnection = self._local.conn
+        return conn
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        """The status and decoded body; 409 (exists) is an answer, 429/5xx and broken connections are retried."""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        for attempt in range(6):
+            try:
+                conn = self._connection()
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+            except (http.client.HTTPException, OSError):
+                self._local.conn = None
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            if response.status == 429 or response.status >= 500:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            if response.status >= 400 and response.status != 409:
+                raise RuntimeError(f"{method} {path}: HTTP {response.status} {raw[:300]!r}")
+            return response.status, json.loads(raw) if raw else None
+        raise RuntimeError(f"{method} {path}: no answer after retries")
+
+    def context(self) -> ssl.SSLContext:
+        return self._context
+
+
+def in_parallel(items: Sequence[Any], work: Callable[[Any], object]) -> None:
+    pending: queue.Queue[Any] = queue.Queue()
+    for item in items:
+        pending.put(item)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            try:
+                item = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                work(item)
+            except Exception as exc:  # reported once all workers are done
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def slice_body(node: str) -> dict[str, Any]:
+    index = int(node.rsplit("-", 1)[1])
+    devices = []
+    for slot in range(SLOTS):
+        attributes = {
+            "platform": {"string": PLATFORM},
+            "bitstream": {"string": bitstream_of(index, slot) or ""},
+            "healthy": {"bool": True},
+        }
+        devices.append({"name": f"card0-port{slot}", "attributes": attributes})
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def publish(api: Api, device_class: dict[str, Any]) -> int:
+    """The DeviceClass and one slice per fake node (kept across runs); the number of nodes."""
+    _, nodes = api.call("GET", "/api/v1/nodes?labelSelector=rig.example.com%2Ffake%3Dtrue")
+    names = [n["metadata"]["name"] for n in nodes["items"]]
+    api.call("POST", f"{RESOURCE}/deviceclasses", device_class)
+    in_parallel(names, lambda node: api.call("POST", f"{RESOURCE}/resourceslices", slice_body(node)))
+    api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", service_account)
+    return len(names)
+
+
+def wanted_bitstreams(pods: int, seed: int = 7) -> list[str]:
+    """Each pod's bitstream: Zipf (s = 1.1) over the bench's 40 names, the same sequence every run."""
+    weights = [1 / (rank + 1) ** 1.1 for rank in range(BITSTREAMS)]
+    chooser = random.Random(seed)
+    return [f"bs-{i}" for i in chooser.choices(range(BITSTREAMS), weights=weights, k=pods)]
+
+
+def claim_body(name: str, bitstream: str) -> dict[str, Any]:
+    attributes = f'device.attributes["{DRIVER}"]'
+    choices = [
+        ("cached", f'{attributes}.bitstream == "{bitstream}"'),
+        ("any", f'{attributes}.platform == "{PLATFORM}"'),
+    ]
+    request = {
+        "name": "fpga",
+        "firstAvailable": [
+            {"name": choice, "deviceClassName": "fpga-slot", "selectors": [{"cel": {"expression": expression}}]}
+            for choice, expression in choices
+        ],
+    }
+    config = [{"requests": ["fpga"], "opaque": {"driver": DRIVER, "parameters": {"bitstream": bitstream}}}]
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request], "config": config}}}
+
+
+def pod_body(name: str) -> dict[str, Any]:
+    container = {
+        "name": "c",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "10m", "memory": "10Mi"}, "claims": [{"name": "fpga"}]},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "dra-bench"}},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "resourceClaims": [{"name": "fpga", "resourceClaimName": name}],
+            "containers": [container],
+        },
+    }
+
+
+def clear(api: Api) -> None:
+    """Delete the run's pods and claims (their allocations free the devices) and wait until they are gone."""
+    delete = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    for path in (f"/api/v1/namespaces/{NAMESPACE}/pods", f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"):
+        api.call("DELETE", path, delete)
+        for _ in range(600):
+            if not api.call("GET", f"{path}?limit=1")[1]["items"]:
+                break
+            time.sleep(0.5)
+
+
+class BindWatch:
+    """When each pod of the namespace was seen bound, from a watch started before the scheduler."""
+
+    def __init__(self, api: Api, expected: int) -> None:
+        self._api = api
+        self.expected = expected
+        self.bound: dict[str, float] = {}
+        self.done = threading.Event()
+        _, listed = api.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self.done.is_set():
+            conn = http.client.HTTPSConnection(*SERVER, context=self._api.context(), timeout=3600)
+            try:
+                conn.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&resourceVersion={self._version}")
+                response = conn.getresponse()
+                while not self.done.is_set():
+                    line = response.readline()
+                    if not line:
+                        break
+                    event = json.loads(line)
+                    pod = event.get("object", {})
+                    self._version = pod.get("metadata", {}).get("resourceVersion", self._version)
+                    name = pod.get("metadata", {}).get("name")
+                    if pod.get("spec", {}).get("nodeName") and name not in self.bound:
+                        self.bound[name] = time.time()
+                        if len(self.bound) >= self.expected:
+                            self.done.set()
+            except (http.client.HTTPException, OSError, ValueError):
+                time.sleep(0.2)
+            finally:
+                conn.close()
+
+
+def run(api: Api, scheduler: list[str], pods: int, log: Path) -> float:
+    """One backlog run: claims and pods made, the scheduler started, pods/s from the first bind to the last."""
+    clear(api)
+    names = [f"p-{i:06d}" for i in range(pods)]
+    wanted = dict(zip(names, wanted_bitstreams(pods), strict=True))
+    claims = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
+    in_parallel(names, lambda name: api.call("POST", claims, claim_body(name, wanted[name])))
+    in_parallel(names, lambda name: api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name)))
+    watch = BindWatch(api, pods)
+    with log.open("ab") as output:
+        process = subprocess.Popen(scheduler, stdout=output, stderr=output, start_new_session=True)
+        finished = watch.done.wait(RUN_TIMEOUT_S)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if not finished:
+        raise SystemExit(f"DRA run: {len(watch.bound)} of {pods} pods bound within {RUN_TIMEOUT_S:.0f} s (log {log})")
+    times = sorted(watch.bound.values())
+    clear(api)
+    return len(times) / max(times[-1] - times[0], 1e-9)
