@@ -40,6 +40,7 @@ SERVER = ("127.0.0.1", 16444)
 WORKERS = 16
 RUN_TIMEOUT_S = 900.0
 RESOURCE = "/apis/resource.k8s.io/v1"
+UNPROTECT = [{"op": "remove", "path": "/metadata/finalizers"}]
 
 
 def bitstream_of(node_index: int, slot: int) -> str | None:
@@ -63,8 +64,13 @@ class Api:
         return conn
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
-        """The status and decoded body; 409 (exists) is an answer, 429/5xx and broken connections are retried."""
-        data = None if body is None else json.dumps(body).encode()
+        """The status and decoded body; 409 (exists) is an answer, 429/5xx and broken connections are retried.
+
+        Bodies are compact JSON: the API server keeps a claim's opaque parameters as sent and
+        compares them byte for byte when the claim is patched later (a spaced encoding would
+        make every later patch "change" the immutable spec).
+        """
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         for attempt in range(6):
             try:
@@ -83,6 +89,21 @@ class Api:
                 raise RuntimeError(f"{method} {path}: HTTP {response.status} {raw[:300]!r}")
             return response.status, json.loads(raw) if raw else None
         raise RuntimeError(f"{method} {path}: no answer after retries")
+
+    def patch(self, path: str, body: object) -> None:
+        """A JSON patch (404: already gone)."""
+        conn = self._connection()
+        try:
+            conn.request(
+                "PATCH", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json-patch+json"}
+            )
+            response = conn.getresponse()
+            raw = response.read()
+        except (http.client.HTTPException, OSError):
+            self._local.conn = None
+            raise
+        if response.status >= 400 and response.status != 404:
+            raise RuntimeError(f"PATCH {path}: HTTP {response.status} {raw[:300]!r}")
 
     def context(self) -> ssl.SSLContext:
         return self._context
@@ -192,10 +213,20 @@ def pod_body(name: str) -> dict[str, Any]:
 
 
 def clear(api: Api) -> None:
-    """Delete the run's pods and claims (their allocations free the devices) and wait until they are gone."""
+    """Delete the run's pods and claims (their allocations free the devices) and wait until they are gone.
+
+    An allocated claim carries the finalizer ``resource.kubernetes.io/delete-protection``, which the
+    resourceclaim controller removes; the bench control plane runs none, so it is removed here.
+    """
     delete = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    for path in (f"/api/v1/namespaces/{NAMESPACE}/pods", f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"):
+    claims = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
+    for path in (f"/api/v1/namespaces/{NAMESPACE}/pods", claims):
         api.call("DELETE", path, delete)
+        if path == claims:
+            names = [
+                c["metadata"]["name"] for c in api.call("GET", claims)[1]["items"] if c["metadata"].get("finalizers")
+            ]
+            in_parallel(names, lambda name: api.patch(f"{claims}/{name}", UNPROTECT))
         for _ in range(600):
             if not api.call("GET", f"{path}?limit=1")[1]["items"]:
                 break

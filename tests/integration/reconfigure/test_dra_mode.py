@@ -243,3 +243,23 @@ def test_dra_mode_without_api_access_is_refused_naming_the_flag(sock_dir: Path, 
 
     with pytest.raises(ConfigError, match=r"^--mode dra: .*needs API access"):
         asyncio.run(build())
+
+
+async def test_releasing_a_claim_whose_card_was_unplugged_succeeds_and_the_slot_leaves_the_slice(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    target = slot(1, 0)
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_a.name})
+        assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
+        fabric = node.agent.backend.fabric
+        assert fabric is not None
+        card = state(node.agent.registry, target).slot.card
+        fabric.unplug(card)
+        await wait_registry(node.agent.registry, lambda: not state(node.agent.registry, target).present)
+        await until("the slot unhealthy in the slice", lambda: node.devices()[target]["healthy"] is False)
+        released = await asyncio.to_thread(node.kubelet.unprepare, ref)  # the pod is being deleted: never blocked
+        assert released.claims[ref[1]].error == ""
+        assert node.agent.registry.get(target) is None  # held no more and gone: it leaves the list...
+        await until("the slot out of the slice", lambda: target not in node.devices())  # ...and the slice
