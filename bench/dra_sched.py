@@ -21,7 +21,6 @@ import http.client
 import json
 import queue
 import random
-import signal
 import ssl
 import subprocess
 import threading
@@ -29,6 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.procs import terminate
 
 NAMESPACE = "bench-dra"
 DRIVER = "fpga.example.com"
@@ -282,12 +283,7 @@ def run(api: Api, scheduler: list[str], pods: int, log: Path) -> float:
     with log.open("ab") as output:
         process = subprocess.Popen(scheduler, stdout=output, stderr=output, start_new_session=True)
         finished = watch.done.wait(RUN_TIMEOUT_S)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
     if not finished:
         raise SystemExit(f"DRA run: {len(watch.bound)} of {pods} pods bound within {RUN_TIMEOUT_S:.0f} s (log {log})")
     times = sorted(watch.bound.values())

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -53,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched  # noqa: E402
+from bench.procs import terminate  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s")).resolve()
@@ -125,12 +125,7 @@ def started(command: list[str], health_url: str, log: Path) -> Iterator[subproce
         wait_healthy(health_url, process)
         yield process
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
 
 
 def port_free(port: int) -> bool:

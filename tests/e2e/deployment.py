@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes.client.exceptions import ApiException
@@ -275,3 +276,19 @@ def deploy(
                 suite.run_on_host("forget-state-after", forget_state, host_path=STATE_DIR)
                 with contextlib.suppress(ApiException):
                     cluster.core.delete_namespace(namespace)
+
+
+@contextlib.contextmanager
+def deploy_as_configured(
+    cluster: Cluster, pytestconfig: Any, components: tuple[Path, ...] = ()
+) -> Iterator[Deployment]:
+    """:func:`deploy` with the image, node, overlay and kubelet restart of the command line (``--e2e-*``)."""
+    with deploy(
+        cluster,
+        image=pytestconfig.getoption("--e2e-image"),
+        node=pytestconfig.getoption("--e2e-node"),
+        overlay=Path(pytestconfig.getoption("--e2e-overlay")),
+        kubelet_restart=pytestconfig.getoption("--e2e-kubelet-restart"),
+        components=components,
+    ) as deployed:
+        yield deployed

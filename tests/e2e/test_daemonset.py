@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,7 @@ from tests.e2e.cluster import (
     running,
     slots_of,
 )
-from tests.e2e.deployment import EXTENDER, NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy
+from tests.e2e.deployment import EXTENDER, NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy_as_configured
 
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; ls -l "$FPGA_SLOT_0_DEVICE"; sleep 3600'
 SLOTS_ANNOTATION = "example.com/fpga-slots"
@@ -33,13 +32,7 @@ SLOTS_ANNOTATION = "example.com/fpga-slots"
 
 @pytest.fixture(scope="module")
 def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deployment]:
-    with deploy(
-        cluster,
-        image=pytestconfig.getoption("--e2e-image"),
-        node=pytestconfig.getoption("--e2e-node"),
-        overlay=Path(pytestconfig.getoption("--e2e-overlay")),
-        kubelet_restart=pytestconfig.getoption("--e2e-kubelet-restart"),
-    ) as deployed:
+    with deploy_as_configured(cluster, pytestconfig) as deployed:
         yield deployed
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from agent.dra import DRIVER_NAME
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import BITSTREAM, REGISTERED, REPO, WAIT_S, Cluster, Obj, Suite, running
-from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy
+from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy_as_configured
 
 SLOTS_ANNOTATION = "example.com/fpga-slots"
 TEMPLATE = "fpga-cached-first"
@@ -36,14 +35,7 @@ STEADY_S = 3.0
 
 @pytest.fixture(scope="module")
 def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deployment]:
-    with deploy(
-        cluster,
-        image=pytestconfig.getoption("--e2e-image"),
-        node=pytestconfig.getoption("--e2e-node"),
-        overlay=Path(pytestconfig.getoption("--e2e-overlay")),
-        kubelet_restart=pytestconfig.getoption("--e2e-kubelet-restart"),
-        components=(REPO / "daemonset" / "dra-mode",),
-    ) as deployed:
+    with deploy_as_configured(cluster, pytestconfig, (REPO / "daemonset" / "dra-mode",)) as deployed:
         deployed.wait_available(SCHEDULER)
         yield deployed
 

@@ -5,32 +5,18 @@ from __future__ import annotations
 from agent.dra import DeviceHealth
 from agent.dramode import device_health, slice_devices
 from agent.kube.resourceslices import slice_spec
-from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
-
-
-def make_slot(card: str, region: str, *, numa: int | None = 0, health: Health = Health.HEALTHY) -> Slot:
-    return Slot(
-        id=SlotId(f"{card}-{region}".replace(":", "-")),
-        card=card,
-        region=region,
-        numa=numa,
-        device_nodes=(DeviceNode(f"/dev/{card}", f"/dev/{card}"),),
-        platform="a10-pr-v1",
-        loaded=None,
-        health=health,
-        backend="sim",
-        reason="" if health is Health.HEALTHY else "port error",
-    )
+from agent.slots import Health, SlotId, SlotRegistry
+from tests.unit.slots.factories import make_slot
 
 
 def test_each_slot_is_one_device_with_what_it_holds() -> None:
     registry = SlotRegistry()
-    registry.replace_all([make_slot("c0", "p0"), make_slot("0000-3b-00.0", "p1", numa=None)])
+    registry.replace_all([make_slot("c0", "p0"), make_slot("0000:3b:00.0", "p1", numa=None)])
     registry.record_content(SlotId("c0-p0"), "fft", "acc-fft")
     devices = {d.name: dict(d.attributes) for d in slice_devices(registry.snapshot())}
     assert devices == {
         "c0-p0": {
-            "platform": "a10-pr-v1",
+            "platform": "test-pr",
             "card": "c0",
             "region": "p0",
             "numa": 0,
@@ -39,8 +25,8 @@ def test_each_slot_is_one_device_with_what_it_holds() -> None:
             "healthy": True,
         },
         "0000-3b-00-0-p1": {  # the dot of the PCI address is not in a DNS label; no NUMA node known: none said
-            "platform": "a10-pr-v1",
-            "card": "0000-3b-00.0",
+            "platform": "test-pr",
+            "card": "0000:3b:00.0",
             "region": "p1",
             "bitstream": "",
             "accelerator": "",
@@ -52,7 +38,7 @@ def test_each_slot_is_one_device_with_what_it_holds() -> None:
 
 def test_a_slot_being_programmed_shows_no_bitstream_and_an_unhealthy_one_says_why() -> None:
     registry = SlotRegistry()
-    registry.replace_all([make_slot("c0", "p0"), make_slot("c0", "p1", health=Health.UNHEALTHY)])
+    registry.replace_all([make_slot("c0", "p0"), make_slot("c0", "p1", health=Health.UNHEALTHY, reason="port error")])
     registry.record_content(SlotId("c0-p0"), "fft", "acc-fft")
     registry.begin_programming(SlotId("c0-p0"), "aes", "acc-aes")
     devices = {d.name: d.attributes for d in slice_devices(registry.snapshot())}
@@ -62,3 +48,14 @@ def test_a_slot_being_programmed_shows_no_bitstream_and_an_unhealthy_one_says_wh
         DeviceHealth("node-a", "c0-p0", True, ""),
         DeviceHealth("node-a", "c0-p1", False, "port error"),
     ]
+
+
+def test_the_slice_lists_empty_slots_first_then_the_least_recently_used() -> None:
+    clock = [100.0]
+    registry = SlotRegistry(clock=lambda: clock[0])
+    registry.replace_all([make_slot("c0", f"p{i}") for i in range(4)])
+    for slot_id, bitstream, used_at in (("c0-p0", "fft", 300.0), ("c0-p1", "aes", 200.0), ("c0-p3", "fft", 400.0)):
+        clock[0] = used_at
+        registry.record_content(SlotId(slot_id), bitstream, f"acc-{bitstream}")
+    # The allocator takes the first free matching devices: a slot to program is the empty one, then the LRU.
+    assert [d.name for d in slice_devices(registry.snapshot())] == ["c0-p2", "c0-p1", "c0-p0", "c0-p3"]
