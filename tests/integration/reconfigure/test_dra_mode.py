@@ -17,8 +17,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
+from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
@@ -263,3 +266,29 @@ async def test_releasing_a_claim_whose_card_was_unplugged_succeeds_and_the_slot_
         assert released.claims[ref[1]].error == ""
         assert node.agent.registry.get(target) is None  # held no more and gone: it leaves the list...
         await until("the slot out of the slice", lambda: target not in node.devices())  # ...and the slice
+
+
+async def test_a_slot_going_unhealthy_reaches_the_kubelets_health_stream_and_the_slice(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    target = slot(0, 2)
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        fabric = node.agent.backend.fabric
+        assert fabric is not None
+        card = state(node.agent.registry, target).slot.card
+        region = state(node.agent.registry, target).slot.region
+        with grpc.insecure_channel(f"unix://{node.sockets.dra}") as channel:
+            stream = health_grpc.DRAResourceHealthStub(channel).NodeWatchResources(
+                health_pb.NodeWatchResourcesRequest(), timeout=WAIT_S
+            )
+            first = await asyncio.to_thread(next, stream)
+            assert {d.device.device_name: d.health for d in first.devices} == {
+                s.slot.id: health_pb.HEALTHY for s in node.agent.registry.snapshot()
+            }
+            fabric.set_health(card, region, False, "port error")
+            changed = await asyncio.to_thread(next, stream)
+            health = {d.device.device_name: (d.health, d.message) for d in changed.devices}
+            assert health[target] == (health_pb.UNHEALTHY, "port error")
+            stream.cancel()
+        await until("the slot unhealthy in the slice", lambda: node.devices()[target]["healthy"] is False)
