@@ -86,6 +86,14 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "DRA: a claim's allocated slots and configuration, at NodePrepareResources",
     ),
     ApiAccess(
+        "bitstreamwatch.BitstreamWatcher",
+        "agent",
+        "example.com",
+        "fpgabitstreams",
+        frozenset({"list", "watch"}),
+        "the bitstreams the cluster declares (FpgaBitstream), which the agent pulls on demand",
+    ),
+    ApiAccess(
         "nodewatch.NodeWatcher",
         "extender",
         "",
