@@ -58,6 +58,13 @@ class Declaration:
     prefetch: bool = False
 
     @property
+    def host(self) -> str:
+        """The host the file comes from: the registry (``host[:port]``) or the URL's host."""
+        if self.oci is not None:
+            return self.oci.registry
+        return str(self.https).removeprefix("https://").split("/", 1)[0].rpartition("@")[2]
+
+    @property
     def source(self) -> str:
         """The source as one string, for messages."""
         return f"oci://{self.oci}" if self.oci is not None else str(self.https)

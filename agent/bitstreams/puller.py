@@ -40,8 +40,9 @@ from agent.errors import (
 
 logger = logging.getLogger(__name__)
 
-#: Look up the pull Secret of a declaration by name (None: no such Secret).
-CredentialsLookup = Callable[[str], Awaitable[Credentials | None]]
+#: The credentials a pull Secret (by name) holds for a host (a registry ``host[:port]`` or a URL's host);
+#: None when there is no such Secret. (``agent.bitstreams.secret`` reads them from the Secret's data.)
+CredentialsLookup = Callable[[str, str], Awaitable[Credentials | None]]
 
 
 class StoredBitstream(Protocol):
@@ -73,7 +74,7 @@ class BitstreamStore(Protocol):
     def remove(self, name: str) -> bool: ...
 
 
-async def _no_credentials(secret: str) -> Credentials | None:
+async def _no_credentials(secret: str, host: str) -> Credentials | None:
     return None
 
 
@@ -166,7 +167,9 @@ class BitstreamPuller:
         what = f"bitstream {name!r} from {declaration.source}"
         await self._make_room(declaration)
         with self.budget.reserve(name, declaration.size):
-            credentials = await self._credentials(declaration.pull_secret) if declaration.pull_secret else None
+            credentials = None
+            if declaration.pull_secret:
+                credentials = await self._credentials(declaration.pull_secret, declaration.host)
             if declaration.pull_secret and credentials is None:
                 logger.warning(
                     "%s: pull Secret %s not found; pulling without credentials", what, declaration.pull_secret

@@ -72,7 +72,8 @@ def catalog(tmp_path: Path) -> PulledCatalog:
 async def puller(
     catalog: PulledCatalog, session: aiohttp.ClientSession, plain_http: list[str], secrets: dict[str, Credentials]
 ) -> AsyncIterator[BitstreamPuller]:
-    async def lookup(name: str) -> Credentials | None:
+    async def lookup(name: str, host: str) -> Credentials | None:
+        assert host in plain_http or host.startswith("127.0.0.1:")
         return secrets.get(name)
 
     running = BitstreamPuller(

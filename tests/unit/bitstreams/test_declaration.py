@@ -83,3 +83,15 @@ def test_credentials_never_show_their_secrets() -> None:
     assert "alice" in text
     assert "s3cret" not in text
     assert "t0ken" not in text
+
+
+@pytest.mark.parametrize(
+    ("source", "host"),
+    [
+        pytest.param({"oci": "localhost:5000/fpga/nlb:1"}, "localhost:5000", id="registry"),
+        pytest.param({"https": "https://files.example.com:8443/a/b.bin"}, "files.example.com:8443", id="url"),
+        pytest.param({"https": "https://files.example.com"}, "files.example.com", id="url-without-path"),
+    ],
+)
+def test_the_host_credentials_are_looked_up_for(source: dict[str, str], host: str) -> None:
+    assert parse_declaration(obj(source=source)).host == host
