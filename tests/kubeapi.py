@@ -20,6 +20,7 @@ the real server where the agent depends on it:
   that version was compacted; objects entering or leaving a selector show as
   ADDED/DELETED (a pod bound to the node appears as ADDED); ``timeoutSeconds``
   ends the stream cleanly; BOOKMARK events on request;
+* ``GET /api/v1/namespaces/{ns}/secrets/{name}``: Secrets the test put (data base64-encoded);
 * ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
@@ -46,6 +47,7 @@ and any resource not listed above.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import datetime
@@ -84,14 +86,21 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
-_KINDS = {"pods": "Pod", "nodes": "Node", "events": "Event", "fpgabitstreams": "FpgaBitstream"}
-_NAMESPACED = {"pods": True, "nodes": False, "events": True, "fpgabitstreams": False}
+_KINDS = {"pods": "Pod", "nodes": "Node", "events": "Event", "fpgabitstreams": "FpgaBitstream", "secrets": "Secret"}
+_NAMESPACED = {"pods": True, "nodes": False, "events": True, "fpgabitstreams": False, "secrets": True}
 #: The path prefix (and apiVersion) of each resource: core/v1, or the FpgaBitstream CRD's group and version.
-_API = {"pods": "/api/v1", "nodes": "/api/v1", "events": "/api/v1", "fpgabitstreams": "/apis/example.com/v1alpha1"}
+_API = {
+    "pods": "/api/v1",
+    "nodes": "/api/v1",
+    "events": "/api/v1",
+    "secrets": "/api/v1",
+    "fpgabitstreams": "/apis/example.com/v1alpha1",
+}
 _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
     "fpgabitstreams": {"metadata.name"},
+    "secrets": {"metadata.name", "metadata.namespace", "type"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -118,7 +127,7 @@ _MERGE_KEYS = {
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams)"
+_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets)"
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 
@@ -331,7 +340,13 @@ class FakeKubeApiServer:
         self.namespaces: set[str] = set(namespaces)
         self._cond = threading.Condition(threading.RLock())
         self._rv = 1000
-        self._objects: dict[str, dict[_Key, JSON]] = {"pods": {}, "nodes": {}, "events": {}, "fpgabitstreams": {}}
+        self._objects: dict[str, dict[_Key, JSON]] = {
+            "pods": {},
+            "nodes": {},
+            "events": {},
+            "fpgabitstreams": {},
+            "secrets": {},
+        }
         self._history: list[_Change] = []
         self._compacted_rv = 0
         self._watches: list[_Watch] = []
@@ -529,6 +544,13 @@ class FakeKubeApiServer:
         with self._cond:
             self._get("fpgabitstreams", ("", name))
             return self._remove("fpgabitstreams", ("", name))
+
+    def put_secret(self, namespace: str, name: str, data: Mapping[str, bytes], secret_type: str = "Opaque") -> JSON:
+        """Create or replace a Secret; ``data`` is stored base64-encoded, as the API server serves it."""
+        encoded = {key: base64.b64encode(value).decode("ascii") for key, value in data.items()}
+        obj: JSON = {"metadata": {"name": name, "namespace": namespace}, "type": secret_type, "data": encoded}
+        with self._cond:
+            return self._store("secrets", (namespace, name), obj)
 
     def compact(self) -> int:
         """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.

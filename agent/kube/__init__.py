@@ -7,6 +7,7 @@
 * :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
   patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
 * :class:`BitstreamWatcher`: the FpgaBitstream objects the cluster declares (list+watch);
+  :class:`SecretReader`: the pull Secrets they name, in the agent's own namespace;
 * for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
   driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
 
@@ -38,6 +39,7 @@ from agent.kube.nodes import (
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
+from agent.kube.secrets import SecretData, SecretReader
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
@@ -60,6 +62,8 @@ __all__ = [
     "PodInfo",
     "PodListener",
     "ResourceSlicePublisher",
+    "SecretData",
+    "SecretReader",
     "SliceDevice",
     "build_api_client",
     "list_nodes",

@@ -69,6 +69,10 @@ class CoreCalls:
         path = "/apis/resource.k8s.io/v1/resourceslices/{name}"
         return self._request("PUT", path, {"name": name}, kwargs, body)
 
+    def read_namespaced_secret(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/api/v1/namespaces/{namespace}/secrets/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
         """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)
