@@ -20,6 +20,7 @@ from agent.errors import FpgaSlotError, KubeError
 from agent.kube import SLOTS_ANNOTATION, build_api_client, list_nodes
 from agent.logsetup import setup_logging
 from agent.programming.catalog import Catalog
+from agent.pushcommand import add_push_command, run_push
 from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ async def discover(config: Config, as_json: bool) -> None:
 
 
 def add_catalog_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``catalog list`` and ``catalog add``: the bitstreams in --bitstream-dir."""
+    """``catalog list`` and ``catalog add``: the bitstreams in --bitstream-dir; ``catalog push`` to a registry."""
     catalog = commands.add_parser("catalog", help="the node's bitstream catalog (--bitstream-dir)")
     actions = catalog.add_subparsers(dest="catalog_command", required=True)
     listing = actions.add_parser("list", help="list the bitstreams and any unusable records")
@@ -136,10 +137,13 @@ def add_catalog_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     add.add_argument("--platform", help="PR interface id it fits (read from the header of a GBS file)")
     add.add_argument("--accelerator-id", help="id the slot reports once loaded (read from the header of a GBS file)")
     add.add_argument("--replace", action="store_true", help="replace a bitstream of the same name")
+    add_push_command(actions)
 
 
 def run_catalog(config: Config, args: argparse.Namespace) -> int:
     """Run a catalog command; a catalog error prints one line naming the problem and returns 1."""
+    if args.catalog_command == "push":
+        return run_push(args)
     catalog = Catalog(config.bitstream_dir)
     try:
         if args.catalog_command == "add":

@@ -71,6 +71,7 @@ class Config:
     dra_registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     cdi_dir: Path = Path("/var/run/cdi")
+    bitstream_cache_bytes: int = 2 << 30
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -239,6 +240,13 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_path,
         lambda env: "/var/lib/fpga-agent/bitstreams",
         "bitstream catalog directory (bitstreams and their metadata records)",
+    ),
+    _Option(
+        "bitstream-cache-bytes",
+        _parse_int(1 << 20, 1 << 50),
+        lambda env: str(2 << 30),
+        "byte budget of bitstreams pulled from the cluster's FpgaBitstream sources (least recently used "
+        "evicted first, never one in use; local catalog entries do not count)",
     ),
     _Option(
         "program-timeout-s",

@@ -17,7 +17,17 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
     │   ├── UnknownBitstream         no catalog entry of that name
     │   ├── BitstreamFileError       the entry's file is missing or unreadable, or the metadata is bad
     │   ├── BitstreamHashError       the file's sha256 differs from the catalog's
-    │   └── PlatformMismatch         the bitstream does not fit the slot's PR interface
+    │   ├── PlatformMismatch         the bitstream does not fit the slot's PR interface
+│   ├── DeclarationConflict      a local entry and the cluster's FpgaBitstream of that name differ
+│   └── PullError                a declared bitstream could not be pulled; nothing was written
+│       ├── UndeclaredBitstream  neither in the node's catalog nor declared in the cluster (also UnknownBitstream)
+│       ├── SourceUnreachable    the registry or server did not answer, or answered with an error
+│       ├── SourceAuthError      the registry or server refused the credentials (401, 403)
+│       ├── SourceNotFound       the artifact or file is not at the source (404)
+│       ├── ArtifactFormatError  the OCI manifest is not one bitstream layer as `catalog push` makes it
+│       ├── PulledHashMismatch   the pulled bytes differ from the declared size or sha256
+│       ├── PulledPlatformMismatch  the pulled bitstream does not fit the declared or the node's platform
+│       └── CacheFullError       the cache budget is taken by bitstreams in use; nothing can be evicted
     ├── ProgrammingError             reconfiguring a slot failed (slot content now unknown)
     │   └── ProgrammingTimeout       reconfiguring a slot did not finish in time
     ├── PodLookupError               the pod holding some slots cannot be found
@@ -114,6 +124,46 @@ class BitstreamHashError(CatalogError):
 
 class PlatformMismatch(CatalogError):
     """The bitstream's PR interface id differs from the slot's platform."""
+
+
+class DeclarationConflict(CatalogError):
+    """A local catalog entry and the cluster's FpgaBitstream of the same name have different hashes."""
+
+
+class PullError(CatalogError):
+    """A declared bitstream could not be pulled into the catalog; nothing was written."""
+
+
+class UndeclaredBitstream(PullError, UnknownBitstream):
+    """The name is neither in the node's catalog nor declared by an FpgaBitstream."""
+
+
+class SourceUnreachable(PullError):
+    """The registry or HTTPS server could not be reached, or answered with a server error."""
+
+
+class SourceAuthError(PullError):
+    """The registry or HTTPS server refused the credentials (HTTP 401 or 403)."""
+
+
+class SourceNotFound(PullError):
+    """The artifact, tag or file is not at the source (HTTP 404)."""
+
+
+class ArtifactFormatError(PullError):
+    """The OCI manifest is not an artifact with exactly one bitstream layer."""
+
+
+class PulledHashMismatch(PullError, BitstreamHashError):
+    """The pulled bytes differ from the declared size or sha256."""
+
+
+class PulledPlatformMismatch(PullError, PlatformMismatch):
+    """The pulled bitstream does not fit the declared platform or the node's slots."""
+
+
+class CacheFullError(PullError):
+    """The cache budget is taken by bitstreams in use, so none can be evicted for a new one."""
 
 
 class ProgrammingError(FpgaSlotError):

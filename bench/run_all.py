@@ -25,6 +25,7 @@ FULL = {
     "soak.py": [],
     "chaos.py": [],
     "scheduler.py": [],
+    "pull.py": [],
 }
 QUICK = {
     "device_plugin.py": ["--calls", "500", "--restarts", "5"],
@@ -35,6 +36,7 @@ QUICK = {
     "soak.py": ["--quick"],
     "chaos.py": ["--kills", "5"],
     "scheduler.py": ["--quick"],
+    "pull.py": ["--mb", "16", "--runs", "3"],
 }
 #: The real kube-scheduler benchmark needs root and the bundled Kubernetes.
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s"))

@@ -20,6 +20,9 @@ the real server where the agent depends on it:
   that version was compacted; objects entering or leaving a selector show as
   ADDED/DELETED (a pod bound to the node appears as ADDED); ``timeoutSeconds``
   ends the stream cleanly; BOOKMARK events on request;
+* ``GET /api/v1/namespaces/{ns}/secrets/{name}``: Secrets the test put (data base64-encoded);
+* ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
+  cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
   patch, JSON patch; a ``metadata.resourceVersion`` in the patch is a
   precondition (409 Conflict);
@@ -44,6 +47,7 @@ and any resource not listed above.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import datetime
@@ -86,10 +90,30 @@ _KINDS = {
     "pods": "Pod",
     "nodes": "Node",
     "events": "Event",
+    "fpgabitstreams": "FpgaBitstream",
+    "secrets": "Secret",
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
 }
-_NAMESPACED = {"pods": True, "nodes": False, "events": True, "resourceslices": False, "resourceclaims": True}
+_NAMESPACED = {
+    "pods": True,
+    "nodes": False,
+    "events": True,
+    "fpgabitstreams": False,
+    "secrets": True,
+    "resourceslices": False,
+    "resourceclaims": True,
+}
+#: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
+_API = {
+    "pods": "/api/v1",
+    "nodes": "/api/v1",
+    "events": "/api/v1",
+    "secrets": "/api/v1",
+    "fpgabitstreams": "/apis/example.com/v1alpha1",
+    "resourceslices": "/apis/resource.k8s.io/v1",
+    "resourceclaims": "/apis/resource.k8s.io/v1",
+}
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
 _RESOURCE_PATH = re.compile(
@@ -101,6 +125,8 @@ _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
+    "fpgabitstreams": {"metadata.name"},
+    "secrets": {"metadata.name", "metadata.namespace", "type"},
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
     "events": {
@@ -128,8 +154,14 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_COLLECTION = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|nodes|events)$")
-_ITEM = re.compile(r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>pods|nodes|events)/(?P<name>[^/]+)$")
+_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1)"
+_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets)"
+_COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
+_ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
+
+
+def _api_version(resource: str) -> str:
+    return _API[resource].removeprefix("/api/").removeprefix("/apis/")
 
 
 def now_rfc3339() -> str:
@@ -525,6 +557,23 @@ class FakeKubeApiServer:
             self._get("nodes", ("", name))
             return self._remove("nodes", ("", name))
 
+    def put_fpga_bitstream(self, obj: JSON) -> JSON:
+        """Create or replace an FpgaBitstream (cluster-scoped custom resource), as ``kubectl apply`` would."""
+        with self._cond:
+            return self._store("fpgabitstreams", ("", obj["metadata"]["name"]), copy.deepcopy(obj))
+
+    def delete_fpga_bitstream(self, name: str) -> JSON:
+        with self._cond:
+            self._get("fpgabitstreams", ("", name))
+            return self._remove("fpgabitstreams", ("", name))
+
+    def put_secret(self, namespace: str, name: str, data: Mapping[str, bytes], secret_type: str = "Opaque") -> JSON:
+        """Create or replace a Secret; ``data`` is stored base64-encoded, as the API server serves it."""
+        encoded = {key: base64.b64encode(value).decode("ascii") for key, value in data.items()}
+        obj: JSON = {"metadata": {"name": name, "namespace": namespace}, "type": secret_type, "data": encoded}
+        with self._cond:
+            return self._store("secrets", (namespace, name), obj)
+
     def compact(self) -> int:
         """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.
 
@@ -605,7 +654,7 @@ class FakeKubeApiServer:
     def _route_resource(
         self, request: RecordedRequest, resource: str, namespace: str | None, name: str | None
     ) -> tuple[int, JSON]:
-        self._check_scope(resource, namespace)
+        self._check_scope(resource, namespace, _API[resource])
         method = request.method
         with self._cond:
             if name is None:
@@ -673,7 +722,7 @@ class FakeKubeApiServer:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         obj.setdefault("kind", _KINDS[resource])
-        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("apiVersion", _api_version(resource))
         old = self._objects[resource].get(key)
         self._objects[resource][key] = obj
         self._history.append(_Change(rv, resource, key, copy.deepcopy(old), copy.deepcopy(obj)))
@@ -779,7 +828,7 @@ class FakeKubeApiServer:
         match = _COLLECTION.match(request.path)
         if match:
             resource, namespace = match["res"], match["ns"]
-            self._check_scope(resource, namespace)
+            self._check_scope(resource, namespace, match["api"])
             if request.method == "GET":
                 return 200, self._list(resource, namespace, request.query)
             if request.method == "POST" and resource == "events":
@@ -792,7 +841,7 @@ class FakeKubeApiServer:
         match = _ITEM.match(request.path)
         if match:
             resource, namespace, name = match["res"], match["ns"], match["name"]
-            self._check_scope(resource, namespace)
+            self._check_scope(resource, namespace, match["api"])
             key = (namespace or "", name)
             with self._cond:
                 if request.method == "GET":
@@ -802,7 +851,9 @@ class FakeKubeApiServer:
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         raise ApiError(404, "the server could not find the requested resource")
 
-    def _check_scope(self, resource: str, namespace: str | None) -> None:
+    def _check_scope(self, resource: str, namespace: str | None, api: str = "/api/v1") -> None:
+        if _API[resource] != api:
+            raise ApiError(404, "the server could not find the requested resource")
         if namespace is not None and not _NAMESPACED[resource]:
             raise ApiError(404, "the server could not find the requested resource")
         if resource == "events" and namespace is None:
@@ -849,7 +900,7 @@ class FakeKubeApiServer:
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         return {
             "kind": _KINDS[resource] + "List",
-            "apiVersion": "v1",
+            "apiVersion": _api_version(resource),
             "metadata": {"resourceVersion": str(rv)},
             "items": items,
         }
@@ -859,7 +910,7 @@ class FakeKubeApiServer:
         if not match:
             raise ApiError(404, "the server could not find the requested resource")
         resource, namespace = match["res"], match["ns"]
-        self._check_scope(resource, namespace)
+        self._check_scope(resource, namespace, match["api"])
         matches = _selector(resource, namespace, request.query)
         version = request.query.get("resourceVersion", "")
         timeout_s = float(request.query.get("timeoutSeconds") or 1800)
@@ -953,7 +1004,7 @@ class FakeKubeApiServer:
                             "type": "BOOKMARK",
                             "object": {
                                 "kind": kind,
-                                "apiVersion": "v1",
+                                "apiVersion": _api_version(watch.resource),
                                 "metadata": {"resourceVersion": str(self._rv)},
                             },
                         }

@@ -6,6 +6,8 @@
 * :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller;
 * :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
   patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
+* :class:`BitstreamWatcher`: the FpgaBitstream objects the cluster declares (list+watch);
+  :class:`SecretReader`: the pull Secrets they name, in the agent's own namespace;
 * for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
   driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
 
@@ -14,6 +16,7 @@ event loop as small frozen values (:class:`PodInfo`). Client errors are wrapped
 here (``KubeError``) or logged here, never passed on as library exceptions.
 """
 
+from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import AllocatedDevice, ClaimInfo, ClaimReader, parse_claim
 from agent.kube.client import build_api_client
 from agent.kube.events import EventRecorder, EventType
@@ -36,6 +39,7 @@ from agent.kube.nodes import (
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
+from agent.kube.secrets import SecretData, SecretReader
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
@@ -45,6 +49,7 @@ __all__ = [
     "SLOT_RESOURCE",
     "AllocatedDevice",
     "Backoff",
+    "BitstreamWatcher",
     "ClaimInfo",
     "ClaimReader",
     "ContainerSlots",
@@ -57,6 +62,8 @@ __all__ = [
     "PodInfo",
     "PodListener",
     "ResourceSlicePublisher",
+    "SecretData",
+    "SecretReader",
     "SliceDevice",
     "build_api_client",
     "list_nodes",

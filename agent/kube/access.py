@@ -1,11 +1,13 @@
 """Every API server request fpga-slot makes, by who makes it: the source of the RBAC rules.
 
 The ClusterRoles in ``daemonset/`` grant each component exactly the rules listed
-here for it, no more. ``tests/deploy/test_rbac.py`` keeps the three in step: it
-reads the source of this package, finds every kubernetes client method called (and
-every list method handed to the reflector, which also watches with it), maps each to
-the group, resource and verb of its request, and checks that the result is this
-table; then that each component's ClusterRole grants this table's rules for it.
+here for it, no more; a rule with a ``namespace`` is granted by a Role in that
+namespace instead (the agent's pull Secrets: its own namespace only).
+``tests/deploy/test_rbac.py`` keeps the three in step: it reads the source of this
+package, finds every kubernetes client method called (and every list method handed
+to the reflector, which also watches with it), maps each to the group, resource and
+verb of its request, and checks that the result is this table; then that each
+component's ClusterRole (and Roles) grant this table's rules for it.
 
 A new API call therefore fails the tests until it is listed here, and the manifest
 grants it.
@@ -34,6 +36,8 @@ class ApiAccess:
     resource: str
     verbs: frozenset[str]
     why: str
+    #: "" for a cluster-wide grant (the component's ClusterRole); else the namespace whose Role grants it
+    namespace: str = ""
 
 
 API_ACCESS: tuple[ApiAccess, ...] = (
@@ -84,6 +88,23 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resourceclaims",
         frozenset({"get"}),
         "DRA: a claim's allocated slots and configuration, at NodePrepareResources",
+    ),
+    ApiAccess(
+        "bitstreamwatch.BitstreamWatcher",
+        "agent",
+        "example.com",
+        "fpgabitstreams",
+        frozenset({"list", "watch"}),
+        "the bitstreams the cluster declares (FpgaBitstream), which the agent pulls on demand",
+    ),
+    ApiAccess(
+        "secrets.SecretReader",
+        "agent",
+        "",
+        "secrets",
+        frozenset({"get"}),
+        "the pull Secret an FpgaBitstream names, in the agent's own namespace only",
+        namespace="fpga-slot",
     ),
     ApiAccess(
         "nodewatch.NodeWatcher",

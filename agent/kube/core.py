@@ -1,4 +1,4 @@
-"""The requests fpga-slot makes (core/v1, and resource.k8s.io/v1 for DRA), on the kubernetes client's ApiClient.
+"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams).
 
 The generated ``CoreV1Api`` holds every core/v1 request (about 60,000 lines): loading it
 costs the agent about 20 MB of memory for five calls. These methods build the same
@@ -68,6 +68,14 @@ class CoreCalls:
     def replace_resource_slice(self, name: str, body: object, **kwargs: Any) -> Any:
         path = "/apis/resource.k8s.io/v1/resourceslices/{name}"
         return self._request("PUT", path, {"name": name}, kwargs, body)
+
+    def read_namespaced_secret(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/api/v1/namespaces/{namespace}/secrets/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def list_fpga_bitstream(self, **kwargs: Any) -> Any:
+        """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
+        return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)
 
     def _request(
         self, method: str, path: str, path_params: dict[str, str], kwargs: dict[str, Any], body: object = None

@@ -87,6 +87,8 @@ class CatalogEntry:
     platform: str
     accelerator_id: str
     added_at: str
+    #: where the file was pulled from (an FpgaBitstream's source), "" for a local ``catalog add``
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,18 @@ def _entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     added_at = data["added_at"]
     if not isinstance(added_at, str):
         raise ValueError(f"has added_at {added_at!r}, not a timestamp string")
-    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at)
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ValueError(f"has source {shown(source)}, not a string")
+    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at, source)
+
+
+def record_bytes(entry: CatalogEntry) -> bytes:
+    """The metadata record of ``entry``; a local entry's record has no ``source``."""
+    record = asdict(entry)
+    if not entry.source:
+        del record["source"]
+    return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
 
 class Catalog:
@@ -294,8 +307,7 @@ class Catalog:
                 accelerator_id=entry_accelerator,
                 added_at=datetime.now(UTC).isoformat(timespec="seconds"),
             )
-            record = json.dumps(asdict(entry), indent=2) + "\n"
-            write_atomically(record_path, record.encode("utf-8"))
+            write_atomically(record_path, record_bytes(entry))
         except BaseException as exc:
             if installed is not None and (previous is None or previous.file != installed.name):
                 installed.unlink(missing_ok=True)

@@ -74,7 +74,7 @@ def test_every_file_is_applied_or_generated() -> None:
 
 @pytest.mark.parametrize("obj", RENDERED, ids=object_id)
 def test_namespaced_objects_live_in_fpga_slot(obj: Obj) -> None:
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
     namespace = obj["metadata"].get("namespace")
     if obj["kind"] in cluster_scoped:
         assert namespace is None

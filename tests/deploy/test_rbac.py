@@ -200,10 +200,27 @@ def test_the_cluster_role_grants_exactly_what_the_component_requests(component: 
     wanted = {
         (access.group, access.resource, verb)
         for access in API_ACCESS
-        if access.component == component
+        if access.component == component and not access.namespace
         for verb in access.verbs
     }
     assert granted(manifests.get("ClusterRole", role_name)) == wanted
+
+
+@pytest.mark.parametrize("component", sorted(IDENTITIES))
+def test_namespaced_requests_are_granted_by_a_role_in_their_namespace_only(component: str) -> None:
+    manifests = Manifests(render())
+    account = IDENTITIES[component][0]
+    wanted: dict[str, set[Rule]] = defaultdict(set)
+    for access in API_ACCESS:
+        if access.component == component and access.namespace:
+            wanted[access.namespace] |= {(access.group, access.resource, verb) for verb in access.verbs}
+    found: dict[str, set[Rule]] = defaultdict(set)
+    for binding in manifests.of_kind("RoleBinding"):
+        if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"]):
+            namespace = binding["metadata"]["namespace"]
+            assert binding["roleRef"]["kind"] == "Role"
+            found[namespace] |= granted(manifests.get("Role", binding["roleRef"]["name"], namespace))
+    assert found == wanted
 
 
 @pytest.mark.parametrize("component", sorted(IDENTITIES))
@@ -212,7 +229,7 @@ def test_the_role_is_bound_to_the_account_the_workload_runs_as(component: str) -
     account, role_name, kind, name = IDENTITIES[component]
     bindings = [
         binding
-        for binding in manifests.of_kind("ClusterRoleBinding") + manifests.of_kind("RoleBinding")
+        for binding in manifests.of_kind("ClusterRoleBinding")
         if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"])
     ]
     assert [binding["roleRef"]["name"] for binding in bindings] == [role_name]

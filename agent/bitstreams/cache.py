@@ -1,0 +1,113 @@
+"""The byte budget of pulled bitstreams: least recently used first out, never one in use.
+
+Only pulled entries count and only they are evicted: a bitstream added locally
+(``catalog add``, for air-gapped nodes) belongs to the node's administrator. A
+bitstream is in use while something holds a pin on it (a pull in flight, a slot
+being programmed from it) or while the agent's ``in_use`` callback names it (e.g.
+loaded in a slot that a live pod holds). Bytes of pulls in flight are reserved, so
+two concurrent pulls cannot both fit into the same free space.
+
+Pure bookkeeping, no I/O: the puller lists the catalog, asks :meth:`plan` which
+entries to evict for a new file, removes them and reserves the space.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from agent.errors import CacheFullError
+
+
+@dataclass(frozen=True, slots=True)
+class CachedFile:
+    """A pulled catalog entry as the cache sees it."""
+
+    name: str
+    size: int
+    added_at: str
+
+
+class CacheBudget:
+    """LRU order, pins and reservations of pulled bitstreams under ``budget_bytes``."""
+
+    def __init__(self, budget_bytes: int, in_use: Callable[[], Collection[str]] = frozenset) -> None:
+        if budget_bytes <= 0:
+            raise ValueError(f"the bitstream cache budget must be positive, got {budget_bytes}")
+        self.budget_bytes = budget_bytes
+        self._in_use = in_use
+        self._clock = itertools.count(1)
+        self._last_used: dict[str, int] = {}
+        self._pins: Counter[str] = Counter()
+        self._reserved: dict[str, int] = {}
+
+    def touch(self, name: str) -> None:
+        """``name`` was just used: it goes to the back of the eviction order."""
+        self._last_used[name] = next(self._clock)
+
+    def forget(self, name: str) -> None:
+        self._last_used.pop(name, None)
+
+    @contextmanager
+    def pin(self, name: str) -> Iterator[None]:
+        """Hold ``name`` in the cache while the block runs (it is never evicted meanwhile)."""
+        self._pins[name] += 1
+        try:
+            yield
+        finally:
+            self._pins[name] -= 1
+            if self._pins[name] <= 0:
+                del self._pins[name]
+
+    def in_use(self) -> set[str]:
+        return set(self._pins) | set(self._in_use()) | set(self._reserved)
+
+    def used_bytes(self, files: Sequence[CachedFile]) -> int:
+        """Bytes the cache holds: the pulled files plus the pulls in flight."""
+        return sum(f.size for f in files if f.name not in self._reserved) + sum(self._reserved.values())
+
+    def plan(self, files: Sequence[CachedFile], name: str, size: int) -> list[str]:
+        """Names to evict (least recently used first) so that ``size`` more bytes for ``name`` fit.
+
+        ``files`` are the pulled entries now in the catalog; an existing entry of
+        ``name`` itself (an older version being replaced) counts as freed. Raises
+        CacheFullError naming what holds the space when no eviction can make room.
+        """
+        if size > self.budget_bytes:
+            raise CacheFullError(
+                f"bitstream {name!r} is {size} bytes, more than the whole cache budget of {self.budget_bytes} bytes "
+                "(--bitstream-cache-bytes)"
+            )
+        others = [f for f in files if f.name != name]
+        free = self.budget_bytes - self.used_bytes(others) - size
+        if free >= 0:
+            return []
+        busy = self.in_use()
+        seen = {f.name: i for i, f in enumerate(sorted(others, key=lambda f: f.added_at))}
+        candidates = sorted(
+            (f for f in others if f.name not in busy),
+            key=lambda f: (self._last_used.get(f.name, 0), seen[f.name]),
+        )
+        evict: list[str] = []
+        for candidate in candidates:
+            evict.append(candidate.name)
+            free += candidate.size
+            if free >= 0:
+                return evict
+        held = sorted(f.name for f in others if f.name in busy)
+        raise CacheFullError(
+            f"no room for bitstream {name!r} ({size} bytes): the cache budget of {self.budget_bytes} bytes "
+            f"(--bitstream-cache-bytes) is held by bitstreams in use: {', '.join(held) or '(pulls in flight)'}"
+        )
+
+    @contextmanager
+    def reserve(self, name: str, size: int) -> Iterator[None]:
+        """Count ``size`` bytes for ``name`` while it is being pulled."""
+        self._reserved[name] = size
+        try:
+            yield
+        finally:
+            self._reserved.pop(name, None)

@@ -1,0 +1,169 @@
+"""A bitstream as the cluster declares it (an FpgaBitstream object), and the credentials to pull it.
+
+:func:`parse_declaration` reads the object as the API server returns it (a dict) and
+checks it again as the CRD does: an apiserver that predates the CRD's validation, or
+an object written before it, must not make the agent pull something undeclared.
+Platform and accelerator ids are normalised as the node catalog stores them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agent.bitstreams.reference import Reference, parse_reference
+from agent.errors import CatalogError, shown
+
+API_GROUP = "example.com"
+API_VERSION = "v1alpha1"
+KIND = "FpgaBitstream"
+PLURAL = "fpgabitstreams"
+
+MAX_NAME_LEN = 63
+MAX_ID_LEN = 256
+MAX_URL_LEN = 2048
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_PRINTABLE_ID = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+_URL = re.compile(r"https://[A-Za-z0-9\[][^\s/?#]*(/\S*)?")
+_SECRET = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Pull credentials from a Secret: username and password (basic auth), or a bearer token."""
+
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    def __repr__(self) -> str:  # never print a password or token
+        return f"Credentials(username={self.username!r}, password=***, token=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """One FpgaBitstream: what the file is, and where it comes from (exactly one of oci, https)."""
+
+    name: str
+    platform: str
+    accelerator_id: str
+    sha256: str
+    size: int
+    oci: Reference | None = None
+    https: str | None = None
+    pull_secret: str | None = None
+    prefetch: bool = False
+
+    @property
+    def host(self) -> str:
+        """The host the file comes from: the registry (``host[:port]``) or the URL's host."""
+        if self.oci is not None:
+            return self.oci.registry
+        return str(self.https).removeprefix("https://").split("/", 1)[0].rpartition("@")[2]
+
+    @property
+    def source(self) -> str:
+        """The source as one string, for messages."""
+        return f"oci://{self.oci}" if self.oci is not None else str(self.https)
+
+
+def validate_name(name: object) -> str:
+    """``name`` if it is a bitstream name as the catalog takes it; CatalogError naming it otherwise."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
+        raise CatalogError(
+            f"invalid bitstream name {shown(name)}: use lower-case letters, digits, '.', '_' and '-', "
+            f"starting with a letter or digit, at most {MAX_NAME_LEN} characters"
+        )
+    return name
+
+
+def validate_secret_name(name: object) -> str:
+    """``name`` if it can name a Secret; CatalogError naming it otherwise."""
+    if not isinstance(name, str) or len(name) > 253 or not _SECRET.fullmatch(name):
+        raise CatalogError(f"pull Secret name {shown(name)} is not a valid Secret name")
+    return name
+
+
+def normalize_id(raw: object, what: str) -> str:
+    """A platform or accelerator id as the catalog stores it (128-bit ids as 32 lower-case hex digits)."""
+    if not isinstance(raw, str) or len(raw) > MAX_ID_LEN or not _PRINTABLE_ID.fullmatch(raw):
+        raise CatalogError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable ASCII characters")
+    compact = raw.lower().replace("-", "").removeprefix("0x")
+    return compact if _HEX32.fullmatch(compact) else raw
+
+
+def parse_declaration(obj: Any) -> Declaration:
+    """An FpgaBitstream object as a Declaration; CatalogError naming the object and the bad field."""
+    if not isinstance(obj, dict):
+        raise CatalogError(f"an {KIND} must be an object, got {shown(obj)}")
+    metadata = obj.get("metadata")
+    name = validate_name(metadata.get("name") if isinstance(metadata, dict) else None)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise CatalogError(f"{KIND} {name}: spec is missing")
+    try:
+        return _parse_spec(name, spec)
+    except CatalogError as exc:
+        raise CatalogError(f"{KIND} {name}: {exc}") from None
+
+
+def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
+    sha256 = spec.get("sha256")
+    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+        raise CatalogError(f"spec.sha256 {shown(sha256)} is not 64 lower-case hex digits")
+    size = spec.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise CatalogError(f"spec.size {shown(size)} is not a positive integer")
+    prefetch = spec.get("prefetch", False)
+    if not isinstance(prefetch, bool):
+        raise CatalogError(f"spec.prefetch {shown(prefetch)} is not a boolean")
+    source = spec.get("source")
+    if not isinstance(source, dict):
+        raise CatalogError("spec.source is missing")
+    oci, https = source.get("oci"), source.get("https")
+    if (oci is None) == (https is None):
+        raise CatalogError("spec.source needs exactly one of oci and https")
+    if https is not None and (not isinstance(https, str) or len(https) > MAX_URL_LEN or not _URL.fullmatch(https)):
+        raise CatalogError(f"spec.source.https {shown(https)} is not an https:// URL")
+    pull_secret = source.get("pullSecret")
+    if pull_secret is not None:
+        try:
+            validate_secret_name(pull_secret)
+        except CatalogError as exc:
+            raise CatalogError(f"spec.source.pullSecret: {exc}") from None
+    return Declaration(
+        name=name,
+        platform=normalize_id(spec.get("platform"), "spec.platform"),
+        accelerator_id=normalize_id(spec.get("acceleratorId"), "spec.acceleratorId"),
+        sha256=sha256,
+        size=size,
+        oci=parse_reference(oci) if oci is not None else None,
+        https=https,
+        pull_secret=pull_secret,
+        prefetch=prefetch,
+    )
+
+
+def declaration_object(declaration: Declaration) -> dict[str, Any]:
+    """The FpgaBitstream object that declares ``declaration`` (what ``catalog push`` prints)."""
+    source: dict[str, Any] = {"oci": str(declaration.oci)} if declaration.oci else {"https": declaration.https}
+    if declaration.pull_secret:
+        source["pullSecret"] = declaration.pull_secret
+    spec: dict[str, Any] = {
+        "platform": declaration.platform,
+        "acceleratorId": declaration.accelerator_id,
+        "sha256": declaration.sha256,
+        "size": declaration.size,
+        "source": source,
+    }
+    if declaration.prefetch:
+        spec["prefetch"] = True
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "metadata": {"name": declaration.name},
+        "spec": spec,
+    }

@@ -1,0 +1,93 @@
+"""What the registry and HTTPS sources share: status and transport errors as our error tree, auth headers.
+
+Every aiohttp error is wrapped here once, so the rest of the package (and the agent)
+sees only SourceUnreachable, SourceAuthError and SourceNotFound, each naming the
+source and what it answered.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+
+from agent.bitstreams.declaration import Credentials
+from agent.errors import SourceAuthError, SourceNotFound, SourceUnreachable
+
+#: Bytes read from the network per chunk while streaming a bitstream.
+CHUNK_BYTES = 1 << 20
+#: A response body we read whole (a manifest, an error, a token) is cut at this size.
+MAX_SMALL_BODY_BYTES = 4 << 20
+#: Default timeouts: connecting, and silence between two reads of one response.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+
+
+def client_timeout() -> aiohttp.ClientTimeout:
+    """No limit on a whole download (bitstreams are large), but on connecting and on silence."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S)
+
+
+def basic_authorization(credentials: Credentials) -> str:
+    user = credentials.username or ""
+    secret = credentials.password or ""
+    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+
+
+def preemptive_authorization(credentials: Credentials | None) -> str | None:
+    """The Authorization header for a source that takes credentials without a challenge."""
+    if credentials is None:
+        return None
+    if credentials.token:
+        return f"Bearer {credentials.token}"
+    if credentials.username is not None:
+        return basic_authorization(credentials)
+    return None
+
+
+async def read_small_body(response: aiohttp.ClientResponse, what: str) -> bytes:
+    """The whole body of a small response, refused past MAX_SMALL_BODY_BYTES."""
+    body = await response.content.read(MAX_SMALL_BODY_BYTES + 1)
+    if len(body) > MAX_SMALL_BODY_BYTES:
+        raise SourceUnreachable(f"{what}: the answer is larger than {MAX_SMALL_BODY_BYTES} bytes")
+    return body
+
+
+async def check_status(response: aiohttp.ClientResponse, what: str) -> None:
+    """Raise the error for a non-2xx answer, with the source's own words where it gave some."""
+    status = response.status
+    if 200 <= status <= 299:
+        return
+    detail = (await response.content.read(512)).decode("utf-8", "replace").strip().replace("\n", " ")
+    said = f"HTTP {status} {response.reason or ''}".rstrip() + (f": {detail[:300]}" if detail else "")
+    if status in (401, 403):
+        raise SourceAuthError(f"{what}: the credentials were refused ({said})")
+    if status == 404:
+        raise SourceNotFound(f"{what}: not found ({said})")
+    raise SourceUnreachable(f"{what}: {said}")
+
+
+@asynccontextmanager
+async def transport_errors(what: str) -> AsyncIterator[None]:
+    """Wrap connection, TLS and timeout errors as SourceUnreachable naming ``what``."""
+    try:
+        yield
+    except aiohttp.ClientSSLError as exc:
+        raise SourceUnreachable(f"{what}: TLS failed: {exc}") from exc
+    except aiohttp.ClientConnectionError as exc:
+        raise SourceUnreachable(f"{what}: cannot connect: {exc or type(exc).__name__}") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise SourceUnreachable(f"{what}: the transfer broke off: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise SourceUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
+    except TimeoutError as exc:
+        raise SourceUnreachable(f"{what}: timed out") from exc
+
+
+async def stream_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncIterator[bytes]:
+    """A response's body chunk by chunk, transport errors wrapped."""
+    async with transport_errors(what):
+        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+            yield chunk

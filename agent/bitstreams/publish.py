@@ -1,0 +1,63 @@
+"""The publisher's side: push a bitstream file as an OCI artifact, and the FpgaBitstream that declares it.
+
+The artifact is what the puller expects: an OCI image manifest whose config (media
+type :data:`ARTIFACT_TYPE`) carries the name, platform and accelerator id as JSON,
+and whose one layer is the file itself, so the layer digest is the file's sha256.
+The declaration returned pins the pushed manifest by digest (``repo:tag@sha256:...``):
+every node pulls exactly these bytes, even if the tag moves later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+
+from agent.bitstreams.declaration import Credentials, Declaration, normalize_id, validate_name
+from agent.bitstreams.reference import Reference
+from agent.bitstreams.registry import RegistryClient, artifact_manifest
+from agent.errors import CatalogError
+
+_HASH_CHUNK = 1 << 20
+
+
+def hash_file(path: Path) -> tuple[int, str]:
+    """Size and sha256 of a file; CatalogError naming it when it cannot be read or is empty."""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as stream:
+            while chunk := stream.read(_HASH_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise CatalogError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise CatalogError(f"{path} is empty")
+    return size, digest.hexdigest()
+
+
+async def push_bitstream(
+    registry: RegistryClient,
+    path: Path,
+    name: str,
+    platform: str,
+    accelerator_id: str,
+    reference: Reference,
+    credentials: Credentials | None = None,
+) -> Declaration:
+    """Push ``path`` to ``reference`` (which needs a tag); return the declaration of what was pushed."""
+    if reference.tag is None or reference.digest is not None:
+        raise CatalogError(f"push to a tag (registry/repository:tag), not to {reference}")
+    validate_name(name)
+    platform = normalize_id(platform, "platform")
+    accelerator_id = normalize_id(accelerator_id, "accelerator id")
+    size, sha256 = await asyncio.to_thread(hash_file, path)
+    config = json.dumps({"name": name, "platform": platform, "acceleratorId": accelerator_id}).encode()
+    await registry.push_blob(reference, config, "sha256:" + hashlib.sha256(config).hexdigest(), credentials)
+    await registry.push_blob(reference, path, "sha256:" + sha256, credentials)
+    manifest = artifact_manifest("sha256:" + sha256, size, config, path.name)
+    digest = await registry.push_manifest(reference, manifest, credentials)
+    pinned = Reference(reference.registry, reference.repository, reference.tag, digest)
+    return Declaration(name, platform, accelerator_id, sha256, size, oci=pinned)

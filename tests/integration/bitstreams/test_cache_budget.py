@@ -1,0 +1,64 @@
+"""The cache under its byte budget with real pulls: least recently used out, files in use kept, full named."""
+
+from __future__ import annotations
+
+import os
+
+import aiohttp
+import pytest
+
+from agent.bitstreams import BitstreamPuller
+from agent.errors import CacheFullError
+from agent.programming.adoption import PulledCatalog
+from tests.integration.bitstreams.conftest import BUDGET_BYTES
+from tests.integration.bitstreams.servers import Registry
+from tests.integration.bitstreams.test_oci_pull import SIZE, content, push
+
+pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
+
+
+def names(catalog: PulledCatalog) -> list[str]:
+    return [entry.name for entry in catalog.entries()]
+
+
+async def test_the_least_recently_used_pull_is_evicted_for_a_new_one(
+    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+) -> None:
+    assert 2 * SIZE < BUDGET_BYTES < 3 * SIZE
+    for name in ("a", "b", "c"):
+        puller.declare(await push(session, registry, tmp_path, f"lru-{name}", content(name)))
+    await puller.ensure("lru-a")
+    await puller.ensure("lru-b")
+    await puller.ensure("lru-a")  # a used again: b is now the least recently used
+    await puller.ensure("lru-c")
+    assert names(catalog) == ["lru-a", "lru-c"]
+    assert sum(entry.size for entry in catalog.entries()) <= BUDGET_BYTES
+    assert len(os.listdir(catalog.directory)) == 4
+
+
+async def test_files_in_use_are_never_evicted_and_a_full_cache_is_named(
+    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+) -> None:
+    for name in ("a", "b", "c"):
+        puller.declare(await push(session, registry, tmp_path, f"pin-{name}", content(name)))
+    await puller.ensure("pin-a")
+    await puller.ensure("pin-b")
+    with puller.pin("pin-a"), puller.pin("pin-b"):
+        with pytest.raises(CacheFullError, match="held by bitstreams in use: pin-a, pin-b"):
+            await puller.ensure("pin-c")
+        assert names(catalog) == ["pin-a", "pin-b"]
+        assert len(os.listdir(catalog.directory)) == 4
+    with puller.pin("pin-a"):
+        await puller.ensure("pin-c")
+    assert names(catalog) == ["pin-a", "pin-c"]
+
+
+async def test_local_entries_are_not_the_caches_to_evict(
+    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+) -> None:
+    local = tmp_path / "local.bin"
+    local.write_bytes(content("local", 3 * SIZE))
+    catalog.catalog.add(local, "local", platform="p", accelerator_id="a")
+    puller.declare(await push(session, registry, tmp_path, "pulled", content("pulled")))
+    await puller.ensure("pulled")  # the local file does not count against the budget
+    assert names(catalog) == ["local", "pulled"]

@@ -1,0 +1,106 @@
+"""``fpga-agent catalog push`` as a publisher runs it: a real process pushing to the real registry, its
+FpgaBitstream passing the CRD's schema, and that object pulled back by the agent's puller."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.bitstreams import BitstreamPuller, parse_declaration
+from agent.programming.adoption import PulledCatalog
+from tests.deploy.test_bitstream_crd import errors
+from tests.fakes import run_fpga_agent
+from tests.integration.bitstreams.servers import Registry
+
+pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
+
+PLATFORM_UUID = "9A3D7C8E-1111-4F0A-8D1B-0123456789AB"
+PLATFORM_ID = "9a3d7c8e11114f0a8d1b0123456789ab"
+DATA = b"\x00raw bitstream\xff" * 4000
+
+
+def push(tmp_path: Path, *args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FPGA_AGENT_")}
+    if password is not None:
+        env["FPGA_AGENT_REGISTRY_PASSWORD"] = password
+    return run_fpga_agent(tmp_path, env, "catalog", "push", *args)
+
+
+@pytest.fixture
+def bitstream(tmp_path: Path) -> Path:
+    path = tmp_path / "nlb.bin"
+    path.write_bytes(DATA)
+    return path
+
+
+async def test_push_prints_an_object_the_crd_admits_and_the_agent_pulls(
+    tmp_path: Path, bitstream: Path, registry: Registry, puller: BitstreamPuller, catalog: PulledCatalog
+) -> None:
+    ref = f"{registry.address}/fpga/nlb:2.1"
+    done = push(
+        tmp_path, str(bitstream), ref, "--name", "nlb", "--platform", PLATFORM_UUID, "--accelerator-id", "sim-nlb",
+        "--pull-secret", "registry-creds", "--plain-http",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    obj = yaml.safe_load(done.stdout)
+    assert errors(obj) == []
+    sha = hashlib.sha256(DATA).hexdigest()
+    assert obj["metadata"] == {"name": "nlb"}
+    assert obj["spec"]["sha256"] == sha
+    assert obj["spec"]["size"] == len(DATA)
+    assert obj["spec"]["platform"] == PLATFORM_ID
+    assert obj["spec"]["source"]["oci"].startswith(f"{ref}@sha256:")
+    assert obj["spec"]["source"]["pullSecret"] == "registry-creds"
+    assert f"pushed {bitstream} as {obj['spec']['source']['oci']}" in done.stderr
+
+    declaration = parse_declaration(obj)
+    puller.declare(dataclasses.replace(declaration, pull_secret=None))  # the test registry is open
+    entry = await puller.ensure("nlb", platform=PLATFORM_UUID)
+    assert entry.sha256 == sha
+    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+
+
+def test_push_with_credentials(tmp_path: Path, bitstream: Path, auth_registry: Registry) -> None:
+    args = [str(bitstream), f"{auth_registry.address}/fpga/private:1", "--name", "private", "--platform", "p",
+            "--accelerator-id", "a", "--plain-http", "--username", "alice"]  # fmt: skip
+    refused = push(tmp_path, *args, password="nope")
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert "fpga-agent catalog push: " in refused.stderr
+    assert "the credentials were refused" in refused.stderr
+    assert push(tmp_path, *args, password="wonderland").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param(["--name", "Bad"], "invalid bitstream name 'Bad'", id="name"),
+        pytest.param(["--pull-secret", "A_B"], "pull Secret name 'A_B'", id="secret"),
+        pytest.param(["--platform", ""], "platform '' must be", id="platform"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_pushed(
+    tmp_path: Path, bitstream: Path, registry: Registry, change: list[str], message: str
+) -> None:
+    args = [str(bitstream), f"{registry.address}/fpga/bad:1", "--name", "ok", "--platform", "p",
+            "--accelerator-id", "a", "--plain-http", *change]  # fmt: skip
+    done = push(tmp_path, *args)
+    assert done.returncode == 1
+    assert message in done.stderr
+    assert not (registry.storage / "docker/registry/v2/repositories/fpga/bad").exists()
+
+
+def test_a_reference_without_a_tag_and_a_missing_file_are_named(tmp_path: Path, registry: Registry) -> None:
+    base = ["--name", "x", "--platform", "p", "--accelerator-id", "a", "--plain-http"]
+    no_tag = push(tmp_path, str(tmp_path), f"{registry.address}/fpga/x", *base)
+    assert no_tag.returncode == 1
+    assert "invalid OCI reference" in no_tag.stderr
+    missing = push(tmp_path, str(tmp_path / "missing.bin"), f"{registry.address}/fpga/x:1", *base)
+    assert missing.returncode == 1
+    assert "cannot read" in missing.stderr

@@ -1,0 +1,97 @@
+"""FpgaBitstream objects read as Declarations: checked again as the CRD checks them, ids normalised."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from agent.bitstreams.declaration import Credentials, declaration_object, parse_declaration
+from agent.bitstreams.reference import parse_reference
+from agent.errors import CatalogError
+
+SHA = "12" * 32
+
+
+def obj(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiVersion": "example.com/v1alpha1",
+        "kind": "FpgaBitstream",
+        "metadata": {"name": "nlb", "uid": "u-1", "resourceVersion": "7"},
+        "spec": {
+            "platform": "9A3D7C8E-1111-4F0A-8D1B-0123456789AB",
+            "acceleratorId": "sim-accel",
+            "sha256": SHA,
+            "size": 10,
+            "source": {"oci": "localhost:5000/fpga/nlb:1", "pullSecret": "creds"},
+        },
+    }
+    base["spec"].update(spec)
+    return base
+
+
+def test_a_declaration_is_read_and_normalised() -> None:
+    declaration = parse_declaration(obj())
+    assert declaration.name == "nlb"
+    assert declaration.platform == "9a3d7c8e11114f0a8d1b0123456789ab"
+    assert declaration.accelerator_id == "sim-accel"
+    assert declaration.oci == parse_reference("localhost:5000/fpga/nlb:1")
+    assert declaration.https is None
+    assert declaration.pull_secret == "creds"
+    assert declaration.prefetch is False
+    assert declaration.source == "oci://localhost:5000/fpga/nlb:1"
+
+
+def test_the_printed_object_reads_back_the_same() -> None:
+    declaration = parse_declaration(obj(prefetch=True))
+    again = parse_declaration(declaration_object(declaration))
+    assert again == declaration
+    https = parse_declaration(obj(source={"https": "https://files.example.com/nlb.bin"}))
+    assert parse_declaration(declaration_object(https)) == https
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param(lambda o: o["metadata"].update(name="Bad"), "invalid bitstream name .Bad.", id="name"),
+        pytest.param(lambda o: o.pop("spec"), "spec is missing", id="no-spec"),
+        pytest.param(lambda o: o["spec"].update(sha256="x"), "spec.sha256", id="sha256"),
+        pytest.param(lambda o: o["spec"].update(size=True), "spec.size", id="size-bool"),
+        pytest.param(lambda o: o["spec"].update(size=-1), "spec.size", id="size-negative"),
+        pytest.param(lambda o: o["spec"].update(platform=""), "spec.platform", id="platform"),
+        pytest.param(lambda o: o["spec"].update(acceleratorId=None), "spec.acceleratorId", id="accelerator"),
+        pytest.param(lambda o: o["spec"].update(prefetch="yes"), "spec.prefetch", id="prefetch"),
+        pytest.param(lambda o: o["spec"].update(source={}), "exactly one of oci and https", id="no-source"),
+        pytest.param(
+            lambda o: o["spec"]["source"].update(https="https://x.io/a"), "exactly one of oci and https", id="both"
+        ),
+        pytest.param(lambda o: o["spec"]["source"].update(oci="nlb:1"), "invalid OCI reference", id="oci"),
+        pytest.param(lambda o: o["spec"].update(source={"https": "http://x.io/a"}), "spec.source.https", id="http"),
+        pytest.param(lambda o: o["spec"]["source"].update(pullSecret="A"), "spec.source.pullSecret", id="secret"),
+    ],
+)
+def test_bad_objects_are_refused_naming_the_field(change: Any, message: str) -> None:
+    bad = copy.deepcopy(obj())
+    change(bad)
+    with pytest.raises(CatalogError, match=message):
+        parse_declaration(bad)
+
+
+def test_credentials_never_show_their_secrets() -> None:
+    text = repr(Credentials(username="alice", password="s3cret", token="t0ken"))
+    assert "alice" in text
+    assert "s3cret" not in text
+    assert "t0ken" not in text
+
+
+@pytest.mark.parametrize(
+    ("source", "host"),
+    [
+        pytest.param({"oci": "localhost:5000/fpga/nlb:1"}, "localhost:5000", id="registry"),
+        pytest.param({"https": "https://files.example.com:8443/a/b.bin"}, "files.example.com:8443", id="url"),
+        pytest.param({"https": "https://files.example.com"}, "files.example.com", id="url-without-path"),
+    ],
+)
+def test_the_host_credentials_are_looked_up_for(source: dict[str, str], host: str) -> None:
+    assert parse_declaration(obj(source=source)).host == host

@@ -1,0 +1,95 @@
+"""Pulled files entering the catalog: renamed in with their record, checked against a GBS header, removable."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
+from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
+from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs
+
+RAW = b"raw-bitstream" * 100
+SOURCE = "oci://localhost:5000/nlb:1"
+
+
+@pytest.fixture
+def pulled(tmp_path: Path) -> PulledCatalog:
+    store = PulledCatalog(Catalog(tmp_path / "catalog"))
+    store.prepare()
+    return store
+
+
+def stage(store: PulledCatalog, data: bytes) -> Path:
+    path = store.directory / ".tmp-pull-test"
+    path.write_bytes(data)
+    return path
+
+
+def adopt(store: PulledCatalog, data: bytes, name: str = "nlb", platform: str = "p", accelerator: str = "a") -> None:
+    store.adopt(stage(store, data), name, hashlib.sha256(data).hexdigest(), len(data), platform, accelerator, SOURCE)
+
+
+def test_a_raw_file_becomes_a_catalog_entry_with_its_source(pulled: PulledCatalog) -> None:
+    adopt(pulled, RAW)
+    entry = pulled.catalog.resolve("nlb")
+    assert entry.source == SOURCE
+    assert entry.file == f"nlb.{hashlib.sha256(RAW).hexdigest()[:12]}.bin"
+    assert pulled.catalog.read_image(entry) == RAW
+    assert sorted(os.listdir(pulled.directory)) == sorted([entry.file, "nlb.json"])
+
+
+def test_a_gbs_file_must_match_the_declaration(pulled: PulledCatalog) -> None:
+    gbs = build_gbs()
+    adopt(pulled, gbs, platform=INTERFACE_ID, accelerator=ACCELERATOR_ID)
+    assert pulled.catalog.resolve("nlb").file.endswith(".gbs")
+    with pytest.raises(PlatformMismatch, match=f"declared platform {'0' * 32} differs from the GBS header's"):
+        adopt(pulled, gbs, name="other", platform="0" * 32, accelerator=ACCELERATOR_ID)
+    with pytest.raises(PlatformMismatch, match="declared accelerator id"):
+        adopt(pulled, gbs, name="other", platform=INTERFACE_ID, accelerator="x")
+    assert pulled.find("other") is None
+    assert len(os.listdir(pulled.directory)) == 2
+
+
+def test_a_new_pull_replaces_the_old_one(pulled: PulledCatalog) -> None:
+    adopt(pulled, RAW)
+    adopt(pulled, RAW + b"v2")
+    assert pulled.catalog.read_image(pulled.catalog.resolve("nlb")) == RAW + b"v2"
+    assert len(os.listdir(pulled.directory)) == 2
+
+
+def test_a_local_entry_is_neither_replaced_nor_removed(pulled: PulledCatalog, tmp_path: Path) -> None:
+    (tmp_path / "local.bin").write_bytes(RAW)
+    pulled.catalog.add(tmp_path / "local.bin", "nlb", platform="p", accelerator_id="a")
+    with pytest.raises(CatalogError, match="is a local catalog entry"):
+        adopt(pulled, RAW + b"x")
+    assert pulled.remove("nlb") is False
+    assert pulled.catalog.read_image(pulled.catalog.resolve("nlb")) == RAW
+    assert len(os.listdir(pulled.directory)) == 2
+
+
+def test_remove_takes_record_and_file(pulled: PulledCatalog) -> None:
+    adopt(pulled, RAW)
+    assert pulled.remove("nlb") is True
+    assert os.listdir(pulled.directory) == []
+    assert pulled.remove("nlb") is False
+
+
+def test_a_file_outside_the_catalog_is_refused(pulled: PulledCatalog, tmp_path: Path) -> None:
+    outside = tmp_path / "x.bin"
+    outside.write_bytes(RAW)
+    with pytest.raises(BitstreamFileError, match="is not in the catalog"):
+        pulled.adopt(outside, "nlb", "0" * 64, len(RAW), "p", "a", SOURCE)
+    assert not outside.exists()
+    assert os.listdir(pulled.directory) == []
+
+
+def test_prepare_removes_what_a_crash_left(pulled: PulledCatalog) -> None:
+    stage(pulled, RAW)
+    (pulled.directory / ".tmp-abc").write_bytes(b"x")
+    pulled.prepare()
+    assert os.listdir(pulled.directory) == []
