@@ -35,6 +35,7 @@ from agent.errors import (
     PlatformMismatch,
     PulledHashMismatch,
     PulledPlatformMismatch,
+    SourceAuthError,
     UndeclaredBitstream,
 )
 
@@ -174,10 +175,17 @@ class BitstreamPuller:
                 logger.warning(
                     "%s: pull Secret %s not found; pulling without credentials", what, declaration.pull_secret
                 )
-            async with self._open(declaration, credentials) as chunks:
-                staged = await download_verified(
-                    chunks, self.store.directory, declaration.size, declaration.sha256, what
-                )
+            try:
+                async with self._open(declaration, credentials) as chunks:
+                    staged = await download_verified(
+                        chunks, self.store.directory, declaration.size, declaration.sha256, what
+                    )
+            except SourceAuthError as exc:
+                if declaration.pull_secret and credentials is None:
+                    raise SourceAuthError(
+                        f"{exc}; its pull Secret {declaration.pull_secret!r} is not in the agent's namespace"
+                    ) from exc
+                raise
             try:
                 entry = await asyncio.to_thread(
                     self.store.adopt,

@@ -135,7 +135,7 @@ async def test_credentials_from_the_pull_secret(
     for secret, message in (
         (None, "the registry asks for credentials"),
         ("wrong", "the credentials were refused"),
-        ("missing", "the registry asks for credentials"),
+        ("missing", "asks for credentials.*its pull Secret 'missing' is not in the agent's namespace"),
     ):
         puller.declare(dataclasses.replace(declaration, pull_secret=secret))
         with pytest.raises(SourceAuthError, match=message):
