@@ -6,8 +6,10 @@ of one node, arriving one by one or in bursts, for an exponentially distributed 
 Policies, side by side on the same pod sequence (``bench.sim.policies``): (a) spread
 + first-fit, (b) spread + the agent's slot choice, (c) the shipped fpga-scheduler
 profile + the extender + the agent's slot choice, (c') the same with the other
-NodeResourcesFit strategy; (d) the clairvoyant reference (``bench.sim.oracle``) and
-the cold-miss lower bound. (b) and (c) run the project's real code.
+NodeResourcesFit strategy; (e) DRA mode's placement (``bench.sim.dra``: the scheduler's
+allocator with a cache-aware ``firstAvailable`` claim and the shipped DRA profile, no
+extender); (d) the clairvoyant reference (``bench.sim.oracle``) and the cold-miss lower
+bound. (b) and (c) run the project's real code.
 
 Usage:
   python bench/cluster_sim.py [--nodes 100 --slots 4 --bitstreams 40 --zipf 1.1 --pods 20000 ...]

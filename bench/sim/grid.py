@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from agent.extender.scoring import ScoreWeights
+from bench.sim.dra import dra
 from bench.sim.engine import Placement, Result, percentile, simulate
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
@@ -17,6 +19,8 @@ from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
 #: The clairvoyant variant that keeps (c)'s placement and chooses slots knowing the future.
 ONLINE_PLACEMENT = "(c)'s placement, clairvoyant slots"
 A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
+#: DRA mode's placement (bench.sim.dra): the scheduler's allocator with the shipped DRA profile, no extender.
+DRA = "(e) DRA, no extender"
 
 _BASE = Shape(pods=5000)
 #: The grid: shapes a real cluster has, each differing from the default in one to four ways.
@@ -105,6 +109,7 @@ def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWei
         B: plain(rng(), ours),
         C: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=packs),
         C2: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=not packs),
+        DRA: dra(rng(), lru=True),
     }
     results = {name: simulate(workload, place) for name, place in policies.items()}
     online_placement = WithExtender(rng(), clairvoyant_slots(workload), weights, weight, catalog, most_allocated=packs)
@@ -143,35 +148,36 @@ def run_grid(
 def grid_tables(points: list[PointResult]) -> str:
     """The reconfigurations table (one row per point) and the start-delay table, with the verdicts."""
     lines = [
-        "| # | workload | (a) | (b) | (c) | (c') | oracle | bound | (c)/oracle | (c)/min(a,b) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| # | workload | (a) | (b) | (c) | (c') | (e) DRA | oracle | bound | (c)/oracle | (c)/min(a,b) | (e)/oracle |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    ratios, worst_ab, oracle_lost = [], 0.0, []
+    ratios, worst_ab, oracle_lost, dra_ratios = [], 0.0, [], []
     for index, point in enumerate(points, 1):
         oracle = point.rate(ORACLE)
         ratio = point.rate(C) / oracle
         ratios.append(ratio)
         versus = point.rate(C) / min(point.rate(A), point.rate(B))
         worst_ab = max(worst_ab, versus)
-        online = min(point.rate(p) for p in (A, B, C, C2))
+        dra_ratios.append(point.rate(DRA) / oracle)
+        online = min(point.rate(p) for p in (A, B, C, C2, DRA))
         if online < oracle:
             oracle_lost.append(index)
         lines.append(
             f"| {index} | {point.shape.describe()} | {point.rate(A):.3f} | {point.rate(B):.3f} | "
-            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {oracle:.3f} | {point.bound_rate:.3f} | "
-            f"{ratio:.2f} | {versus:.2f} |"
+            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {point.rate(DRA):.3f} | {oracle:.3f} | "
+            f"{point.bound_rate:.3f} | {ratio:.2f} | {versus:.2f} | {dra_ratios[-1]:.2f} |"
         )
     lines += [
         "",
         "Start delay (queueing + programming), seconds, p50 / p99:",
         "",
-        "| # | (a) | (b) | (c) | (c') | oracle |",
-        "|---|---|---|---|---|---|",
+        "| # | (a) | (b) | (c) | (c') | (e) DRA | oracle |",
+        "|---|---|---|---|---|---|---|",
     ]
     for index, point in enumerate(points, 1):
         cells = " | ".join(
             f"{percentile(point.results[p].delays, 0.5):.2f} / {percentile(point.results[p].delays, 0.99):.2f}"
-            for p in (A, B, C, C2, ORACLE)
+            for p in (A, B, C, C2, DRA, ORACLE)
         )
         lines.append(f"| {index} | {cells} |")
     ordered = sorted(ratios)
@@ -185,6 +191,7 @@ def grid_tables(points: list[PointResult]) -> str:
         f"(c) / oracle: median {median:.3f}, worst {max(ratios):.3f} at point {ratios.index(max(ratios)) + 1} "
         f"(targets: median <= 1.05, every point <= 1.10)",
         f"(c) / min((a), (b)): worst {worst_ab:.3f} (target <= 1)",
+        f"(e) DRA / oracle: median {statistics.median(dra_ratios):.3f}, worst {max(dra_ratios):.3f}",
         "oracle beaten by an online policy at: " + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
     ]
     return "\n".join(lines)

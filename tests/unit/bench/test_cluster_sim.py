@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bench.sim.grid import C2, GRID, ORACLE, A, B, C, grid_tables, profile_settings, run_point
+from bench.sim.dra import dra
+from bench.sim.engine import SimNode, SimSlot
+from bench.sim.grid import C2, DRA, GRID, ORACLE, A, B, C, grid_tables, profile_settings, run_point
 from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,11 +59,11 @@ def test_mixed_node_sizes_are_cycled() -> None:
 def test_every_policy_beats_none_and_the_bound_holds() -> None:
     point = run_point(SMALL, seed=1, scheduler_config=CONFIG)
     bound = point.bound_rate
-    for policy in (A, B, C, C2, ORACLE):
+    for policy in (A, B, C, C2, DRA, ORACLE):
         result = point.results[policy]
         assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
         assert point.rate(policy) >= bound
-    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2))
+    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA))
     assert point.rate(C) < point.rate(A)
 
 
@@ -97,6 +100,7 @@ def test_the_table_names_every_point_and_the_verdicts() -> None:
     table = grid_tables([point, point])
     assert table.count(SMALL.describe()) == 2
     assert "(c) / oracle: median" in table
+    assert "(e) DRA / oracle: median" in table
     assert "oracle beaten by an online policy at:" in table
 
 
@@ -104,3 +108,21 @@ def test_the_cold_miss_bound_counts_peak_concurrency() -> None:
     pods = [Pod(0, 0.0, 0, 1, 10.0), Pod(1, 5.0, 0, 2, 10.0), Pod(2, 12.0, 0, 1, 1.0), Pod(3, 20.0, 1, 1, 1.0)]
     workload = Workload(Shape(pods=4), pods, [10.0, 10.0], [[0.0, 5.0, 12.0], [20.0]], [[1, 2, 1], [1]])
     assert cold_miss_bound(workload) == 3 + 1  # bitstream 0 runs in 3 slots at once (5..10), bitstream 1 in one
+
+
+def test_dra_placement_prefers_a_node_with_the_bitstream_free_and_then_overwrites_empty_then_lru() -> None:
+    def node(name: str, contents: list[tuple[int | None, int | None, float]]) -> SimNode:
+        return SimNode(name, [SimSlot(bitstream=b, holder=h, last_used=t) for b, h, t in contents])
+
+    place = dra(random.Random(1), lru=True)
+    holds_it = node("n1", [(7, None, 5.0), (3, None, 1.0)])
+    held = node("n2", [(7, 99, 5.0), (None, None, 0.0)])  # has bitstream 7, but in use
+    pod = Pod(0, 0.0, 7, 1, 10.0)
+    assert place([held, holds_it], pod, 0.0) == (holds_it, [0])  # the first alternative fits only on n1
+    other = Pod(1, 0.0, 5, 1, 10.0)
+    empty_one = node("n3", [(4, None, 9.0), (None, None, 0.0), (2, None, 3.0)])
+    assert place([empty_one], other, 0.0) == (empty_one, [1])  # the empty slot first
+    full = node("n4", [(4, None, 9.0), (2, None, 3.0)])
+    assert place([full], other, 0.0) == (full, [1])  # then the least recently used
+    by_id = dra(random.Random(1))
+    assert by_id([full], other, 0.0) == (full, [0])  # a slice by ID: the first free slot
