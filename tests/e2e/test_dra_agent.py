@@ -144,6 +144,18 @@ def allocation_of(resource: Any, suite: Suite, pod: str) -> tuple[str, str]:
     return result.request, result.device
 
 
+def new_agent_pod(deployment: Deployment, killed: str) -> bool:
+    """Whether the node's agent pod (the one not being deleted) is another than ``killed``; False while there is
+    none (the DaemonSet has not made it yet)."""
+    pods = deployment.cluster.core.list_namespaced_pod(
+        NAMESPACE,
+        label_selector="app.kubernetes.io/component=agent",
+        field_selector=f"spec.nodeName={deployment.suite.node}",
+    ).items
+    live = [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
+    return len(live) == 1 and live[0] != killed
+
+
 def slot_is_free(suite: Suite, slot: str) -> bool | None:
     """Whether the agent's published node state calls ``slot`` free (None: not published)."""
     node = suite.cluster.core.read_node(suite.node)
@@ -196,7 +208,8 @@ def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_withou
 
     # The agent restarts (SIGKILL; the DaemonSet starts it again): the prepared claim's slot stays held.
     suite.cluster.core.delete_namespaced_pod(suite.agent_pod, NAMESPACE, grace_period_seconds=0)
-    wait_for("a new agent", lambda: deployment.wait_rolled_out().metadata.name != killed)
+    wait_for("a new agent pod", lambda: new_agent_pod(deployment, killed))
+    deployment.wait_rolled_out()
     registered = f"kubelet registered DRA driver {DRIVER_NAME}"
     log = suite.cluster.wait_log(NAMESPACE, suite.agent_pod, lambda t: registered in t, "the driver registered")
     # The new agent publishes its node state only where it differs: a lost holder would show within a second.
