@@ -107,14 +107,19 @@ def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random
     """kube-scheduler's NodeResourcesFit score (0..100) over the nodes where the pod fits.
 
     LeastAllocated (spreading, the default) favours nodes with many free slots;
-    MostAllocated (packing) favours nodes whose slots are in use.
+    MostAllocated (packing) favours nodes whose slots are in use. As the scheduler
+    computes them: with the pod's own request counted as in use, in whole points
+    (integer division), so that nodes of different sizes compare as they do there.
+    Ties are broken at random, as the scheduler picks among its best nodes.
     """
     out = []
     for node in nodes:
         free = sum(1 for s in node.slots if s.holder is None)
         if free >= pod.slots:
-            share = 100.0 * free / len(node.slots)
-            out.append(((100.0 - share if most_allocated else share) + rng.random() * 1e-3, node))
+            size = len(node.slots)
+            used = size - free + pod.slots
+            score = used * 100 // size if most_allocated else (size - used) * 100 // size
+            out.append((score + rng.random() * 1e-3, node))
     return out
 
 
