@@ -37,13 +37,14 @@ from collections.abc import Iterable, Mapping
 
 from agent.extender.nodestate import NodeSlots
 
-#: Half of a bitstream's request weight comes from the last this many pods scored (on the grid, 400 gives
-#: the same median as 200 and a worse point under drift; 1000 a worse one still).
+#: Half of a bitstream's request weight comes from the last this many pods scored. On the workload grid
+#: of bench/cluster_sim.py, 400 gives the same median as 200 (1.103 against 1.102 x the clairvoyant
+#: reference) and a worse point under drift (25: 1.28 against 1.24).
 HALF_LIFE_REQUESTS = 200.0
 #: The pods ahead that a free copy is weighed against, per free slot of its platform in the cluster.
-#: Chosen on the workload grid of bench/cluster_sim.py ((c) / clairvoyant reference, median and worst of 26
-#: points): 1 gives 1.10 / 1.32, 2 gives 1.13 / 1.34; a fixed window of 100 pods (the earlier rule, with
-#: 1 - exp(-mean / copies)) gave 1.14 / 1.35, one of 300 pods 1.16.
+#: Chosen on the same grid ((c) / reference, median and worst of 26 points): 0.5 gives 1.127 / 1.36,
+#: 1 gives 1.102 / 1.32, 2 gives 1.112 / 1.34. The earlier rule (a fixed window of 100 pods and
+#: 1 - exp(-mean / copies)) gives 1.114 / 1.35 on the same simulation.
 WINDOW_PER_FREE_SLOT = 1.0
 #: The table is worked out again at most this often (seconds).
 STEP_S = 10.0
@@ -151,8 +152,6 @@ def free_slots(nodes: Iterable[NodeSlots]) -> tuple[dict[tuple[str, str], int], 
     for node in nodes:
         for key, count in node.free_loaded.items():
             copies[key] = copies.get(key, 0) + count
-        for platform, count in node.free_empty.items():
+        for platform, count in node.free_by_platform.items():
             free[platform] = free.get(platform, 0) + count
-        for platform, loaded in node.reusable.items():
-            free[platform] = free.get(platform, 0) + len(loaded)
     return copies, free
