@@ -7,8 +7,8 @@ scores, and every node's published slots. So it keeps
 * a **request share** per bitstream: its part of the pods scored lately, decayed per
   request (half of the weight is in the last ``HALF_LIFE_REQUESTS`` pods), so that it
   means the same in a quiet cluster and a busy one, and follows popularity that drifts;
-* the **free copies** of each bitstream (free healthy slots holding it), counted over
-  all nodes.
+* the **free copies** of each bitstream (free healthy slots holding it), and the free
+  healthy slots of each platform, counted over all nodes.
 
 How much a free slot holding bitstream C is worth keeping: a free slot stays in the
 cluster's cache for about as many pods as there are free slots of its platform
