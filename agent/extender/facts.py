@@ -38,15 +38,17 @@ from collections.abc import Iterable, Mapping
 from agent.extender.nodestate import NodeSlots
 
 #: Half of a bitstream's request weight comes from the last this many pods scored. On the workload grid
-#: of bench/cluster_sim.py, 400 gives the same median as 200 (1.103 against 1.102 x the clairvoyant
-#: reference) and a worse point under drift (25: 1.28 against 1.24).
+#: of bench/cluster_sim.py ((c) / clairvoyant reference, median and worst), 100 gives 1.110 / 1.37,
+#: 150 gives 1.102 / 1.35, 200 gives 1.102 / 1.32, 400 gives 1.103 / 1.33 (and drift, point 25, 1.28
+#: against 1.24).
 HALF_LIFE_REQUESTS = 200.0
 #: The pods ahead that a free copy is weighed against, per free slot of its platform in the cluster.
 #: Chosen on the same grid ((c) / reference, median and worst of 26 points): 0.5 gives 1.127 / 1.36,
 #: 1 gives 1.102 / 1.32, 2 gives 1.112 / 1.34. The earlier rule (a fixed window of 100 pods and
 #: 1 - exp(-mean / copies)) gives 1.114 / 1.35 on the same simulation.
 WINDOW_PER_FREE_SLOT = 1.0
-#: The table is worked out again at most this often (seconds).
+#: The table is worked out again at most this often (seconds; on the grid 5 s gives 1.095 / 1.34, within
+#: noise of 10 s, for twice the work; 60 s was worse with the earlier values, 1.16).
 STEP_S = 10.0
 #: Values are rounded to 1 / LEVELS, so that the table (and the scores built on it) changes only when it matters.
 LEVELS = 20
