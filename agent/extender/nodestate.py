@@ -85,6 +85,8 @@ class NodeSlots:
     healthy: Mapping[str, int] = field(default_factory=dict)
     #: Free healthy slots in total.
     free: int = 0
+    #: Platform -> free healthy slots of that platform (empty or not).
+    free_by_platform: Mapping[str, int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold nothing.
     free_empty: Mapping[str, int] = field(default_factory=dict)
     #: (bitstream, platform) -> free healthy slots of that platform that hold it.
@@ -102,6 +104,7 @@ class NodeSlots:
         cls, name: str, resource_version: str, slots: tuple[PublishedSlot, ...], bitstreams: Mapping[str, str]
     ) -> NodeSlots:
         healthy: dict[str, int] = {}
+        free_by_platform: dict[str, int] = {}
         free_empty: dict[str, int] = {}
         free_loaded: dict[tuple[str, str], int] = {}
         reusable: dict[str, list[LoadedSlot]] = {}
@@ -113,6 +116,7 @@ class NodeSlots:
             if not slot.free:
                 continue
             free += 1
+            free_by_platform[slot.platform] = free_by_platform.get(slot.platform, 0) + 1
             if slot.bitstream is None and slot.accelerator is None:
                 free_empty[slot.platform] = free_empty.get(slot.platform, 0) + 1
                 continue
@@ -127,6 +131,7 @@ class NodeSlots:
             bitstreams=dict(bitstreams),
             healthy=healthy,
             free=free,
+            free_by_platform=free_by_platform,
             free_empty=free_empty,
             free_loaded=free_loaded,
             reusable={p: tuple(sorted(v)) for p, v in reusable.items()},

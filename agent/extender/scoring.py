@@ -48,7 +48,10 @@ MAX_SCORE = 10
 LRU_HORIZON_S = 3600.0
 #: How much of a loaded slot's value is its own recency; the rest is the cluster's value of its content.
 #: Chosen on the workload grid of bench/cluster_sim.py ((c) / clairvoyant reference, median and worst of
-#: 26 points): 0 gives 1.195 / 2.42, 0.25 gives 1.158 / 1.60, 0.5 gives 1.138 / 1.35, 0.75 gives 1.144 / 1.38.
+#: 26 points, with the cluster values of agent.extender.facts): 0.25 gives 1.136 / 1.57, 0.5 gives
+#: 1.102 / 1.32, 0.75 gives 1.105 / 1.35; 0 (the cluster values alone) 1.18 / 2.10. Recency matters
+#: most among slots whose content the cluster values alike (nobody asks for it): without it the packing
+#: picks the fullest node, whose free slot is often the one freed last, and overwrites the newest content.
 RECENCY_SHARE = 0.5
 #: Scoring reads the clock in steps of this size, so that a node's score can be reused within a step.
 CLOCK_STEP_S = 60

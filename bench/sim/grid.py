@@ -12,12 +12,14 @@ import yaml
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
 from bench.sim.engine import Placement, Result, percentile, simulate
-from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots
+from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
 
-#: The clairvoyant variant that keeps (c)'s placement and chooses slots knowing the future.
+#: The clairvoyant variants that keep (c)'s placement: slots chosen knowing the future, or (c)'s own slot
+#: order with the content nobody asks for again overwritten first.
 ONLINE_PLACEMENT = "(c)'s placement, clairvoyant slots"
+ONLINE_SLOTS = "(c), content never asked again first"
 A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
 #: DRA mode's placement (bench.sim.dra): the scheduler's allocator with the shipped DRA profile, no extender.
 DRA = "(e) DRA, no extender"
@@ -113,7 +115,8 @@ def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWei
     }
     results = {name: simulate(workload, place) for name, place in policies.items()}
     online_placement = WithExtender(rng(), clairvoyant_slots(workload), weights, weight, catalog, most_allocated=packs)
-    variant, reference = best_oracle(workload, {ONLINE_PLACEMENT: online_placement})
+    online_slots = WithExtender(rng(), never_again_first(workload), weights, weight, catalog, most_allocated=packs)
+    variant, reference = best_oracle(workload, {ONLINE_PLACEMENT: online_placement, ONLINE_SLOTS: online_slots})
     results[ORACLE] = reference
     return PointResult(shape, results, variant, cold_miss_bound(workload))
 

@@ -3,8 +3,9 @@
 (a) spread+first-fit   kube-scheduler's spreading (most free slots), first free slots on the node
 (b) spread+ours        the same placement, slots chosen by the agent's policy (agent.slots.choose_preferred)
 (c) extender+ours      the shipped fpga-scheduler profile (daemonset/scheduler-config.yaml): NodeResourcesFit
-                       for example.com/fpga-slot as configured there, plus the extender's score
-                       (agent.extender: its scoring and its cluster facts, with the configured weight),
+                       for example.com/fpga-slot as configured there, plus the extender's answer
+                       (agent.extender.ranking.ScoreBoard, as the extender serves prioritize: its scoring,
+                       its score tables and its cluster facts, with the configured weight),
                        slots by the agent's policy
 (c') the other packing (c) with the opposite NodeResourcesFit strategy (spreading if (c) packs, and the
                        other way round), to show what the shipped choice is worth
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots, PublishedSlot
 from agent.extender.ranking import ScoreBoard
-from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights, prioritize_nodes
+from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
@@ -94,18 +95,31 @@ def ours(node: SimNode, pod: Pod, now: float) -> list[int]:
     return [int(sid.rsplit("slot", 1)[1]) for sid in chosen]
 
 
+def agent_order(node: SimNode, pod: Pod, now: float) -> list[int]:
+    """Every free slot of the node, in the order the agent's policy would take them for this pod."""
+    states = slot_states(node, now)
+    available = [sid for sid, st in states.items() if st.holder is None]
+    chosen = choose_preferred(states, available, [], len(available), accelerator(pod.bitstream))
+    return [int(sid.rsplit("slot", 1)[1]) for sid in chosen]
+
+
 def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random.Random) -> list[tuple[float, SimNode]]:
     """kube-scheduler's NodeResourcesFit score (0..100) over the nodes where the pod fits.
 
     LeastAllocated (spreading, the default) favours nodes with many free slots;
-    MostAllocated (packing) favours nodes whose slots are in use.
+    MostAllocated (packing) favours nodes whose slots are in use. As the scheduler
+    computes them: with the pod's own request counted as in use, in whole points
+    (integer division), so that nodes of different sizes compare as they do there.
+    Ties are broken at random, as the scheduler picks among its best nodes.
     """
     out = []
     for node in nodes:
         free = sum(1 for s in node.slots if s.holder is None)
         if free >= pod.slots:
-            share = 100.0 * free / len(node.slots)
-            out.append(((100.0 - share if most_allocated else share) + rng.random() * 1e-3, node))
+            size = len(node.slots)
+            used = size - free + pod.slots
+            score = used * 100 // size if most_allocated else (size - used) * 100 // size
+            out.append((score + rng.random() * 1e-3, node))
     return out
 
 
@@ -120,12 +134,34 @@ def plain(rng: random.Random, choose: SlotChoice, most_allocated: bool = False) 
     return place
 
 
+class SimNodeCache:
+    """The extender's node cache as the score tables follow it (``agent.extender.ranking.ChangeLog``).
+
+    Holds each node's published state (as ``published`` builds it) and logs the name of
+    every node whose state was built anew, as the node watch does for a changed Node.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeSlots] = {}
+        self.generation = 0
+        self.changes: list[str] = []
+
+    def refresh(self, nodes: list[SimNode], catalog: dict[str, str]) -> None:
+        for node in nodes:
+            if not isinstance(node.cached, NodeSlots) or self.nodes.get(node.name) is not node.cached:
+                self.nodes[node.name] = published(node, catalog)
+                self.changes.append(node.name)
+
+
 class WithExtender:
     """NodeResourcesFit plus the extender's score (0..10, scaled x10 x weight) when two or more nodes fit.
 
-    The extender part is the real one: its board counts each pod once in the request
-    shares, its cluster values come from the nodes' published states, and the nodes
-    are scored by ``prioritize_nodes`` (clock steps and memo included).
+    The extender part is the product's own path: ``agent.extender.ranking.ScoreBoard``
+    over a node cache fed from the nodes' published states, as ``fpga-agent extender``
+    answers prioritize (request shares counted once per pod, cluster values, score
+    tables, clock steps, the answer shifted so that the lowest score is 0 and left out;
+    a shift of every candidate alike changes no ranking). As kube-scheduler does, the
+    extender is not asked when one node fits (the scheduler then skips scoring).
     """
 
     def __init__(
@@ -141,19 +177,17 @@ class WithExtender:
         self.rng, self.choose, self.weights, self.weight = rng, choose, weights, weight
         self.catalog, self.most_allocated = catalog, most_allocated
         self.board = ScoreBoard(weights, facts)
+        self.cache = SimNodeCache()
 
     def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         scored = fit_scores(nodes, pod, self.most_allocated, self.rng)
         if not scored:
             return None
-        demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
-        self.board.count(demand)
         if len(scored) >= 2:
-            states = {n.name: published(n, self.catalog) for n in nodes}
-            facts = self.board.facts
-            keep = facts.keep_values(states.values(), EPOCH + now)
+            demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
+            self.cache.refresh(nodes, self.catalog)
             names = [n.name for _, n in scored]
-            extender = prioritize_nodes(demand, names, states.get, self.weights, EPOCH + now, keep, facts.version)
-            scored = [(s + 10.0 * self.weight * e, n) for (s, n), (_, e) in zip(scored, extender, strict=True)]
+            answer = dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
+            scored = [(s + 10.0 * self.weight * answer.get(n.name, 0), n) for s, n in scored]
         node = max(scored, key=lambda pair: pair[0])[1]
         return node, self.choose(node, pod, now)

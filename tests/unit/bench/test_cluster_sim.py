@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
-from bench.sim.engine import SimNode, SimSlot
+from bench.sim.engine import SimNode, SimSlot, simulate
 from bench.sim.grid import C2, DRA, GRID, ORACLE, A, B, C, grid_tables, profile_settings, run_point
+from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, fit_scores, ours
 from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -126,3 +128,33 @@ def test_dra_placement_prefers_a_node_with_the_bitstream_free_and_then_overwrite
     assert place([full], other, 0.0) == (full, [1])  # then the least recently used
     by_id = dra(random.Random(1))
     assert by_id([full], other, 0.0) == (full, [0])  # a slice by ID: the first free slot
+
+
+@pytest.mark.parametrize(
+    ("most_allocated", "expected"),
+    [
+        # a 2-slot pod: node sizes 2, 8, 8 with 2, 6 and 2 free slots; the pod's own slots count as in use
+        pytest.param(True, {"n0": 100, "n1": 50, "n2": 100}, id="most-allocated"),
+        pytest.param(False, {"n0": 0, "n1": 50, "n2": 0}, id="least-allocated"),
+    ],
+)
+def test_fit_scores_count_the_pods_own_request(most_allocated: bool, expected: dict[str, int]) -> None:
+    nodes = [
+        SimNode("n0", [SimSlot(), SimSlot()]),
+        SimNode("n1", [SimSlot(holder=1), SimSlot(holder=2), *[SimSlot() for _ in range(6)]]),
+        SimNode("n2", [*[SimSlot(holder=3 + i) for i in range(6)], SimSlot(), SimSlot()]),
+        SimNode("full", [SimSlot(holder=9), SimSlot()]),  # one free slot: the pod does not fit
+    ]
+    scored = fit_scores(nodes, Pod(0, 0.0, 0, 2, 1.0), most_allocated, random.Random(1))
+    assert {node.name: int(score) for score, node in scored} == expected
+
+
+def test_the_extender_policy_is_asked_through_the_score_board_with_every_changed_node() -> None:
+    workload = make_workload(replace(SMALL, pods=300), seed=2)
+    catalog = {bitstream_name(b): PLATFORM for b in range(SMALL.bitstreams)}
+    policy = WithExtender(random.Random(1), ours, ScoreWeights(), 5, catalog, most_allocated=True)
+    simulate(workload, policy)
+    cache = policy.cache
+    assert set(cache.nodes) == {f"node{n:03d}" for n in range(SMALL.nodes)}
+    assert len(cache.changes) > SMALL.nodes  # every node once, then each one whose slots changed since
+    assert policy.board.facts.share(bitstream_name(workload.pods[-1].bitstream)) > 0  # the pods were counted

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.extender.facts import LEVELS, STEP_S, WINDOW_REQUESTS, ClusterFacts, free_copies
+from agent.extender.facts import LEVELS, STEP_S, WINDOW_PER_FREE_SLOT, ClusterFacts, asked_at_least, free_slots
 from agent.extender.nodestate import NodeSlots
 from tests.unit.extender.factories import N3K, PAC, node, slot
 
@@ -40,13 +40,22 @@ def test_shares_stay_finite_over_a_long_run() -> None:
     assert facts.share("b") == pytest.approx(0.25, abs=0.05)
 
 
-def test_free_copies_count_free_healthy_slots_per_bitstream_and_platform() -> None:
+def poisson_tail(copies: int, mean: float) -> float:
+    """P(N >= copies) for N ~ Poisson(mean), term by term in logarithms (no underflow)."""
+    if mean == 0.0:
+        return 1.0 if copies <= 0 else 0.0
+    return 1.0 - sum(math.exp(-mean + k * math.log(mean) - math.lgamma(k + 1)) for k in range(copies))
+
+
+def test_free_slots_count_free_healthy_slots_per_bitstream_and_platform() -> None:
     nodes = cluster(
         [slot("s0", bitstream="aes"), slot("s1", bitstream="aes", free=False), slot("s2", bitstream="aes")],
         [slot("s0", bitstream="aes", healthy=False), slot("s1", bitstream="aes"), slot("s2")],
         [slot("s0", bitstream="fft", platform=N3K)],
     )
-    assert free_copies(nodes) == {("aes", PAC): 3, ("fft", N3K): 1}
+    copies, free = free_slots(nodes)
+    assert copies == {("aes", PAC): 3, ("fft", N3K): 1}
+    assert free == {PAC: 4, N3K: 1}  # the empty one counts as free, the held and the unhealthy ones do not
 
 
 def test_the_last_free_copy_of_a_popular_bitstream_is_worth_the_most() -> None:
@@ -59,16 +68,52 @@ def test_the_last_free_copy_of_a_popular_bitstream_is_worth_the_most() -> None:
         *[[slot("s0", bitstream="fft")] for _ in range(40)],
     )
     keep = facts.keep_values(nodes, NOW)
+    window = 44 * WINDOW_PER_FREE_SLOT  # pods ahead: every slot here is a free one of the same platform
     assert "cold" not in keep  # nobody asked for it: worth nothing, overwritten first
-    assert keep["sha"] == pytest.approx(1 - math.exp(-0.25 * WINDOW_REQUESTS), abs=1 / LEVELS)
-    assert keep["fft"] == pytest.approx(1 - math.exp(-0.25 * WINDOW_REQUESTS / 40), abs=1 / LEVELS)
-    assert keep["sha"] > keep["fft"]  # one copy of sha, 40 spare copies of fft
+    assert keep["sha"] == pytest.approx(poisson_tail(1, 0.25 * window), abs=1 / LEVELS)
+    assert keep.get("fft", 0.0) == pytest.approx(poisson_tail(40, 0.25 * window), abs=1 / LEVELS)
+    assert keep["sha"] > keep.get("fft", 0.0)  # one copy of sha, 40 spare copies of fft
     assert all(round(v * LEVELS) == v * LEVELS for v in keep.values())
+
+
+def test_a_spare_copy_is_worth_less_than_the_first_and_the_window_grows_with_the_free_slots() -> None:
+    facts = ClusterFacts()
+    for i in range(400):
+        facts.note_request("aes" if i % 20 else "sha")  # sha: 1 pod in 20
+    one = [[slot("s0", bitstream="sha"), slot("s1", bitstream="aes")]]
+    two = [[slot("s0", bitstream="sha"), slot("s1", bitstream="sha"), slot("s2", bitstream="aes")]]
+    many_free = [*two, *[[slot("s0"), slot("s1")] for _ in range(50)]]
+    values = []
+    for step, nodes in enumerate((one, two, many_free)):
+        facts.note_request("aes")  # values are worked out again only after a pod was scored
+        values.append(facts.keep_values(cluster(*nodes), NOW + step * STEP_S).get("sha", 0.0))
+    first, spare, busier = values
+    assert spare < first  # 2 of 3 free slots hold sha: the second copy is rarely needed before the slots turn over
+    assert busier > spare  # with 103 free slots the same two copies wait far longer, for far more pods
+
+
+@pytest.mark.parametrize(
+    ("copies", "mean"),
+    [
+        pytest.param(0, 3.0, id="no-copies"),
+        pytest.param(1, 0.0, id="nobody-asks"),
+        pytest.param(1, 0.3, id="last-copy-cold"),
+        pytest.param(1, 4.0, id="last-copy-hot"),
+        pytest.param(3, 4.0, id="spares"),
+        pytest.param(40, 4.0, id="far-tail"),
+        pytest.param(45, 49.0, id="below-the-normal-switch"),
+        pytest.param(45, 51.0, id="normal-approximation"),
+        pytest.param(900, 1000.0, id="large-mean"),
+        pytest.param(1100, 1000.0, id="large-mean-tail"),
+    ],
+)
+def test_the_poisson_tail_is_right_within_a_rounding_step(copies: int, mean: float) -> None:
+    assert asked_at_least(copies, mean) == pytest.approx(poisson_tail(copies, mean), abs=0.01)
 
 
 def test_values_are_worked_out_once_per_step_and_the_version_moves_only_on_change() -> None:
     facts = ClusterFacts()
-    nodes = cluster([slot("s0", bitstream="aes")])
+    nodes = cluster([slot("s0", bitstream="aes"), *[slot(f"s{i}") for i in range(1, 10)]])  # 10 free slots
     assert facts.keep_values(nodes, NOW) == {}
     assert facts.version == 0
     facts.note_request("aes")
@@ -79,7 +124,7 @@ def test_values_are_worked_out_once_per_step_and_the_version_moves_only_on_chang
     facts.note_request("aes")
     assert facts.keep_values(nodes, NOW + 2 * STEP_S) == first
     assert facts.version == 1
-    more = cluster(*[[slot("s0", bitstream="aes")] for _ in range(400)])
+    more = cluster(*[[slot("s0", bitstream="aes")] for _ in range(40)])
     facts.note_request("aes")
     assert facts.keep_values(more, NOW + 3 * STEP_S)["aes"] < 1.0
     assert facts.version == 2
@@ -88,7 +133,7 @@ def test_values_are_worked_out_once_per_step_and_the_version_moves_only_on_chang
 def test_nodes_are_not_read_again_while_no_pod_was_scored() -> None:
     facts = ClusterFacts()
     facts.note_request("aes")
-    facts.keep_values(cluster([slot("s0", bitstream="aes")]), NOW)
+    facts.keep_values(cluster([slot("s0", bitstream="aes"), *[slot(f"s{i}") for i in range(1, 10)]]), NOW)
 
     def unreadable() -> Iterator[NodeSlots]:
         raise AssertionError("nodes read again")
@@ -97,7 +142,7 @@ def test_nodes_are_not_read_again_while_no_pod_was_scored() -> None:
     assert facts.keep_values(unreadable(), NOW + 10 * STEP_S) == {"aes": 1.0}
 
 
-@pytest.mark.parametrize("kwargs", [{"half_life_requests": 0}, {"window_requests": -1}])
+@pytest.mark.parametrize("kwargs", [{"half_life_requests": 0}, {"window_per_free_slot": -1}])
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must be positive"):
         ClusterFacts(**kwargs)

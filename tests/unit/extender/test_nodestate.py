@@ -40,6 +40,7 @@ def test_counts_what_scoring_needs() -> None:
     assert dict(state.bitstreams) == CATALOG
     assert dict(state.healthy) == {PAC: 4, N3K: 2}
     assert state.free == 5
+    assert dict(state.free_by_platform) == {PAC: 3, N3K: 2}  # s0, s2, s3; s5, s6
     assert dict(state.free_empty) == {PAC: 1, N3K: 1}
     assert dict(state.free_loaded) == {("aes", PAC): 1, ("sha", PAC): 1}
     assert state.reusable[PAC] == (LoadedSlot(100, "sha"), LoadedSlot(300, "aes"))
