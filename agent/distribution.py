@@ -194,7 +194,10 @@ class Distribution:
             )
             self.puller = puller
             try:
-                await puller.start()
+                try:
+                    await puller.start()
+                except OSError as exc:  # pulls will say so again; the agent serves its slots regardless
+                    logger.error("bitstream catalog %s cannot be prepared for pulls: %s", self.store.directory, exc)
                 await self._watcher.run()
             finally:
                 self.puller = None
@@ -277,7 +280,10 @@ class Distribution:
             raise SourceAuthError(f"pull Secret {secret}: {exc}") from None
         if data is None:
             return None
-        return credentials_from_secret(data.name, data.type, data.data, host)
+        try:
+            return credentials_from_secret(data.name, data.type, data.data, host)
+        except CatalogError as exc:  # a Secret without usable credentials: the pull fails as refused
+            raise SourceAuthError(str(exc)) from None
 
     # ------------------------------------------------------------------ early pulls
     def pod_changed(self, kind: str, pod: PodInfo) -> None:

@@ -425,12 +425,24 @@ async def test_the_pull_secret_is_read_from_the_agents_own_namespace(
         assert node.agent.config.namespace == "fpga-slot"
         basic = "kubernetes.io/basic-auth"
         node.api.namespaces.add("fpga-slot")
-        node.api.put_secret("fpga-slot", "registry-login", {"username": b"alice", "password": b"wonderland"}, basic)
+        node.api.put_secret("fpga-slot", "registry-login", {"user": b"alice"})  # no usable credentials
         node.api.put_secret("default", "registry-login", {"username": b"alice", "password": b"wrong"}, basic)
         node.declare(dataclasses.replace(pushed, pull_secret="registry-login"))
         await until("the declaration at the agent", declared(node, "private"))
         node.api.add_pod("private", annotations={ANNOTATION: "private"})
-        (slot_id,) = (await node.kubelet.admit(NS, "private", "main", RESOURCE_NAME, 1)).device_ids
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await node.kubelet.admit(NS, "private", "main", RESOURCE_NAME, 1)
+        assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "pull Secret 'registry-login' (Opaque) has no username and password or token" in (
+            refused.value.details() or ""
+        )
+        await node.api.until(lambda: len(reasons(node.api, "private")) == 1, WAIT_S)
+        assert reasons(node.api, "private")[0][:2] == ("Warning", "FpgaBitstreamPullFailed")
+        assert pulls(node.agent, "auth") >= 1.0
+
+        node.api.put_secret("fpga-slot", "registry-login", {"username": b"alice", "password": b"wonderland"}, basic)
+        (slot_id,) = held_by(node.kubelet, "private", "main")
+        await pre_start(node.kubelet, [slot_id])  # the kubelet's retry
         assert state(node.agent.registry, slot_id).bitstream == "private"
         reads = node.api.requests("GET", "/api/v1/namespaces/fpga-slot/secrets/registry-login")
         assert reads
