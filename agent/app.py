@@ -206,6 +206,7 @@ class Agent:
             loading=self.reconfigurer.loading,
         )
         self.reconfigurer.fetch_bitstream = distribution.fetch
+        self.reconfigurer.declared_accelerator = distribution.declared_accelerator
         return distribution
 
     def _dra_mode(self, pods: PodDirectory | None) -> DraMode:

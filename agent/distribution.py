@@ -317,6 +317,11 @@ class Distribution:
         assert pull.task is not None
         await asyncio.wait({pull.task})  # a failure is logged when the pull ends
 
+    def declared_accelerator(self, name: str) -> str | None:
+        """The accelerator id the cluster declares for ``name`` (None when it does not declare it)."""
+        declaration = None if self.puller is None else self.puller.declared(name)
+        return None if declaration is None else declaration.accelerator_id
+
     # ------------------------------------------------------------------ on demand
     async def fetch(self, pod: PodView | None, name: str, platform: str | None, deadline: float) -> None:
         """Make a declared bitstream present before a container start or claim resolves it (the fetch hook).

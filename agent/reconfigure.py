@@ -147,6 +147,9 @@ class Reconfigurer:
         #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
         #: FpgaBitstreams are watched); without it only the local catalog counts.
         self.fetch_bitstream: BitstreamFetcher | None = None
+        #: The accelerator id the cluster declares for a bitstream name (None: not declared), so that a slot
+        #: already holding a declared bitstream the catalog lacks is still preferred.
+        self.declared_accelerator: Callable[[str], str | None] | None = None
         self._loading: Counter[str] = Counter()
         self._registry = registry
         self._containers = containers
@@ -494,7 +497,7 @@ class Reconfigurer:
         try:
             return self._catalog.resolve(name).accelerator_id
         except CatalogError:
-            return None
+            return None if self.declared_accelerator is None else self.declared_accelerator(name)
 
     # ------------------------------------------------------------------- metrics
     def _count_lookup(self, result: str) -> None:

@@ -257,7 +257,7 @@ async def test_a_pull_slower_than_the_deadline_fails_the_call_clearly_and_the_ne
     async with (
         serving_files(GatedFileServer(files={"slow.bin": data}), *certificate) as server,
         node_running(
-            sock_dir, bitstreams, registry, session, bitstream_ca_file=certificate[0], program_timeout_s=2.0
+            sock_dir, bitstreams, registry, session, bitstream_ca_file=certificate[0], program_timeout_s=4.0
         ) as node,
     ):
         url = server.url("slow.bin")
@@ -447,3 +447,52 @@ async def test_the_pull_secret_is_read_from_the_agents_own_namespace(
         reads = node.api.requests("GET", "/api/v1/namespaces/fpga-slot/secrets/registry-login")
         assert reads
         assert node.api.requests("GET", "/api/v1/namespaces/default/secrets/registry-login") == []
+
+
+async def test_a_withdrawn_declaration_is_pulled_no_more(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    async with node_running(sock_dir, bitstreams, registry, session) as node:
+        for name in ("withdrawn", "relisted"):
+            node.declare(await node.push(name, content(name)))
+        await until("the declarations at the agent", declared(node, "relisted"))
+        await until("the declarations at the agent", declared(node, "withdrawn"))
+        node.api.delete_fpga_bitstream("withdrawn")
+        await until("the withdrawal at the agent", lambda: not declared(node, "withdrawn")())
+        listed = len(node.api.list_requests("fpgabitstreams"))
+        node.api.expire_watches("fpgabitstreams")  # the agent lists again: the list is what counts
+        await until("the list again", lambda: len(node.api.list_requests("fpgabitstreams")) > listed)
+        await until("the declaration after the relist", declared(node, "relisted"))
+        assert not declared(node, "withdrawn")()
+
+        node.api.add_pod("late", annotations={ANNOTATION: "withdrawn"})
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await node.kubelet.admit(NS, "late", "main", RESOURCE_NAME, 1)
+        assert unknown.value.code() is grpc.StatusCode.NOT_FOUND
+        assert "bitstream 'withdrawn' is not in the catalog" in (unknown.value.details() or "")
+        await node.api.until(lambda: len(reasons(node.api, "late")) == 1, WAIT_S)
+        assert reasons(node.api, "late")[0][:2] == ("Warning", "FpgaBitstreamRejected")
+        assert not in_catalog(node.catalog, "withdrawn")
+        assert pulls(node.agent, "pulled") == 0.0
+
+
+async def test_a_slot_holding_the_declared_accelerator_is_preferred_and_not_programmed_again(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    async with node_running(sock_dir, bitstreams, registry, session) as node:
+        fabric = node.agent.backend.fabric
+        assert fabric is not None
+        await fabric.program("simcard1", "slot2", "accel-preloaded")  # loaded before, its file since gone
+        target = "simcard1-slot2"
+        await wait_registry(node.agent.registry, lambda: state(node.agent.registry, target).accelerator_id is not None)
+        node.declare(await node.push("preloaded", content("preloaded")))
+        await until("the declaration at the agent", declared(node, "preloaded"))
+        node.api.add_pod("reuser", annotations={ANNOTATION: "preloaded"})
+        with fabric_log(fabric) as log:
+            admitted = await node.kubelet.admit(NS, "reuser", "main", RESOURCE_NAME, 1)
+            assert admitted.preferred == [target]
+            assert admitted.device_ids == [target]
+            assert log.programs == []  # a cache hit: the file was pulled, the slot left as it was
+        assert state(node.agent.registry, target).bitstream == "preloaded"
+        assert in_catalog(node.catalog, "preloaded")
+        await node.api.until(lambda: any(r[1] == "FpgaSlotCacheHit" for r in reasons(node.api, "reuser")), WAIT_S)
