@@ -176,8 +176,8 @@ class Distribution:
         self._pulls: dict[str, _Pull] = {}
         self._declared: set[str] = set()
         self._early: set[tuple[str, str]] = set()  # (pod uid, name): pulls started for a pod already
-        self._background: set[asyncio.Task[None]] = set()
         self._watch_error = ""
+        self._prefetch_skipped: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -204,7 +204,7 @@ class Distribution:
                 await self._close(puller)
 
     async def _close(self, puller: BitstreamPuller) -> None:
-        tasks = [*self._background, *(p.task for p in self._pulls.values() if p.task is not None)]
+        tasks = [p.task for p in self._pulls.values() if p.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -248,7 +248,8 @@ class Distribution:
         if declaration.prefetch:
             if declaration.platform in self._platforms():
                 self._pull_in_background(None, declaration)
-            else:
+            elif declaration.name not in self._prefetch_skipped:  # said once, not at every relist
+                self._prefetch_skipped.add(declaration.name)
                 logger.info(
                     "FpgaBitstream %s: prefetch skipped, no slot of this node has platform %s",
                     declaration.name,
@@ -306,16 +307,10 @@ class Distribution:
         self._pull_in_background(pod, declaration)
 
     def _pull_in_background(self, pod: PodView | None, declaration: Declaration) -> None:
-        task = asyncio.create_task(self._wait_quietly(pod, declaration), name=f"early pull {declaration.name}")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _wait_quietly(self, pod: PodView | None, declaration: Declaration) -> None:
+        """Start (or join) the pull; nobody waits for it here: a failure is logged when it ends."""
         pull = self._start(declaration, declaration.platform)
         if pod is not None:
             pull.waiters.setdefault(pod.uid, pod)
-        assert pull.task is not None
-        await asyncio.wait({pull.task})  # a failure is logged when the pull ends
 
     def declared_accelerator(self, name: str) -> str | None:
         """The accelerator id the cluster declares for ``name`` (None when it does not declare it)."""
