@@ -26,6 +26,7 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
+from agent.distribution import Distribution
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dramode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
@@ -175,6 +176,8 @@ class Agent:
             PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
         )
         self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
+        #: Bitstreams the cluster declares (FpgaBitstream objects), pulled into the catalog; needs API access
+        self.distribution = self._distribution(pods, events)
         #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is registered
         self.dra = self._dra_mode(pods) if config.mode == "dra" else None
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
@@ -188,6 +191,23 @@ class Agent:
         )
         if self.health is not None:
             self.health.add_routes([metrics_route(self.metrics.registry)])
+
+    def _distribution(self, pods: PodDirectory | None, events: EventSink | None) -> Distribution | None:
+        if self.kube is None or self.catalog is None:
+            return None
+        distribution = Distribution(
+            self.config,
+            catalog=self.catalog,
+            api_client=self.kube.api_client,
+            registry=self.registry,
+            pods=pods,
+            events=events,
+            metrics=self.metrics,
+            loading=self.reconfigurer.loading,
+        )
+        self.reconfigurer.fetch_bitstream = distribution.fetch
+        self.reconfigurer.declared_accelerator = distribution.declared_accelerator
+        return distribution
 
     def _dra_mode(self, pods: PodDirectory | None) -> DraMode:
         if self.kube is None:
@@ -259,6 +279,8 @@ class Agent:
                     ),
                     group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]
+                if self.distribution is not None:
+                    background.append(group.create_task(self.distribution.run(), name="bitstreams"))
                 if self.kube is not None:
                     self.kube.pods.add_listener(self._on_pod_change)
                     background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
@@ -297,6 +319,8 @@ class Agent:
     def _on_pod_change(self, kind: str, pod: PodInfo) -> None:
         if kind == "DELETED":
             self.reconfigurer.request_reconcile()
+        if self.distribution is not None:
+            self.distribution.pod_changed(kind, pod)
 
     async def _run_plugin(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
         try:

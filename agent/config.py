@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
 MODES = ("device-plugin", "dra")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,9 @@ class Config:
     dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     cdi_dir: Path = Path("/var/run/cdi")
     bitstream_cache_bytes: int = 2 << 30
+    bitstream_plain_http: tuple[str, ...] = ()
+    bitstream_ca_file: Path | None = None
+    namespace: str = "fpga-slot"
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -136,6 +141,21 @@ def _parse_name(raw: str) -> str:
     value = raw.strip()
     if not value or len(value) > 253:
         raise ValueError(f"must be a node name of 1 to 253 characters, got {raw!r}")
+    return value
+
+
+def _parse_hosts(raw: str) -> tuple[str, ...]:
+    hosts = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for host in hosts:
+        if any(c.isspace() or c in "/@?#" for c in host) or len(host) > 255:
+            raise ValueError(f"must be a comma-separated list of registries as host[:port], got {raw!r}")
+    return hosts
+
+
+def _parse_namespace(raw: str) -> str:
+    value = raw.strip()
+    if len(value) > 63 or not _NAMESPACE.fullmatch(value):
+        raise ValueError(f"must be a namespace name (lower-case letters, digits and '-'), got {raw!r}")
     return value
 
 
@@ -247,6 +267,25 @@ OPTIONS: tuple[_Option, ...] = (
         lambda env: str(2 << 30),
         "byte budget of bitstreams pulled from the cluster's FpgaBitstream sources (least recently used "
         "evicted first, never one in use; local catalog entries do not count)",
+    ),
+    _Option(
+        "bitstream-plain-http",
+        _parse_hosts,
+        lambda env: "",
+        "registries (host[:port], comma-separated) that FpgaBitstream artifacts are pulled from over plain HTTP "
+        "instead of HTTPS, e.g. a registry on the node's own network",
+    ),
+    _Option(
+        "bitstream-ca-file",
+        _parse_optional_path,
+        lambda env: "",
+        "CA certificates (PEM) to trust, besides the system's, for FpgaBitstream registries and HTTPS sources",
+    ),
+    _Option(
+        "namespace",
+        _parse_namespace,
+        lambda env: env.get("POD_NAMESPACE") or "fpga-slot",
+        "the agent's own namespace (the downward API's POD_NAMESPACE): pull Secrets of FpgaBitstreams are read there",
     ),
     _Option(
         "program-timeout-s",

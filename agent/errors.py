@@ -19,6 +19,7 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
     │   ├── BitstreamHashError       the file's sha256 differs from the catalog's
     │   ├── PlatformMismatch         the bitstream does not fit the slot's PR interface
 │   ├── DeclarationConflict      a local entry and the cluster's FpgaBitstream of that name differ
+│   ├── PullInProgress           a declared bitstream is still being pulled; the kubelet's retry finds it
 │   └── PullError                a declared bitstream could not be pulled; nothing was written
 │       ├── UndeclaredBitstream  neither in the node's catalog nor declared in the cluster (also UnknownBitstream)
 │       ├── SourceUnreachable    the registry or server did not answer, or answered with an error
@@ -128,6 +129,10 @@ class PlatformMismatch(CatalogError):
 
 class DeclarationConflict(CatalogError):
     """A local catalog entry and the cluster's FpgaBitstream of the same name have different hashes."""
+
+
+class PullInProgress(CatalogError):
+    """A declared bitstream was not pulled by the call's deadline; the pull goes on for the next attempt."""
 
 
 class PullError(CatalogError):

@@ -77,6 +77,18 @@ class AgentMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.bitstream_pulls = Counter(
+            "fpga_slot_bitstream_pulls",
+            "Pulls of cluster-declared bitstreams by result (pulled, or why not: unreachable, auth, not_found, "
+            "format, hash_mismatch, platform_mismatch, cache_full, conflict, failed)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.bitstream_pulled_bytes = Counter(
+            "fpga_slot_bitstream_pulled_bytes",
+            "Bytes of cluster-declared bitstreams pulled into the node catalog",
+            registry=self.registry,
+        )
         self.rpc_seconds = Histogram(
             "fpga_slot_rpc_duration_seconds",
             "Device-plugin RPC latency by method, as served",

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -109,6 +110,9 @@ class ContainerRefLike(Protocol):
 
 #: Re-reads what the hardware reports for the slots (a rescan of the backend).
 HardwareReader = Callable[[], Awaitable[Sequence[Slot]]]
+#: Makes a bitstream the cluster declares present in the catalog before it is resolved:
+#: ``(pod, name, platform of the slots or None, deadline)``; raises CatalogError (nothing is changed then).
+BitstreamFetcher = Callable[[PodView | None, str, str | None, float], Awaitable[None]]
 
 
 def wanted_bitstream(pod: PodView, container: str) -> str | None:
@@ -140,6 +144,13 @@ class Reconfigurer:
         #: Slots held other than through the device plugin (prepared DRA claims, set by the wiring once they
         #: exist): never released by reconcile.
         self.held_elsewhere: Callable[[], set[str]] | None = None
+        #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
+        #: FpgaBitstreams are watched); without it only the local catalog counts.
+        self.fetch_bitstream: BitstreamFetcher | None = None
+        #: The accelerator id the cluster declares for a bitstream name (None: not declared), so that a slot
+        #: already holding a declared bitstream the catalog lacks is still preferred.
+        self.declared_accelerator: Callable[[str], str | None] | None = None
+        self._loading: Counter[str] = Counter()
         self._registry = registry
         self._containers = containers
         self._pods = pods
@@ -183,6 +194,33 @@ class Reconfigurer:
         Every bitstream is checked (catalog, platform, programmer) before any slot is touched: a bad
         request changes nothing. Events go to ``pod`` when there is one. Raises the error tree's
         exceptions, naming ``who``."""
+        names = list(wanted)
+        self._loading.update(names)
+        try:
+            await self._fetch(pod, wanted, who, deadline)
+            await self._check_and_load(pod, wanted, who, deadline)
+        finally:
+            self._loading.subtract(names)
+            self._loading = +self._loading
+
+    def loading(self) -> set[str]:
+        """Bitstreams that calls in flight are fetching, checking or programming (not to be evicted)."""
+        return set(self._loading)
+
+    async def _fetch(self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float) -> None:
+        """Have every declared bitstream pulled first (when the wiring set a fetcher); CatalogError naming ``who``."""
+        if self.fetch_bitstream is None:
+            return
+        for name, slot_ids in wanted.items():
+            platforms = {s.slot.platform for s in map(self._registry.get, slot_ids) if s is not None}
+            try:
+                await self.fetch_bitstream(pod, name, platforms.pop() if len(platforms) == 1 else None, deadline)
+            except CatalogError as exc:
+                raise type(exc)(f"{who}: {exc}") from exc
+
+    async def _check_and_load(
+        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
+    ) -> None:
         checked = []
         for name, slot_ids in wanted.items():
             try:
@@ -459,7 +497,7 @@ class Reconfigurer:
         try:
             return self._catalog.resolve(name).accelerator_id
         except CatalogError:
-            return None
+            return None if self.declared_accelerator is None else self.declared_accelerator(name)
 
     # ------------------------------------------------------------------- metrics
     def _count_lookup(self, result: str) -> None:

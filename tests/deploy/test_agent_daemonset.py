@@ -79,9 +79,21 @@ def test_node_name_comes_from_the_downward_api_where_the_agent_reads_it(containe
     assert load_config({}, env={"NODE_NAME": "node-b"}).node_name == "node-b"
 
 
+def test_the_namespace_comes_from_the_downward_api_where_the_agent_reads_it(daemonset: Obj, container: Obj) -> None:
+    env = {entry["name"]: entry for entry in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert load_config({}, env={"POD_NAMESPACE": "fpga-x"}).namespace == "fpga-x"
+    # Without the downward API the agent assumes the namespace it is shipped in, where its Role grants Secrets.
+    assert DEFAULTS.namespace == daemonset["metadata"]["namespace"]
+
+
 def test_other_settings_are_known_options_and_leave_the_paths_at_their_defaults(container: Obj) -> None:
     options = {opt.env: opt.field for opt in OPTIONS}
-    from_fields = {"NODE_NAME", "HOST_IP"}  # the downward API: read directly or expanded into other values
+    from_fields = {
+        "NODE_NAME",
+        "POD_NAMESPACE",
+        "HOST_IP",
+    }  # the downward API: read directly or expanded into other values
     settings = {entry["name"]: entry.get("value") for entry in container["env"] if entry["name"] not in from_fields}
     for name, value in settings.items():
         assert name in options, f"{name} is no agent option"

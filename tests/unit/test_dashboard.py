@@ -46,4 +46,5 @@ def test_the_panels_operators_need_are_there() -> None:
         "Cache hit ratio (PreStartContainer)",
         "Reconfiguration time",
         "Extender latency by verb",
+        "Bitstream pulls by result",
     } <= titles

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 import agent.reconfigure
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from tests.fakes import Catalog, NodePods
+from tests.integration.bitstreams.servers import Registry, make_certificate, running_registry
 from tests.integration.reconfigure.support import Bitstream, Bitstreams
 
 
@@ -55,3 +58,23 @@ def bitstreams(sock_dir: Path) -> Bitstreams:
         accel_c=add("accel-c.v2", PLATFORM, "sim-accel-c"),
         foreign=add("foreign", "other-pr-v9", "other-accel"),
     )
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A real CNCF distribution registry (docker-registry) on loopback, plain HTTP, for the module's pulls."""
+    with running_registry(tmp_path_factory.mktemp("registry")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate (and key) for 127.0.0.1, for HTTPS sources."""
+    return make_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    """The publisher's HTTP client (what ``catalog push`` uses)."""
+    async with aiohttp.ClientSession() as client:
+        yield client

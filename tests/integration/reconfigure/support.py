@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent
+from agent.bitstreams import Declaration, RegistryClient, parse_reference
+from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.kubeletsim import NodePods, PostedEvent
 from agent.programming import Catalog
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
 from agent.slots import SlotId, SlotRegistry, SlotState, checkpoint
 from tests.fakes import RESOURCE_NAME, KubeletStandIn
+from tests.integration.bitstreams.servers import Registry
 
 WAIT_S = 5.0
 NS = "default"
@@ -54,6 +59,17 @@ class Bitstreams:
     def path_of(self, name: str) -> Path:
         """The stored file of a catalog entry."""
         return self.catalog.directory / self.catalog.resolve(name).file
+
+
+async def push_artifact(
+    session: aiohttp.ClientSession, registry: Registry, path: Path, name: str, platform: str, **spec: object
+) -> Declaration:
+    """Push ``path`` to the registry as ``catalog push`` does (accelerator ``accel-<name>``); its declaration,
+    with ``spec`` fields (e.g. ``prefetch``) changed."""
+    reference = parse_reference(f"{registry.address}/fpga/{name}:1.0")
+    client = RegistryClient(session, [registry.address])
+    pushed = await push_bitstream(client, path, name, platform, f"accel-{name}", reference, None)
+    return dataclasses.replace(pushed, **spec)  # type: ignore[arg-type]
 
 
 def wants(name: str) -> dict[str, str]:

@@ -17,18 +17,29 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 
 from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
+from agent.bitstreams import declaration_object
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
-from agent.errors import ConfigError
+from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
+from agent.simfpga.fabric import PLATFORM
 from tests.fakes import DraKubelet, KubeletStandIn, test_config
-from tests.integration.reconfigure.support import Bitstreams, fabric_log, slot, state, wait_registry
+from tests.integration.bitstreams.servers import Registry
+from tests.integration.reconfigure.support import (
+    Bitstreams,
+    fabric_log,
+    push_artifact,
+    slot,
+    state,
+    wait_registry,
+)
 from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
@@ -83,13 +94,14 @@ async def until(what: str, check: Callable[[], bool]) -> None:
         raise AssertionError(f"no {what} within {WAIT_S} s") from None
 
 
-def config_for(root: Path, api: FakeKubeApiServer) -> Config:
+def config_for(root: Path, api: FakeKubeApiServer, **overrides: object) -> Config:
     return dataclasses.replace(
         test_config(root, node_name=DEFAULT_NODE, mode="dra"),
         kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
         dra_registry_dir=root / "plugins_registry",
         dra_plugins_dir=root / "plugins",
         cdi_dir=root / "cdi",
+        **overrides,  # type: ignore[arg-type]
     )
 
 
@@ -108,10 +120,10 @@ async def agent_running(config: Config, bitstreams: Bitstreams) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
-async def dra_node(sock_dir: Path, bitstreams: Bitstreams) -> AsyncIterator[DraNode]:
+async def dra_node(sock_dir: Path, bitstreams: Bitstreams, **overrides: object) -> AsyncIterator[DraNode]:
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
-        config = config_for(sock_dir, api)
+        config = config_for(sock_dir, api, **overrides)
         async with agent_running(config, bitstreams) as agent:
             node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent)
             await until("the registration socket", lambda: bool(node.kubelet.sockets()))
@@ -236,6 +248,41 @@ async def restart_with_a_prepared_claim(
             assert log.programming() == []
         assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
         assert state(restarted.registry, target).holder is None
+
+
+async def test_a_claims_bitstream_that_only_the_cluster_declares_is_pulled_at_prepare(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    target = slot(1, 1)
+    source = sock_dir / "claimed.bin"
+    source.write_bytes(b"a bitstream only a registry holds\n" * 2048)
+    declaration = await push_artifact(session, registry, source, "claimed", PLATFORM)
+    async with dra_node(sock_dir, bitstreams, bitstream_plain_http=(registry.address,)) as node:
+        node.api.put_fpga_bitstream(declaration_object(declaration))
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        await until(
+            "the declaration at the agent",
+            lambda: (
+                node.agent.distribution is not None
+                and node.agent.distribution.puller is not None
+                and node.agent.distribution.puller.declared("claimed") is not None
+            ),
+        )
+        with pytest.raises(CatalogError):
+            bitstreams.catalog.resolve("claimed")
+        ref = node.claim("fpga", [target], {"bitstream": "claimed"})
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        assert state(node.agent.registry, target).bitstream == "claimed"
+        assert state(node.agent.registry, target).accelerator_id == "accel-claimed"
+        assert bitstreams.catalog.resolve("claimed").source == declaration.source
+        await until(
+            "the Events",
+            lambda: (
+                [e["reason"] for e in node.api.events() if e["involvedObject"]["name"] == "fpga-pod"]
+                == ["FpgaBitstreamPulled", "FpgaSlotProgrammed"]
+            ),
+        )
 
 
 def test_dra_mode_without_api_access_is_refused_naming_the_flag(sock_dir: Path, bitstreams: Bitstreams) -> None:
