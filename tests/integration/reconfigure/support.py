@@ -144,6 +144,18 @@ def fabric_log(fabric: SimFabric) -> Iterator[FabricLog]:
 
 
 # --------------------------------------------------------------- the registry
+async def until(what: str, check: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
+    """Wait for ``check`` on what the loop is not told of (files on disk, the API server's store)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                if check():
+                    return
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"no {what} within {timeout_s} s") from None
+
+
 async def wait_registry(registry: SlotRegistry, predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
     """Wait (on the registry's change notifications) until ``predicate()`` holds."""
     async with asyncio.timeout(timeout_s):

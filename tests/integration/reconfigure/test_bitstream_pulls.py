@@ -47,6 +47,7 @@ from tests.integration.reconfigure.support import (
     state,
     wait_registry,
 )
+from tests.integration.reconfigure.support import until as wait_until
 from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 
 WAIT_S = 20.0
@@ -83,15 +84,7 @@ def in_catalog(catalog: Catalog, name: str) -> bool:
 
 
 async def until(what: str, check: Callable[[], bool]) -> None:
-    """Wait for ``check`` (the catalog on disk, the API server's store: outside the loop's knowledge)."""
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                if check():
-                    return
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"no {what} within {WAIT_S} s") from None
+    await wait_until(what, check, WAIT_S)
 
 
 @dataclasses.dataclass

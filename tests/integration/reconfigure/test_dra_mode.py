@@ -40,6 +40,7 @@ from tests.integration.reconfigure.support import (
     state,
     wait_registry,
 )
+from tests.integration.reconfigure.support import until as wait_until
 from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
@@ -83,15 +84,7 @@ class DraNode:
 
 
 async def until(what: str, check: Callable[[], bool]) -> None:
-    """Wait for ``check`` (things outside the loop's knowledge: files, the API server's store)."""
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                if check():
-                    return
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"no {what} within {WAIT_S} s") from None
+    await wait_until(what, check, WAIT_S)
 
 
 def config_for(root: Path, api: FakeKubeApiServer, **overrides: object) -> Config:
