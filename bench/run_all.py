@@ -26,6 +26,7 @@ FULL = {
     "chaos.py": [],
     "scheduler.py": [],
     "pull.py": [],
+    "early_pull.py": [],
 }
 QUICK = {
     "device_plugin.py": ["--calls", "500", "--restarts", "5"],
@@ -37,6 +38,7 @@ QUICK = {
     "chaos.py": ["--kills", "5"],
     "scheduler.py": ["--quick"],
     "pull.py": ["--mb", "16", "--runs", "3"],
+    "early_pull.py": ["--mb", "4", "--runs", "2"],
 }
 #: The real kube-scheduler benchmark needs root and the bundled Kubernetes.
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s"))
