@@ -72,6 +72,7 @@ class NodeCache:
         self._last_error: str | None = None
         self._generation = 0
         self._changes: list[str] = []
+        self._declared: dict[str, str] = {}
 
     @property
     def nodes(self) -> Mapping[str, NodeSlots]:
@@ -109,7 +110,8 @@ class NodeCache:
     # --- called on the loop by the node watch ------------------------------------------
 
     def replace(self, nodes: Iterable[WatchedNode]) -> None:
-        self._nodes = {node.name: node.state for node in nodes if node.state is not None}
+        declared = self._declared
+        self._nodes = {node.name: node.state.declaring(declared) for node in nodes if node.state is not None}
         self._new_generation()
         self._last_error = None
         if not self._synced:
@@ -120,11 +122,21 @@ class NodeCache:
         if kind == "DELETED" or node.state is None:
             self._nodes.pop(node.name, None)
         else:
-            self._nodes[node.name] = node.state
+            self._nodes[node.name] = node.state.declaring(self._declared)
         if len(self._changes) >= CHANGE_LOG_LIMIT:
             self._new_generation()
         else:
             self._changes.append(node.name)
+
+    def set_declared(self, declared: Mapping[str, str]) -> None:
+        """The cluster's declared bitstreams (FpgaBitstream: name -> platform), which nodes can pull: every
+        node's state is derived again and the score tables start afresh (declarations change rarely)."""
+        if dict(declared) == self._declared:
+            return
+        self._declared = dict(declared)
+        self._nodes = {name: state.declaring(self._declared) for name, state in self._nodes.items()}
+        self._new_generation()
+        logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
 
     def _new_generation(self) -> None:
         self._generation += 1

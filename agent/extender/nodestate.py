@@ -20,6 +20,7 @@ make the extender fail nodes it knows nothing reliable about.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -79,7 +80,7 @@ class NodeSlots:
     name: str
     resource_version: str
     slots: tuple[PublishedSlot, ...]
-    #: Catalog name -> platform: what this node can program.
+    #: Bitstream name -> platform: what this node can program (its catalog, and what it can pull).
     bitstreams: Mapping[str, str]
     #: Platform -> healthy slots of that platform (free or held).
     healthy: Mapping[str, int] = field(default_factory=dict)
@@ -96,8 +97,26 @@ class NodeSlots:
     #: The latest last use of a free slot that holds something (epoch seconds; 0: none or never):
     #: scores that evict here age with the clock until this is ``LRU_HORIZON_S`` old.
     recent_use: int = 0
+    #: The node's own catalog, as published (``bitstreams`` adds the declared ones it can pull).
+    catalog: Mapping[str, str] = field(default_factory=dict)
+    #: Names in ``bitstreams`` that the node must pull first (declared in the cluster, not in its catalog).
+    downloads: frozenset[str] = frozenset()
     #: Answers already worked out for this state (scoring's memo; the state itself never changes).
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def declaring(self, declared: Mapping[str, str]) -> NodeSlots:
+        """This state with the cluster's declared bitstreams (name -> platform) that the node lacks but has
+        healthy slots for, as bitstreams it can pull (``downloads``); self when that changes nothing."""
+        pullable = {
+            name: platform
+            for name, platform in declared.items()
+            if name not in self.catalog and platform in self.healthy
+        }
+        if pullable.keys() == self.downloads and all(self.bitstreams[n] == p for n, p in pullable.items()):
+            return self
+        return dataclasses.replace(
+            self, bitstreams={**self.catalog, **pullable}, downloads=frozenset(pullable), memo={}
+        )
 
     @classmethod
     def build(
@@ -129,6 +148,7 @@ class NodeSlots:
             resource_version=resource_version,
             slots=slots,
             bitstreams=dict(bitstreams),
+            catalog=dict(bitstreams),
             healthy=healthy,
             free=free,
             free_by_platform=free_by_platform,

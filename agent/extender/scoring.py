@@ -44,6 +44,10 @@ from dataclasses import dataclass, field
 from agent.extender.nodestate import LoadedSlot, NodeSlots
 
 MAX_SCORE = 10
+#: Taken off a node's score when a bitstream the pod names is declared in the cluster (FpgaBitstream) but
+#: not in the node's catalog: the agent can pull it, which costs a download, so a node that has the file
+#: wins over one that must fetch it, and a free slot that holds the bitstream still wins over both.
+DOWNLOAD_PENALTY = 1
 #: A loaded slot whose bitstream has not been used for this long is worth the full ``evict`` weight.
 LRU_HORIZON_S = 3600.0
 #: How much of a loaded slot's value is its own recency; the rest is the cluster's value of its content.
@@ -282,7 +286,10 @@ def _score_general(
     if node.free - taken < demand.unnamed:
         return 0
     mean = total / sum(demand.by_bitstream.values())
-    return max(0, min(MAX_SCORE, math.floor(mean + 0.5)))
+    score = max(0, min(MAX_SCORE, math.floor(mean + 0.5)))
+    if node.downloads and not node.downloads.isdisjoint(demand.by_bitstream):
+        return max(0, score - DOWNLOAD_PENALTY)
+    return score
 
 
 def score_single(
@@ -318,7 +325,8 @@ def score_single(
             total += sum(costs[:need])
     if node.free - count < demand.unnamed:
         return 0
-    return max(0, min(MAX_SCORE, math.floor(total / count + 0.5)))
+    score = max(0, min(MAX_SCORE, math.floor(total / count + 0.5)))
+    return max(0, score - DOWNLOAD_PENALTY) if name in node.downloads else score
 
 
 def score_one_slot(
@@ -335,15 +343,16 @@ def score_one_slot(
     platform = node.bitstreams.get(bitstream)
     if platform is None:
         return 0
+    penalty = DOWNLOAD_PENALTY if bitstream in node.downloads else 0
     if node.free_loaded.get((bitstream, platform)):
-        return weights.loaded
+        return max(0, weights.loaded - penalty)
     key = f"base|{platform}|{version}"
     memo = node.memo
     base = memo.get(key)
     if base is None:
         base = _base_score(node, platform, weights, now, keep)
         _remember(memo, key, base)
-    return base  # type: ignore[return-value]
+    return max(0, base - penalty)  # type: ignore[operator]
 
 
 def _base_score(node: NodeSlots, platform: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:

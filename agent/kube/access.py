@@ -98,6 +98,14 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "the bitstreams the cluster declares (FpgaBitstream), which the agent pulls on demand",
     ),
     ApiAccess(
+        "bitstreamwatch.BitstreamWatcher",
+        "extender",
+        "example.com",
+        "fpgabitstreams",
+        frozenset({"list", "watch"}),
+        "the declared bitstreams, which nodes lacking the file can pull: scored below nodes that have it",
+    ),
+    ApiAccess(
         "secrets.SecretReader",
         "agent",
         "",

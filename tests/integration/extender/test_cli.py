@@ -17,7 +17,7 @@ import pytest
 from tests.fakes import run_fpga_agent
 from tests.integration.extender.conftest import pod
 from tests.kubeapi import FakeKubeApiServer
-from tests.unit.extender.factories import annotations, slot
+from tests.unit.extender.factories import CATALOG, PAC, annotations, slot
 
 PROCESS_TIMEOUT_S = 60.0
 LISTENING = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+)")
@@ -90,6 +90,42 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
     rest = (await extender_process.process.stderr.read()).decode()
     assert "scheduler extender stopped" in rest
     assert "Traceback" not in "".join(extender_process.log) + rest
+
+
+async def test_a_bitstream_declared_in_the_cluster_is_pullable_by_nodes_without_the_file(
+    apiserver: FakeKubeApiServer, extender_process: ExtenderProcess
+) -> None:
+    """A node that lacks the file of a declared bitstream can still run the pod (its agent pulls the file):
+    the filter passes it, and prioritize puts it one point below a node that has the file."""
+    apiserver.add_node("fpga-3", annotations=annotations([slot("s0")], {**CATALOG, "new": PAC}))
+    port = int((await extender_process.wait_for_line(LISTENING))[1])
+    await extender_process.wait_for_line(re.compile(r"node cache synced: 3 nodes"))
+    url = f"http://127.0.0.1:{port}"
+    body = {"Pod": pod("new"), "Nodes": None, "NodeNames": ["fpga-1", "fpga-2", "fpga-3"]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url + "/filter", json=body) as response:
+            assert (await response.json())["NodeNames"] == ["fpga-3"]  # only its catalog has "new"
+        apiserver.put_fpga_bitstream(
+            {
+                "apiVersion": "example.com/v1alpha1",
+                "kind": "FpgaBitstream",
+                "metadata": {"name": "new"},
+                "spec": {
+                    "platform": PAC,
+                    "acceleratorId": "0123456789abcdef0123456789abcdef",
+                    "sha256": "ab" * 32,
+                    "size": 4096,
+                    "source": {"oci": "registry.example.com/fpga/new:1"},
+                },
+            }
+        )
+        await extender_process.wait_for_line(re.compile(r"declared bitstreams: 1"))
+        async with session.post(url + "/filter", json=body) as response:
+            assert (await response.json())["NodeNames"] == ["fpga-1", "fpga-2", "fpga-3"]
+        async with session.post(url + "/prioritize", json=body) as response:
+            # fpga-3 has the file and an empty slot (6); fpga-2 has an empty slot but must pull (5); fpga-1
+            # must pull and overwrite aes, which no pod has asked for (6 - 1 = 5): shifted, the floor left out
+            assert await response.json() == [{"Host": "fpga-3", "Score": 1}]
 
 
 def test_without_api_access_it_says_so_and_exits_1(tmp_path: Path) -> None:

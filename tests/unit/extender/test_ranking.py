@@ -14,7 +14,9 @@ from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_800_000_000.0
-BITSTREAMS = [*CATALOG, "unknown-to-all"]
+BITSTREAMS = [*CATALOG, "unknown-to-all", "declared-only"]
+#: What the cluster may declare: the catalog's bitstreams, and one no node holds.
+DECLARABLE = {**CATALOG, "declared-only": PAC}
 WEIGHTS = [ScoreWeights(), ScoreWeights(loaded=9, empty=3, evict=6, neutral=0), ScoreWeights(neutral=10)]
 
 
@@ -71,6 +73,8 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
             cache.apply("DELETED", WatchedNode(rng.choice(names), None))
         elif action < 0.37:
             cache.replace(random_node(rng, name, now) for name in names)
+        elif action < 0.39:  # FpgaBitstream objects come and go: nodes without the file may pull it
+            cache.set_declared(dict(rng.sample(sorted(DECLARABLE.items()), rng.randint(0, len(DECLARABLE)))))
         elif action < 0.45:
             now += rng.choice([1.0, STEP_S, CLOCK_STEP_S, LRU_HORIZON_S / 4])
         asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.3 else [])

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
 from agent.extender.scoring import (
+    DOWNLOAD_PENALTY,
     LRU_HORIZON_S,
+    NO_VALUES,
     _score_general,
     check_node,
     prioritize_nodes,
@@ -421,16 +423,43 @@ NOW_ONE_SLOT = 1_800_000_000.0
 @given(
     slots=st.lists(_SLOT, max_size=8),
     catalog=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.sampled_from([PAC, N3K])),
-    bitstream=st.sampled_from([*CATALOG, "unknown"]),
+    bitstream=st.sampled_from([*CATALOG, "unknown", "declared-only"]),
     weights=st.builds(ScoreWeights, st.integers(0, 10), st.integers(0, 10), st.integers(0, 10), st.integers(0, 10)),
     keep=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.floats(0, 1)),
+    declared=st.dictionaries(st.sampled_from([*sorted(CATALOG), "declared-only"]), st.sampled_from([PAC, N3K])),
 )
 def test_the_one_slot_score_equals_the_general_one(
-    slots: list[dict[str, Any]], catalog: dict[str, str], bitstream: str, weights: ScoreWeights, keep: dict[str, float]
+    slots: list[dict[str, Any]],
+    catalog: dict[str, str],
+    bitstream: str,
+    weights: ScoreWeights,
+    keep: dict[str, float],
+    declared: dict[str, str],
 ) -> None:
-    """The shared per-node part gives what scoring the pod from scratch gives, on any node and weights."""
-    state = node("n", [dict(s, id=f"s{i}") for i, s in enumerate(slots)], catalog)
+    """The shared per-node part gives what scoring the pod from scratch gives, on any node, weights and
+    declarations."""
+    state = node("n", [dict(s, id=f"s{i}") for i, s in enumerate(slots)], catalog).declaring(declared)
     pod = demand(("main", 1, bitstream))
     expected = score_single(pod, state, weights, NOW_ONE_SLOT, keep)
     assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected
     assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected  # from the memo
+
+
+def test_a_declared_bitstream_a_node_lacks_scores_one_below_having_the_file_and_passes_the_filter() -> None:
+    declared = {"aes": PAC, "new": PAC, "other-platform": N3K}
+    has_file = node("a", [slot("s0")], {"aes": PAC, "new": PAC}).declaring(declared)
+    must_pull = node("b", [slot("s0")], {"aes": PAC}).declaring(declared)
+    loaded_but_no_file = node("c", [slot("s0", bitstream="new")], {"aes": PAC}).declaring(declared)
+    assert must_pull.downloads == {"new"}  # not other-platform: the node has no n3000 slot; not aes: it has it
+    assert (must_pull.bitstreams["new"], must_pull.catalog) == (PAC, {"aes": PAC})
+    pod = demand(("main", 1, "new"))
+    scores = {n.name: score_node(pod, n, W, NOW) for n in (has_file, must_pull, loaded_but_no_file)}
+    assert scores == {"a": W.empty, "b": W.empty - DOWNLOAD_PENALTY, "c": W.loaded - DOWNLOAD_PENALTY}
+    for state in (has_file, must_pull, loaded_but_no_file):
+        assert score_one_slot("new", state, W, NOW, NO_VALUES, "v") == scores[state.name]
+    assert check_node(pod, must_pull) is None  # it can pull the file: not filtered out
+    undeclared = node("d", [slot("s0")], {"aes": PAC}).declaring({})
+    assert check_node(pod, undeclared) == 'the node\'s catalog has no bitstream "new"'
+    assert score_node(pod, undeclared, W, NOW) == 0
+    assert must_pull.declaring(declared) is must_pull  # the same declarations: the same state
+    assert must_pull.declaring({}).downloads == frozenset()  # withdrawn: the node's own catalog again
