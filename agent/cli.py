@@ -187,6 +187,11 @@ def add_cluster_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     cluster.add_argument("--json", action="store_true", help="print JSON instead of a table")
     cluster.add_argument("--all", action="store_true", help="also list nodes that publish no slot state")
+    cluster.add_argument(
+        "--files",
+        action="store_true",
+        help="list each node's bitstream files instead (its catalog, added by hand or pulled: no download there)",
+    )
 
 
 def run_cluster(config: Config, args: argparse.Namespace) -> int:
@@ -206,9 +211,10 @@ def run_cluster(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(clusterview.json_document(views), indent=2))
         return 0
-    rows = clusterview.table_rows(views)
+    rows = clusterview.file_rows(views) if args.files else clusterview.table_rows(views)
     if rows:
-        print(format_table(clusterview.table_columns(rows), rows))
+        columns = clusterview.FILE_COLUMNS if args.files else clusterview.table_columns(rows)
+        print(format_table(columns, rows))
     unpublished = sum(1 for node in nodes if SLOTS_ANNOTATION not in node.annotations)
     if not views:
         print(f"no node publishes FPGA slot state ({len(nodes)} nodes)", file=sys.stderr)

@@ -28,6 +28,8 @@ from agent.nodestate import PublishedSlot, parse_bitstreams, parse_slots
 
 NO_STATE = "no published state"
 TABLE_COLUMNS = ["node", "slot", "platform", "bitstream", "state", "health"]
+#: ``--files``: which bitstream files each node holds (loaded or not), so which need no download there.
+FILE_COLUMNS = ["node", "files", "bitstreams"]
 
 
 def find_kubeconfig(given: Path | None, environ: Mapping[str, str], home: Path) -> Path | None:
@@ -102,6 +104,15 @@ def table_rows(views: Sequence[NodeView]) -> list[dict[str, object]]:
             )
         for error in view.errors:
             rows.append({"node": view.name, "state": "error", "note": error})
+    return rows
+
+
+def file_rows(views: Sequence[NodeView]) -> list[dict[str, object]]:
+    """One row per node: how many bitstream files its catalog holds and their names (sorted)."""
+    rows: list[dict[str, object]] = []
+    for view in views:
+        names = sorted(view.bitstreams or {})
+        rows.append({"node": view.name, "files": len(names), "bitstreams": ", ".join(names) or None})
     return rows
 
 

@@ -113,6 +113,23 @@ def test_table_lists_every_slot_and_names_a_malformed_node(cluster: FakeKubeApiS
     assert "nodes without published FPGA slot state: 1 (--all lists them)" in result.stderr
 
 
+def test_files_lists_the_bitstream_files_of_each_node(cluster: FakeKubeApiServer, tmp_path: Path) -> None:
+    cluster.add_node(
+        "node-d",
+        annotations={SLOTS_ANNOTATION: compact([]), BITSTREAMS_ANNOTATION: compact({"sha": SIM, "aes": SIM})},
+    )
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    result = fpga_agent(tmp_path, "cluster", "--files", "--kubeconfig", str(kubeconfig))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(None, 2) for line in result.stdout.strip().splitlines()]
+    assert rows == [
+        ["NODE", "FILES", "BITSTREAMS"],
+        ["node-a", "1", "aes"],
+        ["node-b", "0", "-"],  # its slots annotation is malformed, its catalog is empty
+        ["node-d", "2", "aes, sha"],
+    ]
+
+
 def test_all_lists_nodes_without_published_state(cluster: FakeKubeApiServer, tmp_path: Path) -> None:
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     result = fpga_agent(tmp_path, "cluster", "--all", "--kubeconfig", str(kubeconfig))
