@@ -86,12 +86,9 @@ def slice_devices(states: Sequence[SlotState]) -> list[SliceDevice]:
 
 
 def device_health(pool: str, states: Sequence[SlotState]) -> list[DeviceHealth]:
-    """Every device's health for the kubelet's resource-health stream."""
-    return [
-        DeviceHealth(pool, device_name(s.slot.id), s.health is Health.HEALTHY, s.reason)
-        for s in states
-        if s.present or s.holder is not None
-    ]
+    """Every device's health for the kubelet's resource-health stream (a vanished slot still held is listed,
+    unhealthy, until its claim is released)."""
+    return [DeviceHealth(pool, device_name(s.slot.id), s.health is Health.HEALTHY, s.reason) for s in states]
 
 
 class DraMode:
