@@ -9,7 +9,7 @@ import asyncio
 import logging
 import ssl
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from agent.discovery import (
 )
 from agent.distribution import Distribution, parse_object
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dramode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
@@ -37,6 +38,7 @@ from agent.extender.server import extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.kube.bitstreamwatch import BitstreamWatcher
+from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
@@ -228,7 +230,8 @@ class Agent:
             sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME),
             cdi_dir=config.cdi_dir,
             state_dir=config.state_dir,
-            timeout_s=config.program_timeout_s,
+            # The kubelet gives the whole call 45 s; reading the claim comes first.
+            timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
         )
 
     async def _read_hardware(self) -> Sequence[Slot]:
@@ -294,9 +297,9 @@ class Agent:
                         )
                     )
                 if self.dra is None:
-                    plugin = group.create_task(self._run_plugin(stop, background), name="device-plugin")
+                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
                 else:
-                    plugin = group.create_task(self._run_dra(self.dra, stop, background), name="dra-plugin")
+                    plugin = group.create_task(self._serve(self.dra.run(stop), background), name="dra-plugin")
                 self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
@@ -324,16 +327,11 @@ class Agent:
         if self.distribution is not None:
             self.distribution.pod_changed(kind, pod)
 
-    async def _run_plugin(self, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
+    @staticmethod
+    async def _serve(plugin: Coroutine[Any, Any, None], background: list[asyncio.Task[None]]) -> None:
+        """Serve the kubelet (device plugin or DRA) until stopped; then the background tasks end."""
         try:
-            await self.lifecycle.run(stop)
-        finally:
-            for task in background:
-                task.cancel()
-
-    async def _run_dra(self, dra: DraMode, stop: asyncio.Event, background: list[asyncio.Task[None]]) -> None:
-        try:
-            await dra.run(stop)
+            await plugin
         finally:
             for task in background:
                 task.cancel()

@@ -134,7 +134,7 @@ class ClaimPreparation:
             tuple(s.id for s in slots),
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
         )
-        await asyncio.to_thread(self._record, claim.uid, record)
+        await self._record(claim.uid, record)
         holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
         self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
@@ -186,11 +186,13 @@ class ClaimPreparation:
         record = self._prepared.get(claim.uid)
         if record is None:
             return
-        await asyncio.to_thread(self._record, claim.uid, None)
+        await self._record(claim.uid, None)
         self._registry.release([SlotId(s) for s in record.slots])
 
     # ---------------------------------------------------------------------- the record
-    def _record(self, uid: str, record: PreparedClaim | None) -> None:
+    async def _record(self, uid: str, record: PreparedClaim | None) -> None:
+        """On the loop: the new set is taken from the current one and kept only once written (the write in a
+        thread). A call cancelled at its deadline never assigns, so a later call cannot lose a record."""
         claims = dict(self._prepared)
         if record is None:
             claims.pop(uid, None)
@@ -198,7 +200,7 @@ class ClaimPreparation:
             claims[uid] = record
         data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
         try:
-            write_atomic(self._state_file, json.dumps(data, indent=1).encode())
+            await asyncio.to_thread(write_atomic, self._state_file, json.dumps(data, indent=1).encode())
         except OSError as exc:
             raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc
         self._prepared = claims

@@ -10,7 +10,7 @@ slice, and the kubelet calls NodePrepareResources, where the slots are programme
   slice follows every change of the registry (a slot programmed, its health, a card
   plugged in), and is put back when the kubelet deletes it: checked at once when the
   kubelet registers the driver (a starting kubelet deletes the node's slices), and
-  every few seconds.
+  every minute (a safety net: a node's agent never polls the API server faster).
 * The health of every device goes to the kubelet's resource-health stream, which shows
   it in the status of the pods that use the device.
 * The agent is ready once the kubelet has registered the driver.

@@ -64,8 +64,9 @@ class RegistryClient:
     def __init__(self, session: aiohttp.ClientSession, plain_http: Collection[str] = ()) -> None:
         self.session = session
         self.plain_http = frozenset(plain_http)
-        # (registry, scope) -> Authorization header that the registry accepted or issued
-        self._authorizations: dict[tuple[str, str], str] = {}
+        # (registry, scope, credentials) -> Authorization header that the registry accepted or issued for them:
+        # a login is never reused for a declaration with other (or no) credentials
+        self._authorizations: dict[tuple[str, str, Credentials | None], str] = {}
 
     # ------------------------------------------------------------------ pulling
     async def fetch_layer(self, reference: Reference, credentials: Credentials | None) -> Layer:
@@ -138,7 +139,7 @@ class RegistryClient:
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """One request, answering the registry's auth challenge once; yields a 2xx response."""
         scope = f"repository:{reference.repository}:{actions}"
-        key = (reference.registry, scope)
+        key = (reference.registry, scope, credentials)
         async with transport_errors(what):
             for attempt in range(2):
                 sent = dict(headers or {})

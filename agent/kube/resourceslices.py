@@ -40,7 +40,7 @@ MAX_STRING = 64
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 #: How often the slice is checked without a change of the devices.
-CHECK_INTERVAL_S = 5.0
+CHECK_INTERVAL_S = 60.0
 REQUEST_TIMEOUT_S = 10.0
 
 AttributeValue = str | int | bool

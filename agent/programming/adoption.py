@@ -17,9 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
-from agent.programming.atomicfile import TEMP_PREFIX, fsync_directory, write_atomically
+from agent.programming.atomicfile import fsync_directory, write_atomically
 from agent.programming.catalog import RECORD_SUFFIX, Catalog, CatalogEntry, record_bytes, validate_name
 from agent.programming.gbs import GBS_GUID, HEADER_FIXED_LEN, GbsFormatError, is_gbs, parse_gbs_header
+
+#: The prefix of a pull's temp file in the catalog directory (``agent.bitstreams.download`` names them so).
+PULL_TEMP_PREFIX = ".tmp-pull-"
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +48,10 @@ class PulledCatalog:
             return None
 
     def prepare(self) -> None:
-        """Create the directory and remove temp files a crash left behind."""
+        """Create the directory and remove the pulls' temp files a crash left behind (only those: a
+        ``catalog add`` running now has its own temp file here)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        for path in self.directory.glob(TEMP_PREFIX + "*"):
+        for path in self.directory.glob(PULL_TEMP_PREFIX + "*"):
             path.unlink(missing_ok=True)
 
     def adopt(

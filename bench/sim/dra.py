@@ -11,9 +11,9 @@ platform) and the shipped DRA profile (daemonset/dra-mode/scheduler-config.yaml)
   resources) and spread by CPU and memory, which the simulation does not model: they
   break ties at random here.
 * Allocation on the chosen node is first fit: the first alternative that fits, and its
-  first N matching free devices in the slice's order (the agent lists slots by ID). No
-  LRU, no preference for an empty slot: what the ``any`` alternative overwrites is the
-  first free slot in that order.
+  first N matching free devices in the slice's order. The agent lists empty slots first,
+  then the least recently used (``lru=True``, what the grid runs); ``lru=False`` is a
+  slice in ID order, for comparison.
 """
 
 from __future__ import annotations

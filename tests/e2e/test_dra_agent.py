@@ -65,6 +65,16 @@ def stays(check: Callable[[], bool], seconds: float) -> bool:
     return True
 
 
+def slice_uid(resource: Any, node: str) -> str | None:
+    try:
+        uid: str = resource.read_resource_slice(f"{node}-{DRIVER_NAME}").metadata.uid
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return uid
+
+
 def slice_devices(resource: Any, node: str) -> dict[str, dict[str, Any]]:
     """The node's slice of our driver: device name -> attribute values; {} while there is none."""
     try:
@@ -215,10 +225,11 @@ def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_withou
     # The new agent publishes its node state only where it differs: a lost holder would show within a second.
     assert stays(lambda: slot_is_free(suite, device) is False, STEADY_S), log
 
-    # The kubelet restarts: it deletes the node's slices; the agent publishes them again.
+    # The kubelet restarts: it deletes the node's slices; the agent publishes them again (a new object).
+    before = resource.read_resource_slice(f"{suite.node}-{DRIVER_NAME}").metadata.uid
     suite.restart_kubelet()
     deployment.wait_rolled_out()
-    wait_for("the slice again after the kubelet restart", lambda: slice_devices(resource, suite.node))
+    wait_for("a new slice after the kubelet restart", lambda: slice_uid(resource, suite.node) not in (None, before))
     pod = suite.cluster.core.read_namespaced_pod("second", suite.namespace)
     assert running(pod)
     assert pod.status.container_statuses[0].restart_count == 0

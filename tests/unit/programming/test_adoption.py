@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.bitstreams.download import TEMP_PREFIX as DOWNLOAD_PREFIX
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
-from agent.programming.adoption import PulledCatalog
+from agent.programming.adoption import PULL_TEMP_PREFIX, PulledCatalog
+from agent.programming.atomicfile import TEMP_PREFIX as ADD_PREFIX
 from agent.programming.catalog import Catalog
 from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs
 
@@ -88,8 +90,20 @@ def test_a_file_outside_the_catalog_is_refused(pulled: PulledCatalog, tmp_path: 
     assert os.listdir(pulled.directory) == []
 
 
-def test_prepare_removes_what_a_crash_left(pulled: PulledCatalog) -> None:
+def test_prepare_removes_what_a_crashed_pull_left(pulled: PulledCatalog) -> None:
     stage(pulled, RAW)
-    (pulled.directory / ".tmp-abc").write_bytes(b"x")
+    (pulled.directory / ".tmp-abc").write_bytes(b"x")  # a catalog add's temp file: not the pulls' to remove
     pulled.prepare()
-    assert os.listdir(pulled.directory) == []
+    assert os.listdir(pulled.directory) == [".tmp-abc"]
+
+
+def test_start_removes_a_crashed_pulls_temp_file_but_not_a_catalog_add_in_progress(tmp_path: Path) -> None:
+    assert PULL_TEMP_PREFIX == DOWNLOAD_PREFIX  # the files the downloads make
+    store = PulledCatalog(Catalog(tmp_path))
+    leftover = tmp_path / f"{PULL_TEMP_PREFIX}abc"
+    in_progress = tmp_path / f"{ADD_PREFIX}xyz"
+    leftover.write_bytes(b"half a pull")
+    in_progress.write_bytes(b"catalog add copying")
+    store.prepare()
+    assert not leftover.exists()
+    assert in_progress.read_bytes() == b"catalog add copying"
