@@ -2,41 +2,43 @@
 
 kube-scheduler calls prioritize once per pod with hundreds of node names, inside its
 sequential scheduling cycle, while nodes change far more rarely than pods are
-scored. So, for each kind of pod that names one bitstream (bitstream, slots, slots
-of any content: the replicas of a Deployment are all one kind), a :class:`ScoreTable`
-remembers the score of every node a call of that kind asked about, kept current
-from the node cache's change log: a changed node is dropped from the tables and
-scored again only when a call asks about it. The eviction part of a score ages with
-the clock (read in steps of ``CLOCK_STEP_S``) only on a node whose free slots were
-used within ``LRU_HORIZON_S``; those few scores are dropped at every step, the rest
-stay. A kind of pod seen for the first time costs what scoring
-its names costs; every later call of that kind, one lookup per name. The board also
-keeps the cluster's values (:class:`~agent.extender.facts.ClusterFacts`): it counts
-each pod it scores once, and when the values change (at most once per
-``facts.STEP_S``) every table starts afresh.
+scored. A pod that asks one slot of one bitstream (nearly all) is answered by the
+:class:`~agent.extender.oneslot.OneSlotIndex`, from per-platform scores that every
+bitstream shares, with two passes over the names and no work per node. For the other
+kinds of pod that name one bitstream (bitstream, slots, slots of any content: the
+replicas of a Deployment are all one kind), a :class:`ScoreTable` remembers the
+score of every node a call of that kind asked about, kept current from the node
+cache's change log: a changed node is dropped from the tables and scored again only
+when a call asks about it. The eviction part of a score ages with the clock (read in
+steps of ``CLOCK_STEP_S``) only on a node whose free slots were used within
+``LRU_HORIZON_S``; those few scores are dropped at every step, the rest stay. A kind
+of pod seen for the first time costs what scoring its names costs; every later call
+of that kind, one lookup per name. The board also keeps the cluster's values
+(:class:`~agent.extender.facts.ClusterFacts`): it counts each pod it scores once, and
+when the values change (at most once per ``facts.STEP_S``) every table starts afresh.
 
-The answer is **shifted**: the lowest score among the names asked becomes 0 and
-every node at that floor is left out (kube-scheduler counts a node missing from the
-answer as 0). Adding the same constant to every candidate's score changes no
-ranking, so the scheduler chooses exactly as with the unshifted scores, and a call
-where most nodes are alike answers only the ones that stand out. Pods of other kinds
-(several bitstreams, none) are scored per call as before and shifted the same way.
+The answer is **shifted** (:func:`~agent.extender.scoretable.shift_to_floor`): the
+lowest score among the names asked becomes 0 and every node at that floor is left
+out (kube-scheduler counts a node missing from the answer as 0). Adding the same
+constant to every candidate's score changes no ranking, so the scheduler chooses
+exactly as with the unshifted scores, and a call where most nodes are alike answers
+only the ones that stand out. The scheduler adds the answer up per node, so its
+order carries nothing. Pods of other kinds (several bitstreams, none) are scored per
+call as before and shifted the same way.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Sequence
 
 from agent.extender.facts import ClusterFacts
-from agent.extender.nodestate import NodeSlots
+from agent.extender.oneslot import OneSlotIndex
+from agent.extender.scoretable import ChangeLog, Scores, ScoreTable, shift_to_floor
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
-    MAX_SCORE,
     NodeLookup,
     PodDemand,
     ScoreWeights,
@@ -45,83 +47,13 @@ from agent.extender.scoring import (
     score_single,
 )
 
-Scores = list[tuple[str, int]]
+__all__ = ["ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "shift_to_floor"]
+
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
 #: Pods remembered as counted in the request shares (a pod the scheduler retries is counted once).
 COUNTED_PODS = 4096
 _BOARDS = itertools.count()
-
-
-class ChangeLog(Protocol):
-    """The node cache as the score tables follow it (structurally: :class:`~agent.extender.cache.NodeCache`)."""
-
-    @property
-    def nodes(self) -> Mapping[str, NodeSlots]: ...
-    @property
-    def generation(self) -> int: ...
-    @property
-    def changes(self) -> Sequence[str]: ...
-
-
-def shift_to_floor(scores: Scores) -> Scores:
-    """The same ranking with the lowest score at 0, and the nodes at that floor left out."""
-    if not scores:
-        return scores
-    floor = min(score for _, score in scores)
-    return [(name, score - floor) for name, score in scores if score != floor]
-
-
-@dataclass(slots=True)
-class ScoreTable:
-    """The scores of the nodes asked about so far, for one kind of pod.
-
-    Besides every score, the table keeps its lowest one (``low``, with how many nodes
-    have it) and the nodes above it (``above``). A call whose own floor is ``low``, the
-    common case, is then answered with one membership test per name, the few above it
-    looked up.
-    """
-
-    generation: int
-    #: The version of the cluster's values the scores are for.
-    keep_version: int
-    #: The clock step the scores are for (``volatile`` ones are dropped when it moves on).
-    step: int
-    #: How many entries of the cache's change log are applied.
-    seen: int
-    scores: dict[str, int] = field(default_factory=dict)
-    #: Nodes whose score depends on the clock step (a free slot used within LRU_HORIZON_S).
-    volatile: set[str] = field(default_factory=set)
-    #: The lowest score in ``scores`` (above MAX_SCORE while there is none) and how many nodes have it.
-    low: int = MAX_SCORE + 1
-    at_low: int = 0
-    #: Name -> score for the nodes scoring above ``low``.
-    above: dict[str, int] = field(default_factory=dict)
-
-    def put(self, name: str, score: int) -> None:
-        self.scores[name] = score
-        if score > self.low:
-            self.above[name] = score
-        elif score == self.low:
-            self.at_low += 1
-        else:  # a new lowest score: the old lowest ones are above it now
-            if self.at_low:
-                low = self.low
-                self.above.update((n, v) for n, v in self.scores.items() if v == low)
-            self.low, self.at_low = score, 1
-
-    def drop(self, name: str) -> None:
-        score = self.scores.pop(name, None)
-        if score is None:
-            return
-        if score == self.low:
-            self.at_low -= 1
-            if not self.at_low:  # the lowest ones are gone: the next lowest is the new low
-                self.low = min(self.scores.values(), default=MAX_SCORE + 1)
-                self.above = {n: v for n, v in self.scores.items() if v > self.low}
-                self.at_low = len(self.scores) - len(self.above)
-        else:
-            del self.above[name]
 
 
 class ScoreBoard:
@@ -135,6 +67,7 @@ class ScoreBoard:
         self._counted: dict[str, None] = {}
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
+        self._one_slot = OneSlotIndex(weights)
 
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
@@ -158,6 +91,11 @@ class ScoreBoard:
         keep = facts.keep_values(cache.nodes.values(), now)
         if demand.single is None:
             return shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version))
+        bitstream, count = demand.single
+        if count == 1 and not demand.unnamed:
+            answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now)
+            if answer is not None:
+                return answer
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
@@ -166,7 +104,6 @@ class ScoreBoard:
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
-            bitstream, count = demand.single
             one_slot = count == 1 and not demand.unnamed
             version = f"{self._token}|{table.step}|{facts.version}"
             for name in names:

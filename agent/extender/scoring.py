@@ -350,12 +350,12 @@ def score_one_slot(
     memo = node.memo
     base = memo.get(key)
     if base is None:
-        base = _base_score(node, platform, weights, now, keep)
+        base = base_score(node, platform, weights, now, keep)
         _remember(memo, key, base)
     return max(0, base - penalty)  # type: ignore[operator]
 
 
-def _base_score(node: NodeSlots, platform: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
+def base_score(node: NodeSlots, platform: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
     """One slot of ``platform`` that holds no wanted bitstream: ``empty``, else the best overwrite, else 0 (no room)."""
     if node.free_empty.get(platform, 0) > 0:
         return weights.empty

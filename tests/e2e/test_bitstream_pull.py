@@ -8,7 +8,9 @@ to speak plain HTTP to it (``FPGA_AGENT_BITSTREAM_PLAIN_HTTP``, set on the Daemo
 
 1. a bitstream pushed to the registry and declared as an FpgaBitstream, never in the node's catalog: a
    pod asking for it runs, with the Events ``FpgaBitstreamPulled`` and ``FpgaSlotProgrammed``;
-2. a tampered artifact: the pod's start is refused with ``FpgaBitstreamPullFailed`` naming the sha256.
+2. a tampered artifact: the pod's start is refused with ``FpgaBitstreamPullFailed`` naming the sha256;
+3. the cache budget (``FPGA_AGENT_BITSTREAM_CACHE_BYTES``, three files here): pods asking for four new
+   bitstreams one after another leave the three used last in the node's catalog, the first evicted.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.bitstreams import Declaration, RegistryClient, declaration_object, parse_reference
 from agent.bitstreams.publish import push_bitstream
+from agent.kube import BITSTREAMS_ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import Cluster, Suite
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, kubectl
@@ -34,6 +39,8 @@ from tests.integration.bitstreams.servers import Registry, running_registry
 
 GROUP, VERSION, PLURAL = "example.com", "v1alpha1", "fpgabitstreams"
 SIZE = 256 * 1024
+#: The agent's budget for pulled files in this module: three of them.
+BUDGET = 3 * SIZE
 #: The node's catalog outlives a run (a host directory): new names each run, so each run pulls.
 RUN = secrets.token_hex(3)
 
@@ -54,7 +61,13 @@ def deployment(cluster: Cluster, pytestconfig: pytest.Config, registry: Registry
     with deploy_as_configured(cluster, pytestconfig) as deployed:
         # The agent pulls from the test's registry over plain HTTP; the DaemonSet rolls the agent once.
         kubectl(
-            "set", "env", "-n", NAMESPACE, f"daemonset/{AGENT}", f"FPGA_AGENT_BITSTREAM_PLAIN_HTTP={registry.address}"
+            "set",
+            "env",
+            "-n",
+            NAMESPACE,
+            f"daemonset/{AGENT}",
+            f"FPGA_AGENT_BITSTREAM_PLAIN_HTTP={registry.address}",
+            f"FPGA_AGENT_BITSTREAM_CACHE_BYTES={BUDGET}",
         )
         deployed.wait_rolled_out()
         yield deployed
@@ -125,3 +138,32 @@ def test_a_tampered_artifact_is_refused_with_an_event(
         assert "FpgaSlotProgrammed" not in suite.cluster.reasons(suite.namespace, "tampered")
     finally:
         suite.delete_pod("tampered")
+
+
+def published_catalog(suite: Suite) -> dict[str, str]:
+    """The node's catalog as its agent publishes it (files added by hand and pulled ones)."""
+    node = suite.cluster.core.read_node(suite.node)
+    catalog: dict[str, str] = json.loads((node.metadata.annotations or {}).get(BITSTREAMS_ANNOTATION, "{}"))
+    return catalog
+
+
+def test_the_cache_keeps_pulled_files_within_its_budget(
+    deployment: Deployment, registry: Registry, declared: list[str], tmp_path: Path
+) -> None:
+    suite: Suite = deployment.suite
+    names = [f"e2e-budget{i}-{RUN}" for i in range(4)]
+    for name in names:
+        declare(suite.cluster, declared, push(registry, tmp_path, name, content(name)))
+    for name in names:  # one after another: each pod pulls its file, the fourth needs the first's room
+        try:
+            suite.running_pod("budget", slots=1, bitstream=name)
+            suite.cluster.wait_event(suite.namespace, "budget", {"FpgaBitstreamPulled"}, name)
+        finally:
+            suite.delete_pod("budget")
+    deadline = time.monotonic() + 30
+    while (catalog := published_catalog(suite)).keys() & set(names) != set(names[1:]):
+        assert time.monotonic() < deadline, f"catalog {sorted(catalog)}: expected {names[1:]} of {names}"
+        time.sleep(0.5)
+    # every file the agent pulled in this module's runs and earlier ones is SIZE bytes
+    pulled = [name for name in catalog if name.startswith("e2e-")]
+    assert len(pulled) * SIZE <= BUDGET, pulled

@@ -1,0 +1,250 @@
+"""Prioritize for one-slot pods from per-platform scores every bitstream shares: no work per node per call.
+
+Nearly every pod asks one slot of one bitstream, and for such a pod a node scores
+``loaded`` when one of its free slots holds the bitstream, else its **base** for the
+bitstream's platform (``scoring.base_score``: ``empty`` when a free slot of that
+platform holds nothing, else what its cheapest overwrite is worth), less
+``DOWNLOAD_PENALTY`` when the node must pull the file first, and 0 when its catalog
+cannot program it. The base does not depend on the bitstream. So this index keeps,
+over every node of the cache:
+
+* per platform, every node's base, with the lowest base and the nodes above it
+  (:class:`PlatformBases`);
+* per (bitstream, platform), the nodes with a free slot holding it (the hits);
+* the distinct catalogs (what each node can program, and what it must pull first),
+  counted: in most clusters a bitstream means the same platform and the same
+  penalty on every node, whatever else the catalogs hold.
+
+When every node agrees on the bitstream's platform and penalty and the scheduler asks
+only about nodes the cache knows (the common case), a call is answered from one pass
+over the names that picks those that are hits or above their platform's lowest base;
+the rest share one score. The answer is the shifted one of
+:mod:`agent.extender.scoretable` (the floor left out, in the order asked), equal to
+scoring every name. Otherwise :meth:`OneSlotIndex.prioritize` returns None and the
+caller scores per name.
+
+The index follows the node cache's change log (a changed node is taken out and put
+back), the cluster's values (bases that depend on them, those of nodes that would
+overwrite, are worked out again when ``keep_version`` changes) and the clock (in
+steps of ``CLOCK_STEP_S``; only bases of nodes whose free slots were used within
+``LRU_HORIZON_S`` age). A new generation of the cache (a relist, new declarations)
+rebuilds it, about 10 ms per 1000 nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agent.extender.nodestate import NodeSlots
+from agent.extender.scoretable import ChangeLog, Scores
+from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, ScoreWeights, base_score
+
+#: What a node can program and must pull first; nodes with the same one share it (interned).
+Catalog = tuple[frozenset[tuple[str, str]], frozenset[str]]
+_NO_HITS: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """What the index holds for one node, so that it can be taken out again."""
+
+    node: NodeSlots
+    platforms: tuple[str, ...]
+    hits: tuple[tuple[str, str], ...]
+    catalog: Catalog
+
+
+class PlatformBases:
+    """Every node's base for one platform: the lowest base, the nodes at it, and the others with theirs."""
+
+    __slots__ = ("above", "low", "lows")
+
+    def __init__(self) -> None:
+        self.low = MAX_SCORE + 1
+        self.lows: set[str] = set()
+        self.above: dict[str, int] = {}
+
+    def put(self, name: str, base: int) -> None:
+        if base > self.low:
+            self.above[name] = base
+        elif base == self.low:
+            self.lows.add(name)
+        else:  # a new lowest base: the nodes at the old one are above it now
+            self.above.update(dict.fromkeys(self.lows, self.low))
+            self.low, self.lows = base, {name}
+
+    def drop(self, name: str) -> None:
+        if self.above.pop(name, None) is not None:
+            return
+        self.lows.discard(name)
+        if not self.lows and self.above:  # the lowest ones are gone: the next lowest is the new low
+            self.low = min(self.above.values())
+            self.lows = {n for n, base in self.above.items() if base == self.low}
+            for n in self.lows:
+                del self.above[n]
+        elif not self.lows:
+            self.low = MAX_SCORE + 1
+
+
+class OneSlotIndex:
+    """Per-platform bases, hits and catalogs over the node cache, for one-slot pods (module docstring)."""
+
+    def __init__(self, weights: ScoreWeights) -> None:
+        self._weights = weights
+        self._cache: ChangeLog | None = None
+        self._generation = -1
+        self._seen = 0
+        self._keep_version = -1
+        self._step = -1
+        self._keep: Mapping[str, float] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._bases: dict[str, PlatformBases] = {}
+        self._hits: dict[tuple[str, str], set[str]] = {}
+        self._catalogs: dict[Catalog, int] = {}
+        self._interned: dict[Catalog, Catalog] = {}
+        #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
+        self._agreed: dict[str, tuple[str | None, int] | None] = {}
+        #: Nodes whose base depends on the cluster's values (they would overwrite), by name.
+        self._valued: set[str] = set()
+        #: Nodes whose base depends on the clock step (a free slot used within LRU_HORIZON_S).
+        self._ageing: set[str] = set()
+
+    def prioritize(
+        self,
+        cache: ChangeLog,
+        bitstream: str,
+        names: Sequence[str],
+        keep: Mapping[str, float],
+        keep_version: int,
+        now: float,
+    ) -> Scores | None:
+        """The shifted scores of ``names`` for a pod asking one slot of ``bitstream``; None when the
+        catalogs disagree about it or a name is not in the cache (then score per name)."""
+        self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
+        agreed = self._agreement(bitstream)
+        if agreed is None:
+            return None
+        platform, penalty = agreed
+        bases = self._bases.get(platform) if platform is not None else None
+        if platform is None or bases is None:  # no node can program it: every known node asked scores 0
+            return [] if all(map(self._entries.__contains__, names)) else None
+        lows, above = bases.lows, bases.above
+        hits = self._hits.get((bitstream, platform), _NO_HITS).intersection(names)
+        loaded = max(0, self._weights.loaded - penalty)
+        scored: Scores = []
+        for name in [name for name in names if name not in lows]:  # above the lowest base, or unknown
+            base = above.get(name)
+            if base is None:
+                return None  # a node without published state: neutral, scored per name
+            scored.append((name, loaded if name in hits else max(0, base - penalty)))
+        scored.extend((name, loaded) for name in hits if name in lows)
+        rest = max(0, bases.low - penalty)
+        floor = min((score for _, score in scored), default=rest)
+        if len(scored) < len(names):  # nodes at the lowest base that hold no copy: they score ``rest``
+            if rest < floor:
+                floor = rest
+            elif rest > floor:  # they stand out too (weights where loaded < empty): every name listed
+                scored = [
+                    (name, loaded if name in hits else max(0, above.get(name, bases.low) - penalty)) for name in names
+                ]
+        return [(name, score - floor) for name, score in scored if score != floor]
+
+    # --- keeping current with the cache, the cluster's values and the clock ----------------
+
+    def _sync(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
+        try:
+            self._follow(cache, keep, keep_version, step)
+        except BaseException:
+            self._cache = None  # half applied: the next call builds it afresh
+            raise
+
+    def _follow(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
+        if cache is not self._cache or cache.generation != self._generation:
+            self._rebuild(cache, keep, keep_version, step)
+            return
+        changes = cache.changes
+        stale: set[str] = set()
+        if self._seen < len(changes):
+            stale.update(changes[self._seen :])
+            self._seen = len(changes)
+        if keep_version != self._keep_version:
+            self._keep, self._keep_version = keep, keep_version
+            stale.update(self._valued)
+        if step != self._step:
+            self._step = step
+            stale.update(self._ageing)
+        if not stale:
+            return
+        nodes = cache.nodes
+        for name in stale:
+            self._remove(name)
+            node = nodes.get(name)
+            if node is not None:
+                self._add(node)
+
+    def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
+        self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
+        self._keep, self._keep_version, self._step = keep, keep_version, step
+        self._entries, self._bases, self._hits = {}, {}, {}
+        self._catalogs, self._interned, self._agreed = {}, {}, {}
+        self._valued, self._ageing = set(), set()
+        for node in cache.nodes.values():
+            self._add(node)
+
+    def _add(self, node: NodeSlots) -> None:
+        name = node.name
+        now = float(self._step * CLOCK_STEP_S)
+        platforms = tuple(set(node.bitstreams.values()))
+        for platform in platforms:
+            table = self._bases.get(platform)
+            if table is None:
+                table = self._bases[platform] = PlatformBases()
+            table.put(name, base_score(node, platform, self._weights, now, self._keep))
+            if not node.free_empty.get(platform) and node.reusable.get(platform):
+                self._valued.add(name)
+        if node.recent_use > now - LRU_HORIZON_S:
+            self._ageing.add(name)
+        hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
+        for key in hits:
+            self._hits.setdefault(key, set()).add(name)
+        catalog: Catalog = (frozenset(node.bitstreams.items()), node.downloads)
+        catalog = self._interned.setdefault(catalog, catalog)
+        count = self._catalogs.get(catalog, 0)
+        self._catalogs[catalog] = count + 1
+        if not count:
+            self._agreed.clear()
+        self._entries[name] = _Entry(node, platforms, hits, catalog)
+
+    def _remove(self, name: str) -> None:
+        entry = self._entries.pop(name, None)
+        if entry is None:
+            return
+        for platform in entry.platforms:
+            self._bases[platform].drop(name)
+        for key in entry.hits:
+            holders = self._hits[key]
+            holders.discard(name)
+            if not holders:
+                del self._hits[key]
+        self._valued.discard(name)
+        self._ageing.discard(name)
+        count = self._catalogs[entry.catalog] - 1
+        if count:
+            self._catalogs[entry.catalog] = count
+        else:
+            del self._catalogs[entry.catalog]
+            del self._interned[entry.catalog]
+            self._agreed.clear()
+
+    def _agreement(self, bitstream: str) -> tuple[str | None, int] | None:
+        """(platform, penalty) of ``bitstream`` when every catalog says the same, else None."""
+        if bitstream in self._agreed:
+            return self._agreed[bitstream]
+        seen: set[tuple[str | None, int]] = set()
+        for pairs, downloads in self._catalogs:
+            platform = next((p for b, p in pairs if b == bitstream), None)
+            seen.add((platform, DOWNLOAD_PENALTY if bitstream in downloads else 0))
+        agreed = next(iter(seen)) if len(seen) == 1 else None
+        self._agreed[bitstream] = agreed
+        return agreed

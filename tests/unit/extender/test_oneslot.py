@@ -1,0 +1,128 @@
+"""The one-slot index answers as scoring every name per call did, shifted to the floor, and says when it cannot."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agent.extender import NodeCache, ScoreWeights, WatchedNode
+from agent.extender.facts import STEP_S, ClusterFacts
+from agent.extender.oneslot import OneSlotIndex
+from agent.extender.scoretable import shift_to_floor
+from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
+from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
+
+NOW = 1_800_000_000.0
+WEIGHTS = [ScoreWeights(), ScoreWeights(loaded=9, empty=3, evict=6, neutral=0), ScoreWeights(loaded=2, empty=8)]
+#: Catalogs that agree on every bitstream they share ("big" adds one the others lack).
+AGREEING = [CATALOG, CATALOG, {**CATALOG, "big": PAC}]
+
+
+def random_node(rng: random.Random, name: str, now: float, catalogs: list[dict[str, str]]) -> WatchedNode:
+    slots = [
+        slot(
+            f"s{i}",
+            platform=rng.choice([PAC, PAC, N3K]),
+            bitstream=rng.choice([None, *CATALOG, "big"]),
+            free=rng.random() < 0.7,
+            healthy=rng.random() < 0.9,
+            last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
+        )
+        for i in range(rng.randint(0, 5))
+    ]
+    return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
+    """Node updates, deletions, relists, declarations, clock steps and new cluster values: the index
+    follows them all and answers exactly the per-name scores, shifted; it answers most calls itself."""
+    rng = random.Random(seed)
+    weights = WEIGHTS[seed % len(WEIGHTS)]
+    names = [f"node-{i}" for i in range(40)]
+    cache, index, facts = NodeCache(), OneSlotIndex(weights), ClusterFacts()
+    now = NOW
+    catalogs = [CATALOG] if seed % 2 else AGREEING
+    cache.replace(random_node(rng, name, now, catalogs) for name in names)
+    answered = 0
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.3:
+            cache.apply("MODIFIED", random_node(rng, rng.choice(names), now, catalogs))
+        elif action < 0.33:
+            gone = rng.choice(names)
+            cache.apply("DELETED", WatchedNode(gone, None))
+            cache.apply("ADDED", random_node(rng, gone, now, catalogs))
+        elif action < 0.35:
+            cache.replace(random_node(rng, name, now, catalogs) for name in names)
+        elif action < 0.37:
+            cache.set_declared(rng.choice([{}, {"big": PAC}]))
+        elif action < 0.45:
+            now += rng.choice([1.0, STEP_S, CLOCK_STEP_S, LRU_HORIZON_S / 4])
+        bitstream = rng.choice([*CATALOG, "big", "unknown-to-all"])
+        facts.note_request(bitstream)
+        keep = facts.keep_values(cache.nodes.values(), now)
+        asked = rng.sample(names, rng.randint(1, len(names)))
+        answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now)
+        pod = demand(("main", 1, bitstream))
+        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version))
+        if answer is not None:
+            answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
+            assert sorted(answer) == sorted(expected)
+    assert answered > 200
+    assert facts.version > 1
+
+
+def test_catalogs_that_disagree_about_the_bitstream_leave_it_to_per_name_scoring() -> None:
+    cache = NodeCache()
+    cache.replace(
+        [
+            WatchedNode("a", node("a", [slot("s0")], {"aes": PAC})),
+            WatchedNode("b", node("b", [slot("s0")], {"aes": N3K})),  # the same name, another platform
+            WatchedNode("c", node("c", [slot("s0")], {"sha": PAC})),
+        ]
+    )
+    index = OneSlotIndex(ScoreWeights())
+    assert index.prioritize(cache, "aes", ["a", "b", "c"], {}, 0, NOW) is None
+    assert index.prioritize(cache, "sha", ["a"], {}, 0, NOW) is None  # a lacks it, c has it
+    cache.apply("MODIFIED", WatchedNode("b", node("b", [slot("s0")], {"aes": PAC})))
+    cache.apply("DELETED", WatchedNode("c", None))
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == []  # both empty: 7 and 7
+    cache.apply("ADDED", WatchedNode("d", node("d", [slot("s0")], {"aes": N3K})))  # a new catalog disagrees
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) is None
+
+
+def test_a_name_the_cache_does_not_know_is_left_to_per_name_scoring() -> None:
+    cache = NodeCache()
+    cache.replace([WatchedNode("a", node("a", [slot("s0", bitstream="aes")]))])
+    index = OneSlotIndex(ScoreWeights())
+    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW) is None
+    assert index.prioritize(cache, "aes", ["a"], {}, 0, NOW) == []
+
+
+def test_a_bitstream_no_node_can_program_scores_zero_everywhere() -> None:
+    cache = NodeCache()
+    cache.replace([WatchedNode(n, node(n, [slot("s0", bitstream="aes")])) for n in ("a", "b")])
+    assert OneSlotIndex(ScoreWeights()).prioritize(cache, "nope", ["a", "b"], {}, 0, NOW) == []
+
+
+def test_a_failure_while_following_the_cache_makes_the_next_call_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent.extender.oneslot as oneslot
+
+    cache = NodeCache()
+    cache.replace([WatchedNode(n, node(n, [slot("s0")])) for n in ("a", "b")])
+    index = OneSlotIndex(ScoreWeights())
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == []
+    real = oneslot.base_score
+
+    def broken(*args: object, **kwargs: object) -> int:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(oneslot, "base_score", broken)
+    cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
+    with pytest.raises(RuntimeError):
+        index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)
+    monkeypatch.setattr(oneslot, "base_score", real)
+    # "a" was taken out before the failure: without the rebuild it would be unknown, and b would stand alone
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == [("a", 3)]
