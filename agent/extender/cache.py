@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.extender.nodestate import NodeSlots, read_node_slots
+from agent.extender.nodestate import Derived, NodeSlots, read_node_slots
 from agent.extender.wire import node_annotations, node_name, node_resource_version
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class NodeCache:
         self._generation = 0
         self._changes: list[str] = []
         self._declared: dict[str, str] = {}
+        self._derived: Derived = {}
 
     @property
     def nodes(self) -> Mapping[str, NodeSlots]:
@@ -111,7 +112,8 @@ class NodeCache:
 
     def replace(self, nodes: Iterable[WatchedNode]) -> None:
         declared = self._declared
-        self._nodes = {node.name: node.state.declaring(declared) for node in nodes if node.state is not None}
+        derived = self._derived
+        self._nodes = {node.name: node.state.declaring(declared, derived) for node in nodes if node.state is not None}
         self._new_generation()
         self._last_error = None
         if not self._synced:
@@ -122,7 +124,7 @@ class NodeCache:
         if kind == "DELETED" or node.state is None:
             self._nodes.pop(node.name, None)
         else:
-            self._nodes[node.name] = node.state.declaring(self._declared)
+            self._nodes[node.name] = node.state.declaring(self._declared, self._derived)
         if len(self._changes) >= CHANGE_LOG_LIMIT:
             self._new_generation()
         else:
@@ -134,7 +136,8 @@ class NodeCache:
         if dict(declared) == self._declared:
             return
         self._declared = dict(declared)
-        self._nodes = {name: state.declaring(self._declared) for name, state in self._nodes.items()}
+        self._derived = {}
+        self._nodes = {name: state.declaring(self._declared, self._derived) for name, state in self._nodes.items()}
         self._new_generation()
         logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
 

@@ -20,8 +20,10 @@ is closed after ``IDLE_TIMEOUT_S``; a client that goes away is a DEBUG line.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import math
 import ssl
 from collections.abc import Callable
 from http import HTTPStatus
@@ -86,6 +88,8 @@ class HttpProtocol(asyncio.Protocol):
         self._continue = False
         self._closing = False
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline = math.inf
+        self._expiry: Reply | None = None
 
     # --- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -97,6 +101,9 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
         self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if exc is not None:
             logger.debug("extender: a client connection ended: %s", exc)
 
@@ -121,7 +128,7 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url, self._body, self._size, self._length, self._continue = b"", [], 0, None, False
         self._content_type = b""
-        self._arm(REQUEST_TIMEOUT_S, json_error(408, f"the request did not arrive within {REQUEST_TIMEOUT_S:.0f} s"))
+        self._arm(REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S))
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -178,23 +185,43 @@ class HttpProtocol(asyncio.Protocol):
         self._write(reply, close=True)
 
     def _arm(self, seconds: float, reply: Reply | None) -> None:
-        """After ``seconds``: answer ``reply`` and close (a stalled request), or just close (idle)."""
-        self._disarm()
+        """After ``seconds``: answer ``reply`` and close (a stalled request), or just close (idle).
+
+        Called twice per request, so it only notes the deadline; the connection's one timer is moved
+        only when the deadline comes before it, and otherwise sets itself again when it fires early.
+        """
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(seconds, self._expire, reply)
+        self._deadline = deadline = loop.time() + seconds
+        self._expiry = reply
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= deadline:
+                return
+            timer.cancel()
+        self._timer = loop.call_at(deadline, self._expire)
 
     def _disarm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline = math.inf
 
-    def _expire(self, reply: Reply | None) -> None:
+    def _expire(self) -> None:
         self._timer = None
+        if self._closing or self._deadline == math.inf:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:
+            self._timer = loop.call_at(self._deadline, self._expire)
+            return
+        reply = self._expiry
         if reply is not None:
             logger.info("extender: %s", json.loads(reply.body)["Error"])
             self._fail(reply)
         else:
             self.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _late(seconds: float) -> Reply:
+    return json_error(408, f"the request did not arrive within {seconds:.0f} s")
 
 
 class HttpServer:

@@ -35,10 +35,16 @@ SLOTS_ANNOTATION = "example.com/fpga-slots"
 BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
 #: Nodes remembered as already reported malformed (cleared when full; a repeat costs one log line).
 MALFORMED_MEMORY = 10_000
+#: Distinct catalog annotations remembered, parsed (cleared when full).
+CATALOG_MEMORY = 256
 #: Longest annotation read: all of an object's annotations together may hold 256 KiB.
 MAX_ANNOTATION_BYTES = 256 * 1024
 #: Deepest nesting read: the agent writes a list of objects (2 levels).
 MAX_NESTING = 8
+
+
+#: (id of a catalog, downloads) -> (that catalog, the mapping with the downloads): see NodeSlots.declaring.
+Derived = dict[tuple[int, frozenset[str]], tuple[Mapping[str, str], Mapping[str, str]]]
 
 
 class NodeStateError(ValueError):
@@ -104,9 +110,11 @@ class NodeSlots:
     #: Answers already worked out for this state (scoring's memo; the state itself never changes).
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
-    def declaring(self, declared: Mapping[str, str]) -> NodeSlots:
+    def declaring(self, declared: Mapping[str, str], shared: Derived | None = None) -> NodeSlots:
         """This state with the cluster's declared bitstreams (name -> platform) that the node lacks but has
-        healthy slots for, as bitstreams it can pull (``downloads``); self when that changes nothing."""
+        healthy slots for, as bitstreams it can pull (``downloads``); self when that changes nothing.
+        With ``shared`` (kept by the caller for one ``declared``), nodes with the same catalog and the same
+        downloads share one ``bitstreams`` mapping."""
         pullable = {
             name: platform
             for name, platform in declared.items()
@@ -114,14 +122,24 @@ class NodeSlots:
         }
         if pullable.keys() == self.downloads and all(self.bitstreams[n] == p for n, p in pullable.items()):
             return self
-        return dataclasses.replace(
-            self, bitstreams={**self.catalog, **pullable}, downloads=frozenset(pullable), memo={}
-        )
+        downloads = frozenset(pullable)
+        key = (id(self.catalog), downloads)
+        known = shared.get(key) if shared is not None else None
+        if known is not None and known[0] is self.catalog:
+            bitstreams = known[1]
+        else:
+            bitstreams = {**self.catalog, **pullable}
+            if shared is not None:
+                if len(shared) >= CATALOG_MEMORY:
+                    shared.clear()
+                shared[key] = (self.catalog, bitstreams)  # the catalog kept alive: its id stays its own
+        return dataclasses.replace(self, bitstreams=bitstreams, downloads=downloads, memo={})
 
     @classmethod
     def build(
         cls, name: str, resource_version: str, slots: tuple[PublishedSlot, ...], bitstreams: Mapping[str, str]
     ) -> NodeSlots:
+        """The state with its counts; ``bitstreams`` is kept as given (never change it afterwards)."""
         healthy: dict[str, int] = {}
         free_by_platform: dict[str, int] = {}
         free_empty: dict[str, int] = {}
@@ -147,8 +165,8 @@ class NodeSlots:
             name=name,
             resource_version=resource_version,
             slots=slots,
-            bitstreams=dict(bitstreams),
-            catalog=dict(bitstreams),
+            bitstreams=bitstreams,  # kept, not copied: nodes with the same catalog share one mapping
+            catalog=bitstreams,
             healthy=healthy,
             free=free,
             free_by_platform=free_by_platform,
@@ -199,9 +217,23 @@ def parse_node_slots(name: str, resource_version: str, annotations: Mapping[str,
         raise NodeStateError(f"{missing} is missing (the agent publishes both annotations together)")
     if not isinstance(slots_text, str) or not isinstance(bitstreams_text, str):
         raise NodeStateError("the annotations are not strings")
-    return NodeSlots.build(
-        name, resource_version, parse_slots_annotation(slots_text), parse_bitstreams_annotation(bitstreams_text)
-    )
+    return NodeSlots.build(name, resource_version, parse_slots_annotation(slots_text), _catalog(bitstreams_text))
+
+
+#: Catalog annotation text -> its parsed mapping, shared by every node that publishes the same text.
+_CATALOGS: dict[str, dict[str, str]] = {}
+
+
+def _catalog(text: str) -> dict[str, str]:
+    """The parsed catalog, one mapping per distinct text: nodes of one kind share it (memory, and the
+    extender's one-slot index tells catalogs apart by identity first). Safe from the watch's threads."""
+    catalog = _CATALOGS.get(text)
+    if catalog is None:
+        catalog = parse_bitstreams_annotation(text)
+        if len(_CATALOGS) >= CATALOG_MEMORY:
+            _CATALOGS.clear()
+        _CATALOGS[text] = catalog
+    return catalog
 
 
 class MalformedLog:

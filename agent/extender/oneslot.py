@@ -40,8 +40,9 @@ from agent.extender.nodestate import NodeSlots
 from agent.extender.scoretable import ChangeLog, Scores
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, ScoreWeights, base_score
 
-#: What a node can program and must pull first; nodes with the same one share it (interned).
-Catalog = tuple[frozenset[tuple[str, str]], frozenset[str]]
+#: A node's catalog as the index tells them apart: the identity of its ``bitstreams`` mapping (nodes that
+#: publish the same catalog share one, see ``nodestate``) and what it must pull first.
+CatalogKey = tuple[int, frozenset[str]]
 _NO_HITS: frozenset[str] = frozenset()
 
 
@@ -52,7 +53,15 @@ class _Entry:
     node: NodeSlots
     platforms: tuple[str, ...]
     hits: tuple[tuple[str, str], ...]
-    catalog: Catalog
+    catalog: CatalogKey
+
+
+@dataclass(slots=True)
+class _Group:
+    """The nodes with one catalog: its mapping (kept, so that its id stays its own) and how many."""
+
+    mapping: Mapping[str, str]
+    nodes: int = 1
 
 
 class PlatformBases:
@@ -101,8 +110,7 @@ class OneSlotIndex:
         self._entries: dict[str, _Entry] = {}
         self._bases: dict[str, PlatformBases] = {}
         self._hits: dict[tuple[str, str], set[str]] = {}
-        self._catalogs: dict[Catalog, int] = {}
-        self._interned: dict[Catalog, Catalog] = {}
+        self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
         #: Nodes whose base depends on the cluster's values (they would overwrite), by name.
@@ -130,25 +138,26 @@ class OneSlotIndex:
         if platform is None or bases is None:  # no node can program it: every known node asked scores 0
             return [] if all(map(self._entries.__contains__, names)) else None
         lows, above = bases.lows, bases.above
+        odd = [name for name in names if name not in lows]  # above the platform's lowest base, or unknown
+        if not all(map(above.__contains__, odd)):
+            return None  # a node without published state: neutral, scored per name
         hits = self._hits.get((bitstream, platform), _NO_HITS).intersection(names)
         loaded = max(0, self._weights.loaded - penalty)
-        scored: Scores = []
-        for name in [name for name in names if name not in lows]:  # above the lowest base, or unknown
-            base = above.get(name)
-            if base is None:
-                return None  # a node without published state: neutral, scored per name
-            scored.append((name, loaded if name in hits else max(0, base - penalty)))
-        scored.extend((name, loaded) for name in hits if name in lows)
-        rest = max(0, bases.low - penalty)
-        floor = min((score for _, score in scored), default=rest)
-        if len(scored) < len(names):  # nodes at the lowest base that hold no copy: they score ``rest``
-            if rest < floor:
-                floor = rest
-            elif rest > floor:  # they stand out too (weights where loaded < empty): every name listed
-                scored = [
-                    (name, loaded if name in hits else max(0, above.get(name, bases.low) - penalty)) for name in names
-                ]
-        return [(name, score - floor) for name, score in scored if score != floor]
+        rest = max(0, bases.low - penalty)  # a node at the lowest base without a copy (above: no clamp needed)
+        plain = len(names) - len(odd) - sum(1 for name in hits if name in lows)
+        floor = min(
+            min((above[name] for name in odd if name not in hits), default=MAX_SCORE + 1) - penalty,
+            rest if plain else MAX_SCORE + 1,
+            loaded if hits else MAX_SCORE + 1,
+        )
+        if floor > MAX_SCORE:
+            return []  # no names
+        scored = [(name, loaded - floor) for name in hits if loaded != floor]
+        shift = penalty + floor
+        scored.extend((name, base) for name in odd if name not in hits and (base := above[name] - shift))
+        if plain and rest > floor:  # the nodes at the lowest base stand out too (weights where loaded < empty)
+            scored.extend((name, rest - floor) for name in names if name in lows and name not in hits)
+        return scored
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
@@ -164,56 +173,65 @@ class OneSlotIndex:
             self._rebuild(cache, keep, keep_version, step)
             return
         changes = cache.changes
-        stale: set[str] = set()
         if self._seen < len(changes):
-            stale.update(changes[self._seen :])
+            nodes = cache.nodes
+            for name in set(changes[self._seen :]):
+                self._remove(name)
+                node = nodes.get(name)
+                if node is not None:
+                    self._add(node)
             self._seen = len(changes)
+        rebase: set[str] = set()
         if keep_version != self._keep_version:
             self._keep, self._keep_version = keep, keep_version
-            stale.update(self._valued)
+            rebase.update(self._valued)
         if step != self._step:
             self._step = step
-            stale.update(self._ageing)
-        if not stale:
-            return
-        nodes = cache.nodes
-        for name in stale:
-            self._remove(name)
-            node = nodes.get(name)
-            if node is not None:
-                self._add(node)
+            rebase.update(self._ageing)
+        for name in rebase:  # the same node, a new clock step or new cluster values: only its bases change
+            entry = self._entries[name]
+            self._put_bases(entry.node, entry.platforms, replace=True)
 
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
         self._entries, self._bases, self._hits = {}, {}, {}
-        self._catalogs, self._interned, self._agreed = {}, {}, {}
+        self._catalogs, self._agreed = {}, {}
         self._valued, self._ageing = set(), set()
         for node in cache.nodes.values():
             self._add(node)
 
-    def _add(self, node: NodeSlots) -> None:
+    def _put_bases(self, node: NodeSlots, platforms: tuple[str, ...], *, replace: bool = False) -> None:
         name = node.name
         now = float(self._step * CLOCK_STEP_S)
-        platforms = tuple(set(node.bitstreams.values()))
         for platform in platforms:
             table = self._bases.get(platform)
             if table is None:
                 table = self._bases[platform] = PlatformBases()
+            elif replace:
+                table.drop(name)
             table.put(name, base_score(node, platform, self._weights, now, self._keep))
-            if not node.free_empty.get(platform) and node.reusable.get(platform):
-                self._valued.add(name)
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
+        else:
+            self._ageing.discard(name)
+
+    def _add(self, node: NodeSlots) -> None:
+        name = node.name
+        platforms = tuple(set(node.bitstreams.values()))
+        self._put_bases(node, platforms)
+        if any(not node.free_empty.get(p) and node.reusable.get(p) for p in platforms):
+            self._valued.add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
         for key in hits:
             self._hits.setdefault(key, set()).add(name)
-        catalog: Catalog = (frozenset(node.bitstreams.items()), node.downloads)
-        catalog = self._interned.setdefault(catalog, catalog)
-        count = self._catalogs.get(catalog, 0)
-        self._catalogs[catalog] = count + 1
-        if not count:
+        catalog: CatalogKey = (id(node.bitstreams), node.downloads)
+        group = self._catalogs.get(catalog)
+        if group is None:
+            self._catalogs[catalog] = _Group(node.bitstreams)
             self._agreed.clear()
+        else:
+            group.nodes += 1
         self._entries[name] = _Entry(node, platforms, hits, catalog)
 
     def _remove(self, name: str) -> None:
@@ -229,22 +247,20 @@ class OneSlotIndex:
                 del self._hits[key]
         self._valued.discard(name)
         self._ageing.discard(name)
-        count = self._catalogs[entry.catalog] - 1
-        if count:
-            self._catalogs[entry.catalog] = count
-        else:
+        group = self._catalogs[entry.catalog]
+        group.nodes -= 1
+        if not group.nodes:
             del self._catalogs[entry.catalog]
-            del self._interned[entry.catalog]
             self._agreed.clear()
 
     def _agreement(self, bitstream: str) -> tuple[str | None, int] | None:
         """(platform, penalty) of ``bitstream`` when every catalog says the same, else None."""
         if bitstream in self._agreed:
             return self._agreed[bitstream]
-        seen: set[tuple[str | None, int]] = set()
-        for pairs, downloads in self._catalogs:
-            platform = next((p for b, p in pairs if b == bitstream), None)
-            seen.add((platform, DOWNLOAD_PENALTY if bitstream in downloads else 0))
+        seen = {
+            (group.mapping.get(bitstream), DOWNLOAD_PENALTY if bitstream in downloads else 0)
+            for (_, downloads), group in self._catalogs.items()
+        }
         agreed = next(iter(seen)) if len(seen) == 1 else None
         self._agreed[bitstream] = agreed
         return agreed

@@ -126,3 +126,15 @@ def test_a_failure_while_following_the_cache_makes_the_next_call_rebuild(monkeyp
     monkeypatch.setattr(oneslot, "base_score", real)
     # "a" was taken out before the failure: without the rebuild it would be unknown, and b would stand alone
     assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == [("a", 3)]
+
+
+def test_with_loaded_below_empty_the_nodes_at_the_lowest_base_are_the_ones_listed() -> None:
+    cache = NodeCache()
+    cache.replace(
+        [
+            WatchedNode("a", node("a", [slot("s0"), slot("s1", bitstream="aes")])),  # a copy: loaded = 2
+            WatchedNode("b", node("b", [slot("s0")])),  # empty: 8, the lowest base, as a's
+        ]
+    )
+    index = OneSlotIndex(ScoreWeights(loaded=2, empty=8))
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == [("b", 6)]
