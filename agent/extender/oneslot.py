@@ -16,19 +16,21 @@ over every node of the cache:
   penalty on every node, whatever else the catalogs hold.
 
 When every node agrees on the bitstream's platform and penalty and the scheduler asks
-only about nodes the cache knows (the common case), a call is answered from one pass
-over the names that picks those that are hits or above their platform's lowest base;
-the rest share one score. The answer is the shifted one of
-:mod:`agent.extender.scoretable` (the floor left out, in the order asked), equal to
-scoring every name. Otherwise :meth:`OneSlotIndex.prioritize` returns None and the
-caller scores per name.
+only about nodes the cache knows (the common case), a call takes one pass over the
+names that keeps those above their platform's lowest base, and one set intersection
+for the hits; every other name shares one score. The lowest score among the names is
+worked out from those, and the answer is the shifted one of
+:mod:`agent.extender.scoretable` (that floor left out), equal to scoring every name;
+its order is not the order asked (kube-scheduler adds the scores up per node).
+Otherwise :meth:`OneSlotIndex.prioritize` returns None and the caller scores per name.
+Names are taken as distinct, as kube-scheduler sends them.
 
 The index follows the node cache's change log (a changed node is taken out and put
 back), the cluster's values (bases that depend on them, those of nodes that would
 overwrite, are worked out again when ``keep_version`` changes) and the clock (in
 steps of ``CLOCK_STEP_S``; only bases of nodes whose free slots were used within
 ``LRU_HORIZON_S`` age). A new generation of the cache (a relist, new declarations)
-rebuilds it, about 10 ms per 1000 nodes.
+rebuilds it, about 10 ms per 1000 nodes when nodes share catalogs.
 """
 
 from __future__ import annotations
