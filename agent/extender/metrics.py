@@ -6,6 +6,8 @@ kube-scheduler waits for exactly this inside its scheduling cycle.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 from agent.extender.http import Reply
@@ -21,6 +23,7 @@ class ExtenderMetrics:
     def __init__(self, verbs: dict[str, str]) -> None:
         """``verbs`` maps request paths to the verb label (``/filter`` -> ``filter``)."""
         self._verbs = verbs
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "fpga_slot_extender_requests",
@@ -38,10 +41,19 @@ class ExtenderMetrics:
 
     def observe(self, path: str, code: int, seconds: float) -> None:
         """One answered request (counted only for the scheduler's verbs)."""
-        verb = self._verbs.get(path)
-        if verb is not None:
-            self.seconds.labels(verb=verb).observe(seconds)
-            self.requests.labels(verb=verb, code=str(code)).inc()
+        children = self._children.get((path, code))
+        if children is None:
+            verb = self._verbs.get(path)
+            if verb is None:
+                return
+            # looked up once per verb and code: labels() validates and locks on every call
+            children = self._children[path, code] = (
+                self.seconds.labels(verb=verb),
+                self.requests.labels(verb=verb, code=str(code)),
+            )
+        latency, requests = children
+        latency.observe(seconds)
+        requests.inc()
 
     def serve(self, _body: bytes) -> Reply:
         return Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry))

@@ -141,25 +141,32 @@ class OneSlotIndex:
             return [] if all(map(self._entries.__contains__, names)) else None
         lows, above = bases.lows, bases.above
         odd = [name for name in names if name not in lows]  # above the platform's lowest base, or unknown
-        if not all(map(above.__contains__, odd)):
+        odd_bases = list(map(above.get, odd))
+        if None in odd_bases:
             return None  # a node without published state: neutral, scored per name
         hits = self._hits.get((bitstream, platform), _NO_HITS).intersection(names)
         loaded = max(0, self._weights.loaded - penalty)
         rest = max(0, bases.low - penalty)  # a node at the lowest base without a copy (above: no clamp needed)
         plain = len(names) - len(odd) - sum(1 for name in hits if name in lows)
+        scored: dict[str, int] = dict(zip(odd, odd_bases, strict=True))  # type: ignore[arg-type]
+        for name in hits:
+            scored.pop(name, None)
         floor = min(
-            min((above[name] for name in odd if name not in hits), default=MAX_SCORE + 1) - penalty,
+            min(scored.values(), default=MAX_SCORE + 1) - penalty,
             rest if plain else MAX_SCORE + 1,
             loaded if hits else MAX_SCORE + 1,
         )
         if floor > MAX_SCORE:
             return []  # no names
-        scored = [(name, loaded - floor) for name in hits if loaded != floor]
         shift = penalty + floor
-        scored.extend((name, base) for name in odd if name not in hits and (base := above[name] - shift))
+        answer = list(zip(scored, map(shift.__rsub__, scored.values()), strict=True))
+        if not plain or rest != bases.low - penalty:  # the floor may be among them (or clamped to it): left out
+            answer = [entry for entry in answer if entry[1]]
+        if loaded != floor:
+            answer.extend((name, loaded - floor) for name in hits)
         if plain and rest > floor:  # the nodes at the lowest base stand out too (weights where loaded < empty)
-            scored.extend((name, rest - floor) for name in names if name in lows and name not in hits)
-        return scored
+            answer.extend((name, rest - floor) for name in names if name in lows and name not in hits)
+        return answer
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 

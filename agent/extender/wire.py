@@ -23,7 +23,6 @@ integers past 64 bits, nesting past 1024 levels), each as a 400 naming the probl
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -31,7 +30,7 @@ from typing import Any, TypedDict
 import orjson
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender.scoring import MAX_SCORE, ContainerDemand, FilterOutcome, PodDemand
+from agent.extender.scoring import ContainerDemand, FilterOutcome, PodDemand
 from agent.slots.quantity import parse_count
 
 SLOT_RESOURCE = "example.com/fpga-slot"
@@ -240,21 +239,17 @@ def encode(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-#: Host names that need no escaping in JSON (node names always are: RFC 1123 subdomains).
-_PLAIN = re.compile(r"[ !#-\[\]-~]*")
-_SCORE_TAILS = tuple(f'","Score":{score}}}' for score in range(MAX_SCORE + 1))
-
-
 def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
-    """The HostPriorityList as JSON, about five times faster than json.dumps for plain names.
+    """The HostPriorityList as JSON, UTF-8 (orjson: 1.5 times faster than joining text, twice json.dumps).
 
-    A 5000-entry answer is about 130 kB; building it is the largest single cost of a
-    5000-name call, so the common case (every name plain ASCII without quotes or
-    backslashes, every score 0..10) is put together as text.
+    A name that is not valid Unicode (a lone surrogate; never a node name, but the
+    answer must still be JSON) is escaped by the standard library instead.
     """
-    if _PLAIN.fullmatch("".join([host for host, _ in scores])) and all(0 <= s <= MAX_SCORE for _, s in scores):
-        return ("[" + ",".join(['{"Host":"' + host + _SCORE_TAILS[score] for host, score in scores]) + "]").encode()
-    return encode(priority_list(scores))
+    entries = [{"Host": host, "Score": score} for host, score in scores]
+    try:
+        return orjson.dumps(entries)
+    except TypeError:
+        return encode(entries)
 
 
 def _field(data: Mapping[str, Any], name: str) -> Any:

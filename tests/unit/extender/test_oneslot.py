@@ -138,3 +138,17 @@ def test_with_loaded_below_empty_the_nodes_at_the_lowest_base_are_the_ones_liste
     )
     index = OneSlotIndex(ScoreWeights(loaded=2, empty=8))
     assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) == [("b", 6)]
+
+
+def test_a_download_penalty_that_takes_a_base_to_zero_leaves_that_node_out_as_the_floor() -> None:
+    cache = NodeCache()
+    cache.replace(
+        [
+            WatchedNode("held", node("held", [slot("s0", free=False)])),  # base 0
+            WatchedNode("busy", node("busy", [slot("s0", bitstream="aes", last_used=int(NOW))])),  # base 1
+            WatchedNode("empty", node("empty", [slot("s0")])),  # base 7
+        ]
+    )
+    cache.set_declared({"new": PAC})  # nobody has its file: one point off everywhere, 0 at least
+    answer = OneSlotIndex(ScoreWeights()).prioritize(cache, "new", ["held", "busy", "empty"], {"aes": 1.0}, 1, NOW)
+    assert answer == [("empty", 6)]

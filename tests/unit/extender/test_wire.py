@@ -227,7 +227,7 @@ def test_priorities_encode_as_json(hosts: list[str]) -> None:
     scores = [(host, index % 11) for index, host in enumerate(hosts)]
     data = encode_priorities(scores)
     assert json.loads(data) == [{"Host": h, "Score": s} for h, s in scores]
-    data.decode("ascii")
+    data.decode("utf-8")
 
 
 @given(st.lists(st.tuples(st.text(max_size=20), st.integers(0, 10)), max_size=20))
