@@ -6,7 +6,9 @@ namespace), the bitstreams adapter (the puller, its registry and HTTPS clients, 
 budget), the node catalog (``PulledCatalog``, the puller's store) and reconfiguration (the
 fetch hook of :class:`agent.reconfigure.Reconfigurer`), so it may import all of them.
 
-* The watch replaces or changes the puller's declarations as the cluster's objects change.
+* The watch replaces or changes the puller's declarations as the cluster's objects change;
+  only a declaration that is new or changed is acted on (a relist that changes nothing
+  starts no pull and looks at no pod).
 * Reconfiguration asks :meth:`Distribution.fetch` for every bitstream of a container start
   or claim before it resolves the name: a declared bitstream that is not in the catalog
   is pulled then, within half of the time left (the other half is the programming's). A
@@ -168,7 +170,6 @@ class Distribution:
         self._waiters: dict[str, dict[str, PodView]] = {}
         self._early: set[tuple[str, str]] = set()  # (pod uid, name): pulls started for a pod already
         self._watch_error = ""
-        self._prefetch_skipped: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -207,31 +208,37 @@ class Distribution:
 
     # ------------------------------------------------------------------ declarations
     def _replace(self, declarations: list[Declaration]) -> None:
+        """A relist: only what it changed is acted on (an unchanged list starts no pulls, scans no pods)."""
         assert self.puller is not None
-        fresh = {d.name: d for d in declarations}
-        for name in self.puller.declared_names() - set(fresh):
-            self.puller.withdraw(name)
-        for declaration in declarations:
-            self._declare(declaration)
-        logger.info("%d FpgaBitstream declarations: %s", len(fresh), ", ".join(sorted(fresh)) or "none")
+        changed, withdrawn = self.puller.replace_all(declarations)
+        if not changed and not withdrawn:
+            logger.debug("%d FpgaBitstream declarations, none changed", len(declarations))
+            return
+        logger.info(
+            "%d FpgaBitstream declarations: %s (new or changed: %s; withdrawn: %s)",
+            len(declarations),
+            ", ".join(sorted(d.name for d in declarations)) or "none",
+            ", ".join(sorted(d.name for d in changed)) or "none",
+            ", ".join(withdrawn) or "none",
+        )
+        for declaration in changed:
+            self._declared(declaration)
 
     def _changed(self, kind: WatchEventKind, declaration: Declaration) -> None:
         assert self.puller is not None
         if kind == "DELETED":
-            self.puller.withdraw(declaration.name)
-            logger.info("FpgaBitstream %s withdrawn", declaration.name)
-            return
-        logger.info("FpgaBitstream %s declared (%s)", declaration.name, declaration.source)
-        self._declare(declaration)
+            if self.puller.withdraw(declaration.name):
+                logger.info("FpgaBitstream %s withdrawn", declaration.name)
+        elif self.puller.declare(declaration):
+            logger.info("FpgaBitstream %s declared (%s)", declaration.name, declaration.source)
+            self._declared(declaration)
 
-    def _declare(self, declaration: Declaration) -> None:
-        assert self.puller is not None
-        self.puller.declare(declaration)
+    def _declared(self, declaration: Declaration) -> None:
+        """A new or changed declaration: prefetch it, and pull it for the pods bound here that want it."""
         if declaration.prefetch:
             if declaration.platform in self._platforms():
                 self._pull_in_background(None, declaration)
-            elif declaration.name not in self._prefetch_skipped:  # said once, not at every relist
-                self._prefetch_skipped.add(declaration.name)
+            else:
                 logger.info(
                     "FpgaBitstream %s: prefetch skipped, no slot of this node has platform %s",
                     declaration.name,

@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,17 +130,27 @@ class BitstreamPuller:
         self._pulls: dict[str, asyncio.Task[StoredBitstream]] = {}
 
     # ------------------------------------------------------------------ declarations
-    def declare(self, declaration: Declaration) -> None:
+    def declare(self, declaration: Declaration) -> bool:
+        """Take ``declaration`` (new, or in place of its name's); False when exactly it was declared already."""
+        if self._declarations.get(declaration.name) == declaration:
+            return False
         self._declarations[declaration.name] = declaration
+        return True
 
-    def withdraw(self, name: str) -> None:
-        self._declarations.pop(name, None)
+    def withdraw(self, name: str) -> bool:
+        """Forget the declaration of ``name``; False when there was none."""
+        return self._declarations.pop(name, None) is not None
+
+    def replace_all(self, declarations: Iterable[Declaration]) -> tuple[list[Declaration], list[str]]:
+        """Take the cluster's whole list (after a relist): the declarations new or changed, the names withdrawn."""
+        fresh = {declaration.name: declaration for declaration in declarations}
+        changed = [d for d in fresh.values() if self._declarations.get(d.name) != d]
+        withdrawn = sorted(set(self._declarations) - set(fresh))
+        self._declarations = fresh
+        return changed, withdrawn
 
     def declared(self, name: str) -> Declaration | None:
         return self._declarations.get(name)
-
-    def declared_names(self) -> set[str]:
-        return set(self._declarations)
 
     async def start(self) -> None:
         """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order."""

@@ -29,6 +29,7 @@ from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
 from agent.programming import Catalog
+from agent.programming.adoption import PulledCatalog
 from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
@@ -489,3 +490,19 @@ async def test_a_slot_holding_the_declared_accelerator_is_preferred_and_not_prog
         assert state(node.agent.registry, target).bitstream == "preloaded"
         assert in_catalog(node.catalog, "preloaded")
         await node.api.until(lambda: any(r[1] == "FpgaSlotCacheHit" for r in reasons(node.api, "reuser")), WAIT_S)
+
+
+async def test_an_unchanged_relist_starts_no_pull(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    async with node_running(sock_dir, bitstreams, registry, session) as node:
+        node.declare(await node.push("unchanged", content("unchanged"), prefetch=True))
+        await until("the prefetched file", lambda: in_catalog(node.catalog, "unchanged"))
+        assert PulledCatalog(node.catalog).remove("unchanged")  # gone (as if evicted): only a pull brings it back
+        listed = len(node.api.list_requests("fpgabitstreams"))
+        node.api.expire_watches("fpgabitstreams")  # the agent lists again: the same declaration
+        await until("the list again", lambda: len(node.api.list_requests("fpgabitstreams")) > listed)
+        node.declare(await node.push("marker", content("marker"), prefetch=True))  # reaches the agent after the list
+        await until("the marker's prefetch", lambda: in_catalog(node.catalog, "marker"))
+        assert not in_catalog(node.catalog, "unchanged")
+        assert pulls(node.agent, "pulled") == 2.0  # "unchanged" once, "marker" once
