@@ -33,7 +33,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -45,6 +45,7 @@ from agent.bitstreams import (
     Declaration,
     HttpsSource,
     RegistryClient,
+    StoredBitstream,
     parse_declaration,
 )
 from agent.bitstreams.declaration import normalize_id
@@ -172,8 +173,11 @@ class Distribution:
         self._watch_error = ""
 
     # ------------------------------------------------------------------ lifecycle
-    async def run(self) -> None:
-        """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end."""
+    async def run(self, entries: Sequence[StoredBitstream]) -> None:
+        """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end.
+
+        ``entries``: the catalog as the agent read it at start (the pulled files' eviction order comes from it).
+        """
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self._tls), timeout=client_timeout()
         ) as session:
@@ -188,7 +192,7 @@ class Distribution:
             self.puller = puller
             try:
                 try:
-                    await puller.start()
+                    await puller.start(entries)
                 except OSError as exc:  # pulls will say so again; the agent serves its slots regardless
                     logger.error("bitstream catalog %s cannot be prepared for pulls: %s", self.store.directory, exc)
                 await self._watcher.run()

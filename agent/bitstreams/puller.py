@@ -8,9 +8,10 @@
   pulled one is replaced by a new pull;
 * otherwise the declaration is pulled: its platform checked against the slot's,
   room made in the cache budget (least recently used pulled files out, never one in
-  use), the file streamed from the OCI registry or HTTPS server into a temp file in
-  the catalog directory, size and sha256 checked as the bytes arrive, then adopted
-  by the catalog (which checks a GBS header against the declaration) by a rename.
+  use: being pulled, or named by the budget's ``in_use`` callback), the file streamed
+  from the OCI registry or HTTPS server into a temp file in the catalog directory,
+  size and sha256 checked as the bytes arrive, then adopted by the catalog (which
+  checks a GBS header against the declaration) by a rename.
 
 Concurrent calls for one name share one ensure (:meth:`BitstreamPuller.pull` starts or
 joins it; the only place pulls are de-duplicated), and its end is reported once to
@@ -26,7 +27,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -152,10 +153,15 @@ class BitstreamPuller:
     def declared(self, name: str) -> Declaration | None:
         return self._declarations.get(name)
 
-    async def start(self) -> None:
-        """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order."""
+    async def start(self, entries: Sequence[StoredBitstream] | None = None) -> None:
+        """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order.
+
+        ``entries``: the catalog as the caller has just read it; None to read it here.
+        """
         await asyncio.to_thread(self.store.prepare)
-        for entry in sorted(await self._pulled_entries(), key=lambda e: e.added_at):
+        if entries is None:
+            entries = await asyncio.to_thread(self.store.entries)
+        for entry in sorted((e for e in entries if e.source), key=lambda e: e.added_at):
             self.budget.touch(entry.name)
 
     # ------------------------------------------------------------------ ensuring
@@ -176,10 +182,6 @@ class BitstreamPuller:
             self._pulls[name] = running
             running.add_done_callback(functools.partial(self._pull_done, name))
         return running
-
-    def pin(self, name: str) -> AbstractContextManager[None]:
-        """Keep ``name`` from eviction while the block runs (e.g. while a slot is programmed from it)."""
-        return self.budget.pin(name)
 
     async def close(self) -> None:
         """Cancel the pulls in flight and wait for them to clean up."""
