@@ -20,8 +20,9 @@ from pathlib import Path
 import aiohttp
 import yaml
 
+from agent.bitstreamfile import validate_name
 from agent.bitstreams import Credentials, RegistryClient, declaration_object, parse_reference
-from agent.bitstreams.declaration import Declaration, validate_name, validate_secret_name
+from agent.bitstreams.declaration import Declaration, validate_secret_name
 from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
 from agent.errors import FpgaSlotError

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agent.atomicfile import StagedFile
 from agent.bitstreams.cache import CacheBudget, CachedFile
 from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
 from agent.bitstreams.download import download_verified
@@ -76,8 +77,9 @@ class BitstreamStore(Protocol):
     def entries(self) -> Sequence[StoredBitstream]: ...
     def find(self, name: str) -> StoredBitstream | None: ...
     def prepare(self) -> None: ...
+    def stage(self) -> StagedFile: ...
     def adopt(
-        self, staged: Path, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
+        self, staged: StagedFile, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
     ) -> StoredBitstream: ...
     def remove(self, name: str) -> bool: ...
 
@@ -248,30 +250,29 @@ class BitstreamPuller:
                 logger.warning(
                     "%s: pull Secret %s not found; pulling without credentials", what, declaration.pull_secret
                 )
-            try:
-                async with self._open(declaration, credentials) as chunks:
-                    staged = await download_verified(
-                        chunks, self.store.directory, declaration.size, declaration.sha256, what
+            with await asyncio.to_thread(self.store.stage) as staged:
+                try:
+                    async with self._open(declaration, credentials) as chunks:
+                        await download_verified(chunks, staged.stream, declaration.size, declaration.sha256, what)
+                except SourceAuthError as exc:
+                    if declaration.pull_secret and credentials is None:
+                        raise SourceAuthError(
+                            f"{exc}; its pull Secret {declaration.pull_secret!r} is not in the agent's namespace"
+                        ) from exc
+                    raise
+                try:
+                    entry = await asyncio.to_thread(
+                        self.store.adopt,
+                        staged,
+                        name,
+                        declaration.sha256,
+                        declaration.size,
+                        declaration.platform,
+                        declaration.accelerator_id,
+                        declaration.source,
                     )
-            except SourceAuthError as exc:
-                if declaration.pull_secret and credentials is None:
-                    raise SourceAuthError(
-                        f"{exc}; its pull Secret {declaration.pull_secret!r} is not in the agent's namespace"
-                    ) from exc
-                raise
-            try:
-                entry = await asyncio.to_thread(
-                    self.store.adopt,
-                    staged,
-                    name,
-                    declaration.sha256,
-                    declaration.size,
-                    declaration.platform,
-                    declaration.accelerator_id,
-                    declaration.source,
-                )
-            except PlatformMismatch as exc:
-                raise PulledPlatformMismatch(f"{what}: {exc}") from exc
+                except PlatformMismatch as exc:
+                    raise PulledPlatformMismatch(f"{what}: {exc}") from exc
         self.budget.touch(name)
         logger.info("%s: pulled and verified (%d bytes, sha256 %s)", what, entry.size, entry.sha256)
         return entry
