@@ -43,7 +43,7 @@ from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.metrics import AgentMetrics, RpcTimer, metrics_route
-from agent.nodestate import publish_node_state
+from agent.nodestate import CatalogReader, publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
@@ -157,6 +157,8 @@ class Agent:
         self.config = config
         self.kube = kube
         self.catalog = catalog
+        #: reads the catalog for the node state; its read at start also seeds the pulled files' eviction order
+        self.catalog_reader = CatalogReader(catalog)
         if kube is not None:
             pods, events = kube.pods, kube.events
         self.backend = backend or build_backend(config)
@@ -272,6 +274,8 @@ class Agent:
             await self.reconfigurer.reconcile()
         except KubeletError as exc:
             logger.warning("holders not checked against the kubelet at start: %s", exc)
+        # The catalog as the agent starts, read once for what needs it (both need API access).
+        entries = await self.catalog_reader.read() if self.kube is not None else []
         try:
             async with asyncio.TaskGroup() as group:
                 background = [
@@ -285,7 +289,7 @@ class Agent:
                     group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]
                 if self.distribution is not None:
-                    background.append(group.create_task(self.distribution.run(), name="bitstreams"))
+                    background.append(group.create_task(self.distribution.run(entries), name="bitstreams"))
                 if self.kube is not None:
                     self.kube.pods.add_listener(self._on_pod_change)
                     background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
@@ -293,7 +297,10 @@ class Agent:
                     background.append(group.create_task(self.kube.nodes.run(), name="node-publisher"))
                     background.append(
                         group.create_task(
-                            publish_node_state(self.registry, self.catalog, self.kube.nodes), name="node-state"
+                            publish_node_state(
+                                self.registry, self.catalog, self.kube.nodes, reader=self.catalog_reader
+                            ),
+                            name="node-state",
                         )
                     )
                 if self.dra is None:

@@ -6,7 +6,9 @@ namespace), the bitstreams adapter (the puller, its registry and HTTPS clients, 
 budget), the node catalog (``PulledCatalog``, the puller's store) and reconfiguration (the
 fetch hook of :class:`agent.reconfigure.Reconfigurer`), so it may import all of them.
 
-* The watch replaces or changes the puller's declarations as the cluster's objects change.
+* The watch replaces or changes the puller's declarations as the cluster's objects change;
+  only a declaration that is new or changed is acted on (a relist that changes nothing
+  starts no pull and looks at no pod).
 * Reconfiguration asks :meth:`Distribution.fetch` for every bitstream of a container start
   or claim before it resolves the name: a declared bitstream that is not in the catalog
   is pulled then, within half of the time left (the other half is the programming's). A
@@ -17,9 +19,10 @@ fetch hook of :class:`agent.reconfigure.Reconfigurer`), so it may import all of 
   catalog starts the pull at once (the pod watch sees it before the kubelet admits it),
   and a declaration with ``prefetch: true`` is pulled as soon as it is declared, when a
   slot of this node has its platform.
-* One pull per name at a time, shared by every caller. Every pod that waited for a pull
-  (or whose annotation started it) gets one ``FpgaBitstreamPulled`` Event when it ends;
-  a failure is an ``FpgaBitstreamPullFailed`` Event on the pod whose start it fails.
+* One pull per name at a time, shared by every caller (the puller keeps them). Every pod
+  that waited for a pull (or whose annotation started it) gets one ``FpgaBitstreamPulled``
+  Event when it ends; a failure is an ``FpgaBitstreamPullFailed`` Event on the pod whose
+  start it fails.
 * The cache budget never evicts a bitstream in use: loaded in a held slot, being
   programmed, or wanted by a container start or claim in flight.
 """
@@ -30,8 +33,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -48,6 +50,7 @@ from agent.bitstreams import (
 )
 from agent.bitstreams.declaration import normalize_id
 from agent.bitstreams.http import client_timeout
+from agent.bitstreams.puller import PullEnded
 from agent.bitstreams.secret import credentials_from_secret
 from agent.config import Config
 from agent.errors import (
@@ -129,15 +132,6 @@ def registry_tls(config: Config) -> ssl.SSLContext:
     return context
 
 
-@dataclass(slots=True)
-class _Pull:
-    """One pull under way: its task, and the pods to tell when it has brought a new file."""
-
-    declaration: Declaration
-    task: asyncio.Task[StoredBitstream | None] | None = None
-    waiters: dict[str, PodView] = field(default_factory=dict)
-
-
 class Distribution:
     """The cluster's bitstreams for one node: declarations, pulls, their Events and metrics."""
 
@@ -173,15 +167,17 @@ class Distribution:
         )
         #: None until :meth:`run` has opened the HTTP client
         self.puller: BitstreamPuller | None = None
-        self._pulls: dict[str, _Pull] = {}
-        self._declared: set[str] = set()
+        #: name -> the pods (by uid) to tell when the pull of that name under way brings its file
+        self._waiters: dict[str, dict[str, PodView]] = {}
         self._early: set[tuple[str, str]] = set()  # (pod uid, name): pulls started for a pod already
         self._watch_error = ""
-        self._prefetch_skipped: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    async def run(self) -> None:
-        """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end."""
+    async def run(self, entries: Sequence[StoredBitstream]) -> None:
+        """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end.
+
+        ``entries``: the catalog as the agent read it at start (the pulled files' eviction order comes from it).
+        """
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self._tls), timeout=client_timeout()
         ) as session:
@@ -191,24 +187,18 @@ class Distribution:
                 HttpsSource(session),
                 self.budget,
                 self._credentials,
+                self._pull_ended,
             )
             self.puller = puller
             try:
                 try:
-                    await puller.start()
+                    await puller.start(entries)
                 except OSError as exc:  # pulls will say so again; the agent serves its slots regardless
                     logger.error("bitstream catalog %s cannot be prepared for pulls: %s", self.store.directory, exc)
                 await self._watcher.run()
             finally:
                 self.puller = None
-                await self._close(puller)
-
-    async def _close(self, puller: BitstreamPuller) -> None:
-        tasks = [p.task for p in self._pulls.values() if p.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await puller.close()
+                await puller.close()
 
     def in_use(self) -> set[str]:
         """Bitstreams the cache must keep: loaded in a held slot, being programmed, or wanted by a call in flight."""
@@ -222,34 +212,37 @@ class Distribution:
 
     # ------------------------------------------------------------------ declarations
     def _replace(self, declarations: list[Declaration]) -> None:
+        """A relist: only what it changed is acted on (an unchanged list starts no pulls, scans no pods)."""
         assert self.puller is not None
-        fresh = {d.name: d for d in declarations}
-        for name in self._declared - set(fresh):
-            self.puller.withdraw(name)
-        self._declared = set(fresh)
-        for declaration in declarations:
-            self._declare(declaration)
-        logger.info("%d FpgaBitstream declarations: %s", len(fresh), ", ".join(sorted(fresh)) or "none")
+        changed, withdrawn = self.puller.replace_all(declarations)
+        if not changed and not withdrawn:
+            logger.debug("%d FpgaBitstream declarations, none changed", len(declarations))
+            return
+        logger.info(
+            "%d FpgaBitstream declarations: %s (new or changed: %s; withdrawn: %s)",
+            len(declarations),
+            ", ".join(sorted(d.name for d in declarations)) or "none",
+            ", ".join(sorted(d.name for d in changed)) or "none",
+            ", ".join(withdrawn) or "none",
+        )
+        for declaration in changed:
+            self._declared(declaration)
 
     def _changed(self, kind: WatchEventKind, declaration: Declaration) -> None:
         assert self.puller is not None
         if kind == "DELETED":
-            self.puller.withdraw(declaration.name)
-            self._declared.discard(declaration.name)
-            logger.info("FpgaBitstream %s withdrawn", declaration.name)
-            return
-        logger.info("FpgaBitstream %s declared (%s)", declaration.name, declaration.source)
-        self._declare(declaration)
+            if self.puller.withdraw(declaration.name):
+                logger.info("FpgaBitstream %s withdrawn", declaration.name)
+        elif self.puller.declare(declaration):
+            logger.info("FpgaBitstream %s declared (%s)", declaration.name, declaration.source)
+            self._declared(declaration)
 
-    def _declare(self, declaration: Declaration) -> None:
-        assert self.puller is not None
-        self.puller.declare(declaration)
-        self._declared.add(declaration.name)
+    def _declared(self, declaration: Declaration) -> None:
+        """A new or changed declaration: prefetch it, and pull it for the pods bound here that want it."""
         if declaration.prefetch:
             if declaration.platform in self._platforms():
                 self._pull_in_background(None, declaration)
-            elif declaration.name not in self._prefetch_skipped:  # said once, not at every relist
-                self._prefetch_skipped.add(declaration.name)
+            else:
                 logger.info(
                     "FpgaBitstream %s: prefetch skipped, no slot of this node has platform %s",
                     declaration.name,
@@ -308,9 +301,14 @@ class Distribution:
 
     def _pull_in_background(self, pod: PodView | None, declaration: Declaration) -> None:
         """Start (or join) the pull; nobody waits for it here: a failure is logged when it ends."""
-        pull = self._start(declaration, declaration.platform)
+        assert self.puller is not None
+        self._wait_for(pod, declaration.name)
+        self.puller.pull(declaration.name, declaration.platform)
+
+    def _wait_for(self, pod: PodView | None, name: str) -> None:
+        """``pod`` is told (one Event) when the pull of ``name`` under way, or the next one, brings the file."""
         if pod is not None:
-            pull.waiters.setdefault(pod.uid, pod)
+            self._waiters.setdefault(name, {}).setdefault(pod.uid, pod)
 
     def declared_accelerator(self, name: str) -> str | None:
         """The accelerator id the cluster declares for ``name`` (None when it does not declare it)."""
@@ -327,14 +325,12 @@ class Distribution:
         """
         puller = self.puller
         declaration = None if puller is None else puller.declared(name)
-        if declaration is None:
+        if puller is None or declaration is None:
             return
-        pull = self._start(declaration, platform)
-        if pod is not None:
-            pull.waiters.setdefault(pod.uid, pod)
-        assert pull.task is not None
+        self._wait_for(pod, name)
+        pull = puller.pull(name, platform)
         budget = max(0.0, (deadline - time.monotonic()) * PULL_SHARE)
-        done, _ = await asyncio.wait({pull.task}, timeout=budget)
+        done, _ = await asyncio.wait({pull}, timeout=budget)
         if not done:
             message = (
                 f"bitstream {name!r} is still being pulled from {declaration.source}; the pull goes on, "
@@ -343,7 +339,7 @@ class Distribution:
             await self._post(pod, "FpgaBitstreamPulling", message)
             raise PullInProgress(message)
         try:
-            pull.task.result()
+            pull.result()
         except PullError as exc:
             await self._post(pod, "FpgaBitstreamPullFailed", str(exc), "Warning")
             raise
@@ -352,47 +348,22 @@ class Distribution:
             raise
 
     # ------------------------------------------------------------------ pulling
-    def _start(self, declaration: Declaration, platform: str | None) -> _Pull:
-        """The pull of ``declaration`` under way, or a new one (which first checks whether the file is here)."""
-        pull = self._pulls.get(declaration.name)
-        if pull is not None and pull.task is not None and not pull.task.done():
-            return pull
-        pull = _Pull(declaration)
-        pull.task = asyncio.create_task(self._pull(pull, platform), name=f"pull bitstream {declaration.name}")
-        self._pulls[declaration.name] = pull
-        pull.task.add_done_callback(lambda task: self._ended(pull, task))
-        return pull
-
-    async def _pull(self, pull: _Pull, platform: str | None) -> StoredBitstream | None:
-        """The new catalog entry, or None when the catalog held the declared file already."""
-        assert self.puller is not None
-        declaration = pull.declaration
-        present = await asyncio.to_thread(self.store.find, declaration.name)
-        fresh = present is None or present.sha256 != declaration.sha256
-        started = time.monotonic()
-        try:
-            entry = await self.puller.ensure(declaration.name, platform)
-        except CatalogError as exc:
-            if fresh:
-                self._count(pull_result(exc))
-            raise
-        if not fresh:
-            return None
-        took = time.monotonic() - started
-        self._count("pulled", entry.size)
-        message = f"Pulled bitstream {entry.name} ({entry.size} bytes) from {declaration.source} in {took:.1f} s"
-        for pod in list(pull.waiters.values()):
-            await self._post(pod, "FpgaBitstreamPulled", message)
-        return entry
-
-    def _ended(self, pull: _Pull, task: asyncio.Task[StoredBitstream | None]) -> None:
-        if self._pulls.get(pull.declaration.name) is pull:
-            del self._pulls[pull.declaration.name]
-        if task.cancelled():
+    async def _pull_ended(self, ended: PullEnded) -> None:
+        """The puller's listener: metrics, the log, and the Events of the pods that waited."""
+        waiters = self._waiters.pop(ended.name, {})
+        source = ended.declaration.source if ended.declaration is not None else "(not declared)"
+        if ended.error is not None:
+            if ended.needed and isinstance(ended.error, CatalogError):
+                self._count(pull_result(ended.error))
+            logger.warning("bitstream %s: pull from %s failed: %s", ended.name, source, ended.error)
             return
-        exc = task.exception()
-        if exc is not None:
-            logger.warning("bitstream %s: pull from %s failed: %s", pull.declaration.name, pull.declaration.source, exc)
+        entry = ended.pulled
+        if entry is None:  # the catalog held the declared file already
+            return
+        self._count("pulled", entry.size)
+        message = f"Pulled bitstream {entry.name} ({entry.size} bytes) from {source} in {ended.seconds:.1f} s"
+        for pod in waiters.values():
+            await self._post(pod, "FpgaBitstreamPulled", message)
 
     def _count(self, result: str, size: int = 0) -> None:
         self._metrics.bitstream_pulls.labels(result=result).inc()

@@ -121,6 +121,8 @@ class CatalogReader:
         self._entries: list[CatalogEntry] = []
         self._reported: set[str] = set()
         self._read_at_mtime: int | None = None
+        #: whether a read has succeeded (a reader that has read is what the agent's start hands on)
+        self.has_read = False
 
     async def read(self, force: bool = False) -> list[CatalogEntry]:
         if self._catalog is None:
@@ -136,6 +138,7 @@ class CatalogReader:
             self._report(f"the catalog cannot be read: {exc}; publishing the bitstreams read before")
             return self._entries
         self._read_at_mtime = mtime
+        self.has_read = True
         for problem in scan.problems:
             self._report(f"skipping {problem.record}: {problem.reason}")
         self._entries = scan.entries
@@ -154,17 +157,20 @@ async def publish_node_state(
     *,
     rescan_s: float = CATALOG_RESCAN_S,
     interval_s: float = RENDER_INTERVAL_S,
+    reader: CatalogReader | None = None,
 ) -> None:
     """Hand the current state to ``publisher`` now and after registry changes, until cancelled.
 
     At most one update per ``interval_s`` (the publisher patches no faster): a burst of
     changes, such as a node's pods starting together, costs one render, and the device
-    plugin's RPCs do not wait behind renders.
+    plugin's RPCs do not wait behind renders. ``reader``: the agent's reader of ``catalog``,
+    when it has read the catalog already (its read is used, not repeated, while the
+    directory is unchanged).
     """
-    reader = CatalogReader(catalog)
+    reader = reader or CatalogReader(catalog)
     catalog_changed = asyncio.Event()
     watcher = _watch_catalog(catalog, catalog_changed)
-    rescan = True
+    rescan = not reader.has_read
     try:
         while True:
             catalog_changed.clear()

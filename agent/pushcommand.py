@@ -2,7 +2,10 @@
 
 Pushes a bitstream file to an OCI registry as an artifact the agents can pull, and
 prints the FpgaBitstream object that declares it (YAML, ready for ``kubectl apply
--f -``), pinned to the pushed manifest's digest. Registry credentials come from
+-f -``), pinned to the pushed manifest's digest. The file's platform and accelerator
+id are read as ``catalog add`` reads them: an Intel GBS file's header gives both (a
+``--platform`` or ``--accelerator-id`` that contradicts it is refused before anything
+is pushed), a raw file needs both flags. Registry credentials come from
 ``--username`` and ``FPGA_AGENT_REGISTRY_PASSWORD`` (or ``--password-stdin``), never
 from a flag value that would show in the process list.
 """
@@ -20,11 +23,13 @@ from pathlib import Path
 import aiohttp
 import yaml
 
+from agent.bitstreamfile import validate_name
 from agent.bitstreams import Credentials, RegistryClient, declaration_object, parse_reference
-from agent.bitstreams.declaration import Declaration, validate_name, validate_secret_name
+from agent.bitstreams.declaration import Declaration, validate_secret_name
 from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
-from agent.errors import FpgaSlotError
+from agent.errors import BitstreamFileError, FpgaSlotError
+from agent.programming.catalog import describe_bitstream, normalize_given_id
 
 PASSWORD_ENV = "FPGA_AGENT_REGISTRY_PASSWORD"  # noqa: S105 - the name of the variable, not a password
 USERNAME_ENV = "FPGA_AGENT_REGISTRY_USERNAME"
@@ -40,8 +45,13 @@ def add_push_command(actions: argparse._SubParsersAction[argparse.ArgumentParser
     push.add_argument("file", type=Path, metavar="FILE", help="bitstream file (Intel GBS or raw)")
     push.add_argument("reference", metavar="REF", help="where to push: registry[:port]/repository:tag")
     push.add_argument("--name", required=True, help="name pods ask for: [a-z0-9][a-z0-9._-]*, at most 63 characters")
-    push.add_argument("--platform", required=True, help="PR interface id the bitstream fits")
-    push.add_argument("--accelerator-id", required=True, help="id the slot reports once the bitstream is loaded")
+    push.add_argument(
+        "--platform", help="PR interface id the bitstream fits (a GBS file's header gives it; given, it must agree)"
+    )
+    push.add_argument(
+        "--accelerator-id",
+        help="id the slot reports once the bitstream is loaded (a GBS file's header gives it; given, it must agree)",
+    )
     push.add_argument("--pull-secret", help="Secret (in the agent's namespace) the agents pull with")
     push.add_argument("--prefetch", action="store_true", help="declare it for prefetch to every matching node")
     push.add_argument("--plain-http", action="store_true", help="speak plain HTTP to the registry (no TLS)")
@@ -69,6 +79,7 @@ async def _push(args: argparse.Namespace) -> Declaration:
     validate_name(args.name)
     if args.pull_secret is not None:
         validate_secret_name(args.pull_secret)
+    platform, accelerator_id = await asyncio.to_thread(file_ids, args.file, args.platform, args.accelerator_id)
     credentials = None
     if args.username is not None:
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else os.environ.get(PASSWORD_ENV, "")
@@ -81,9 +92,25 @@ async def _push(args: argparse.Namespace) -> Declaration:
             RegistryClient(session, plain_http),
             args.file,
             args.name,
-            args.platform,
-            args.accelerator_id,
+            platform,
+            accelerator_id,
             reference,
             credentials,
         )
     return dataclasses.replace(declaration, pull_secret=args.pull_secret, prefetch=args.prefetch)
+
+
+def file_ids(path: Path, platform: str | None, accelerator_id: str | None) -> tuple[str, str]:
+    """The platform and accelerator id to declare for ``path``, as ``catalog add`` would record them.
+
+    From a GBS file's header (given values must agree with it); a raw file needs both
+    given. CatalogError naming the flag, the file and what differs.
+    """
+    given_platform = normalize_given_id(platform, "--platform")
+    given_accelerator = normalize_given_id(accelerator_id, "--accelerator-id")
+    try:
+        with path.open("rb") as stream:
+            description = describe_bitstream(stream, path, given_platform, given_accelerator)
+    except OSError as exc:
+        raise BitstreamFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return description.platform, description.accelerator_id

@@ -4,7 +4,7 @@
 * :mod:`reference`: OCI references (``registry/repository:tag`` or ``@sha256:...``);
 * :mod:`registry`: the OCI distribution client (pull one layer, push one artifact);
 * :mod:`https`: files from an https:// URL;
-* :mod:`download`: streaming into a temp file with size and sha256 checked on the way;
+* :mod:`download`: streaming into a staged file (the catalog's) with size and sha256 checked on the way;
 * :mod:`cache`: the byte budget, least recently used out, never a file in use;
 * :mod:`puller`: :class:`BitstreamPuller`, which puts it together for the agent.
 

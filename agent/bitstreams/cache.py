@@ -2,10 +2,10 @@
 
 Only pulled entries count and only they are evicted: a bitstream added locally
 (``catalog add``, for air-gapped nodes) belongs to the node's administrator. A
-bitstream is in use while something holds a pin on it (a pull in flight, a slot
-being programmed from it) or while the agent's ``in_use`` callback names it (e.g.
-loaded in a slot that a live pod holds). Bytes of pulls in flight are reserved, so
-two concurrent pulls cannot both fit into the same free space.
+bitstream is in use while it is being pulled or while the agent's ``in_use``
+callback names it (loaded in a slot that a live pod holds, being programmed, or
+wanted by a container start or claim in flight). Bytes of pulls in flight are
+reserved, so two concurrent pulls cannot both fit into the same free space.
 
 Pure bookkeeping, no I/O: the puller lists the catalog, asks :meth:`plan` which
 entries to evict for a new file, removes them and reserves the space.
@@ -14,7 +14,6 @@ entries to evict for a new file, removes them and reserves the space.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ class CachedFile:
 
 
 class CacheBudget:
-    """LRU order, pins and reservations of pulled bitstreams under ``budget_bytes``."""
+    """LRU order and reservations of pulled bitstreams under ``budget_bytes``."""
 
     def __init__(self, budget_bytes: int, in_use: Callable[[], Collection[str]] = frozenset) -> None:
         if budget_bytes <= 0:
@@ -41,7 +40,6 @@ class CacheBudget:
         self._in_use = in_use
         self._clock = itertools.count(1)
         self._last_used: dict[str, int] = {}
-        self._pins: Counter[str] = Counter()
         self._reserved: dict[str, int] = {}
 
     def touch(self, name: str) -> None:
@@ -51,19 +49,8 @@ class CacheBudget:
     def forget(self, name: str) -> None:
         self._last_used.pop(name, None)
 
-    @contextmanager
-    def pin(self, name: str) -> Iterator[None]:
-        """Hold ``name`` in the cache while the block runs (it is never evicted meanwhile)."""
-        self._pins[name] += 1
-        try:
-            yield
-        finally:
-            self._pins[name] -= 1
-            if self._pins[name] <= 0:
-                del self._pins[name]
-
     def in_use(self) -> set[str]:
-        return set(self._pins) | set(self._in_use()) | set(self._reserved)
+        return set(self._in_use()) | set(self._reserved)
 
     def used_bytes(self, files: Sequence[CachedFile]) -> int:
         """Bytes the cache holds: the pulled files plus the pulls in flight."""

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agent.bitstreamfile import is_sha256, normalize_id128, validate_name
 from agent.bitstreams.reference import Reference, parse_reference
 from agent.errors import CatalogError, shown
 
@@ -20,12 +21,8 @@ API_VERSION = "v1alpha1"
 KIND = "FpgaBitstream"
 PLURAL = "fpgabitstreams"
 
-MAX_NAME_LEN = 63
 MAX_ID_LEN = 256
 MAX_URL_LEN = 2048
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_HEX32 = re.compile(r"[0-9a-f]{32}")
 _PRINTABLE_ID = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 _URL = re.compile(r"https://[A-Za-z0-9\[][^\s/?#]*(/\S*)?")
 _SECRET = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -70,16 +67,6 @@ class Declaration:
         return f"oci://{self.oci}" if self.oci is not None else str(self.https)
 
 
-def validate_name(name: object) -> str:
-    """``name`` if it is a bitstream name as the catalog takes it; CatalogError naming it otherwise."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
-        raise CatalogError(
-            f"invalid bitstream name {shown(name)}: use lower-case letters, digits, '.', '_' and '-', "
-            f"starting with a letter or digit, at most {MAX_NAME_LEN} characters"
-        )
-    return name
-
-
 def validate_secret_name(name: object) -> str:
     """``name`` if it can name a Secret; CatalogError naming it otherwise."""
     if not isinstance(name, str) or len(name) > 253 or not _SECRET.fullmatch(name):
@@ -88,11 +75,13 @@ def validate_secret_name(name: object) -> str:
 
 
 def normalize_id(raw: object, what: str) -> str:
-    """A platform or accelerator id as the catalog stores it (128-bit ids as 32 lower-case hex digits)."""
+    """A platform or accelerator id as the catalog stores it (128-bit ids as 32 lower-case hex digits).
+
+    Checked as the CRD checks it (printable ASCII, no space at either end), then written as the catalog does.
+    """
     if not isinstance(raw, str) or len(raw) > MAX_ID_LEN or not _PRINTABLE_ID.fullmatch(raw):
         raise CatalogError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable ASCII characters")
-    compact = raw.lower().replace("-", "").removeprefix("0x")
-    return compact if _HEX32.fullmatch(compact) else raw
+    return normalize_id128(raw) or raw
 
 
 def parse_declaration(obj: Any) -> Declaration:
@@ -112,7 +101,7 @@ def parse_declaration(obj: Any) -> Declaration:
 
 def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
     sha256 = spec.get("sha256")
-    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+    if not is_sha256(sha256):
         raise CatalogError(f"spec.sha256 {shown(sha256)} is not 64 lower-case hex digits")
     size = spec.get("size")
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:

@@ -14,28 +14,23 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent.bitstreams.declaration import Credentials, Declaration, normalize_id, validate_name
+from agent.bitstreamfile import copy_hashing, validate_name
+from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
 from agent.bitstreams.reference import Reference
 from agent.bitstreams.registry import RegistryClient, artifact_manifest
 from agent.errors import CatalogError
 
-_HASH_CHUNK = 1 << 20
-
 
 def hash_file(path: Path) -> tuple[int, str]:
     """Size and sha256 of a file; CatalogError naming it when it cannot be read or is empty."""
-    digest = hashlib.sha256()
-    size = 0
     try:
         with path.open("rb") as stream:
-            while chunk := stream.read(_HASH_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
+            size, sha256 = copy_hashing(stream)
     except OSError as exc:
         raise CatalogError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if size == 0:
         raise CatalogError(f"{path} is empty")
-    return size, digest.hexdigest()
+    return size, sha256
 
 
 async def push_bitstream(

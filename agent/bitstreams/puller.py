@@ -8,23 +8,31 @@
   pulled one is replaced by a new pull;
 * otherwise the declaration is pulled: its platform checked against the slot's,
   room made in the cache budget (least recently used pulled files out, never one in
-  use), the file streamed from the OCI registry or HTTPS server into a temp file in
-  the catalog directory, size and sha256 checked as the bytes arrive, then adopted
-  by the catalog (which checks a GBS header against the declaration) by a rename.
+  use: being pulled, or named by the budget's ``in_use`` callback), the file streamed
+  from the OCI registry or HTTPS server into a temp file in the catalog directory,
+  size and sha256 checked as the bytes arrive, then adopted by the catalog (which
+  checks a GBS header against the declaration) by a rename.
 
-Concurrent calls for one name share one pull. Every failure leaves the catalog as
-it was, so the next attempt starts clean.
+Concurrent calls for one name share one ensure (:meth:`BitstreamPuller.pull` starts or
+joins it; the only place pulls are de-duplicated), and its end is reported once to
+the owner's listener (:class:`PullEnded`: Events, metrics, logs), before any caller
+sees the result. Every failure leaves the catalog as it was, so the next attempt
+starts clean.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agent.atomicfile import StagedFile
 from agent.bitstreams.cache import CacheBudget, CachedFile
 from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
 from agent.bitstreams.download import download_verified
@@ -69,13 +77,37 @@ class BitstreamStore(Protocol):
     def entries(self) -> Sequence[StoredBitstream]: ...
     def find(self, name: str) -> StoredBitstream | None: ...
     def prepare(self) -> None: ...
+    def stage(self) -> StagedFile: ...
     def adopt(
-        self, staged: Path, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
+        self, staged: StagedFile, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
     ) -> StoredBitstream: ...
     def remove(self, name: str) -> bool: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PullEnded:
+    """How one shared ensure of a name ended (reported once, whoever waited for it)."""
+
+    name: str
+    #: the declaration the ensure worked from (None: the name was not declared)
+    declaration: Declaration | None
+    #: the catalog lacked the declared file, so it was pulled (or the pull was refused)
+    needed: bool
+    #: the entry the pull brought into the catalog; None when it was there already, or on failure
+    pulled: StoredBitstream | None
+    error: Exception | None
+    seconds: float
+
+
+#: The owner's listener: told of every ensure's end, inside the pull, before any caller gets the result.
+PullListener = Callable[[PullEnded], Awaitable[None]]
+
+
 async def _no_credentials(secret: str, host: str) -> Credentials | None:
+    return None
+
+
+async def _no_listener(ended: PullEnded) -> None:
     return None
 
 
@@ -89,39 +121,105 @@ class BitstreamPuller:
         https: HttpsSource,
         budget: CacheBudget,
         credentials: CredentialsLookup = _no_credentials,
+        on_ended: PullListener = _no_listener,
     ) -> None:
         self.store = store
         self.registry = registry
         self.https = https
         self.budget = budget
         self._credentials = credentials
+        self._on_ended = on_ended
         self._declarations: dict[str, Declaration] = {}
-        self._pulls: dict[str, asyncio.Future[StoredBitstream]] = {}
+        self._pulls: dict[str, asyncio.Task[StoredBitstream]] = {}
 
     # ------------------------------------------------------------------ declarations
-    def declare(self, declaration: Declaration) -> None:
+    def declare(self, declaration: Declaration) -> bool:
+        """Take ``declaration`` (new, or in place of its name's); False when exactly it was declared already."""
+        if self._declarations.get(declaration.name) == declaration:
+            return False
         self._declarations[declaration.name] = declaration
+        return True
 
-    def withdraw(self, name: str) -> None:
-        self._declarations.pop(name, None)
+    def withdraw(self, name: str) -> bool:
+        """Forget the declaration of ``name``; False when there was none."""
+        return self._declarations.pop(name, None) is not None
+
+    def replace_all(self, declarations: Iterable[Declaration]) -> tuple[list[Declaration], list[str]]:
+        """Take the cluster's whole list (after a relist): the declarations new or changed, the names withdrawn."""
+        fresh = {declaration.name: declaration for declaration in declarations}
+        changed = [d for d in fresh.values() if self._declarations.get(d.name) != d]
+        withdrawn = sorted(set(self._declarations) - set(fresh))
+        self._declarations = fresh
+        return changed, withdrawn
 
     def declared(self, name: str) -> Declaration | None:
         return self._declarations.get(name)
 
-    async def start(self) -> None:
-        """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order."""
+    async def start(self, entries: Sequence[StoredBitstream] | None = None) -> None:
+        """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order.
+
+        ``entries``: the catalog as the caller has just read it; None to read it here.
+        """
         await asyncio.to_thread(self.store.prepare)
-        for entry in sorted(await self._pulled_entries(), key=lambda e: e.added_at):
+        if entries is None:
+            entries = await asyncio.to_thread(self.store.entries)
+        for entry in sorted((e for e in entries if e.source), key=lambda e: e.added_at):
             self.budget.touch(entry.name)
 
     # ------------------------------------------------------------------ ensuring
     async def ensure(self, name: str, platform: str | None = None) -> StoredBitstream:
         """The catalog entry for ``name``, pulled first if needed; ``platform``: the slot's, if known."""
+        return await asyncio.shield(self.pull(name, platform))
+
+    def pull(self, name: str, platform: str | None = None) -> asyncio.Task[StoredBitstream]:
+        """The ensure of ``name`` under way, or a new one; shared by every caller until it ends.
+
+        A caller that joins gets the first caller's result (its ``platform`` was the one
+        checked). Waiting on the task with a timeout leaves it running; cancelling it
+        cancels the ensure for everyone (:meth:`ensure` shields it).
+        """
+        running = self._pulls.get(name)
+        if running is None or running.done():
+            running = asyncio.create_task(self._ensure(name, platform), name=f"pull bitstream {name}")
+            self._pulls[name] = running
+            running.add_done_callback(functools.partial(self._pull_done, name))
+        return running
+
+    async def close(self) -> None:
+        """Cancel the pulls in flight and wait for them to clean up."""
+        pulls = list(self._pulls.values())
+        for pull in pulls:
+            pull.cancel()
+        await asyncio.gather(*pulls, return_exceptions=True)
+
+    def _pull_done(self, name: str, pull: asyncio.Task[StoredBitstream]) -> None:
+        if self._pulls.get(name) is pull:
+            del self._pulls[name]
+        if not pull.cancelled() and pull.exception() is not None:
+            logger.debug("pull failed: %s", pull.exception())  # retrieved: every waiter got it already
+
+    async def _ensure(self, name: str, platform: str | None) -> StoredBitstream:
+        started = time.monotonic()
         declaration = self._declarations.get(name)
-        local = await asyncio.to_thread(self.store.find, name)
-        if local is not None and (declaration is None or local.sha256 == declaration.sha256):
-            self.budget.touch(name)
-            return local
+        needed = False
+        try:
+            local = await asyncio.to_thread(self.store.find, name)
+            if local is not None and (declaration is None or local.sha256 == declaration.sha256):
+                self.budget.touch(name)
+                entry, pulled = local, None
+            else:
+                needed = True
+                entry = pulled = await self._pull_declared(name, declaration, local, platform)
+        except Exception as exc:
+            await self._on_ended(PullEnded(name, declaration, needed, None, exc, time.monotonic() - started))
+            raise
+        await self._on_ended(PullEnded(name, declaration, needed, pulled, None, time.monotonic() - started))
+        return entry
+
+    async def _pull_declared(
+        self, name: str, declaration: Declaration | None, local: StoredBitstream | None, platform: str | None
+    ) -> StoredBitstream:
+        """Pull ``declaration`` in place of ``local`` (absent, or another file), after the checks that refuse it."""
         if declaration is None:
             raise UndeclaredBitstream(
                 f"bitstream {name!r} is neither in this node's catalog nor declared in the cluster"
@@ -137,30 +235,7 @@ class BitstreamPuller:
                 raise PulledPlatformMismatch(
                     f"bitstream {name!r} is declared for platform {declaration.platform}, the slot has {wanted}"
                 )
-        running = self._pulls.get(name)
-        if running is None:
-            running = asyncio.ensure_future(self._pull(declaration))
-            self._pulls[name] = running
-            running.add_done_callback(self._pull_done)
-        return await asyncio.shield(running)
-
-    def pin(self, name: str) -> AbstractContextManager[None]:
-        """Keep ``name`` from eviction while the block runs (e.g. while a slot is programmed from it)."""
-        return self.budget.pin(name)
-
-    async def close(self) -> None:
-        """Cancel the pulls in flight and wait for them to clean up."""
-        pulls = list(self._pulls.values())
-        for pull in pulls:
-            pull.cancel()
-        await asyncio.gather(*pulls, return_exceptions=True)
-
-    def _pull_done(self, pull: asyncio.Future[StoredBitstream]) -> None:
-        for name, running in list(self._pulls.items()):
-            if running is pull:
-                del self._pulls[name]
-        if not pull.cancelled() and pull.exception() is not None:
-            logger.debug("pull failed: %s", pull.exception())  # retrieved: every waiter got it already
+        return await self._pull(declaration)
 
     # ------------------------------------------------------------------ pulling
     async def _pull(self, declaration: Declaration) -> StoredBitstream:
@@ -175,30 +250,29 @@ class BitstreamPuller:
                 logger.warning(
                     "%s: pull Secret %s not found; pulling without credentials", what, declaration.pull_secret
                 )
-            try:
-                async with self._open(declaration, credentials) as chunks:
-                    staged = await download_verified(
-                        chunks, self.store.directory, declaration.size, declaration.sha256, what
+            with await asyncio.to_thread(self.store.stage) as staged:
+                try:
+                    async with self._open(declaration, credentials) as chunks:
+                        await download_verified(chunks, staged.stream, declaration.size, declaration.sha256, what)
+                except SourceAuthError as exc:
+                    if declaration.pull_secret and credentials is None:
+                        raise SourceAuthError(
+                            f"{exc}; its pull Secret {declaration.pull_secret!r} is not in the agent's namespace"
+                        ) from exc
+                    raise
+                try:
+                    entry = await asyncio.to_thread(
+                        self.store.adopt,
+                        staged,
+                        name,
+                        declaration.sha256,
+                        declaration.size,
+                        declaration.platform,
+                        declaration.accelerator_id,
+                        declaration.source,
                     )
-            except SourceAuthError as exc:
-                if declaration.pull_secret and credentials is None:
-                    raise SourceAuthError(
-                        f"{exc}; its pull Secret {declaration.pull_secret!r} is not in the agent's namespace"
-                    ) from exc
-                raise
-            try:
-                entry = await asyncio.to_thread(
-                    self.store.adopt,
-                    staged,
-                    name,
-                    declaration.sha256,
-                    declaration.size,
-                    declaration.platform,
-                    declaration.accelerator_id,
-                    declaration.source,
-                )
-            except PlatformMismatch as exc:
-                raise PulledPlatformMismatch(f"{what}: {exc}") from exc
+                except PlatformMismatch as exc:
+                    raise PulledPlatformMismatch(f"{what}: {exc}") from exc
         self.budget.touch(name)
         logger.info("%s: pulled and verified (%d bytes, sha256 %s)", what, entry.size, entry.sha256)
         return entry

@@ -25,42 +25,29 @@ import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
+from agent.atomicfile import StagedFile, write_atomically
+from agent.bitstreamfile import copy_hashing, is_sha256, is_valid_name, normalize_id128
+from agent.bitstreamfile import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.errors import (
     BitstreamFileError,
     BitstreamHashError,
     CatalogError,
-    InvalidBitstreamName,
     PlatformMismatch,
     UnknownBitstream,
     shown,
 )
-from agent.programming.atomicfile import StagedFile, write_atomically
-from agent.programming.gbs import GBS_GUID, GbsFormatError, is_gbs, normalize_id128, parse_gbs_header
+from agent.programming.gbs import HEADER_KEYS, GbsFormatError, is_gbs, mismatched_id, parse_gbs_header, read_gbs_header
 from agent.slots import Slot
 from agent.slots.checkpoint import read_no_follow
 
 logger = logging.getLogger(__name__)
 
-MAX_NAME_LEN = 63
-_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_ID_LEN = 256
 RECORD_SUFFIX = ".json"
-_COPY_CHUNK = 1 << 20
 _RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
-
-
-def validate_name(name: str) -> str:
-    """Return ``name`` if it is a valid bitstream name, else raise InvalidBitstreamName naming it."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
-        raise InvalidBitstreamName(
-            f"invalid bitstream name {shown(name)}: use lower-case letters, digits, '.', '_' and '-', "
-            f"starting with a letter or digit, at most {MAX_NAME_LEN} characters"
-        )
-    return name
 
 
 def normalize_platform_id(raw: str, what: str) -> str:
@@ -89,6 +76,14 @@ class CatalogEntry:
     added_at: str
     #: where the file was pulled from (an FpgaBitstream's source), "" for a local ``catalog add``
     source: str = ""
+
+
+class FileDescription(NamedTuple):
+    """What a bitstream file's format says about it: the ids it fits and is, and its stored suffix."""
+
+    platform: str
+    accelerator_id: str
+    suffix: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +123,7 @@ def _entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")
     name = data["name"]
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > MAX_NAME_LEN:
+    if not is_valid_name(name):
         raise ValueError(f"has an invalid name {name!r}")
     if name + RECORD_SUFFIX != record_name:
         raise ValueError(f"names bitstream {name!r} but is not called {name + RECORD_SUFFIX}")
@@ -139,7 +134,7 @@ def _entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise ValueError(f"has size {size!r}, not a positive integer")
     sha256 = data["sha256"]
-    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+    if not is_sha256(sha256):
         raise ValueError(f"has sha256 {sha256!r}, not 64 lower-case hex digits")
     platform = normalize_platform_id(data["platform"], "has platform")
     accelerator_id = normalize_platform_id(data["accelerator_id"], "has accelerator_id")
@@ -277,9 +272,8 @@ class Catalog:
         the old entry or the new one; a failure leaves the catalog as it was.
         """
         validate_name(name)
-        given_platform = _normalize_argument(platform, "platform")
-        given_accelerator = _normalize_argument(accelerator_id, "accelerator id")
-        record_path = self.directory / (name + RECORD_SUFFIX)
+        given_platform = normalize_given_id(platform, "platform")
+        given_accelerator = normalize_given_id(accelerator_id, "accelerator id")
         previous = self._previous_entry(name, replace)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -287,35 +281,15 @@ class Catalog:
         except OSError as exc:
             raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
 
-        installed: Path | None = None
         try:
             with source_stream, StagedFile(self.directory) as staged:
-                size, sha256 = _copy_hashing(source_stream, staged.stream)
+                size, sha256 = copy_hashing(source_stream, staged.stream)
                 if size == 0:
                     raise BitstreamFileError(f"cannot add {source} as {name!r}: the file is empty")
-                staged.stream.seek(0)
-                entry_platform, entry_accelerator, suffix = _describe(
-                    staged.stream, source, given_platform, given_accelerator
-                )
-                installed = staged.install(f"{name}.{sha256[:12]}{suffix}")
-            entry = CatalogEntry(
-                name=name,
-                file=installed.name,
-                size=size,
-                sha256=sha256,
-                platform=entry_platform,
-                accelerator_id=entry_accelerator,
-                added_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            )
-            write_atomically(record_path, record_bytes(entry))
-        except BaseException as exc:
-            if installed is not None and (previous is None or previous.file != installed.name):
-                installed.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
-            raise
-        if previous is not None and previous.file != entry.file:
-            (self.directory / previous.file).unlink(missing_ok=True)
+                description = describe_bitstream(staged.stream, source, given_platform, given_accelerator)
+                entry = self.install(staged, name, size, sha256, description, previous=previous)
+        except OSError as exc:
+            raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
         logger.info(
             "bitstream catalog: added %s from %s (%d bytes, sha256 %s, platform %s, accelerator %s)",
             name,
@@ -325,6 +299,44 @@ class Catalog:
             entry.platform,
             entry.accelerator_id,
         )
+        return entry
+
+    def install(
+        self,
+        staged: StagedFile,
+        name: str,
+        size: int,
+        sha256: str,
+        description: FileDescription,
+        *,
+        source: str = "",
+        previous: CatalogEntry | None = None,
+    ) -> CatalogEntry:
+        """Rename the checked ``staged`` file to ``<name>.<sha256 prefix><suffix>`` and write its record last.
+
+        ``previous``: the entry of ``name`` this one replaces; its file goes once the new record is
+        written. All or nothing: on failure the installed file is removed again (unless it is
+        ``previous``'s own, the same bytes), and the old record stays.
+        """
+        installed = staged.install(f"{name}.{sha256[:12]}{description.suffix}")
+        entry = CatalogEntry(
+            name=name,
+            file=installed.name,
+            size=size,
+            sha256=sha256,
+            platform=description.platform,
+            accelerator_id=description.accelerator_id,
+            added_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            source=source,
+        )
+        try:
+            write_atomically(self.directory / (name + RECORD_SUFFIX), record_bytes(entry))
+        except BaseException:
+            if previous is None or previous.file != installed.name:
+                installed.unlink(missing_ok=True)
+            raise
+        if previous is not None and previous.file != entry.file:
+            (self.directory / previous.file).unlink(missing_ok=True)
         return entry
 
     def _previous_entry(self, name: str, replace: bool) -> CatalogEntry | None:
@@ -345,7 +357,8 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _normalize_argument(value: str | None, what: str) -> str | None:
+def normalize_given_id(value: str | None, what: str) -> str | None:
+    """A platform or accelerator id given by hand (None: not given), normalised; CatalogError naming ``what``."""
     if value is None:
         return None
     try:
@@ -354,20 +367,19 @@ def _normalize_argument(value: str | None, what: str) -> str | None:
         raise CatalogError(str(exc)) from None
 
 
-def _copy_hashing(source: BinaryIO, target: BinaryIO) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    while chunk := source.read(_COPY_CHUNK):
-        digest.update(chunk)
-        target.write(chunk)
-        size += len(chunk)
-    return size, digest.hexdigest()
+def describe_bitstream(
+    stream: BinaryIO, source: Path, platform: str | None, accelerator_id: str | None
+) -> FileDescription:
+    """Platform, accelerator id and stored suffix of the bitstream file open in ``stream`` (``source``).
 
-
-def _describe(stream: BinaryIO, source: Path, platform: str | None, accelerator_id: str | None) -> tuple[str, str, str]:
-    """Platform, accelerator id and stored-file suffix of the staged copy in ``stream``."""
-    head = stream.read(len(GBS_GUID))
-    if not is_gbs(head):
+    A GBS file's header gives both ids (``platform`` and ``accelerator_id``, normalised, must
+    agree with it when given); any other file needs both given. CatalogError naming the problem.
+    """
+    try:
+        header = read_gbs_header(stream)
+    except GbsFormatError as exc:
+        raise BitstreamFileError(f"GBS file {source} {exc}") from exc
+    if header is None:
         if source.suffix.lower() == ".gbs":
             raise BitstreamFileError(f"{source} is named .gbs but does not start with the GBS GUID")
         if platform is None or accelerator_id is None:
@@ -375,19 +387,14 @@ def _describe(stream: BinaryIO, source: Path, platform: str | None, accelerator_
                 f"{source} is not an Intel GBS file, so its platform and accelerator id "
                 "cannot be read from it: give both (--platform, --accelerator-id)"
             )
-        return platform, accelerator_id, ".bin"
-    stream.seek(0)
-    try:
-        header = parse_gbs_header(stream.read())
-    except GbsFormatError as exc:
-        raise BitstreamFileError(f"GBS file {source} {exc}") from exc
-    for given, found, what in (
-        (platform, header.interface_id, "platform (interface-uuid)"),
-        (accelerator_id, header.accelerator_id, "accelerator id (accelerator-type-uuid)"),
-    ):
-        if given is not None and given != found:
-            raise CatalogError(f"the given {what} {given} differs from the GBS header of {source}: {found}")
-    return header.interface_id, header.accelerator_id, ".gbs"
+        return FileDescription(platform, accelerator_id, ".bin")
+    mismatch = mismatched_id(header, platform, accelerator_id)
+    if mismatch is not None:
+        what, given, found = mismatch
+        raise CatalogError(
+            f"the given {what} ({HEADER_KEYS[what]}) {given} differs from the GBS header of {source}: {found}"
+        )
+    return FileDescription(header.interface_id, header.accelerator_id, ".gbs")
 
 
 def _no_follow_reason(exc: OSError) -> str:

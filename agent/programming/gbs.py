@@ -17,15 +17,17 @@ cluster is the accelerator id the port reports as ``afu_id`` once loaded.
 from __future__ import annotations
 
 import json
-import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
+
+from agent.bitstreamfile import normalize_id128
 
 GBS_GUID = bytes.fromhex("58656f6e46504741b747425376303031")
 _LENGTH = struct.Struct("<I")
 HEADER_FIXED_LEN = len(GBS_GUID) + _LENGTH.size
-_HEX32 = re.compile(r"[0-9a-f]{32}")
+#: The header's key of each id a bitstream is described by.
+HEADER_KEYS = {"platform": "interface-uuid", "accelerator id": "accelerator-type-uuid"}
 
 
 class GbsFormatError(ValueError):
@@ -45,14 +47,6 @@ class GbsHeader:
 def is_gbs(data: bytes) -> bool:
     """True when ``data`` starts with the GBS GUID."""
     return data[: len(GBS_GUID)] == GBS_GUID
-
-
-def normalize_id128(raw: object) -> str | None:
-    """A 128-bit id as 32 lower-case hex digits (UUID dashes and 0x allowed), else None."""
-    if not isinstance(raw, str):
-        return None
-    value = raw.strip().lower().replace("-", "").removeprefix("0x")
-    return value if _HEX32.fullmatch(value) else None
 
 
 def parse_gbs_header(data: bytes) -> GbsHeader:
@@ -89,3 +83,28 @@ def parse_gbs_header(data: bytes) -> GbsHeader:
     if accelerator_id is None:
         raise GbsFormatError(f'has no valid "accelerator-clusters"[0]."accelerator-type-uuid": {raw_accelerator!r}')
     return GbsHeader(interface_id, accelerator_id, payload_offset, metadata)
+
+
+def read_gbs_header(stream: BinaryIO) -> GbsHeader | None:
+    """The header of the file open in ``stream`` (read from its start: the header only), None when not GBS.
+
+    GbsFormatError when the file starts like a GBS file but its header is unusable.
+    """
+    stream.seek(0)
+    head = stream.read(HEADER_FIXED_LEN)
+    if not is_gbs(head):
+        return None
+    length = _LENGTH.unpack_from(head, len(GBS_GUID))[0] if len(head) == HEADER_FIXED_LEN else 0
+    head += stream.read(length + 1)  # the metadata, and one byte to tell that a bitstream follows
+    return parse_gbs_header(head)
+
+
+def mismatched_id(header: GbsHeader, platform: str | None, accelerator_id: str | None) -> tuple[str, str, str] | None:
+    """The first given id the header contradicts, as (``platform`` or ``accelerator id``, given, found); else None."""
+    for what, given, found in (
+        ("platform", platform, header.interface_id),
+        ("accelerator id", accelerator_id, header.accelerator_id),
+    ):
+        if given is not None and given != found:
+            return what, given, found
+    return None

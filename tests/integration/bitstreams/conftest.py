@@ -69,15 +69,29 @@ def catalog(tmp_path: Path) -> PulledCatalog:
 
 
 @pytest.fixture
+def in_use() -> set[str]:
+    """The bitstreams the test puller's cache must keep, as the agent's ``in_use`` callback names them."""
+    return set()
+
+
+@pytest.fixture
 async def puller(
-    catalog: PulledCatalog, session: aiohttp.ClientSession, plain_http: list[str], secrets: dict[str, Credentials]
+    catalog: PulledCatalog,
+    session: aiohttp.ClientSession,
+    plain_http: list[str],
+    secrets: dict[str, Credentials],
+    in_use: set[str],
 ) -> AsyncIterator[BitstreamPuller]:
     async def lookup(name: str, host: str) -> Credentials | None:
         assert host in plain_http or host.startswith("127.0.0.1:")
         return secrets.get(name)
 
     running = BitstreamPuller(
-        catalog, RegistryClient(session, plain_http), HttpsSource(session), CacheBudget(BUDGET_BYTES), lookup
+        catalog,
+        RegistryClient(session, plain_http),
+        HttpsSource(session),
+        CacheBudget(BUDGET_BYTES, in_use=lambda: in_use),
+        lookup,
     )
     await running.start()
     try:

@@ -1,4 +1,6 @@
-"""The cache under its byte budget with real pulls: least recently used out, files in use kept, full named."""
+"""The cache under its byte budget with real pulls: least recently used out, files in use kept, full named.
+
+What is in use comes from the budget's ``in_use`` callback, the one the agent wires to its slots and calls."""
 
 from __future__ import annotations
 
@@ -37,20 +39,25 @@ async def test_the_least_recently_used_pull_is_evicted_for_a_new_one(
 
 
 async def test_files_in_use_are_never_evicted_and_a_full_cache_is_named(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+    puller: BitstreamPuller,
+    catalog: PulledCatalog,
+    session: aiohttp.ClientSession,
+    registry: Registry,
+    tmp_path,
+    in_use: set[str],
 ) -> None:
     for name in ("a", "b", "c"):
-        puller.declare(await push(session, registry, tmp_path, f"pin-{name}", content(name)))
-    await puller.ensure("pin-a")
-    await puller.ensure("pin-b")
-    with puller.pin("pin-a"), puller.pin("pin-b"):
-        with pytest.raises(CacheFullError, match="held by bitstreams in use: pin-a, pin-b"):
-            await puller.ensure("pin-c")
-        assert names(catalog) == ["pin-a", "pin-b"]
-        assert len(os.listdir(catalog.directory)) == 4
-    with puller.pin("pin-a"):
-        await puller.ensure("pin-c")
-    assert names(catalog) == ["pin-a", "pin-c"]
+        puller.declare(await push(session, registry, tmp_path, f"use-{name}", content(name)))
+    await puller.ensure("use-a")
+    await puller.ensure("use-b")
+    in_use.update({"use-a", "use-b"})  # e.g. loaded in slots that live pods hold
+    with pytest.raises(CacheFullError, match="held by bitstreams in use: use-a, use-b"):
+        await puller.ensure("use-c")
+    assert names(catalog) == ["use-a", "use-b"]
+    assert len(os.listdir(catalog.directory)) == 4
+    in_use.discard("use-b")
+    await puller.ensure("use-c")
+    assert names(catalog) == ["use-a", "use-c"]
 
 
 async def test_local_entries_are_not_the_caches_to_evict(

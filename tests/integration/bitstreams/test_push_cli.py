@@ -1,5 +1,6 @@
 """``fpga-agent catalog push`` as a publisher runs it: a real process pushing to the real registry, its
-FpgaBitstream passing the CRD's schema, and that object pulled back by the agent's puller."""
+FpgaBitstream passing the CRD's schema, and that object pulled back by the agent's puller; a GBS file's
+ids read from its header, and flags that contradict it refused before anything is pushed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent.programming.adoption import PulledCatalog
 from tests.deploy.test_bitstream_crd import errors
 from tests.fakes import run_fpga_agent
 from tests.integration.bitstreams.servers import Registry
+from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, INTERFACE_UUID, build_gbs
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
@@ -104,3 +106,57 @@ def test_a_reference_without_a_tag_and_a_missing_file_are_named(tmp_path: Path, 
     missing = push(tmp_path, str(tmp_path / "missing.bin"), f"{registry.address}/fpga/x:1", *base)
     assert missing.returncode == 1
     assert "cannot read" in missing.stderr
+
+
+def test_a_gbs_files_ids_come_from_its_header(tmp_path: Path, registry: Registry) -> None:
+    path = tmp_path / "nlb.gbs"
+    path.write_bytes(build_gbs())
+    done = push(tmp_path, str(path), f"{registry.address}/fpga/gbs:1", "--name", "gbs", "--plain-http")
+    assert done.returncode == 0, done.stderr
+    spec = yaml.safe_load(done.stdout)["spec"]
+    assert (spec["platform"], spec["acceleratorId"]) == (INTERFACE_ID, ACCELERATOR_ID)
+    agreeing = push(
+        tmp_path, str(path), f"{registry.address}/fpga/gbs:2", "--name", "gbs", "--plain-http",
+        "--platform", INTERFACE_UUID, "--accelerator-id", ACCELERATOR_ID,
+    )  # fmt: skip
+    assert agreeing.returncode == 0, agreeing.stderr
+    agreed = yaml.safe_load(agreeing.stdout)["spec"]
+    assert {k: v for k, v in agreed.items() if k != "source"} == {k: v for k, v in spec.items() if k != "source"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        pytest.param(
+            ["--platform", "0" * 32],
+            f"the given platform (interface-uuid) {'0' * 32} differs from the GBS header of {{path}}: {INTERFACE_ID}",
+            id="platform",
+        ),
+        pytest.param(
+            ["--accelerator-id", "sim-nlb"],
+            f"the given accelerator id (accelerator-type-uuid) sim-nlb differs from the GBS header of {{path}}: "
+            f"{ACCELERATOR_ID}",
+            id="accelerator",
+        ),
+    ],
+)
+def test_ids_that_contradict_the_gbs_header_are_refused_before_anything_is_pushed(
+    tmp_path: Path, registry: Registry, flags: list[str], message: str
+) -> None:
+    path = tmp_path / "nlb.gbs"
+    path.write_bytes(build_gbs())
+    done = push(tmp_path, str(path), f"{registry.address}/fpga/contradicted:1", "--name", "x", "--plain-http", *flags)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert f"fpga-agent catalog push: {message.format(path=path)}" in done.stderr
+    assert not (registry.storage / "docker/registry/v2/repositories/fpga/contradicted").exists()
+
+
+def test_a_raw_file_needs_both_ids(tmp_path: Path, bitstream: Path, registry: Registry) -> None:
+    done = push(tmp_path, str(bitstream), f"{registry.address}/fpga/raw:1", "--name", "x", "--platform", "p")
+    assert done.returncode == 1
+    assert (
+        f"{bitstream} is not an Intel GBS file, so its platform and accelerator id cannot be read from it: "
+        "give both (--platform, --accelerator-id)"
+    ) in done.stderr
+    assert not (registry.storage / "docker/registry/v2/repositories/fpga/raw").exists()

@@ -29,6 +29,8 @@ from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
 from agent.programming import Catalog
+from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import CatalogScan
 from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
@@ -118,6 +120,7 @@ async def node_running(
     bitstreams: Bitstreams,
     registry: Registry,
     session: aiohttp.ClientSession,
+    catalog: Catalog | None = None,
     **overrides: object,
 ) -> AsyncIterator[Node]:
     with running_apiserver() as api:
@@ -133,7 +136,8 @@ async def node_running(
         assert kube is not None
         kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
         await kubelet.start()
-        agent = Agent(config, catalog=bitstreams.catalog, kube=kube)
+        catalog = catalog or bitstreams.catalog
+        agent = Agent(config, catalog=catalog, kube=kube)
         stop = asyncio.Event()
         task = asyncio.create_task(agent.run(stop), name="agent-under-test")
         sources = sock_dir / "pushed"
@@ -141,7 +145,7 @@ async def node_running(
         try:
             await kubelet.wait_registered(1, WAIT_S)
             await kubelet.wait_for(lambda: len(kubelet.plugins[RESOURCE_NAME].healthy()) == 8, WAIT_S)
-            yield Node(api, kubelet, agent, bitstreams.catalog, registry, session, sources)
+            yield Node(api, kubelet, agent, catalog, registry, session, sources)
         finally:
             stop.set()
             async with asyncio.timeout(WAIT_S):
@@ -326,9 +330,9 @@ async def test_prefetch_pulls_what_fits_this_node_as_soon_as_it_is_declared(
         node.declare(plain)
         node.declare(fitting)  # declared last: the others were decided on when it is in
         await until("the prefetched file", lambda: in_catalog(node.catalog, "prefetch-fits"))
+        await until("the pull counted", lambda: pulls(node.agent, "pulled") == 1.0)  # counted once the file is in
         assert not in_catalog(node.catalog, "prefetch-foreign")
         assert not in_catalog(node.catalog, "prefetch-not")
-        assert pulls(node.agent, "pulled") == 1.0
         assert sum(pulls(node.agent, r) for r in ("platform_mismatch", "failed")) == 0.0
 
 
@@ -489,3 +493,47 @@ async def test_a_slot_holding_the_declared_accelerator_is_preferred_and_not_prog
         assert state(node.agent.registry, target).bitstream == "preloaded"
         assert in_catalog(node.catalog, "preloaded")
         await node.api.until(lambda: any(r[1] == "FpgaSlotCacheHit" for r in reasons(node.api, "reuser")), WAIT_S)
+
+
+async def test_an_unchanged_relist_starts_no_pull(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    async with node_running(sock_dir, bitstreams, registry, session) as node:
+        node.declare(await node.push("unchanged", content("unchanged"), prefetch=True))
+        await until("the prefetched file", lambda: in_catalog(node.catalog, "unchanged"))
+        assert PulledCatalog(node.catalog).remove("unchanged")  # gone (as if evicted): only a pull brings it back
+        listed = len(node.api.list_requests("fpgabitstreams"))
+        node.api.expire_watches("fpgabitstreams")  # the agent lists again: the same declaration
+        await until("the list again", lambda: len(node.api.list_requests("fpgabitstreams")) > listed)
+        node.declare(await node.push("marker", content("marker"), prefetch=True))  # reaches the agent after the list
+        await until("the marker's prefetch", lambda: in_catalog(node.catalog, "marker"))
+        assert not in_catalog(node.catalog, "unchanged")
+        assert pulls(node.agent, "pulled") == 2.0  # "unchanged" once, "marker" once
+
+
+class CountingCatalog(Catalog):
+    """The node catalog, counting its reads (each lists the directory and reads every record)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.scans = 0
+
+    def scan(self) -> CatalogScan:
+        self.scans += 1
+        return super().scan()
+
+
+async def test_the_catalog_is_read_once_as_the_agent_starts(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    catalog = CountingCatalog(bitstreams.catalog.directory)
+    async with node_running(sock_dir, bitstreams, registry, session, catalog=catalog) as node:
+        node.declare(await node.push("after-start", content("after-start")))
+        await until("the declaration at the agent", declared(node, "after-start"))  # the puller has started
+
+        def published() -> str:
+            annotations = (node.api.node(DEFAULT_NODE) or {}).get("metadata", {}).get("annotations", {})
+            return str(annotations.get("example.com/fpga-bitstreams", ""))
+
+        await until("the node's bitstreams published", lambda: bitstreams.accel_a.name in published())
+        assert catalog.scans == 1

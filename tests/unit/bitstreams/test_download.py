@@ -1,4 +1,4 @@
-"""Streaming into a temp file: size and sha256 checked on the way; any failure leaves no file."""
+"""Streaming into a staged file: size and sha256 checked on the way; any failure leaves no file."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.atomicfile import StagedFile
 from agent.bitstreams.download import download_verified
 from agent.errors import PulledHashMismatch
 
@@ -22,11 +23,17 @@ async def chunks(data: bytes, size: int = 1000) -> AsyncIterator[bytes]:
         yield data[start : start + size]
 
 
+async def download(data: AsyncIterator[bytes], directory: Path) -> None:
+    """As the puller does: into a staged file, installed (as the catalog would) once verified."""
+    with StagedFile(directory) as staged:
+        await download_verified(data, staged.stream, len(DATA), SHA, "test")
+        staged.install("pulled.bin")
+
+
 async def test_a_matching_download_is_kept(tmp_path: Path) -> None:
-    path = await download_verified(chunks(DATA), tmp_path, len(DATA), SHA, "test")
-    assert path.parent == tmp_path
-    assert path.name.startswith(".tmp-pull-")
-    assert path.read_bytes() == DATA
+    await download(chunks(DATA), tmp_path)
+    assert os.listdir(tmp_path) == ["pulled.bin"]
+    assert (tmp_path / "pulled.bin").read_bytes() == DATA
 
 
 @pytest.mark.parametrize(
@@ -39,7 +46,7 @@ async def test_a_matching_download_is_kept(tmp_path: Path) -> None:
 )
 async def test_a_mismatch_is_refused_and_nothing_is_left(tmp_path: Path, data: bytes, message: str) -> None:
     with pytest.raises(PulledHashMismatch, match=message):
-        await download_verified(chunks(data), tmp_path, len(DATA), SHA, "test")
+        await download(chunks(data), tmp_path)
     assert os.listdir(tmp_path) == []
 
 
@@ -52,7 +59,7 @@ async def test_a_cancelled_download_leaves_nothing(tmp_path: Path) -> None:
         await asyncio.Event().wait()
         yield b""  # pragma: no cover
 
-    task = asyncio.create_task(download_verified(stalls(), tmp_path, len(DATA), SHA, "test"))
+    task = asyncio.create_task(download(stalls(), tmp_path))
     await started.wait()
     assert len(os.listdir(tmp_path)) == 1
     task.cancel()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.bitstreams.download import TEMP_PREFIX as DOWNLOAD_PREFIX
+from agent.atomicfile import TEMP_PREFIX as ADD_PREFIX
+from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
 from agent.programming.adoption import PULL_TEMP_PREFIX, PulledCatalog
-from agent.programming.atomicfile import TEMP_PREFIX as ADD_PREFIX
 from agent.programming.catalog import Catalog
 from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs
 
@@ -26,14 +26,11 @@ def pulled(tmp_path: Path) -> PulledCatalog:
     return store
 
 
-def stage(store: PulledCatalog, data: bytes) -> Path:
-    path = store.directory / ".tmp-pull-test"
-    path.write_bytes(data)
-    return path
-
-
 def adopt(store: PulledCatalog, data: bytes, name: str = "nlb", platform: str = "p", accelerator: str = "a") -> None:
-    store.adopt(stage(store, data), name, hashlib.sha256(data).hexdigest(), len(data), platform, accelerator, SOURCE)
+    """Stage ``data`` and adopt it as a pull does: the staged file goes whatever happens."""
+    with store.stage() as staged:
+        staged.stream.write(data)
+        store.adopt(staged, name, hashlib.sha256(data).hexdigest(), len(data), platform, accelerator, SOURCE)
 
 
 def test_a_raw_file_becomes_a_catalog_entry_with_its_source(pulled: PulledCatalog) -> None:
@@ -82,23 +79,30 @@ def test_remove_takes_record_and_file(pulled: PulledCatalog) -> None:
 
 
 def test_a_file_outside_the_catalog_is_refused(pulled: PulledCatalog, tmp_path: Path) -> None:
-    outside = tmp_path / "x.bin"
-    outside.write_bytes(RAW)
-    with pytest.raises(BitstreamFileError, match="is not in the catalog"):
-        pulled.adopt(outside, "nlb", "0" * 64, len(RAW), "p", "a", SOURCE)
-    assert not outside.exists()
+    with StagedFile(tmp_path) as outside:
+        outside.stream.write(RAW)
+        with pytest.raises(BitstreamFileError, match="is not in the catalog"):
+            pulled.adopt(outside, "nlb", "0" * 64, len(RAW), "p", "a", SOURCE)
+    assert os.listdir(tmp_path) == ["catalog"]
+    assert os.listdir(pulled.directory) == []
+
+
+def test_a_pulled_file_is_staged_under_the_pulls_prefix_and_left_nowhere(pulled: PulledCatalog) -> None:
+    with pulled.stage() as staged:
+        (name,) = os.listdir(pulled.directory)
+        assert name.startswith(PULL_TEMP_PREFIX)
+        staged.stream.write(RAW)
     assert os.listdir(pulled.directory) == []
 
 
 def test_prepare_removes_what_a_crashed_pull_left(pulled: PulledCatalog) -> None:
-    stage(pulled, RAW)
+    (pulled.directory / f"{PULL_TEMP_PREFIX}test").write_bytes(RAW)
     (pulled.directory / ".tmp-abc").write_bytes(b"x")  # a catalog add's temp file: not the pulls' to remove
     pulled.prepare()
     assert os.listdir(pulled.directory) == [".tmp-abc"]
 
 
 def test_start_removes_a_crashed_pulls_temp_file_but_not_a_catalog_add_in_progress(tmp_path: Path) -> None:
-    assert PULL_TEMP_PREFIX == DOWNLOAD_PREFIX  # the files the downloads make
     store = PulledCatalog(Catalog(tmp_path))
     leftover = tmp_path / f"{PULL_TEMP_PREFIX}abc"
     in_progress = tmp_path / f"{ADD_PREFIX}xyz"

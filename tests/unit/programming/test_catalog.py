@@ -335,7 +335,7 @@ def test_failed_fsync_of_the_copy_leaves_no_temp_file(
 
 
 def test_failed_copy_leaves_no_temp_file(catalog: Catalog, sources: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(catalog_module, "_copy_hashing", _failing)
+    monkeypatch.setattr(catalog_module, "copy_hashing", _failing)
     with pytest.raises(BitstreamFileError, match="No space left on device"):
         add_raw(catalog, sources)
     assert listing(catalog.directory) == []

@@ -2,7 +2,8 @@
 
 Write to a temp file in the target's directory, fsync it, rename it to the target,
 fsync the directory. On any failure the temp file is removed, so a failed write
-leaves nothing behind.
+leaves nothing behind. Standard library only: the catalog, the programmers and the
+pulls all install files this way.
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ def fsync_directory(directory: Path) -> None:
 
 
 class StagedFile:
-    """A temp file in ``directory`` (open ``w+b``), installed under a name chosen after writing.
+    """A temp file in ``directory`` (open ``w+b``, named ``prefix...``), installed under a name chosen after writing.
 
     Use as a context manager: leaving the block without :meth:`install` (or with an
     exception) removes the temp file.
     """
 
-    def __init__(self, directory: Path, mode: int = 0o644) -> None:
+    def __init__(self, directory: Path, mode: int = 0o644, prefix: str = TEMP_PREFIX) -> None:
         self.directory = directory
-        fd, temp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+        fd, temp_name = tempfile.mkstemp(prefix=prefix, dir=directory)
         self._temp = Path(temp_name)
         try:
             os.fchmod(fd, mode)
