@@ -175,15 +175,21 @@ class Agent:
             metrics=self.metrics,
             before_programming=self._checkpoint_before_programming,
         )
-        self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
-        self.lifecycle = PluginLifecycle(
-            PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
-        )
-        self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
         #: Bitstreams the cluster declares (FpgaBitstream objects), pulled into the catalog; needs API access
         self.distribution = self._distribution(pods, events)
-        #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is registered
-        self.dra = self._dra_mode(pods) if config.mode == "dra" else None
+        #: The device plugin (``--mode device-plugin``): its RPCs and its socket; None in DRA mode
+        self.servicer: DevicePluginServicer | None = None
+        self.lifecycle: PluginLifecycle | None = None
+        #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is built or registered
+        self.dra: DraMode | None = None
+        if config.mode == "dra":
+            self.dra = self._dra_mode(pods)
+        else:
+            self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
+            self.lifecycle = PluginLifecycle(
+                PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
+            )
+        self.metrics.watch_slots(self.registry, self._device_plugin_registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
         self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
         self._tasks: list[asyncio.Task[None]] = []
@@ -234,6 +240,13 @@ class Agent:
             timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
         )
 
+    def _device_plugin_registrations(self) -> int:
+        return 0 if self.lifecycle is None else self.lifecycle.registrations
+
+    def _superseded(self) -> bool:
+        """Whether another agent serves the device-plugin socket (a rolling update): it owns the checkpoint."""
+        return self.lifecycle is not None and self.lifecycle.superseded
+
     async def _read_hardware(self) -> Sequence[Slot]:
         return (await self.backend.source.enumerate()).slots
 
@@ -259,6 +272,7 @@ class Agent:
         """None while registered with the kubelet (``/readyz``): the device plugin, or in DRA mode the driver."""
         if self.dra is not None:
             return None if self.dra.registered() else f"the kubelet has not registered DRA driver {DRIVER_NAME}"
+        assert self.lifecycle is not None  # device-plugin mode
         return None if self.lifecycle.registered.is_set() else "not registered with the kubelet"
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -278,7 +292,7 @@ class Agent:
                     group.create_task(source.watch(self.registry), name="discovery"),
                     group.create_task(
                         checkpoint.keep_checkpoint(
-                            self.checkpoint_file, self.registry, owned=lambda: not self.lifecycle.superseded
+                            self.checkpoint_file, self.registry, owned=lambda: not self._superseded()
                         ),
                         name="checkpoint",
                     ),
@@ -296,10 +310,11 @@ class Agent:
                             publish_node_state(self.registry, self.catalog, self.kube.nodes), name="node-state"
                         )
                     )
-                if self.dra is None:
-                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
-                else:
+                if self.dra is not None:
                     plugin = group.create_task(self._serve(self.dra.run(stop), background), name="dra-plugin")
+                else:
+                    assert self.lifecycle is not None  # device-plugin mode
+                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
                 self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
@@ -310,7 +325,7 @@ class Agent:
 
     async def _checkpoint_before_programming(self) -> None:
         """The checkpoint says a programming is under way before the hardware is touched."""
-        if self.lifecycle.superseded:
+        if self._superseded():
             return
         try:
             await self.checkpoint_file.write_now(self.registry)

@@ -54,6 +54,8 @@ class DraNode:
     config: Config
     kubelet: DraKubelet
     agent: Agent
+    #: the kubelet's device-plugin side (registration and pod-resources), which DRA mode leaves alone
+    device_plugins: KubeletStandIn
 
     @property
     def sockets(self) -> PluginSockets:
@@ -91,9 +93,6 @@ def config_for(root: Path, api: FakeKubeApiServer, **overrides: object) -> Confi
     return dataclasses.replace(
         test_config(root, node_name=DEFAULT_NODE, mode="dra"),
         kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
-        dra_registry_dir=root / "plugins_registry",
-        dra_plugins_dir=root / "plugins",
-        cdi_dir=root / "cdi",
         **overrides,  # type: ignore[arg-type]
     )
 
@@ -113,12 +112,23 @@ async def agent_running(config: Config, bitstreams: Bitstreams) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
+async def device_plugin_kubelet(config: Config) -> AsyncIterator[KubeletStandIn]:
+    """The kubelet's device-plugin registration and pod-resources sockets (a real kubelet serves them in any mode)."""
+    kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+    await kubelet.start()
+    try:
+        yield kubelet
+    finally:
+        await kubelet.stop()
+
+
+@contextlib.asynccontextmanager
 async def dra_node(sock_dir: Path, bitstreams: Bitstreams, **overrides: object) -> AsyncIterator[DraNode]:
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
         config = config_for(sock_dir, api, **overrides)
-        async with agent_running(config, bitstreams) as agent:
-            node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent)
+        async with device_plugin_kubelet(config) as device_plugins, agent_running(config, bitstreams) as agent:
+            node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent, device_plugins)
             await until("the registration socket", lambda: bool(node.kubelet.sockets()))
             await asyncio.to_thread(node.kubelet.register, node.kubelet.sockets()[0])
             yield node
@@ -130,8 +140,11 @@ async def test_the_driver_is_registered_instead_of_a_device_plugin_and_every_slo
     async with dra_node(sock_dir, bitstreams) as node:
         assert node.agent.readiness() is None
         assert node.kubelet.version == "v1.DRAPlugin"
-        assert not (node.config.device_plugin_dir / "fpga-slot.sock").exists()
         await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        # No device plugin: nothing registered with the kubelet's device-plugin side, no socket of ours beside it.
+        assert node.device_plugins.registrations == []
+        assert [p.name for p in node.config.device_plugin_dir.iterdir()] == ["kubelet.sock"]
+        assert (node.agent.servicer, node.agent.lifecycle) == (None, None)
         published = node.api.resource_slice(SLICE)
         assert published is not None
         assert published["spec"]["driver"] == DRIVER_NAME
@@ -211,20 +224,16 @@ async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: P
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
         config = config_for(sock_dir, api)
-        pod_resources = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)  # lists no device
-        await pod_resources.start()
-        try:
-            await restart_with_a_prepared_claim(api, config, bitstreams, target)
-        finally:
-            await pod_resources.stop()
+        async with device_plugin_kubelet(config) as device_plugins:  # pod-resources lists no device
+            await restart_with_a_prepared_claim(api, config, bitstreams, device_plugins, target)
 
 
 async def restart_with_a_prepared_claim(
-    api: FakeKubeApiServer, config: Config, bitstreams: Bitstreams, target: str
+    api: FakeKubeApiServer, config: Config, bitstreams: Bitstreams, device_plugins: KubeletStandIn, target: str
 ) -> None:
     kubelet = DraKubelet(config.dra_registry_dir)
     async with agent_running(config, bitstreams) as agent:
-        node = DraNode(api, config, kubelet, agent)
+        node = DraNode(api, config, kubelet, agent, device_plugins)
         await until("the registration socket", lambda: bool(kubelet.sockets()))
         await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
         ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_b.name})
