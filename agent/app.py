@@ -282,10 +282,11 @@ class Agent:
         self.registry.replace_all(enumeration.slots)
         await asyncio.to_thread(checkpoint.remove_stale_temp_files, self.checkpoint_path)
         checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
-        try:
-            await self.reconfigurer.reconcile()
-        except KubeletError as exc:
-            logger.warning("holders not checked against the kubelet at start: %s", exc)
+        if self.dra is None:  # device plugin: pod-resources says who holds a slot (in DRA mode, the claims)
+            try:
+                await self.reconfigurer.reconcile()
+            except KubeletError as exc:
+                logger.warning("holders not checked against the kubelet at start: %s", exc)
         try:
             async with asyncio.TaskGroup() as group:
                 background = [
@@ -296,8 +297,9 @@ class Agent:
                         ),
                         name="checkpoint",
                     ),
-                    group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]
+                if self.dra is None:
+                    background.append(group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"))
                 if self.distribution is not None:
                     background.append(group.create_task(self.distribution.run(), name="bitstreams"))
                 if self.kube is not None:
@@ -337,7 +339,7 @@ class Agent:
             )
 
     def _on_pod_change(self, kind: str, pod: PodInfo) -> None:
-        if kind == "DELETED":
+        if kind == "DELETED" and self.dra is None:
             self.reconfigurer.request_reconcile()
         if self.distribution is not None:
             self.distribution.pod_changed(kind, pod)

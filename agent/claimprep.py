@@ -19,7 +19,12 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
    restart, when the claim itself may be gone.
 
 Release removes the spec and the record and frees the slots; the bitstream stays loaded
-(that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
+(that is the cache). Releasing an unknown claim succeeds.
+
+The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
+the slots of the recorded claims are held, and any other holder the slot checkpoint brought
+back is released. The kubelet's pod-resources API, which says who holds a slot in
+device-plugin mode, does not list DRA claims as devices, so it plays no part here. Calls come from the DRA
 server's threads, one at a time; all but reading the claim runs on the agent's event
 loop, which owns the slot registry and the Reconfigurer.
 
@@ -65,6 +70,13 @@ class PreparedClaim:
     uid: str
     slots: tuple[str, ...]
     devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
+    #: the pod the slots went to (the one reserved for the claim); "" when none was known
+    pod: str = ""
+
+    @property
+    def holder(self) -> tuple[str, str, str]:
+        """(namespace, pod, container) of its slots' holder in the slot registry."""
+        return self.namespace, self.pod, f"claim/{self.name}"
 
 
 class ClaimPreparation:
@@ -95,8 +107,32 @@ class ClaimPreparation:
         self._prepared: dict[str, PreparedClaim] = self._load_state()
 
     def held_slots(self) -> set[str]:
-        """The slots of every prepared claim (the reconcile of device-plugin holders leaves them alone)."""
+        """The slots of every prepared claim."""
         return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
+
+    def restore_holders(self) -> None:
+        """On the loop, before the first call: the registry's holders become the recorded claims'.
+
+        The slot checkpoint and the record are written apart, so an agent stopped between the
+        two may come back with a claim's slot free or a released claim's slot still held.
+        Only differing holders are set (setting one counts as a use of the slot)."""
+        holders = self._registry.holders()
+        stale = sorted(set(holders) - self.held_slots())
+        if stale:
+            logger.info("released slots %s: no prepared claim holds them", ",".join(stale))
+            self._registry.release([SlotId(s) for s in stale])
+        for claim in self._prepared.values():
+            namespace, pod, container = claim.holder
+            missing = [
+                SlotId(s)
+                for s in claim.slots
+                if (h := holders.get(SlotId(s))) is None or (h.namespace, h.pod, h.container) != claim.holder
+            ]
+            if missing:
+                logger.info(
+                    "slots %s: held for claim %s/%s again (its record)", ",".join(missing), namespace, claim.name
+                )
+                self._registry.set_holder(missing, namespace, pod, container)
 
     # ------------------------------------------------------------------------- prepare
     def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
@@ -133,10 +169,10 @@ class ClaimPreparation:
             claim.uid,
             tuple(s.id for s in slots),
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
+            pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
         )
         await self._record(claim.uid, record)
-        holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
-        self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
+        self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
 
     def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
@@ -222,6 +258,7 @@ class ClaimPreparation:
                     str(raw["uid"]),
                     tuple(str(s) for s in raw["slots"]),
                     tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
+                    str(raw.get("pod") or ""),  # not in records of earlier versions
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)

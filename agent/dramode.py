@@ -123,8 +123,6 @@ class DraMode:
             state_file=state_dir / CLAIMS_FILE,
             timeout_s=timeout_s,
         )
-        # The device-plugin holder check must leave the slots of prepared claims alone.
-        reconfigurer.held_elsewhere = self.preparation.held_slots
         self.health = HealthBoard()
         self._slice_error = ""
         loop = asyncio.get_running_loop()
@@ -139,7 +137,10 @@ class DraMode:
         return self.server.registration.status == (True, "")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out."""
+        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out.
+
+        The slots of the prepared claims are held before anything is served (the claims hold slots in DRA mode)."""
+        self.preparation.restore_holders()
         self._publish(self._registry.snapshot())
         await asyncio.to_thread(self.server.start)
         try:

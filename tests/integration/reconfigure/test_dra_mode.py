@@ -30,6 +30,7 @@ from agent.dra import DRIVER_NAME, PluginSockets
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
 from agent.simfpga.fabric import PLATFORM
+from agent.slots import SlotId, checkpoint
 from tests.fakes import DraKubelet, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
@@ -242,14 +243,47 @@ async def restart_with_a_prepared_claim(
         await until("the registration socket", lambda: bool(kubelet.sockets()))
         await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
         await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
-        await restarted.reconfigurer.reconcile()  # the device-plugin holder check leaves the claim's slot alone
-        assert state(restarted.registry, target).holder is not None
         assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
         with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
             assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
             assert log.programming() == []
         assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
         assert state(restarted.registry, target).holder is None
+    # pod-resources lists no DRA claim as a device: asked, it would have freed the claim's slot
+    assert device_plugins.pod_resources_reads == 0
+
+
+async def test_at_start_the_prepared_claims_hold_the_slots_whatever_the_slot_checkpoint_says(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """Stopped between writing the claim record and the slot checkpoint, the agent comes back from both."""
+    target, stale = slot(1, 3), slot(0, 0)
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE)
+        config = config_for(sock_dir, api)
+        kubelet = DraKubelet(config.dra_registry_dir)
+        async with device_plugin_kubelet(config) as device_plugins:
+            async with agent_running(config, bitstreams) as agent:
+                node = DraNode(api, config, kubelet, agent, device_plugins)
+                await until("the registration socket", lambda: bool(kubelet.sockets()))
+                await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
+                ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_a.name})
+                assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
+            rewrite_slot_checkpoint(agent, release=[target], hold=[stale])
+            async with agent_running(config, bitstreams) as restarted:
+                await until("the registration socket", lambda: bool(kubelet.sockets()))
+                holder = state(restarted.registry, target).holder
+                assert holder is not None
+                assert (holder.namespace, holder.pod, holder.container) == (NS, "fpga-pod", "claim/fpga")
+                assert state(restarted.registry, stale).holder is None
+            assert device_plugins.pod_resources_reads == 0
+
+
+def rewrite_slot_checkpoint(stopped: Agent, *, release: list[str], hold: list[str]) -> None:
+    """The stopped agent's slot checkpoint with ``release`` free and ``hold`` held by a device-plugin container."""
+    stopped.registry.release([SlotId(s) for s in release])
+    stopped.registry.set_holder([SlotId(s) for s in hold], NS, "web", "main")
+    stopped.checkpoint_path.write_bytes(checkpoint.encode(stopped.registry.snapshot()))
 
 
 async def test_a_claims_bitstream_that_only_the_cluster_declares_is_pulled_at_prepare(
