@@ -28,8 +28,8 @@ device-plugin mode, does not list DRA claims as devices, so it plays no part her
 server's threads, one at a time; all but reading the claim runs on the agent's event
 loop, which owns the slot registry and the Reconfigurer.
 
-A device of the pool is named after its slot (``agent.dra.device_name``: the slot ID as
-a DNS label).
+A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
+a DNS label; a name two slots share is the device of one of them, as in the slice).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent.dra import ClaimRef, PreparedDevice, device_name
+from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
 from agent.kube.claims import AllocatedDevice, ClaimInfo
@@ -148,7 +148,8 @@ class ClaimPreparation:
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
-        by_device = {device_name(state.slot.id): state.slot for state in self._registry.snapshot()}
+        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
+        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
         slots = [self._slot(by_device, d, who) for d in mine]
         for slot in slots:
             other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,30 @@ async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_chan
         assert state(node.agent.registry, slot(0, 1)).holder is None
         assert list(node.config.cdi_dir.glob("*.json")) == []
         assert node.devices() == before
+
+
+async def test_a_slot_whose_device_name_another_slot_has_is_left_out_with_an_error_naming_both(
+    sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = slot(0, 0)
+    twin = SlotId(kept.replace("-", ".", 1))  # "simcard0.slot0": the same DNS label as "simcard0-slot0"
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        registry = node.agent.registry
+        other = slot(1, 0)
+        registry.upsert(dataclasses.replace(state(registry, kept).slot, id=twin))  # a card discovery reports
+        registry.upsert(dataclasses.replace(state(registry, other).slot, id=SlotId(other + "-new")))  # a later change
+        await until("the later change in the slice", lambda: f"{other}-new" in node.devices())
+        assert sorted(node.devices()) == sorted(s.slot.id for s in registry.snapshot() if s.slot.id != twin)
+        (error,) = [
+            r for r in caplog.records if r.levelno == logging.ERROR and "same DRA device name" in r.getMessage()
+        ]
+        assert f"slots {kept} and {twin} have the same DRA device name {kept}" in error.getMessage()
+        # The name is the kept slot's: a claim allocated it is prepared there.
+        ref = node.claim("fpga", [kept], {"bitstream": bitstreams.accel_a.name})
+        assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
+        assert state(registry, kept).bitstream == bitstreams.accel_a.name
+        assert state(registry, twin).holder is None
 
 
 async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driver_again(
