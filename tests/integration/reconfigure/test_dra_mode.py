@@ -131,9 +131,14 @@ async def dra_node(sock_dir: Path, bitstreams: Bitstreams, **overrides: object) 
         config = config_for(sock_dir, api, **overrides)
         async with device_plugin_kubelet(config) as device_plugins, agent_running(config, bitstreams) as agent:
             node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent, device_plugins)
-            await until("the registration socket", lambda: bool(node.kubelet.sockets()))
-            await asyncio.to_thread(node.kubelet.register, node.kubelet.sockets()[0])
+            await registered(node.kubelet)
             yield node
+
+
+async def registered(kubelet: DraKubelet) -> None:
+    """The kubelet's plugin watcher finds the agent's registration socket and registers the driver."""
+    await until("the registration socket", lambda: bool(kubelet.sockets()))
+    await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
 
 
 async def test_the_driver_is_registered_instead_of_a_device_plugin_and_every_slot_is_a_device(
@@ -245,37 +250,39 @@ async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driv
         assert sorted(node.devices()) == sorted(s.slot.id for s in node.agent.registry.snapshot())
 
 
-async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: Path, bitstreams: Bitstreams) -> None:
-    target = slot(0, 3)
+@contextlib.asynccontextmanager
+async def stopped_after_a_prepare(
+    sock_dir: Path, bitstreams: Bitstreams, target: str, bitstream: str
+) -> AsyncIterator[tuple[DraNode, tuple[str, str, str]]]:
+    """An agent that prepared a claim of ``target`` and stopped (``node.agent``); the API server and both sides
+    of the kubelet still run for the next agent. Yields the node and the kubelet's reference to the claim."""
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
         config = config_for(sock_dir, api)
         async with device_plugin_kubelet(config) as device_plugins:  # pod-resources lists no device
-            await restart_with_a_prepared_claim(api, config, bitstreams, device_plugins, target)
+            async with agent_running(config, bitstreams) as agent:
+                node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent, device_plugins)
+                await registered(node.kubelet)
+                ref = node.claim("fpga", [target], {"bitstream": bitstream})
+                assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
+            yield node, ref
+            # pod-resources lists no DRA claim as a device: asked, it would have freed the claim's slot
+            assert device_plugins.pod_resources_reads == 0
 
 
-async def restart_with_a_prepared_claim(
-    api: FakeKubeApiServer, config: Config, bitstreams: Bitstreams, device_plugins: KubeletStandIn, target: str
-) -> None:
-    kubelet = DraKubelet(config.dra_registry_dir)
-    async with agent_running(config, bitstreams) as agent:
-        node = DraNode(api, config, kubelet, agent, device_plugins)
-        await until("the registration socket", lambda: bool(kubelet.sockets()))
-        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
-        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_b.name})
-        assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
-    async with agent_running(config, bitstreams) as restarted:
-        await until("the registration socket", lambda: bool(kubelet.sockets()))
-        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
-        await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
-        assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
-        with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
-            assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
-            assert log.programming() == []
-        assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
-        assert state(restarted.registry, target).holder is None
-    # pod-resources lists no DRA claim as a device: asked, it would have freed the claim's slot
-    assert device_plugins.pod_resources_reads == 0
+async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: Path, bitstreams: Bitstreams) -> None:
+    target = slot(0, 3)
+    async with stopped_after_a_prepare(sock_dir, bitstreams, target, bitstreams.accel_b.name) as (node, ref):
+        kubelet = node.kubelet
+        async with agent_running(node.config, bitstreams) as restarted:
+            await registered(kubelet)
+            await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
+            assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
+            with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
+                assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
+                assert log.programming() == []
+            assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
+            assert state(restarted.registry, target).holder is None
 
 
 async def test_at_start_the_prepared_claims_hold_the_slots_whatever_the_slot_checkpoint_says(
@@ -283,25 +290,14 @@ async def test_at_start_the_prepared_claims_hold_the_slots_whatever_the_slot_che
 ) -> None:
     """Stopped between writing the claim record and the slot checkpoint, the agent comes back from both."""
     target, stale = slot(1, 3), slot(0, 0)
-    with running_apiserver() as api:
-        api.add_node(DEFAULT_NODE)
-        config = config_for(sock_dir, api)
-        kubelet = DraKubelet(config.dra_registry_dir)
-        async with device_plugin_kubelet(config) as device_plugins:
-            async with agent_running(config, bitstreams) as agent:
-                node = DraNode(api, config, kubelet, agent, device_plugins)
-                await until("the registration socket", lambda: bool(kubelet.sockets()))
-                await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
-                ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_a.name})
-                assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
-            rewrite_slot_checkpoint(agent, release=[target], hold=[stale])
-            async with agent_running(config, bitstreams) as restarted:
-                await until("the registration socket", lambda: bool(kubelet.sockets()))
-                holder = state(restarted.registry, target).holder
-                assert holder is not None
-                assert (holder.namespace, holder.pod, holder.container) == (NS, "fpga-pod", "claim/fpga")
-                assert state(restarted.registry, stale).holder is None
-            assert device_plugins.pod_resources_reads == 0
+    async with stopped_after_a_prepare(sock_dir, bitstreams, target, bitstreams.accel_a.name) as (node, _):
+        rewrite_slot_checkpoint(node.agent, release=[target], hold=[stale])
+        async with agent_running(node.config, bitstreams) as restarted:
+            await registered(node.kubelet)
+            holder = state(restarted.registry, target).holder
+            assert holder is not None
+            assert (holder.namespace, holder.pod, holder.container) == (NS, "fpga-pod", "claim/fpga")
+            assert state(restarted.registry, stale).holder is None
 
 
 def rewrite_slot_checkpoint(stopped: Agent, *, release: list[str], hold: list[str]) -> None:
