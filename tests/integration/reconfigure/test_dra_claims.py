@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from agent.claimprep import ClaimPreparation
 from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
-from tests.fakes import AgentHarness, FakeClaims, NodePods
+from tests.fakes import JSON, AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state
 
 POOL = "node-a"
@@ -55,8 +55,7 @@ async def node(sock_dir: Path, bitstreams: Bitstreams, pods: NodePods) -> AsyncI
 
 
 def ref_of(node: Node, name: str) -> ClaimRef:
-    info = node.claims.claims[(NS, name)]
-    return ClaimRef(NS, info.uid, name)
+    return ClaimRef(NS, node.claims.uid(NS, name), name)
 
 
 async def test_a_claims_slot_is_programmed_with_its_configured_bitstream_and_given_a_cdi_spec(
@@ -133,6 +132,26 @@ async def test_a_claim_that_cannot_be_prepared_changes_nothing(
         await node.prepare(ref_of(node, "bad"))
     assert {s.slot.id: (s.bitstream, s.holder) for s in node.harness.agent.registry.snapshot()} == before
     assert node.cdi.claims() == set()
+    assert node.preparation.held_slots() == set()
+
+
+@pytest.mark.parametrize(
+    ("break_claim", "message"),
+    [
+        (lambda claim: claim.pop("status"), "is not allocated"),
+        (lambda claim: claim["status"]["allocation"]["devices"]["results"][0].pop("device"), "lacks request, pool"),
+        (lambda claim: claim["status"]["allocation"]["devices"]["config"][0].update(source="X"), "not FromClass or"),
+    ],
+    ids=["not-allocated", "result-without-device", "config-of-unknown-source"],
+)
+async def test_a_claim_the_reader_cannot_use_fails_prepare_as_in_production(
+    node: Node, break_claim: Callable[[JSON], object], message: str
+) -> None:
+    claim = node.claims.put(NS, "odd", [("fpga", slot(0, 0))], pool=POOL, configs=(((), {"bitstream": "accel-a"}),))
+    break_claim(claim)
+    node.claims.put_json(claim)
+    with pytest.raises(KubeError, match=message):
+        await node.prepare(ref_of(node, "odd"))
     assert node.preparation.held_slots() == set()
 
 

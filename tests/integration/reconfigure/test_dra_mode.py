@@ -72,15 +72,19 @@ class DraNode:
             for d in found["spec"]["devices"]
         }
 
-    def claim(self, name: str, devices: list[str], parameters: dict[str, object] | None = None) -> tuple[str, str, str]:
-        """An allocated claim of ``devices`` in this node's pool; returns (namespace, uid, name) for the kubelet."""
+    def claim(
+        self, name: str, devices: list[str], parameters: dict[str, object] | None = None, *, request: str = "fpga"
+    ) -> tuple[str, str, str]:
+        """An allocated claim of ``devices`` in this node's pool for its request ``fpga`` (``fpga/cached`` or
+        ``fpga/any``: the cache-aware claim's alternatives); returns (namespace, uid, name) for the kubelet."""
         pod = self.api.add_pod(f"{name}-pod", namespace=NS)
         body = make_resource_claim(
             name,
             namespace=NS,
             driver=DRIVER_NAME,
-            devices=[("fpga", DEFAULT_NODE, d) for d in devices],
+            devices=[(request, DEFAULT_NODE, d) for d in devices],
             parameters=parameters,
+            first_available={"fpga": ["cached", "any"]} if "/" in request else None,
             reserved_for=[(pod["metadata"]["name"], pod["metadata"]["uid"])],
         )
         stored = self.api.put_resource_claim(body)
@@ -198,6 +202,21 @@ async def test_a_prepared_claim_programs_its_slot_and_the_slice_shows_the_bitstr
         assert not (node.config.cdi_dir / f"{DRIVER_NAME}-{ref[1]}.json").exists()
         assert state(node.agent.registry, target).holder is None
         assert state(node.agent.registry, target).bitstream == wanted.name  # the content stays: the cache
+
+
+async def test_a_claim_allocated_through_its_fallback_alternative_is_prepared_for_its_request(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """The cache-aware claim (firstAvailable cached, any): the config names the request, the result the
+    subrequest used; the kubelet is answered with the request."""
+    target = slot(0, 2)
+    async with dra_node(sock_dir, bitstreams) as node:
+        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_c.name}, request="fpga/any")
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        (device,) = answer.claims[ref[1]].devices
+        assert (device.device_name, list(device.request_names)) == (target, ["fpga"])
+        assert state(node.agent.registry, target).bitstream == bitstreams.accel_c.name
 
 
 async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_changes_nothing(
