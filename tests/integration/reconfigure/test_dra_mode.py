@@ -230,7 +230,15 @@ async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_chan
         assert "no-such-bitstream" in answer.claims[ref[1]].error
         assert state(node.agent.registry, slot(0, 1)).holder is None
         assert list(node.config.cdi_dir.glob("*.json")) == []
-        assert node.devices() == before
+        # A later change the publisher must show: once it is in the slice, so would be anything the bad one did.
+        good, wanted = slot(1, 1), bitstreams.accel_a.name
+        later = node.claim("later", [good], {"bitstream": wanted})
+        assert (await asyncio.to_thread(node.kubelet.prepare, later)).claims[later[1]].error == ""
+        await until("the later change in the slice", lambda: node.devices()[good]["bitstream"] == wanted)
+        after = node.devices()
+        assert {name: d for name, d in after.items() if name != good} == {
+            name: d for name, d in before.items() if name != good
+        }
 
 
 async def test_a_slot_whose_device_name_another_slot_has_is_left_out_with_an_error_naming_both(
