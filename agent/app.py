@@ -141,7 +141,7 @@ def connect_kube(config: Config) -> KubeAccess | None:
 
 
 class Agent:
-    """The node agent: discovery feeding the registry, the device plugin serving it."""
+    """The node agent: discovery feeding the registry, the device plugin (or in DRA mode the DRA driver) serving it."""
 
     def __init__(
         self,

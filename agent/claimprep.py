@@ -19,14 +19,14 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
    restart, when the claim itself may be gone.
 
 Release removes the spec and the record and frees the slots; the bitstream stays loaded
-(that is the cache). Releasing an unknown claim succeeds.
+(that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
+server's threads, one at a time; all but reading the claim runs on the agent's event
+loop, which owns the slot registry and the Reconfigurer.
 
 The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
 the slots of the recorded claims are held, and any other holder the slot checkpoint brought
 back is released. The kubelet's pod-resources API, which says who holds a slot in
-device-plugin mode, does not list DRA claims as devices, so it plays no part here. Calls come from the DRA
-server's threads, one at a time; all but reading the claim runs on the agent's event
-loop, which owns the slot registry and the Reconfigurer.
+device-plugin mode, does not list DRA claims as devices, so it plays no part here.
 
 A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
 a DNS label; a name two slots share is the device of one of them, as in the slice).
