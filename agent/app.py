@@ -141,7 +141,7 @@ def connect_kube(config: Config) -> KubeAccess | None:
 
 
 class Agent:
-    """The node agent: discovery feeding the registry, the device plugin serving it."""
+    """The node agent: discovery feeding the registry, the device plugin (or in DRA mode the DRA driver) serving it."""
 
     def __init__(
         self,
@@ -177,15 +177,21 @@ class Agent:
             metrics=self.metrics,
             before_programming=self._checkpoint_before_programming,
         )
-        self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
-        self.lifecycle = PluginLifecycle(
-            PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
-        )
-        self.metrics.watch_slots(self.registry, lambda: self.lifecycle.registrations)
         #: Bitstreams the cluster declares (FpgaBitstream objects), pulled into the catalog; needs API access
         self.distribution = self._distribution(pods, events)
-        #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is registered
-        self.dra = self._dra_mode(pods) if config.mode == "dra" else None
+        #: The device plugin (``--mode device-plugin``): its RPCs and its socket; None in DRA mode
+        self.servicer: DevicePluginServicer | None = None
+        self.lifecycle: PluginLifecycle | None = None
+        #: DRA mode (``--mode dra``): slots go to ResourceClaims; no device plugin is built or registered
+        self.dra: DraMode | None = None
+        if config.mode == "dra":
+            self.dra = self._dra_mode(pods)
+        else:
+            self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
+            self.lifecycle = PluginLifecycle(
+                PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
+            )
+        self.metrics.watch_slots(self.registry, self._device_plugin_registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
         self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
         self._tasks: list[asyncio.Task[None]] = []
@@ -236,6 +242,13 @@ class Agent:
             timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
         )
 
+    def _device_plugin_registrations(self) -> int:
+        return 0 if self.lifecycle is None else self.lifecycle.registrations
+
+    def _superseded(self) -> bool:
+        """Whether another agent serves the device-plugin socket (a rolling update): it owns the checkpoint."""
+        return self.lifecycle is not None and self.lifecycle.superseded
+
     async def _read_hardware(self) -> Sequence[Slot]:
         return (await self.backend.source.enumerate()).slots
 
@@ -261,6 +274,7 @@ class Agent:
         """None while registered with the kubelet (``/readyz``): the device plugin, or in DRA mode the driver."""
         if self.dra is not None:
             return None if self.dra.registered() else f"the kubelet has not registered DRA driver {DRIVER_NAME}"
+        assert self.lifecycle is not None  # device-plugin mode
         return None if self.lifecycle.registered.is_set() else "not registered with the kubelet"
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -270,10 +284,11 @@ class Agent:
         self.registry.replace_all(enumeration.slots)
         await asyncio.to_thread(checkpoint.remove_stale_temp_files, self.checkpoint_path)
         checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
-        try:
-            await self.reconfigurer.reconcile()
-        except KubeletError as exc:
-            logger.warning("holders not checked against the kubelet at start: %s", exc)
+        if self.dra is None:  # device plugin: pod-resources says who holds a slot (in DRA mode, the claims)
+            try:
+                await self.reconfigurer.reconcile()
+            except KubeletError as exc:
+                logger.warning("holders not checked against the kubelet at start: %s", exc)
         # The catalog as the agent starts, read once for what needs it (both need API access).
         entries = await self.catalog_reader.read() if self.kube is not None else []
         try:
@@ -282,12 +297,13 @@ class Agent:
                     group.create_task(source.watch(self.registry), name="discovery"),
                     group.create_task(
                         checkpoint.keep_checkpoint(
-                            self.checkpoint_file, self.registry, owned=lambda: not self.lifecycle.superseded
+                            self.checkpoint_file, self.registry, owned=lambda: not self._superseded()
                         ),
                         name="checkpoint",
                     ),
-                    group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"),
                 ]
+                if self.dra is None:
+                    background.append(group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"))
                 if self.distribution is not None:
                     background.append(group.create_task(self.distribution.run(entries), name="bitstreams"))
                 if self.kube is not None:
@@ -303,10 +319,11 @@ class Agent:
                             name="node-state",
                         )
                     )
-                if self.dra is None:
-                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
-                else:
+                if self.dra is not None:
                     plugin = group.create_task(self._serve(self.dra.run(stop), background), name="dra-plugin")
+                else:
+                    assert self.lifecycle is not None  # device-plugin mode
+                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
                 self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
@@ -317,7 +334,7 @@ class Agent:
 
     async def _checkpoint_before_programming(self) -> None:
         """The checkpoint says a programming is under way before the hardware is touched."""
-        if self.lifecycle.superseded:
+        if self._superseded():
             return
         try:
             await self.checkpoint_file.write_now(self.registry)
@@ -329,7 +346,7 @@ class Agent:
             )
 
     def _on_pod_change(self, kind: str, pod: PodInfo) -> None:
-        if kind == "DELETED":
+        if kind == "DELETED" and self.dra is None:
             self.reconfigurer.request_reconcile()
         if self.distribution is not None:
             self.distribution.pod_changed(kind, pod)

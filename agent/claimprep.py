@@ -23,8 +23,13 @@ Release removes the spec and the record and frees the slots; the bitstream stays
 server's threads, one at a time; all but reading the claim runs on the agent's event
 loop, which owns the slot registry and the Reconfigurer.
 
-A device of the pool is named after its slot (``agent.dra.device_name``: the slot ID as
-a DNS label).
+The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
+the slots of the recorded claims are held, and any other holder the slot checkpoint brought
+back is released. The kubelet's pod-resources API, which says who holds a slot in
+device-plugin mode, does not list DRA claims as devices, so it plays no part here.
+
+A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
+a DNS label; a name two slots share is the device of one of them, as in the slice).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent.dra import ClaimRef, PreparedDevice, device_name
+from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
 from agent.kube.claims import AllocatedDevice, ClaimInfo
@@ -65,6 +70,13 @@ class PreparedClaim:
     uid: str
     slots: tuple[str, ...]
     devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
+    #: the pod the slots went to (the one reserved for the claim); "" when none was known
+    pod: str = ""
+
+    @property
+    def holder(self) -> tuple[str, str, str]:
+        """(namespace, pod, container) of its slots' holder in the slot registry."""
+        return self.namespace, self.pod, f"claim/{self.name}"
 
 
 class ClaimPreparation:
@@ -95,8 +107,32 @@ class ClaimPreparation:
         self._prepared: dict[str, PreparedClaim] = self._load_state()
 
     def held_slots(self) -> set[str]:
-        """The slots of every prepared claim (the reconcile of device-plugin holders leaves them alone)."""
+        """The slots of every prepared claim."""
         return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
+
+    def restore_holders(self) -> None:
+        """On the loop, before the first call: the registry's holders become the recorded claims'.
+
+        The slot checkpoint and the record are written apart, so an agent stopped between the
+        two may come back with a claim's slot free or a released claim's slot still held.
+        Only differing holders are set (setting one counts as a use of the slot)."""
+        holders = self._registry.holders()
+        stale = sorted(set(holders) - self.held_slots())
+        if stale:
+            logger.info("released slots %s: no prepared claim holds them", ",".join(stale))
+            self._registry.release([SlotId(s) for s in stale])
+        for claim in self._prepared.values():
+            namespace, pod, container = claim.holder
+            missing = [
+                SlotId(s)
+                for s in claim.slots
+                if (h := holders.get(SlotId(s))) is None or (h.namespace, h.pod, h.container) != claim.holder
+            ]
+            if missing:
+                logger.info(
+                    "slots %s: held for claim %s/%s again (its record)", ",".join(missing), namespace, claim.name
+                )
+                self._registry.set_holder(missing, namespace, pod, container)
 
     # ------------------------------------------------------------------------- prepare
     def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
@@ -112,7 +148,8 @@ class ClaimPreparation:
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
-        by_device = {device_name(state.slot.id): state.slot for state in self._registry.snapshot()}
+        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
+        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
         slots = [self._slot(by_device, d, who) for d in mine]
         for slot in slots:
             other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
@@ -133,10 +170,10 @@ class ClaimPreparation:
             claim.uid,
             tuple(s.id for s in slots),
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
+            pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
         )
         await self._record(claim.uid, record)
-        holder = pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else ""
-        self._registry.set_holder([s.id for s in slots], claim.namespace, holder, f"claim/{claim.name}")
+        self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
 
     def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
@@ -222,6 +259,7 @@ class ClaimPreparation:
                     str(raw["uid"]),
                     tuple(str(s) for s in raw["slots"]),
                     tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
+                    str(raw.get("pod") or ""),  # not in records of earlier versions
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)

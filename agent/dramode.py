@@ -6,7 +6,8 @@ register a device plugin; the scheduler allocates slots to ResourceClaims from t
 slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
 
 * Every slot is one device of the node's pool, named after the slot
-  (:func:`agent.dra.device_name`), with the attributes :func:`slice_devices` lists. The
+  (:func:`agent.dra.device_name`; of two slots with one name only one is offered, and
+  the other is logged as an error), with the attributes :func:`slice_devices` lists. The
   slice follows every change of the registry (a slot programmed, its health, a card
   plugged in), and is put back when the kubelet deletes it: checked at once when the
   kubelet registers the driver (a starting kubelet deletes the node's slices), and
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.claimprep import ClaimLookup, ClaimPreparation
-from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, device_name
+from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import KubeError
 from agent.kube.resourceslices import SliceDevice
@@ -53,6 +54,13 @@ def eviction_order(state: SlotState) -> tuple[bool, float, str]:
     return state.bitstream is not None, state.last_used or 0.0, state.slot.id
 
 
+def offered_names(states: Sequence[SlotState]) -> dict[str, str]:
+    """Slot ID -> device name of the slots offered as devices: all but those whose name another slot has
+    (:func:`agent.dra.device_names`)."""
+    names, _ = device_names(s.slot.id for s in states)
+    return {slot_id: name for name, slot_id in names.items()}
+
+
 def slice_devices(states: Sequence[SlotState]) -> list[SliceDevice]:
     """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
 
@@ -67,9 +75,12 @@ def slice_devices(states: Sequence[SlotState]) -> list[SliceDevice]:
     reconfigurations from 1.38 to 1.36 x the clairvoyant reference (median) and from 1.84 to
     1.65 x at the worst point. It costs a slice update when a slot's last use changes.
     """
+    names = offered_names(states)
     devices = []
     for state in sorted(states, key=eviction_order):
         slot = state.slot
+        if slot.id not in names:
+            continue
         busy = state.programming is not None
         attributes: dict[str, str | int | bool] = {
             "platform": slot.platform,
@@ -81,14 +92,17 @@ def slice_devices(states: Sequence[SlotState]) -> list[SliceDevice]:
         }
         if slot.numa is not None:
             attributes["numa"] = slot.numa
-        devices.append(SliceDevice(device_name(slot.id), attributes))
+        devices.append(SliceDevice(names[slot.id], attributes))
     return devices
 
 
 def device_health(pool: str, states: Sequence[SlotState]) -> list[DeviceHealth]:
     """Every device's health for the kubelet's resource-health stream (a vanished slot still held is listed,
     unhealthy, until its claim is released)."""
-    return [DeviceHealth(pool, device_name(s.slot.id), s.health is Health.HEALTHY, s.reason) for s in states]
+    names = offered_names(states)
+    return [
+        DeviceHealth(pool, names[s.slot.id], s.health is Health.HEALTHY, s.reason) for s in states if s.slot.id in names
+    ]
 
 
 class DraMode:
@@ -123,10 +137,9 @@ class DraMode:
             state_file=state_dir / CLAIMS_FILE,
             timeout_s=timeout_s,
         )
-        # The device-plugin holder check must leave the slots of prepared claims alone.
-        reconfigurer.held_elsewhere = self.preparation.held_slots
         self.health = HealthBoard()
         self._slice_error = ""
+        self._clashes: set[NameClash] = set()
         loop = asyncio.get_running_loop()
 
         def on_registered() -> None:
@@ -139,7 +152,10 @@ class DraMode:
         return self.server.registration.status == (True, "")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out."""
+        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out.
+
+        The slots of the prepared claims are held before anything is served (the claims hold slots in DRA mode)."""
+        self.preparation.restore_holders()
         self._publish(self._registry.snapshot())
         await asyncio.to_thread(self.server.start)
         try:
@@ -159,6 +175,7 @@ class DraMode:
             self._publish(self._registry.snapshot())
 
     def _publish(self, states: Sequence[SlotState]) -> None:
+        self._report_clashes(states)
         self.health.set(device_health(self.node, states))
         try:
             self._slices.set_devices(slice_devices(states))
@@ -168,3 +185,17 @@ class DraMode:
             self._slice_error = str(exc)
         else:
             self._slice_error = ""
+
+    def _report_clashes(self, states: Sequence[SlotState]) -> None:
+        """An error for each pair of slots with one device name, once while it lasts."""
+        _, found = device_names(s.slot.id for s in states)
+        for clash in sorted(set(found) - self._clashes, key=lambda c: c.name):
+            logger.error(
+                "slots %s and %s have the same DRA device name %s: slot %s is left out of the ResourceSlice "
+                "and cannot be allocated",
+                clash.kept,
+                clash.left_out,
+                clash.name,
+                clash.left_out,
+            )
+        self._clashes = set(found)

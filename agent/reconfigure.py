@@ -141,9 +141,6 @@ class Reconfigurer:
         hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
         the slot's content unknown, never the old one believed."""
         self._before_programming = before_programming
-        #: Slots held other than through the device plugin (prepared DRA claims, set by the wiring once they
-        #: exist): never released by reconcile.
-        self.held_elsewhere: Callable[[], set[str]] | None = None
         #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
         #: FpgaBitstreams are watched); without it only the local catalog counts.
         self.fetch_bitstream: BitstreamFetcher | None = None
@@ -418,13 +415,14 @@ class Reconfigurer:
 
     # ----------------------------------------------------------------- release
     async def reconcile(self) -> None:
-        """Release slots whose holder is gone; learn holders the kubelet reports.
+        """Release slots whose holder is gone; learn holders the kubelet reports (device-plugin mode).
 
         There is no Deallocate: a slot is free again when no container holds it in
-        pod-resources. The bitstream stays loaded (that is the cache).
+        pod-resources. The bitstream stays loaded (that is the cache). In DRA mode the
+        prepared claims hold the slots (``agent.claimprep``) and this is not run.
         """
         refs = await self._containers.list_containers()
-        held: set[str] = set() if self.held_elsewhere is None else set(self.held_elsewhere())
+        held: set[str] = set()
         for ref in refs:
             held |= ref.device_ids
             known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import shutil
 import subprocess
@@ -35,7 +36,7 @@ from agent.config import Config, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
 from agent.errors import KubeError, ProgrammingError
-from agent.kube.claims import AllocatedDevice, ClaimInfo
+from agent.kube.claims import ClaimInfo, parse_claim
 from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
@@ -73,6 +74,9 @@ def test_config(root: Path, **overrides: object) -> Config:
         "device_plugin_dir": str(root / "device-plugins"),
         "pod_resources_socket": str(root / "pod-resources" / "kubelet.sock"),
         "state_dir": str(root / "state"),
+        "dra_registry_dir": str(root / "plugins_registry"),
+        "dra_plugins_dir": str(root / "plugins"),
+        "cdi_dir": str(root / "cdi"),
         "sim_cards": "2",
         "sim_slots_per_card": "4",
         "sim_program_ms": "20",
@@ -159,7 +163,7 @@ class AgentHarness:
                 await kubelet.stop()
 
 
-from tests.kubeapi import FakeKubeApiServer, make_node, make_pod, running_apiserver  # noqa: E402, F401
+from tests.kubeapi import JSON, FakeKubeApiServer, make_node, make_pod, make_resource_claim, running_apiserver  # noqa: E402, F401
 
 #: Long enough for a loaded machine; a hung command fails the test instead of the run.
 CLI_TIMEOUT_S = 60.0
@@ -258,11 +262,13 @@ class DraKubelet:
 
 
 class FakeClaims:
-    """ResourceClaims as the API server holds them, read as ``agent.kube.ClaimReader`` reads them: a claim
-    that is gone, replaced (another UID) or not allocated is the same KubeError the reader raises."""
+    """ResourceClaims as the API server holds them, read as ``agent.kube.ClaimReader`` reads them: the stored
+    JSON goes through the reader's own parser, and a claim that is gone, replaced (another UID), not allocated
+    or malformed is the same KubeError the reader raises."""
 
     def __init__(self) -> None:
-        self.claims: dict[tuple[str, str], ClaimInfo] = {}
+        #: (namespace, name) -> the claim as JSON
+        self.claims: dict[tuple[str, str], JSON] = {}
         self.reads = 0
 
     def put(
@@ -274,24 +280,39 @@ class FakeClaims:
         pool: str,
         configs: tuple[tuple[tuple[str, ...], dict[str, object]], ...] = (),
         pods: tuple[str, ...] = (),
-    ) -> ClaimInfo:
-        """An allocated claim: ``devices`` as (request, device) in ``pool``, reserved for ``pods``."""
-        info = ClaimInfo(
-            namespace,
+        first_available: dict[str, list[str]] | None = None,
+    ) -> JSON:
+        """A claim made (again: a new UID) and allocated: ``devices`` as (request, device) in ``pool``, configs
+        as (requests, parameters), reserved for ``pods`` (see :func:`tests.kubeapi.make_resource_claim`)."""
+        claim = make_resource_claim(
             name,
-            str(uuid.uuid4()),
-            tuple(AllocatedDevice(request, pool, device) for request, device in devices),
-            configs,
-            tuple((pod, str(uuid.uuid4())) for pod in pods),
+            namespace=namespace,
+            driver=DRIVER_NAME,
+            devices=[(request, pool, device) for request, device in devices],
+            configs=configs,
+            first_available=first_available,
+            reserved_for=[(pod, str(uuid.uuid4())) for pod in pods],
         )
-        self.claims[(namespace, name)] = info
-        return info
+        return self.put_json(claim)
+
+    def put_json(self, claim: JSON) -> JSON:
+        """A claim as given (made again: a new UID), however malformed."""
+        claim = copy.deepcopy(claim)
+        meta = claim.setdefault("metadata", {})
+        meta["uid"] = str(uuid.uuid4())
+        self.claims[(meta.get("namespace", ""), meta.get("name", ""))] = claim
+        return copy.deepcopy(claim)
+
+    def uid(self, namespace: str, name: str) -> str:
+        uid: str = self.claims[(namespace, name)]["metadata"]["uid"]
+        return uid
 
     def read(self, namespace: str, name: str, uid: str) -> ClaimInfo:
         self.reads += 1
-        info = self.claims.get((namespace, name))
-        if info is None:
+        raw = self.claims.get((namespace, name))
+        if raw is None:
             raise KubeError(f"claim {namespace}/{name} does not exist (any more)")
+        info = parse_claim(raw, DRIVER_NAME)
         if info.uid != uid:
             raise KubeError(
                 f"claim {namespace}/{name} was replaced: its UID is {info.uid!r}, the kubelet asked for {uid!r}"

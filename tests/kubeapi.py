@@ -58,7 +58,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -624,16 +624,30 @@ class FakeKubeApiServer:
     # --- DRA objects (resource.k8s.io/v1) -------------------------------------------------
 
     def put_resource_claim(self, claim: JSON) -> JSON:
-        """Create or replace a ResourceClaim given as JSON (see :func:`make_resource_claim`)."""
+        """Create or replace a ResourceClaim given as JSON (see :func:`make_resource_claim`).
+
+        As the real server's create and update: a new claim gets a UID, a replaced one keeps its UID
+        and creation time (a body naming another UID is a 409), and either gets a new resourceVersion.
+        A claim deleted and made again (:meth:`delete_resource_claim` first) has a new UID."""
         claim = copy.deepcopy(claim)
         meta = claim.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_rfc3339())
         claim["apiVersion"] = RESOURCE_API
+        key = (meta["namespace"], meta["name"])
         with self._cond:
+            current = self._objects["resourceclaims"].get(key)
+            if current is None:
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta["creationTimestamp"] = now_rfc3339()
+            else:
+                uid = current["metadata"]["uid"]
+                if meta.setdefault("uid", uid) != uid:
+                    raise ApiError(
+                        409, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}"
+                    )
+                meta["creationTimestamp"] = current["metadata"]["creationTimestamp"]
             self.namespaces.add(meta["namespace"])
-            return self._store("resourceclaims", (meta["namespace"], meta["name"]), claim)
+            return self._store("resourceclaims", key, claim)
 
     def delete_resource_claim(self, namespace: str, name: str) -> JSON:
         with self._cond:
@@ -1407,19 +1421,45 @@ def make_resource_claim(
     driver: str,
     devices: Iterable[tuple[str, str, str]] = (),
     parameters: Mapping[str, Any] | None = None,
+    configs: Iterable[tuple[Sequence[str], Mapping[str, Any]]] = (),
+    first_available: Mapping[str, Sequence[str]] | None = None,
+    device_class: str = "fpga-slot",
     reserved_for: Iterable[tuple[str, str]] = (),
 ) -> JSON:
-    """A ResourceClaim as the scheduler leaves it allocated: ``devices`` as (request, pool, device) of
-    ``driver``; ``parameters``: one opaque config of the claim for every request; reserved for the pods
-    (name, uid) given. No ``devices`` and no pods: not allocated."""
-    claim: JSON = {"metadata": {"name": name, "namespace": namespace}, "kind": "ResourceClaim", "spec": {}}
+    """A ResourceClaim as the scheduler leaves it allocated, with the spec it was allocated from.
+
+    ``devices``: (request, pool, device) of ``driver`` each; a request of ``first_available``
+    (request -> its subrequests in order, e.g. ``{"fpga": ["cached", "any"]}``) names the
+    subrequest that was used (``fpga/any``), any other request is ``exactly`` one device of
+    ``device_class``. Opaque configs of the claim: ``parameters`` for every request, then
+    ``configs`` as (requests, parameters) each, for the requests named (none: every request).
+    Reserved for the pods (name, uid) given. No ``devices`` and no pods: not allocated."""
+    choices = {request: list(subrequests) for request, subrequests in (first_available or {}).items()}
+    devices = list(devices)
+    parents: dict[str, None] = {}
+    for request, _, _ in devices:
+        parent, _, subrequest = request.partition("/")
+        if (subrequest or parent in choices) and subrequest not in choices.get(parent, ()):
+            raise ValueError(f"result for {request!r}: request {parent!r} has subrequests {choices.get(parent)}")
+        parents[parent] = None
+    requests = [
+        {"name": r, "firstAvailable": [{"name": sub, "deviceClassName": device_class} for sub in subs]}
+        for r, subs in choices.items()
+    ] + [{"name": r, "exactly": {"deviceClassName": device_class}} for r in parents if r not in choices]
+    opaque = [((), parameters)] if parameters is not None else []
+    opaque += [(tuple(r), p) for r, p in configs]
+    config = [
+        {**({"requests": list(r)} if r else {}), "opaque": {"driver": driver, "parameters": dict(p)}} for r, p in opaque
+    ]
+    claim: JSON = {
+        "metadata": {"name": name, "namespace": namespace},
+        "kind": "ResourceClaim",
+        "spec": {"devices": {"requests": requests, "config": config}},
+    }
     results = [{"request": r, "driver": driver, "pool": p, "device": d} for r, p, d in devices]
     if results:
-        config = []
-        if parameters is not None:
-            config.append({"source": "FromClaim", "opaque": {"driver": driver, "parameters": dict(parameters)}})
         claim["status"] = {
-            "allocation": {"devices": {"results": results, "config": config}},
+            "allocation": {"devices": {"results": results, "config": [{"source": "FromClaim", **c} for c in config]}},
             "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for],
         }
     return claim

@@ -9,7 +9,7 @@ programming slots, writing CDI specs) is behind :class:`ClaimPreparer`.
 
 from agent.dra.constants import DRIVER_NAME, PLUGIN_TYPE, SUPPORTED_VERSIONS
 from agent.dra.health import DeviceHealth, HealthBoard
-from agent.dra.naming import device_name
+from agent.dra.naming import NameClash, device_name, device_names
 from agent.dra.server import DraPluginServer, PluginSockets
 from agent.dra.service import ClaimPreparer, ClaimRef, PreparedDevice
 
@@ -22,7 +22,9 @@ __all__ = [
     "DeviceHealth",
     "DraPluginServer",
     "HealthBoard",
+    "NameClash",
     "PluginSockets",
     "PreparedDevice",
     "device_name",
+    "device_names",
 ]

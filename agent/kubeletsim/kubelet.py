@@ -88,6 +88,8 @@ class KubeletStandIn:
         self.plugins: dict[str, PluginConnection] = {}
         # (namespace, pod) -> container -> resource -> device IDs
         self.assignments: dict[tuple[str, str], dict[str, dict[str, list[str]]]] = {}
+        #: pod-resources List and Get calls answered
+        self.pod_resources_reads = 0
         self._servers: list[grpc.aio.Server] = []
         self._bind_count = 0
         self._register_lock = asyncio.Lock()
@@ -103,9 +105,13 @@ class KubeletStandIn:
         await self._serve(registration, self.plugin_dir / "kubelet.sock")
         pod_resources = grpc.aio.server()
         pr_grpc.add_PodResourcesListerServicer_to_server(
-            PodResourcesServicer(lambda: self.assignments, self._allocatable), pod_resources
+            PodResourcesServicer(self._read_assignments, self._allocatable), pod_resources
         )
         await self._serve(pod_resources, self.pod_resources_socket)
+
+    def _read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
+        self.pod_resources_reads += 1
+        return self.assignments
 
     async def stop(self) -> None:
         """Stop serving and drop every plugin connection (sockets stay, as after a crash)."""

@@ -1,7 +1,8 @@
 """The cluster as the end-to-end tests use it: objects they create, and waiting for what they expect.
 
-Waiting is done with watches (the API server reports each change), never by sleeping;
-every wait has a deadline and fails with what it saw last.
+Waiting on API objects is done with watches (the API server reports each change), never by
+sleeping; every wait has a deadline and fails with what it saw last. What no watch of these
+reports (the test's own plugin, a slice read through a typed client) is polled by :func:`wait_for`.
 """
 
 from __future__ import annotations
@@ -173,6 +174,21 @@ def _wait(
     finally:
         stream.stop()
     raise AssertionError(f"{what}: not within {WAIT_S} s; last seen:\n{last}")
+
+
+#: How often :func:`wait_for` looks again.
+POLL_S = 0.2
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+    """Poll ``check`` until it gives something true, and return that; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def slots_of(node: Obj, field: str) -> str | None:

@@ -21,7 +21,6 @@ import contextlib
 import os
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from agent.errors import KubeError
 from agent.kube.claims import ClaimReader
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 from agent.slots import DeviceNode, Health, Slot, SlotId
-from tests.e2e.cluster import WAIT_S, Cluster, pick_node
+from tests.e2e.cluster import Cluster, pick_node, wait_for
 
 CDI_DIR = Path("/var/run/cdi")
 IMAGE = "busybox:1.35"
@@ -77,15 +76,6 @@ class CdiPreparer:
     def unprepare(self, claim: ClaimRef) -> None:
         self.calls.append(("unprepare", claim.uid))
         self.specs.remove(claim.uid)
-
-
-def _wait_for(what: str, check: object, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @contextlib.contextmanager
@@ -150,7 +140,7 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
     cluster: Cluster, node: str, plugin: tuple[DraPluginServer, CdiPreparer, HealthBoard]
 ) -> None:
     server, preparer, board = plugin
-    _wait_for("the kubelet to register the DRA driver", lambda: server.registration.status is not None, 30)
+    wait_for("the kubelet to register the DRA driver", lambda: server.registration.status is not None, 30)
     assert server.registration.status == (True, "")
 
     resource = client.ResourceV1Api(cluster.api)
@@ -229,13 +219,13 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Unhealthy", "with its slot Unhealthy")
 
         cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)
-        _wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)
+        wait_for("NodeUnprepareResources for the claim", lambda: ("unprepare", claim_uid) in preparer.calls)
         assert not preparer.specs.path(claim_uid).exists()
 
         # the kubelet wipes a node's slices when it starts: the next check puts ours back
         old_uid = resource.read_resource_slice(slice_name).metadata.uid
         resource.delete_resource_slice(slice_name)
-        _wait_for(
+        wait_for(
             "the publisher to put the slice back",
             lambda: (
                 not _gone(lambda: resource.read_resource_slice(slice_name))

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
 from agent.simfpga.fabric import PLATFORM
-from tests.e2e.cluster import BITSTREAM, REGISTERED, REPO, WAIT_S, Cluster, Obj, Suite, running
+from tests.e2e.cluster import BITSTREAM, REGISTERED, REPO, Cluster, Obj, Suite, running, wait_for
 from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy_as_configured
 
 SLOTS_ANNOTATION = "example.com/fpga-slots"
@@ -43,16 +43,6 @@ def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deploy
 @pytest.fixture(scope="module")
 def resource(cluster: Cluster) -> Any:
     return client.ResourceV1Api(cluster.api)
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def stays(check: Callable[[], bool], seconds: float) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from agent.claimprep import ClaimPreparation
 from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
-from tests.fakes import AgentHarness, FakeClaims, NodePods
+from tests.fakes import JSON, AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state
 
 POOL = "node-a"
@@ -55,8 +55,7 @@ async def node(sock_dir: Path, bitstreams: Bitstreams, pods: NodePods) -> AsyncI
 
 
 def ref_of(node: Node, name: str) -> ClaimRef:
-    info = node.claims.claims[(NS, name)]
-    return ClaimRef(NS, info.uid, name)
+    return ClaimRef(NS, node.claims.uid(NS, name), name)
 
 
 async def test_a_claims_slot_is_programmed_with_its_configured_bitstream_and_given_a_cdi_spec(
@@ -136,6 +135,26 @@ async def test_a_claim_that_cannot_be_prepared_changes_nothing(
     assert node.preparation.held_slots() == set()
 
 
+@pytest.mark.parametrize(
+    ("break_claim", "message"),
+    [
+        (lambda claim: claim.pop("status"), "is not allocated"),
+        (lambda claim: claim["status"]["allocation"]["devices"]["results"][0].pop("device"), "lacks request, pool"),
+        (lambda claim: claim["status"]["allocation"]["devices"]["config"][0].update(source="X"), "not FromClass or"),
+    ],
+    ids=["not-allocated", "result-without-device", "config-of-unknown-source"],
+)
+async def test_a_claim_the_reader_cannot_use_fails_prepare_as_in_production(
+    node: Node, break_claim: Callable[[JSON], object], message: str
+) -> None:
+    claim = node.claims.put(NS, "odd", [("fpga", slot(0, 0))], pool=POOL, configs=(((), {"bitstream": "accel-a"}),))
+    break_claim(claim)
+    node.claims.put_json(claim)
+    with pytest.raises(KubeError, match=message):
+        await node.prepare(ref_of(node, "odd"))
+    assert node.preparation.held_slots() == set()
+
+
 async def test_claims_of_other_nodes_replaced_claims_and_a_slot_prepared_twice_are_refused(node: Node) -> None:
     node.claims.put(NS, "elsewhere", [("fpga", slot(0, 0))], pool="node-b")
     with pytest.raises(PodLookupError, match="none of its devices is in this node's pool"):
@@ -151,18 +170,27 @@ async def test_claims_of_other_nodes_replaced_claims_and_a_slot_prepared_twice_a
         await node.prepare(stale)
 
 
-async def test_the_holder_reconcile_leaves_a_prepared_claims_slots_held(node: Node) -> None:
-    """pod-resources lists no device-plugin container for them: without the hook they would be released."""
+async def test_at_start_the_recorded_claims_hold_their_slots_and_nothing_else_does(node: Node) -> None:
+    """The slot checkpoint and the record are written apart: after a stop between the two they disagree."""
+    registry = node.harness.agent.registry
     node.pods.add(NS, "train", {"main": 0})
     node.claims.put(NS, "fpga", [("fpga", slot(0, 0))], pool=POOL, pods=("train",))
     await node.prepare(ref_of(node, "fpga"))
-    reconfigurer = node.harness.agent.reconfigurer
-    reconfigurer.held_elsewhere = node.preparation.held_slots
-    await reconfigurer.reconcile()
-    assert state(node.harness.agent.registry, slot(0, 0)).holder is not None
-    reconfigurer.held_elsewhere = None
-    await reconfigurer.reconcile()
-    assert state(node.harness.agent.registry, slot(0, 0)).holder is None
+    held = state(registry, slot(0, 0)).holder
+    assert held is not None
+    assert (held.namespace, held.pod, held.container) == (NS, "train", "claim/fpga")
+    registry.release([slot(0, 0)])  # the checkpoint lost the claim's holder...
+    registry.set_holder([slot(0, 1)], NS, "gone", "claim/released")  # ...and kept a released claim's
+    registry.set_holder([slot(0, 2)], NS, "web", "main")  # ...or a device-plugin container's, from before
+    restarted = node.make()
+    restarted.restore_holders()
+    got = state(registry, slot(0, 0)).holder
+    assert got is not None
+    assert (got.namespace, got.pod, got.container) == (NS, "train", "claim/fpga")
+    assert {s.slot.id for s in registry.snapshot() if s.holder is not None} == {slot(0, 0)}
+    version = registry.version
+    restarted.restore_holders()  # holders that agree are left alone (setting one counts as a use)
+    assert registry.version == version
 
 
 async def test_one_bad_bitstream_of_a_claim_leaves_even_its_good_slots_untouched(

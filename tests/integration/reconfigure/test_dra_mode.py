@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from agent.dra import DRIVER_NAME, PluginSockets
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
 from agent.simfpga.fabric import PLATFORM
+from agent.slots import SlotId, checkpoint
 from tests.fakes import DraKubelet, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
@@ -54,6 +56,8 @@ class DraNode:
     config: Config
     kubelet: DraKubelet
     agent: Agent
+    #: the kubelet's device-plugin side (registration and pod-resources), which DRA mode leaves alone
+    device_plugins: KubeletStandIn
 
     @property
     def sockets(self) -> PluginSockets:
@@ -68,15 +72,19 @@ class DraNode:
             for d in found["spec"]["devices"]
         }
 
-    def claim(self, name: str, devices: list[str], parameters: dict[str, object] | None = None) -> tuple[str, str, str]:
-        """An allocated claim of ``devices`` in this node's pool; returns (namespace, uid, name) for the kubelet."""
+    def claim(
+        self, name: str, devices: list[str], parameters: dict[str, object] | None = None, *, request: str = "fpga"
+    ) -> tuple[str, str, str]:
+        """An allocated claim of ``devices`` in this node's pool for its request ``fpga`` (``fpga/cached`` or
+        ``fpga/any``: the cache-aware claim's alternatives); returns (namespace, uid, name) for the kubelet."""
         pod = self.api.add_pod(f"{name}-pod", namespace=NS)
         body = make_resource_claim(
             name,
             namespace=NS,
             driver=DRIVER_NAME,
-            devices=[("fpga", DEFAULT_NODE, d) for d in devices],
+            devices=[(request, DEFAULT_NODE, d) for d in devices],
             parameters=parameters,
+            first_available={"fpga": ["cached", "any"]} if "/" in request else None,
             reserved_for=[(pod["metadata"]["name"], pod["metadata"]["uid"])],
         )
         stored = self.api.put_resource_claim(body)
@@ -91,9 +99,6 @@ def config_for(root: Path, api: FakeKubeApiServer, **overrides: object) -> Confi
     return dataclasses.replace(
         test_config(root, node_name=DEFAULT_NODE, mode="dra"),
         kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
-        dra_registry_dir=root / "plugins_registry",
-        dra_plugins_dir=root / "plugins",
-        cdi_dir=root / "cdi",
         **overrides,  # type: ignore[arg-type]
     )
 
@@ -113,15 +118,31 @@ async def agent_running(config: Config, bitstreams: Bitstreams) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
+async def device_plugin_kubelet(config: Config) -> AsyncIterator[KubeletStandIn]:
+    """The kubelet's device-plugin registration and pod-resources sockets (a real kubelet serves them in any mode)."""
+    kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+    await kubelet.start()
+    try:
+        yield kubelet
+    finally:
+        await kubelet.stop()
+
+
+@contextlib.asynccontextmanager
 async def dra_node(sock_dir: Path, bitstreams: Bitstreams, **overrides: object) -> AsyncIterator[DraNode]:
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
         config = config_for(sock_dir, api, **overrides)
-        async with agent_running(config, bitstreams) as agent:
-            node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent)
-            await until("the registration socket", lambda: bool(node.kubelet.sockets()))
-            await asyncio.to_thread(node.kubelet.register, node.kubelet.sockets()[0])
+        async with device_plugin_kubelet(config) as device_plugins, agent_running(config, bitstreams) as agent:
+            node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent, device_plugins)
+            await registered(node.kubelet)
             yield node
+
+
+async def registered(kubelet: DraKubelet) -> None:
+    """The kubelet's plugin watcher finds the agent's registration socket and registers the driver."""
+    await until("the registration socket", lambda: bool(kubelet.sockets()))
+    await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
 
 
 async def test_the_driver_is_registered_instead_of_a_device_plugin_and_every_slot_is_a_device(
@@ -130,8 +151,11 @@ async def test_the_driver_is_registered_instead_of_a_device_plugin_and_every_slo
     async with dra_node(sock_dir, bitstreams) as node:
         assert node.agent.readiness() is None
         assert node.kubelet.version == "v1.DRAPlugin"
-        assert not (node.config.device_plugin_dir / "fpga-slot.sock").exists()
         await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        # No device plugin: nothing registered with the kubelet's device-plugin side, no socket of ours beside it.
+        assert node.device_plugins.registrations == []
+        assert [p.name for p in node.config.device_plugin_dir.iterdir()] == ["kubelet.sock"]
+        assert (node.agent.servicer, node.agent.lifecycle) == (None, None)
         published = node.api.resource_slice(SLICE)
         assert published is not None
         assert published["spec"]["driver"] == DRIVER_NAME
@@ -180,6 +204,21 @@ async def test_a_prepared_claim_programs_its_slot_and_the_slice_shows_the_bitstr
         assert state(node.agent.registry, target).bitstream == wanted.name  # the content stays: the cache
 
 
+async def test_a_claim_allocated_through_its_fallback_alternative_is_prepared_for_its_request(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """The cache-aware claim (firstAvailable cached, any): the config names the request, the result the
+    subrequest used; the kubelet is answered with the request."""
+    target = slot(0, 2)
+    async with dra_node(sock_dir, bitstreams) as node:
+        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_c.name}, request="fpga/any")
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        (device,) = answer.claims[ref[1]].devices
+        assert (device.device_name, list(device.request_names)) == (target, ["fpga"])
+        assert state(node.agent.registry, target).bitstream == bitstreams.accel_c.name
+
+
 async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_changes_nothing(
     sock_dir: Path, bitstreams: Bitstreams
 ) -> None:
@@ -191,7 +230,39 @@ async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_chan
         assert "no-such-bitstream" in answer.claims[ref[1]].error
         assert state(node.agent.registry, slot(0, 1)).holder is None
         assert list(node.config.cdi_dir.glob("*.json")) == []
-        assert node.devices() == before
+        # A later change the publisher must show: once it is in the slice, so would be anything the bad one did.
+        good, wanted = slot(1, 1), bitstreams.accel_a.name
+        later = node.claim("later", [good], {"bitstream": wanted})
+        assert (await asyncio.to_thread(node.kubelet.prepare, later)).claims[later[1]].error == ""
+        await until("the later change in the slice", lambda: node.devices()[good]["bitstream"] == wanted)
+        after = node.devices()
+        assert {name: d for name, d in after.items() if name != good} == {
+            name: d for name, d in before.items() if name != good
+        }
+
+
+async def test_a_slot_whose_device_name_another_slot_has_is_left_out_with_an_error_naming_both(
+    sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept = slot(0, 0)
+    twin = SlotId(kept.replace("-", ".", 1))  # "simcard0.slot0": the same DNS label as "simcard0-slot0"
+    async with dra_node(sock_dir, bitstreams) as node:
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        registry = node.agent.registry
+        other = slot(1, 0)
+        registry.upsert(dataclasses.replace(state(registry, kept).slot, id=twin))  # a card discovery reports
+        registry.upsert(dataclasses.replace(state(registry, other).slot, id=SlotId(other + "-new")))  # a later change
+        await until("the later change in the slice", lambda: f"{other}-new" in node.devices())
+        assert sorted(node.devices()) == sorted(s.slot.id for s in registry.snapshot() if s.slot.id != twin)
+        (error,) = [
+            r for r in caplog.records if r.levelno == logging.ERROR and "same DRA device name" in r.getMessage()
+        ]
+        assert f"slots {kept} and {twin} have the same DRA device name {kept}" in error.getMessage()
+        # The name is the kept slot's: a claim allocated it is prepared there.
+        ref = node.claim("fpga", [kept], {"bitstream": bitstreams.accel_a.name})
+        assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
+        assert state(registry, kept).bitstream == bitstreams.accel_a.name
+        assert state(registry, twin).holder is None
 
 
 async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driver_again(
@@ -206,41 +277,61 @@ async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driv
         assert sorted(node.devices()) == sorted(s.slot.id for s in node.agent.registry.snapshot())
 
 
-async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: Path, bitstreams: Bitstreams) -> None:
-    target = slot(0, 3)
+@contextlib.asynccontextmanager
+async def stopped_after_a_prepare(
+    sock_dir: Path, bitstreams: Bitstreams, target: str, bitstream: str
+) -> AsyncIterator[tuple[DraNode, tuple[str, str, str]]]:
+    """An agent that prepared a claim of ``target`` and stopped (``node.agent``); the API server and both sides
+    of the kubelet still run for the next agent. Yields the node and the kubelet's reference to the claim."""
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
         config = config_for(sock_dir, api)
-        pod_resources = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)  # lists no device
-        await pod_resources.start()
-        try:
-            await restart_with_a_prepared_claim(api, config, bitstreams, target)
-        finally:
-            await pod_resources.stop()
+        async with device_plugin_kubelet(config) as device_plugins:  # pod-resources lists no device
+            async with agent_running(config, bitstreams) as agent:
+                node = DraNode(api, config, DraKubelet(config.dra_registry_dir), agent, device_plugins)
+                await registered(node.kubelet)
+                ref = node.claim("fpga", [target], {"bitstream": bitstream})
+                assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
+            yield node, ref
+            # pod-resources lists no DRA claim as a device: asked, it would have freed the claim's slot
+            assert device_plugins.pod_resources_reads == 0
 
 
-async def restart_with_a_prepared_claim(
-    api: FakeKubeApiServer, config: Config, bitstreams: Bitstreams, target: str
+async def test_an_agent_restart_keeps_the_prepared_claims_slots_held(sock_dir: Path, bitstreams: Bitstreams) -> None:
+    target = slot(0, 3)
+    async with stopped_after_a_prepare(sock_dir, bitstreams, target, bitstreams.accel_b.name) as (node, ref):
+        kubelet = node.kubelet
+        async with agent_running(node.config, bitstreams) as restarted:
+            await registered(kubelet)
+            await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
+            assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
+            with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
+                assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
+                assert log.programming() == []
+            assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
+            assert state(restarted.registry, target).holder is None
+
+
+async def test_at_start_the_prepared_claims_hold_the_slots_whatever_the_slot_checkpoint_says(
+    sock_dir: Path, bitstreams: Bitstreams
 ) -> None:
-    kubelet = DraKubelet(config.dra_registry_dir)
-    async with agent_running(config, bitstreams) as agent:
-        node = DraNode(api, config, kubelet, agent)
-        await until("the registration socket", lambda: bool(kubelet.sockets()))
-        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
-        ref = node.claim("fpga", [target], {"bitstream": bitstreams.accel_b.name})
-        assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
-    async with agent_running(config, bitstreams) as restarted:
-        await until("the registration socket", lambda: bool(kubelet.sockets()))
-        await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
-        await wait_registry(restarted.registry, lambda: state(restarted.registry, target).holder is not None)
-        await restarted.reconfigurer.reconcile()  # the device-plugin holder check leaves the claim's slot alone
-        assert state(restarted.registry, target).holder is not None
-        assert state(restarted.registry, target).bitstream == bitstreams.accel_b.name
-        with fabric_log(restarted.backend.fabric) as log:  # type: ignore[arg-type]
-            assert (await asyncio.to_thread(kubelet.prepare, ref)).claims[ref[1]].error == ""
-            assert log.programming() == []
-        assert (await asyncio.to_thread(kubelet.unprepare, ref)).claims[ref[1]].error == ""
-        assert state(restarted.registry, target).holder is None
+    """Stopped between writing the claim record and the slot checkpoint, the agent comes back from both."""
+    target, stale = slot(1, 3), slot(0, 0)
+    async with stopped_after_a_prepare(sock_dir, bitstreams, target, bitstreams.accel_a.name) as (node, _):
+        rewrite_slot_checkpoint(node.agent, release=[target], hold=[stale])
+        async with agent_running(node.config, bitstreams) as restarted:
+            await registered(node.kubelet)
+            holder = state(restarted.registry, target).holder
+            assert holder is not None
+            assert (holder.namespace, holder.pod, holder.container) == (NS, "fpga-pod", "claim/fpga")
+            assert state(restarted.registry, stale).holder is None
+
+
+def rewrite_slot_checkpoint(stopped: Agent, *, release: list[str], hold: list[str]) -> None:
+    """The stopped agent's slot checkpoint with ``release`` free and ``hold`` held by a device-plugin container."""
+    stopped.registry.release([SlotId(s) for s in release])
+    stopped.registry.set_holder([SlotId(s) for s in hold], NS, "web", "main")
+    stopped.checkpoint_path.write_bytes(checkpoint.encode(stopped.registry.snapshot()))
 
 
 async def test_a_claims_bitstream_that_only_the_cluster_declares_is_pulled_at_prepare(
