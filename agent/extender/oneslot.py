@@ -36,6 +36,7 @@ rebuilds it, about 10 ms per 1000 nodes when nodes share catalogs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from agent.extender.nodestate import NodeSlots
@@ -67,25 +68,36 @@ class _Group:
 
 
 class PlatformBases:
-    """Every node's base for one platform: the lowest base, the nodes at it, and the others with theirs."""
+    """Every node's base for one platform: the lowest base, the nodes at it, and the others with theirs.
 
-    __slots__ = ("above", "low", "lows")
+    ``shifted`` holds, for every node, its answer entry when the lowest base is a call's
+    floor (the common case): ``(name, base - low)`` for a node above it, ``()`` (false)
+    for one at it. A call then looks each name up once and keeps the true entries.
+    """
+
+    __slots__ = ("above", "low", "lows", "shifted")
 
     def __init__(self) -> None:
         self.low = MAX_SCORE + 1
         self.lows: set[str] = set()
         self.above: dict[str, int] = {}
+        self.shifted: dict[str, tuple[str, int] | tuple[()]] = {}
 
     def put(self, name: str, base: int) -> None:
         if base > self.low:
             self.above[name] = base
+            self.shifted[name] = (name, base - self.low)
         elif base == self.low:
             self.lows.add(name)
+            self.shifted[name] = ()
         else:  # a new lowest base: the nodes at the old one are above it now
             self.above.update(dict.fromkeys(self.lows, self.low))
             self.low, self.lows = base, {name}
+            self._shift()
 
     def drop(self, name: str) -> None:
+        if self.shifted.pop(name, None) is None:
+            return
         if self.above.pop(name, None) is not None:
             return
         self.lows.discard(name)
@@ -94,8 +106,14 @@ class PlatformBases:
             self.lows = {n for n, base in self.above.items() if base == self.low}
             for n in self.lows:
                 del self.above[n]
+            self._shift()
         elif not self.lows:
             self.low = MAX_SCORE + 1
+
+    def _shift(self) -> None:
+        low = self.low
+        self.shifted = {name: (name, base - low) for name, base in self.above.items()}
+        self.shifted.update(dict.fromkeys(self.lows, ()))
 
 
 class OneSlotIndex:
@@ -139,16 +157,33 @@ class OneSlotIndex:
         bases = self._bases.get(platform) if platform is not None else None
         if platform is None or bases is None:  # no node can program it: every known node asked scores 0
             return [] if all(map(self._entries.__contains__, names)) else None
-        lows, above = bases.lows, bases.above
-        odd = [name for name in names if name not in lows]  # above the platform's lowest base, or unknown
-        odd_bases = list(map(above.get, odd))
-        if None in odd_bases:
+        lows = bases.lows
+        hits = self._hits.get((bitstream, platform), _NO_HITS)
+        entries = list(map(bases.shifted.get, names))  # the one pass over the names (C-level)
+        if None in entries:
             return None  # a node without published state: neutral, scored per name
-        hits = self._hits.get((bitstream, platform), _NO_HITS).intersection(names)
+        hits = hits.intersection(names)
+        if not penalty:
+            answer: dict[str, int] = dict(filter(None, entries))  # type: ignore[arg-type]  # above the lowest base, shifted
+            at_low = len(names) - len(answer) - sum(1 for name in hits if name in lows)
+            loaded = self._weights.loaded - bases.low
+            if at_low and loaded >= 0:  # the lowest base is the floor (a name at it holds no copy)
+                for name in hits:
+                    if loaded:
+                        answer[name] = loaded
+                    else:
+                        answer.pop(name, None)
+                return list(answer.items())
+        return self._general(names, bases, hits, penalty)
+
+    def _general(self, names: Sequence[str], bases: PlatformBases, hits: AbstractSet[str], penalty: int) -> Scores:
+        """Any penalty, and any floor: the one-slot scores of ``names`` (every one known), shifted."""
+        lows, above = bases.lows, bases.above
+        odd = [name for name in names if name not in lows]
         loaded = max(0, self._weights.loaded - penalty)
         rest = max(0, bases.low - penalty)  # a node at the lowest base without a copy (above: no clamp needed)
         plain = len(names) - len(odd) - sum(1 for name in hits if name in lows)
-        scored: dict[str, int] = dict(zip(odd, odd_bases, strict=True))  # type: ignore[arg-type]
+        scored: dict[str, int] = dict(zip(odd, map(above.__getitem__, odd), strict=True))
         for name in hits:
             scored.pop(name, None)
         floor = min(
