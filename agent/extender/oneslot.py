@@ -16,14 +16,16 @@ over every node of the cache:
   penalty on every node, whatever else the catalogs hold.
 
 When every node agrees on the bitstream's platform and penalty and the scheduler asks
-only about nodes the cache knows (the common case), a call takes one pass over the
-names that keeps those above their platform's lowest base, and one set intersection
-for the hits; every other name shares one score. The lowest score among the names is
-worked out from those, and the answer is the shifted one of
-:mod:`agent.extender.scoretable` (that floor left out), equal to scoring every name;
-its order is not the order asked (kube-scheduler adds the scores up per node).
-Otherwise :meth:`OneSlotIndex.prioritize` returns None and the caller scores per name.
-Names are taken as distinct, as kube-scheduler sends them.
+only about nodes the cache knows (the common case), and the call's floor is the
+platform's lowest base (nearly always: some name asked sits at it), the answer is one
+lookup per name into entries kept per node as JSON text (:class:`PlatformBases`), the
+few hits put in, joined: C-level passes, no Python step and no encoding per name,
+whether few names stand out or most do (as when the cluster's values spread the
+bases). Any other floor, or a download penalty, takes a slower path with the same
+result. The answer equals scoring every name and shifting as
+:mod:`agent.extender.scoretable` does (the floor left out); kube-scheduler adds the
+scores up per node, so the order carries nothing. When the catalogs disagree or a name
+is unknown, :meth:`OneSlotIndex.prioritize` returns None and the caller scores per name.
 
 The index follows the node cache's change log (a changed node is taken out and put
 back), the cluster's values (bases that depend on them, those of nodes that would
@@ -40,8 +42,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from agent.extender.nodestate import NodeSlots
-from agent.extender.scoretable import ChangeLog, Scores
+from agent.extender.scoretable import Answer, ChangeLog, EncodedScores, Scores
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, ScoreWeights, base_score
+from agent.extender.wire import priority_entry
 
 #: A node's catalog as the index tells them apart: the identity of its ``bitstreams`` mapping (nodes that
 #: publish the same catalog share one, see ``nodestate``) and what it must pull first.
@@ -70,9 +73,10 @@ class _Group:
 class PlatformBases:
     """Every node's base for one platform: the lowest base, the nodes at it, and the others with theirs.
 
-    ``shifted`` holds, for every node, its answer entry when the lowest base is a call's
-    floor (the common case): ``(name, base - low)`` for a node above it, ``()`` (false)
-    for one at it. A call then looks each name up once and keeps the true entries.
+    ``shifted`` holds, for every node, its answer entry as JSON text when the lowest base
+    is a call's floor (the common case): ``{"Host":name,"Score":base - low}`` for a node
+    above it, ``""`` for one at it (left out). A call then looks each name up once and
+    joins the entries that are not empty.
     """
 
     __slots__ = ("above", "low", "lows", "shifted")
@@ -81,15 +85,15 @@ class PlatformBases:
         self.low = MAX_SCORE + 1
         self.lows: set[str] = set()
         self.above: dict[str, int] = {}
-        self.shifted: dict[str, tuple[str, int] | tuple[()]] = {}
+        self.shifted: dict[str, str] = {}
 
     def put(self, name: str, base: int) -> None:
         if base > self.low:
             self.above[name] = base
-            self.shifted[name] = (name, base - self.low)
+            self.shifted[name] = priority_entry(name, base - self.low)
         elif base == self.low:
             self.lows.add(name)
-            self.shifted[name] = ()
+            self.shifted[name] = ""
         else:  # a new lowest base: the nodes at the old one are above it now
             self.above.update(dict.fromkeys(self.lows, self.low))
             self.low, self.lows = base, {name}
@@ -112,8 +116,8 @@ class PlatformBases:
 
     def _shift(self) -> None:
         low = self.low
-        self.shifted = {name: (name, base - low) for name, base in self.above.items()}
-        self.shifted.update(dict.fromkeys(self.lows, ()))
+        self.shifted = {name: priority_entry(name, base - low) for name, base in self.above.items()}
+        self.shifted.update(dict.fromkeys(self.lows, ""))
 
 
 class OneSlotIndex:
@@ -146,7 +150,7 @@ class OneSlotIndex:
         keep: Mapping[str, float],
         keep_version: int,
         now: float,
-    ) -> Scores | None:
+    ) -> Answer | None:
         """The shifted scores of ``names`` for a pod asking one slot of ``bitstream``; None when the
         catalogs disagree about it or a name is not in the cache (then score per name)."""
         self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
@@ -164,16 +168,17 @@ class OneSlotIndex:
             return None  # a node without published state: neutral, scored per name
         hits = hits.intersection(names)
         if not penalty:
-            answer: dict[str, int] = dict(filter(None, entries))  # type: ignore[arg-type]  # above the lowest base, shifted
-            at_low = len(names) - len(answer) - sum(1 for name in hits if name in lows)
             loaded = self._weights.loaded - bases.low
+            at_low = entries.count("") - sum(1 for name in hits if name in lows)
             if at_low and loaded >= 0:  # the lowest base is the floor (a name at it holds no copy)
-                for name in hits:
+                if hits:
+                    texts = dict(zip(names, entries, strict=True))
+                    texts.update(dict.fromkeys(hits, ""))
+                    fragments = list(filter(None, texts.values()))
                     if loaded:
-                        answer[name] = loaded
-                    else:
-                        answer.pop(name, None)
-                return list(answer.items())
+                        fragments.extend(priority_entry(name, loaded) for name in hits)
+                    return EncodedScores(fragments)
+                return EncodedScores(list(filter(None, entries)))
         return self._general(names, bases, hits, penalty)
 
     def _general(self, names: Sequence[str], bases: PlatformBases, hits: AbstractSet[str], penalty: int) -> Scores:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.scoretable import ChangeLog, Scores, ScoreTable, shift_to_floor
+from agent.extender.scoretable import Answer, ChangeLog, Scores, ScoreTable, shift_to_floor
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
@@ -47,7 +47,7 @@ from agent.extender.scoring import (
     score_single,
 )
 
-__all__ = ["ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "shift_to_floor"]
+__all__ = ["Answer", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "shift_to_floor"]
 
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
@@ -81,7 +81,7 @@ class ScoreBoard:
 
     def prioritize(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float
-    ) -> Scores:
+    ) -> Answer:
         """The shifted scores of ``names`` (in the order asked, floor left out), from ``cache``'s nodes."""
         neutral = self._weights.neutral
         if not demand.by_bitstream:

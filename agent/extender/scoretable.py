@@ -18,6 +18,23 @@ from agent.extender.scoring import MAX_SCORE
 Scores = list[tuple[str, int]]
 
 
+class EncodedScores:
+    """A prioritize answer already in its wire form: one JSON text per node listed (``{"Host":..,"Score":..}``).
+
+    The one-slot index keeps each node's entry as text, so that an answer listing most
+    of 500 names is joined, not built and encoded entry by entry.
+    """
+
+    __slots__ = ("fragments",)
+
+    def __init__(self, fragments: list[str]) -> None:
+        self.fragments = fragments
+
+
+#: What prioritize answers: (name, score) pairs, or the same already encoded.
+Answer = Scores | EncodedScores
+
+
 class ChangeLog(Protocol):
     """The node cache as the score tables follow it (structurally: :class:`~agent.extender.cache.NodeCache`)."""
 

@@ -37,7 +37,7 @@ from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prior
 from agent.extender.wire import (
     SchedulingRequest,
     encode,
-    encode_priorities,
+    encode_answer,
     filter_error,
     filter_result,
     parse_extender_args,
@@ -110,7 +110,7 @@ class Extender:
             scores = shift_to_floor(
                 prioritize_nodes(request.demand, request.names, lookup, self.weights, self._clock())
             )
-        return Reply(200, JSON, encode_priorities(scores))
+        return Reply(200, JSON, encode_answer(scores))
 
     def healthz(self, _body: bytes) -> Reply:
         if self.nodes.synced:

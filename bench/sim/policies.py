@@ -20,6 +20,7 @@ from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots, PublishedSlot
 from agent.extender.ranking import ScoreBoard
 from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights
+from agent.extender.wire import answer_scores
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
@@ -187,7 +188,9 @@ class WithExtender:
             demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
             self.cache.refresh(nodes, self.catalog)
             names = [n.name for _, n in scored]
-            answer = dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
+            answer = dict(
+                answer_scores(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
+            )
             scored = [(s + 10.0 * self.weight * answer.get(n.name, 0), n) for s, n in scored]
         node = max(scored, key=lambda pair: pair[0])[1]
         return node, self.choose(node, pod, now)

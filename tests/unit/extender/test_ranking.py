@@ -11,6 +11,7 @@ from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.ranking import ScoreBoard, shift_to_floor
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
+from agent.extender.wire import answer_scores
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_800_000_000.0
@@ -88,7 +89,7 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
             keep = dict(reference.keep_values(cache.nodes.values(), now))
         expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version))
         # the same scores; kube-scheduler sums them per node, so the order of the answer is not read
-        assert sorted(board.prioritize(cache, pod, asked, cache.lookup(), now)) == sorted(expected)
+        assert sorted(answer_scores(board.prioritize(cache, pod, asked, cache.lookup(), now))) == sorted(expected)
     assert reference.version > 1  # the values changed along the way (and the board followed)
 
 
@@ -103,11 +104,11 @@ def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     cache.replace([WatchedNode("a", node("a", [slot("s0")])), WatchedNode("b", node("b", [slot("s0")]))])
     board = ScoreBoard(ScoreWeights())
     pod = demand(("main", 1, "aes"))
-    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == []  # both empty: 7 and 7
+    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == []  # both empty: 7 and 7
     cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
-    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 3)]
+    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 3)]
     cache.apply("DELETED", WatchedNode("b", None))
-    assert board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW) == [("a", 5)]  # b: neutral 5
+    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 5)]  # b: neutral 5
 
 
 def test_tables_share_one_string_per_node_name() -> None:
