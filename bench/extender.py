@@ -132,16 +132,17 @@ async def start_server(kubeconfig: Path, cpu: int) -> Server:
     )  # fmt: skip
     assert process.stderr is not None
     port = 0
+    synced = False
     async with asyncio.timeout(STARTUP_TIMEOUT_S):
-        while True:
+        while not (port and synced):  # the two lines come in either order: the watch and the server start together
             line = (await process.stderr.readline()).decode()
             if not line:
                 raise RuntimeError("the extender exited during start")
             if found := LISTENING.search(line):
                 port = int(found[1])
-            if (found := SYNCED.search(line)) and port:
+            if found := SYNCED.search(line):
                 assert int(found[1]) == NODES, line
-                break
+                synced = True
     asyncio.get_running_loop().create_task(_drain(process.stderr))
     return Server(process, f"http://127.0.0.1:{port}")
 

@@ -37,8 +37,12 @@ class ExtenderProcess:
         self.log: list[str] = []
 
     async def wait_for_line(self, pattern: re.Pattern[str]) -> re.Match[str]:
-        """Read the log until a line matches (the process says when it listens and when it synced)."""
+        """The first log line that matches, read so far or still to come (the process says when it listens
+        and when its node cache synced, in either order: the watch and the server start together)."""
         assert self.process.stderr is not None
+        for line in self.log:
+            if found := pattern.search(line):
+                return found
         async with asyncio.timeout(PROCESS_TIMEOUT_S):
             while True:
                 raw = await self.process.stderr.readline()
