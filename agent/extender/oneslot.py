@@ -37,7 +37,7 @@ rebuilds it, about 10 ms per 1000 nodes when nodes share catalogs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -70,6 +70,28 @@ class _Group:
     nodes: int = 1
 
 
+class EntryTexts:
+    """``{"Host":name,"Score":score}`` as JSON text, made once per name and score and kept (at most 11 per node)."""
+
+    def __init__(self) -> None:
+        self._by_score: dict[int, dict[str, str]] = {}
+
+    def of(self, names: Iterable[str], score: int) -> list[str]:
+        texts = self._by_score.get(score)
+        if texts is None:
+            texts = self._by_score[score] = {}
+        names = list(names)
+        for name in names:
+            if name not in texts:
+                texts[name] = priority_entry(name, score)
+        return list(map(texts.__getitem__, names))
+
+    def forget(self, name: str) -> None:
+        """A node that left the cache (so that the texts stay bounded by the nodes there are)."""
+        for texts in self._by_score.values():
+            texts.pop(name, None)
+
+
 class PlatformBases:
     """Every node's base for one platform: the lowest base, the nodes at it, and the others with theirs.
 
@@ -79,9 +101,10 @@ class PlatformBases:
     joins the entries that are not empty.
     """
 
-    __slots__ = ("above", "low", "lows", "shifted")
+    __slots__ = ("above", "low", "lows", "shifted", "texts")
 
-    def __init__(self) -> None:
+    def __init__(self, texts: EntryTexts) -> None:
+        self.texts = texts
         self.low = MAX_SCORE + 1
         self.lows: set[str] = set()
         self.above: dict[str, int] = {}
@@ -90,7 +113,7 @@ class PlatformBases:
     def put(self, name: str, base: int) -> None:
         if base > self.low:
             self.above[name] = base
-            self.shifted[name] = priority_entry(name, base - self.low)
+            (self.shifted[name],) = self.texts.of((name,), base - self.low)
         elif base == self.low:
             self.lows.add(name)
             self.shifted[name] = ""
@@ -116,7 +139,12 @@ class PlatformBases:
 
     def _shift(self) -> None:
         low = self.low
-        self.shifted = {name: priority_entry(name, base - low) for name, base in self.above.items()}
+        by_score: dict[int, list[str]] = {}
+        for name, base in self.above.items():
+            by_score.setdefault(base - low, []).append(name)
+        self.shifted = {}
+        for score, names in by_score.items():
+            self.shifted.update(zip(names, self.texts.of(names, score), strict=True))
         self.shifted.update(dict.fromkeys(self.lows, ""))
 
 
@@ -132,6 +160,7 @@ class OneSlotIndex:
         self._step = -1
         self._keep: Mapping[str, float] = {}
         self._entries: dict[str, _Entry] = {}
+        self._texts = EntryTexts()
         self._bases: dict[str, PlatformBases] = {}
         self._hits: dict[tuple[str, str], set[str]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
@@ -176,7 +205,7 @@ class OneSlotIndex:
                     texts.update(dict.fromkeys(hits, ""))
                     fragments = list(filter(None, texts.values()))
                     if loaded:
-                        fragments.extend(priority_entry(name, loaded) for name in hits)
+                        fragments.extend(self._texts.of(hits, loaded))
                     return EncodedScores(fragments)
                 return EncodedScores(list(filter(None, entries)))
         return self._general(names, bases, hits, penalty)
@@ -229,6 +258,8 @@ class OneSlotIndex:
                 node = nodes.get(name)
                 if node is not None:
                     self._add(node)
+                else:
+                    self._texts.forget(name)
             self._seen = len(changes)
         rebase: set[str] = set()
         if keep_version != self._keep_version:
@@ -245,6 +276,7 @@ class OneSlotIndex:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
         self._entries, self._bases, self._hits = {}, {}, {}
+        self._texts = EntryTexts()
         self._catalogs, self._agreed = {}, {}
         self._valued, self._ageing = set(), set()
         for node in cache.nodes.values():
@@ -256,7 +288,7 @@ class OneSlotIndex:
         for platform in platforms:
             table = self._bases.get(platform)
             if table is None:
-                table = self._bases[platform] = PlatformBases()
+                table = self._bases[platform] = PlatformBases(self._texts)
             elif replace:
                 table.drop(name)
             table.put(name, base_score(node, platform, self._weights, now, self._keep))
