@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
+from agent.kube import build_api_client
 from tests.fakes import AgentHarness, short_tmpdir
 from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
@@ -82,3 +84,19 @@ def apiserver() -> Iterator[FakeKubeApiServer]:
     """The HTTP-level fake API server (tests/kubeapi.py), stopped with its threads afterwards."""
     with running_apiserver() as server:
         yield server
+
+
+@pytest.fixture
+def kubeconfig(apiserver: FakeKubeApiServer, tmp_path: Path) -> Path:
+    """A kubeconfig for the fake API server."""
+    return apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.fixture
+def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
+    """A real kubernetes ApiClient talking to the fake API server, closed afterwards."""
+    api_client = build_api_client(kubeconfig)
+    try:
+        yield api_client
+    finally:
+        api_client.close()

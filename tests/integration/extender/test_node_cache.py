@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from kubernetes import client
 
 from agent.extender import NodeCache, WatchedNode, parse_watched_node
-from agent.kube import Backoff, build_api_client
+from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, shifted
@@ -27,15 +26,6 @@ pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
 
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)
 TIMEOUT_S = 10.0
-
-
-@pytest.fixture
-def api_client(apiserver: FakeKubeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    api_client = build_api_client(apiserver.write_kubeconfig(tmp_path / "kubeconfig"))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 class Heard:

@@ -1,36 +1,21 @@
-"""The fake API server, a kubeconfig for it, a real ApiClient, a running pod cache; and a thread-leak check."""
+"""A running pod cache over the fake API server (the server, kubeconfig and ApiClient come from tests/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from agent.kube import Backoff, PodCache, PodEventKind, PodInfo, build_api_client
+from agent.kube import Backoff, PodCache, PodEventKind, PodInfo
 from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer
 
 #: Short backoff so that recovery paths run quickly; the logic is the same.
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)
 TIMEOUT_S = 10.0
-
-
-@pytest.fixture
-def kubeconfig(apiserver: FakeKubeApiServer, tmp_path: Path) -> Path:
-    return apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-
-
-@pytest.fixture
-def api_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = build_api_client(kubeconfig)
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 class Seen:

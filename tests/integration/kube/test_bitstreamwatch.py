@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
-from pathlib import Path
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from kubernetes import client
 
 from agent.bitstreams import Declaration, parse_declaration
 from agent.errors import CatalogError
-from agent.kube import Backoff, build_api_client
+from agent.kube import Backoff
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.reflector import WatchEventKind
 from tests.kubeapi import FakeKubeApiServer
@@ -67,15 +66,6 @@ class Heard:
     async def next(self) -> tuple[str, str]:
         async with asyncio.timeout(TIMEOUT_S):
             return await self.queue.get()
-
-
-@pytest.fixture
-def api_client(apiserver: FakeKubeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
-    api_client = build_api_client(apiserver.write_kubeconfig(tmp_path / "kubeconfig"))
-    try:
-        yield api_client
-    finally:
-        api_client.close()
 
 
 @contextlib.asynccontextmanager
