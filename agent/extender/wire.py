@@ -246,7 +246,7 @@ def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
     A name that is not valid Unicode (a lone surrogate; never a node name, but the
     answer must still be JSON) is escaped by the standard library instead.
     """
-    entries = [{"Host": host, "Score": score} for host, score in scores]
+    entries = priority_list(scores)
     try:
         return orjson.dumps(entries)
     except TypeError:

@@ -39,7 +39,9 @@ MAX_ATTRIBUTES = 32
 MAX_STRING = 64
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-#: How often the slice is checked without a change of the devices.
+#: How often the slice is checked without a change of the devices: a safety net only, since a kubelet
+#: that restarts (and deletes the node's slices) registers the driver again, and the registration hook
+#: republishes the slice at once.
 CHECK_INTERVAL_S = 60.0
 REQUEST_TIMEOUT_S = 10.0
 
