@@ -27,7 +27,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -131,6 +131,8 @@ class BitstreamPuller:
         self._on_ended = on_ended
         self._declarations: dict[str, Declaration] = {}
         self._pulls: dict[str, asyncio.Task[StoredBitstream]] = {}
+        #: Held while a pull plans its evictions and reserves its bytes (the downloads themselves run together).
+        self._room = asyncio.Lock()
 
     # ------------------------------------------------------------------ declarations
     def declare(self, declaration: Declaration) -> bool:
@@ -241,8 +243,10 @@ class BitstreamPuller:
     async def _pull(self, declaration: Declaration) -> StoredBitstream:
         name = declaration.name
         what = f"bitstream {name!r} from {declaration.source}"
-        await self._make_room(declaration)
-        with self.budget.reserve(name, declaration.size):
+        with ExitStack() as held:
+            async with self._room:  # plan, evict and reserve as one step: two pulls never count the same room
+                await self._make_room(declaration)
+                held.enter_context(self.budget.reserve(name, declaration.size))
             credentials = None
             if declaration.pull_secret:
                 credentials = await self._credentials(declaration.pull_secret, declaration.host)

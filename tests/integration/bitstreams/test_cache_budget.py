@@ -4,6 +4,7 @@ What is in use comes from the budget's ``in_use`` callback, the one the agent wi
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import aiohttp
@@ -69,3 +70,15 @@ async def test_local_entries_are_not_the_caches_to_evict(
     puller.declare(await push(session, registry, tmp_path, "pulled", content("pulled")))
     await puller.ensure("pulled")  # the local file does not count against the budget
     assert names(catalog) == ["local", "pulled"]
+
+
+async def test_pulls_that_start_together_do_not_plan_on_the_same_free_space(
+    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+) -> None:
+    for name in ("a", "b", "c", "d"):
+        puller.declare(await push(session, registry, tmp_path, f"race-{name}", content(name)))
+    await puller.ensure("race-a")
+    await puller.ensure("race-b")
+    await asyncio.gather(puller.ensure("race-c"), puller.ensure("race-d"))  # each needs one old file's room
+    assert names(catalog) == ["race-c", "race-d"]
+    assert sum(entry.size for entry in catalog.entries()) <= BUDGET_BYTES
