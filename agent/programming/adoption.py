@@ -16,9 +16,9 @@ import logging
 from pathlib import Path
 from typing import BinaryIO
 
-from agent.atomicfile import StagedFile, fsync_directory
+from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
-from agent.programming.catalog import RECORD_SUFFIX, Catalog, CatalogEntry, FileDescription, validate_name
+from agent.programming.catalog import Catalog, CatalogEntry, FileDescription, validate_name
 from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).
@@ -87,9 +87,7 @@ class PulledCatalog:
         entry = self.find(name)
         if entry is None or not entry.source:
             return False
-        (self.directory / (name + RECORD_SUFFIX)).unlink(missing_ok=True)
-        (self.directory / entry.file).unlink(missing_ok=True)
-        fsync_directory(self.directory)
+        self.catalog.remove(entry)
         logger.info("bitstream catalog: evicted %s (%d bytes, pulled from %s)", name, entry.size, entry.source)
         return True
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from agent.atomicfile import StagedFile, write_atomically
+from agent.atomicfile import StagedFile, fsync_directory, write_atomically
 from agent.bitstreamfile import copy_hashing, is_sha256, is_valid_name, normalize_id128
 from agent.bitstreamfile import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.errors import (
@@ -338,6 +338,13 @@ class Catalog:
         if previous is not None and previous.file != entry.file:
             (self.directory / previous.file).unlink(missing_ok=True)
         return entry
+
+    def remove(self, entry: CatalogEntry) -> None:
+        """Take ``entry`` out of the catalog: its record first (so that it is never listed without its
+        file), then its file, then the directory made durable."""
+        (self.directory / (entry.name + RECORD_SUFFIX)).unlink(missing_ok=True)
+        (self.directory / entry.file).unlink(missing_ok=True)
+        fsync_directory(self.directory)
 
     def _previous_entry(self, name: str, replace: bool) -> CatalogEntry | None:
         if not (self.directory / (name + RECORD_SUFFIX)).exists():
