@@ -13,7 +13,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.bitstreams import Declaration
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
@@ -361,32 +360,6 @@ class Agent:
                 task.cancel()
 
 
-class DeclaredPlatforms:
-    """The cluster's FpgaBitstream declarations, as the extender's node cache needs them: name -> platform."""
-
-    def __init__(self, cache: NodeCache) -> None:
-        self._cache = cache
-        self._declared: dict[str, str] = {}
-        self._failing = False
-
-    def replace(self, declarations: list[Declaration]) -> None:
-        self._declared = {d.name: d.platform for d in declarations}
-        self._cache.set_declared(self._declared)
-        self._failing = False
-
-    def apply(self, kind: str, declaration: Declaration) -> None:
-        if kind == "DELETED":
-            self._declared.pop(declaration.name, None)
-        else:
-            self._declared[declaration.name] = declaration.platform
-        self._cache.set_declared(self._declared)
-
-    def failed(self, text: str) -> None:
-        if not self._failing:  # once per outage (before the CRD is installed, say): pulls are then not scored
-            logger.warning("FpgaBitstream objects not listed (%s): only the nodes' own catalogs count", text)
-        self._failing = True
-
-
 def extender_tls(config: Config) -> ssl.SSLContext | None:
     """The extender's TLS context from the configuration; ConfigError naming the flag when files are bad."""
     if config.tls_cert_file is None or config.tls_key_file is None:
@@ -416,13 +389,12 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply,
         on_error=cache.failed,
     )
-    declarations = DeclaredPlatforms(cache)
     bitstreams = BitstreamWatcher(
         api_client,
         parse=parse_object,
-        on_replace=declarations.replace,
-        on_event=declarations.apply,
-        on_error=declarations.failed,
+        on_replace=cache.replace_declared,
+        on_event=cache.apply_declared,
+        on_error=cache.declarations_failed,
     )
     app = build_app(Extender(cache, config.score_weights), metrics=extender_metrics())
     logger.info("scheduler extender starting (score weights %s)", config.score_weights)

@@ -34,6 +34,15 @@ REQUEST_MEMO_SIZE = 20_000
 CHANGE_LOG_LIMIT = 100_000
 
 
+class DeclaredBitstream(Protocol):
+    """What the extender reads of an FpgaBitstream (structurally: ``agent.bitstreams.Declaration``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def platform(self) -> str: ...
+
+
 class NodeMetadata(Protocol):
     """What a node watch hands over of each Node (structurally: ``agent.kube.nodewatch.NodeMeta``)."""
 
@@ -74,6 +83,7 @@ class NodeCache:
         self._changes: list[str] = []
         self._declared: dict[str, str] = {}
         self._derived: Derived = {}
+        self._declarations_failing = False
 
     @property
     def nodes(self) -> Mapping[str, NodeSlots]:
@@ -140,6 +150,28 @@ class NodeCache:
         self._nodes = {name: state.declaring(self._declared, self._derived) for name, state in self._nodes.items()}
         self._new_generation()
         logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
+
+    # --- called on the loop by the FpgaBitstream watch ----------------------------------
+
+    def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:
+        """A list of the FpgaBitstream objects: the declared bitstreams are these."""
+        self._declarations_failing = False
+        self.set_declared({d.name: d.platform for d in declarations})
+
+    def apply_declared(self, kind: str, declaration: DeclaredBitstream) -> None:
+        """One FpgaBitstream event (ADDED, MODIFIED, DELETED)."""
+        declared = dict(self._declared)
+        if kind == "DELETED":
+            declared.pop(declaration.name, None)
+        else:
+            declared[declaration.name] = declaration.platform
+        self.set_declared(declared)
+
+    def declarations_failed(self, text: str) -> None:
+        """Listing FpgaBitstream objects failed: said once per outage (before the CRD is installed, say)."""
+        if not self._declarations_failing:
+            logger.warning("FpgaBitstream objects not listed (%s): only the nodes' own catalogs count", text)
+        self._declarations_failing = True
 
     def _new_generation(self) -> None:
         self._generation += 1
