@@ -396,8 +396,12 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply_declared,
         on_error=cache.declarations_failed,
     )
-    app = build_app(Extender(cache, config.score_weights), metrics=extender_metrics())
-    logger.info("scheduler extender starting (score weights %s)", config.score_weights)
+    app = build_app(Extender(cache, config.score_weights, answer_limit=config.answer_limit), metrics=extender_metrics())
+    logger.info(
+        "scheduler extender starting (score weights %s, answers list at most %s nodes)",
+        config.score_weights,
+        config.answer_limit or "all",
+    )
     try:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")

@@ -21,6 +21,7 @@ import yaml
 
 from agent.discovery.static import StaticSlotSpec, parse_static_slots
 from agent.errors import ConfigError
+from agent.extender.scoretable import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights, parse_score_weights
 
 ENV_PREFIX = "FPGA_AGENT_"
@@ -65,6 +66,7 @@ class Config:
     health_listen: ListenAddress | None = None
     listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
+    answer_limit: int = ANSWER_LIMIT
     sim_device_nodes: str = "char"
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -336,6 +338,13 @@ OPTIONS: tuple[_Option, ...] = (
         lambda env: str(ScoreWeights()),
         "extender: prioritize values 0..10 of a slot that holds the bitstream, an empty slot, a slot to evict, "
         "and the neutral score (pod without bitstream, node without state)",
+    ),
+    _Option(
+        "answer-limit",
+        _parse_int(0, 1_000_000),
+        lambda env: str(ANSWER_LIMIT),
+        "extender: most nodes a prioritize answer lists, the best by score, then by packing (MostAllocated); "
+        "the others score the call's lowest score; 0 lists every node above it",
     ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.extender.ranking import ANSWER_LIMIT  # noqa: E402
 from agent.extender.scoring import parse_score_weights  # noqa: E402
 from bench.sim.engine import percentile  # noqa: E402
 from bench.sim.grid import ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
@@ -64,12 +65,18 @@ def main() -> None:
         default=None,
         help="the extender's slot values for (c) and (c'), as its --score-weights (default: as shipped)",
     )
+    parser.add_argument(
+        "--answer-limit",
+        type=int,
+        default=ANSWER_LIMIT,
+        help="entries the extender's prioritize answer lists at most, as its --answer-limit (0: all)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
     started = time.monotonic()
     if args.grid:
-        points = run_grid(args.seed, args.scheduler_config, args.processes, args.score_weights)
+        points = run_grid(args.seed, args.scheduler_config, args.processes, args.score_weights, args.answer_limit)
         print(f"workload grid, seed {args.seed}, mean pod duration 300 s, 20-80 MB bitstreams at 100 MB/s")
         print(grid_tables(points))
         print(f"simulated in {time.monotonic() - started:.0f} s")
@@ -91,7 +98,7 @@ def main() -> None:
         size_max_mb=args.size_max_mb,
         bandwidth_mb_s=args.bandwidth_mb_s,
     )
-    point = run_point(shape, args.seed, args.scheduler_config, args.score_weights)
+    point = run_point(shape, args.seed, args.scheduler_config, args.score_weights, args.answer_limit)
     oracle = point.rate(ORACLE)
     print(f"{shape.describe()}, {shape.pods} pods, seed {args.seed}")
     print(

@@ -38,7 +38,7 @@ from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, read_node_slots  # noqa: E402
 from agent.extender.scoring import ScoreWeights  # noqa: E402
 from agent.extender.server import Extender  # noqa: E402
-from agent.extender.wire import answer_scores, encode_answer, parse_extender_args  # noqa: E402
+from agent.extender.wire import encode_priorities, parse_extender_args  # noqa: E402
 from agent.reconfigure import ANNOTATION  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
@@ -126,8 +126,8 @@ def main() -> None:
         lambda i, _b: board.prioritize(cache, requests[i].demand, requests[i].node_names or [], lookup, clock[0]),
         repeat=2,
     )
-    encode = per_call_us(bodies, lambda i, _b: encode_answer(answers[i]), repeat=2)
-    entries = sum(len(answer_scores(a)) for a in answers) / len(answers)
+    encode = per_call_us(bodies, lambda i, _b: encode_priorities(answers[i]), repeat=2)
+    entries = sum(len(a) for a in answers) / len(answers)
     rows: list[Row] = [
         (f"prioritize handler, {NAMES} of {NODES} names, cold (no score tables)", f"{cold:.0f} us", ""),
         (f"prioritize handler, {NAMES} of {NODES} names, warm", f"{warm:.0f} us", ""),

@@ -92,6 +92,8 @@ class NodeSlots:
     healthy: Mapping[str, int] = field(default_factory=dict)
     #: Free healthy slots in total.
     free: int = 0
+    #: Healthy slots in total (what the node's device plugin advertises as allocatable).
+    size: int = 0
     #: Platform -> free healthy slots of that platform (empty or not).
     free_by_platform: Mapping[str, int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold nothing.
@@ -109,6 +111,13 @@ class NodeSlots:
     downloads: frozenset[str] = frozenset()
     #: Answers already worked out for this state (scoring's memo; the state itself never changes).
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def packing(self, count: int) -> int:
+        """kube-scheduler's MostAllocated score (0..100) of this node's slots for a pod asking ``count``:
+        the share in use with the pod's own request counted, in whole points."""
+        if self.size <= 0:
+            return 0
+        return min(100, (self.size - self.free + count) * 100 // self.size)
 
     def declaring(self, declared: Mapping[str, str], shared: Derived | None = None) -> NodeSlots:
         """This state with the cluster's declared bitstreams (name -> platform) that the node lacks but has
@@ -169,6 +178,7 @@ class NodeSlots:
             catalog=bitstreams,
             healthy=healthy,
             free=free,
+            size=sum(healthy.values()),
             free_by_platform=free_by_platform,
             free_empty=free_empty,
             free_loaded=free_loaded,

@@ -25,17 +25,26 @@ exactly as with the unshifted scores, and a call where most nodes are alike answ
 only the ones that stand out. The scheduler adds the answer up per node, so its
 order carries nothing. Pods of other kinds (several bitstreams, none) are scored per
 call as before and shifted the same way.
+
+An answer then lists at most ``limit`` nodes (``--answer-limit``,
+:func:`~agent.extender.scoretable.best_entries`): the best by score, then by packing
+(the shipped profile's MostAllocated score), then in the order asked; the others score
+the floor. Once the cluster's values spread the bases, most of 500 names stand out
+above a few nodes whose free slots hold wanted bitstreams, and the answer would list
+nearly all of them (17 kB that kube-scheduler decodes inside its cycle). The scheduler
+takes the best node of score plus packing, and it is among the ones kept: those score
+highest, and of equal scores the fullest comes first.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.scoretable import Answer, ChangeLog, Scores, ScoreTable, shift_to_floor
+from agent.extender.scoretable import ANSWER_LIMIT, ChangeLog, Scores, ScoreTable, best_entries, shift_to_floor
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
@@ -47,7 +56,7 @@ from agent.extender.scoring import (
     score_single,
 )
 
-__all__ = ["Answer", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "shift_to_floor"]
+__all__ = ["ANSWER_LIMIT", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "best_entries", "shift_to_floor"]
 
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
@@ -56,10 +65,21 @@ COUNTED_PODS = 4096
 _BOARDS = itertools.count()
 
 
+def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
+    """A node's MostAllocated score for this pod's slots (0 for a node without published state)."""
+    count = sum(demand.by_bitstream.values()) + demand.unnamed
+
+    def packing(name: str) -> int:
+        node = lookup(name)
+        return 0 if node is None else node.packing(count)
+
+    return packing
+
+
 class ScoreBoard:
     """Prioritize for names from the node cache, with a score table per kind of pod (see the module docstring)."""
 
-    def __init__(self, weights: ScoreWeights, facts: ClusterFacts | None = None) -> None:
+    def __init__(self, weights: ScoreWeights, facts: ClusterFacts | None = None, limit: int = ANSWER_LIMIT) -> None:
         self._weights = weights
         #: Names this board's own values in the node states' memos (which every board shares).
         self._token = next(_BOARDS)
@@ -68,6 +88,8 @@ class ScoreBoard:
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
         self._one_slot = OneSlotIndex(weights)
+        #: Entries an answer lists at most (``best_entries``; 0: every node that stands out).
+        self.limit = limit
 
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
@@ -81,21 +103,32 @@ class ScoreBoard:
 
     def prioritize(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float
-    ) -> Answer:
-        """The shifted scores of ``names`` (in the order asked, floor left out), from ``cache``'s nodes."""
-        neutral = self._weights.neutral
+    ) -> Scores:
+        """The shifted scores of ``names``, floor left out, at most ``limit`` of them (``best_entries``)."""
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
         self.count(demand)
         facts = self.facts
         keep = facts.keep_values(cache.nodes.values(), now)
-        if demand.single is None:
-            return shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version))
+        if demand.single is not None:
+            bitstream, count = demand.single
+            if count == 1 and not demand.unnamed:
+                answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit)
+                if answer is not None:
+                    return answer
+            shifted = self._single(cache, demand, names, keep, now)
+        else:
+            shifted = shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version))
+        return best_entries(shifted, packing_for(demand, lookup), self.limit)
+
+    def _single(
+        self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float
+    ) -> Scores:
+        """Every shifted score of ``names`` for a pod that names one bitstream, from this kind's table."""
+        assert demand.single is not None
         bitstream, count = demand.single
-        if count == 1 and not demand.unnamed:
-            answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now)
-            if answer is not None:
-                return answer
+        neutral = self._weights.neutral
+        facts = self.facts
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)

@@ -32,12 +32,12 @@ from agent.errors import ExtenderRequestError, shown
 from agent.extender.cache import RequestNodes
 from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
-from agent.extender.ranking import ChangeLog, ScoreBoard, shift_to_floor
+from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_entries, packing_for, shift_to_floor
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
     encode,
-    encode_answer,
+    encode_priorities,
     filter_error,
     filter_result,
     parse_extender_args,
@@ -72,12 +72,13 @@ class Extender:
         weights: ScoreWeights,
         *,
         clock: Callable[[], float] = time.time,
+        answer_limit: int = ANSWER_LIMIT,
     ) -> None:
         self.nodes = nodes
         self.weights = weights
         self._clock = clock
         self._request_nodes = RequestNodes()
-        self._board = ScoreBoard(weights)
+        self._board = ScoreBoard(weights, limit=answer_limit)
 
     def _lookup(self, request: SchedulingRequest) -> NodeLookup:
         if request.node_names is not None:
@@ -107,10 +108,11 @@ class Extender:
             )
         else:
             lookup = self._lookup(request)
-            scores = shift_to_floor(
+            shifted = shift_to_floor(
                 prioritize_nodes(request.demand, request.names, lookup, self.weights, self._clock())
             )
-        return Reply(200, JSON, encode_answer(scores))
+            scores = best_entries(shifted, packing_for(request.demand, lookup), self._board.limit)
+        return Reply(200, JSON, encode_priorities(scores))
 
     def healthz(self, _body: bytes) -> Reply:
         if self.nodes.synced:

@@ -30,7 +30,6 @@ from typing import Any, TypedDict
 import orjson
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender.scoretable import Answer, EncodedScores, Scores
 from agent.extender.scoring import ContainerDemand, FilterOutcome, PodDemand
 from agent.slots.quantity import parse_count
 
@@ -251,25 +250,6 @@ def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
         return orjson.dumps(entries)
     except TypeError:
         return encode(entries)
-
-
-def priority_entry(host: str, score: int) -> str:
-    """One HostPriority as JSON text, for answers kept encoded (:class:`~agent.extender.scoretable.EncodedScores`)."""
-    return '{"Host":' + json.dumps(host) + ',"Score":' + str(score) + "}"
-
-
-def encode_answer(answer: Answer) -> bytes:
-    """A prioritize answer as the body of the reply."""
-    if isinstance(answer, EncodedScores):
-        return ("[" + ",".join(answer.fragments) + "]").encode()
-    return encode_priorities(answer)
-
-
-def answer_scores(answer: Answer) -> Scores:
-    """A prioritize answer as (name, score) pairs, as kube-scheduler reads it."""
-    if isinstance(answer, EncodedScores):
-        return [(entry["Host"], entry["Score"]) for entry in json.loads(encode_answer(answer))]
-    return answer
 
 
 def _field(data: Mapping[str, Any], name: str) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
 from bench.sim.engine import Placement, Result, percentile, simulate
@@ -97,7 +98,13 @@ def profile_settings(path: Path) -> tuple[int, bool]:
     return int(extender["weight"]), most_allocated
 
 
-def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWeights | None = None) -> PointResult:
+def run_point(
+    shape: Shape,
+    seed: int,
+    scheduler_config: Path,
+    weights: ScoreWeights | None = None,
+    answer_limit: int = ANSWER_LIMIT,
+) -> PointResult:
     weight, packs = profile_settings(scheduler_config)
     workload = make_workload(shape, seed)
     catalog = {bitstream_name(b): PLATFORM for b in range(shape.bitstreams)}
@@ -109,13 +116,17 @@ def run_point(shape: Shape, seed: int, scheduler_config: Path, weights: ScoreWei
     policies = {
         A: plain(rng(), first_fit),
         B: plain(rng(), ours),
-        C: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=packs),
-        C2: WithExtender(rng(), ours, weights, weight, catalog, most_allocated=not packs),
+        C: WithExtender(rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs),
+        C2: WithExtender(rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=not packs),
         DRA: dra(rng(), lru=True),
     }
     results = {name: simulate(workload, place) for name, place in policies.items()}
-    online_placement = WithExtender(rng(), clairvoyant_slots(workload), weights, weight, catalog, most_allocated=packs)
-    online_slots = WithExtender(rng(), never_again_first(workload), weights, weight, catalog, most_allocated=packs)
+    online_placement = WithExtender(
+        rng(), clairvoyant_slots(workload), weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs
+    )
+    online_slots = WithExtender(
+        rng(), never_again_first(workload), weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs
+    )
     variant, reference = best_oracle(workload, {ONLINE_PLACEMENT: online_placement, ONLINE_SLOTS: online_slots})
     results[ORACLE] = reference
     return PointResult(shape, results, variant, cold_miss_bound(workload))
@@ -132,14 +143,18 @@ def best_oracle(workload: Workload, more: dict[str, Placement] | None = None) ->
     return name, runs[name]
 
 
-def _run(job: tuple[Shape, int, Path, ScoreWeights | None]) -> PointResult:
+def _run(job: tuple[Shape, int, Path, ScoreWeights | None, int]) -> PointResult:
     return run_point(*job)
 
 
 def run_grid(
-    seed: int, scheduler_config: Path, processes: int, weights: ScoreWeights | None = None
+    seed: int,
+    scheduler_config: Path,
+    processes: int,
+    weights: ScoreWeights | None = None,
+    answer_limit: int = ANSWER_LIMIT,
 ) -> list[PointResult]:
-    jobs = [(shape, seed, scheduler_config, weights) for shape in GRID]
+    jobs = [(shape, seed, scheduler_config, weights, answer_limit) for shape in GRID]
     if processes <= 1:
         return [_run(job) for job in jobs]
     import multiprocessing

@@ -18,9 +18,8 @@ from collections.abc import Callable
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots, PublishedSlot
-from agent.extender.ranking import ScoreBoard
+from agent.extender.ranking import ANSWER_LIMIT, ScoreBoard
 from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights
-from agent.extender.wire import answer_scores
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
@@ -174,10 +173,11 @@ class WithExtender:
         catalog: dict[str, str],
         most_allocated: bool,
         facts: ClusterFacts | None = None,
+        answer_limit: int = ANSWER_LIMIT,
     ) -> None:
         self.rng, self.choose, self.weights, self.weight = rng, choose, weights, weight
         self.catalog, self.most_allocated = catalog, most_allocated
-        self.board = ScoreBoard(weights, facts)
+        self.board = ScoreBoard(weights, facts, answer_limit)
         self.cache = SimNodeCache()
 
     def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
@@ -188,9 +188,7 @@ class WithExtender:
             demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
             self.cache.refresh(nodes, self.catalog)
             names = [n.name for _, n in scored]
-            answer = dict(
-                answer_scores(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
-            )
+            answer = dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
             scored = [(s + 10.0 * self.weight * answer.get(n.name, 0), n) for s, n in scored]
         node = max(scored, key=lambda pair: pair[0])[1]
         return node, self.choose(node, pod, now)

@@ -1,4 +1,5 @@
-"""The one-slot index answers as scoring every name per call did, shifted to the floor, and says when it cannot."""
+"""The one-slot index answers as scoring every name, shifting to the floor and keeping the best entries does,
+and says when it cannot."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.scoretable import shift_to_floor
+from agent.extender.ranking import packing_for
+from agent.extender.scoretable import best_entries, shift_to_floor
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
-from agent.extender.wire import answer_scores
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_800_000_000.0
@@ -38,7 +39,8 @@ def random_node(rng: random.Random, name: str, now: float, catalogs: list[dict[s
 @pytest.mark.parametrize("seed", range(12))
 def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
     """Node updates, deletions, relists, declarations, clock steps and new cluster values: the index
-    follows them all and answers exactly the per-name scores, shifted; it answers most calls itself."""
+    follows them all and answers exactly the per-name scores, shifted, the best ``limit`` of them (ties
+    broken by packing, then by the order asked); it answers most calls itself."""
     rng = random.Random(seed)
     weights = WEIGHTS[seed % len(WEIGHTS)]
     names = [f"node-{i}" for i in range(40)]
@@ -64,13 +66,15 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         bitstream = rng.choice([*CATALOG, "big", "unknown-to-all"])
         facts.note_request(bitstream)
         keep = facts.keep_values(cache.nodes.values(), now)
-        asked = rng.sample(names, rng.randint(1, len(names)))
-        answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now)
+        asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.2 else [])
+        limit = rng.choice([0, 1, 3, 8])
+        answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))
-        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version))
+        shifted = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version))
+        expected = best_entries(shifted, packing_for(pod, cache.lookup()), limit)
         if answer is not None:
             answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
-            assert sorted(answer_scores(answer)) == sorted(expected)
+            assert sorted(answer) == sorted(expected)
     assert answered > 200
     assert facts.version > 1
 
@@ -85,27 +89,27 @@ def test_catalogs_that_disagree_about_the_bitstream_leave_it_to_per_name_scoring
         ]
     )
     index = OneSlotIndex(ScoreWeights())
-    assert index.prioritize(cache, "aes", ["a", "b", "c"], {}, 0, NOW) is None
-    assert index.prioritize(cache, "sha", ["a"], {}, 0, NOW) is None  # a lacks it, c has it
+    assert index.prioritize(cache, "aes", ["a", "b", "c"], {}, 0, NOW, 16) is None
+    assert index.prioritize(cache, "sha", ["a"], {}, 0, NOW, 16) is None  # a lacks it, c has it
     cache.apply("MODIFIED", WatchedNode("b", node("b", [slot("s0")], {"aes": PAC})))
     cache.apply("DELETED", WatchedNode("c", None))
-    assert answer_scores(index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)) == []  # both empty: 7 and 7
+    assert (index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16)) == []  # both empty: 7 and 7
     cache.apply("ADDED", WatchedNode("d", node("d", [slot("s0")], {"aes": N3K})))  # a new catalog disagrees
-    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW) is None
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16) is None
 
 
-def test_a_name_the_cache_does_not_know_is_left_to_per_name_scoring() -> None:
+def test_a_name_the_cache_does_not_know_scores_neutral() -> None:
     cache = NodeCache()
     cache.replace([WatchedNode("a", node("a", [slot("s0", bitstream="aes")]))])
     index = OneSlotIndex(ScoreWeights())
-    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW) is None
-    assert answer_scores(index.prioritize(cache, "aes", ["a"], {}, 0, NOW)) == []
+    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW, 16) == [("a", 5)]  # 10 over neutral 5
+    assert index.prioritize(cache, "aes", ["a"], {}, 0, NOW, 16) == []
 
 
 def test_a_bitstream_no_node_can_program_scores_zero_everywhere() -> None:
     cache = NodeCache()
     cache.replace([WatchedNode(n, node(n, [slot("s0", bitstream="aes")])) for n in ("a", "b")])
-    assert answer_scores(OneSlotIndex(ScoreWeights()).prioritize(cache, "nope", ["a", "b"], {}, 0, NOW)) == []
+    assert (OneSlotIndex(ScoreWeights()).prioritize(cache, "nope", ["a", "b"], {}, 0, NOW, 16)) == []
 
 
 def test_a_failure_while_following_the_cache_makes_the_next_call_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,7 +118,7 @@ def test_a_failure_while_following_the_cache_makes_the_next_call_rebuild(monkeyp
     cache = NodeCache()
     cache.replace([WatchedNode(n, node(n, [slot("s0")])) for n in ("a", "b")])
     index = OneSlotIndex(ScoreWeights())
-    assert answer_scores(index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)) == []
+    assert (index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16)) == []
     real = oneslot.base_score
 
     def broken(*args: object, **kwargs: object) -> int:
@@ -123,10 +127,10 @@ def test_a_failure_while_following_the_cache_makes_the_next_call_rebuild(monkeyp
     monkeypatch.setattr(oneslot, "base_score", broken)
     cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
     with pytest.raises(RuntimeError):
-        index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)
+        index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16)
     monkeypatch.setattr(oneslot, "base_score", real)
     # "a" was taken out before the failure: without the rebuild it would be unknown, and b would stand alone
-    assert answer_scores(index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)) == [("a", 3)]
+    assert (index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16)) == [("a", 3)]
 
 
 def test_with_loaded_below_empty_the_nodes_at_the_lowest_base_are_the_ones_listed() -> None:
@@ -138,7 +142,7 @@ def test_with_loaded_below_empty_the_nodes_at_the_lowest_base_are_the_ones_liste
         ]
     )
     index = OneSlotIndex(ScoreWeights(loaded=2, empty=8))
-    assert answer_scores(index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW)) == [("b", 6)]
+    assert (index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16)) == [("b", 6)]
 
 
 def test_a_download_penalty_that_takes_a_base_to_zero_leaves_that_node_out_as_the_floor() -> None:
@@ -151,6 +155,29 @@ def test_a_download_penalty_that_takes_a_base_to_zero_leaves_that_node_out_as_th
         ]
     )
     cache.set_declared({"new": PAC})  # nobody has its file: one point off everywhere, 0 at least
-    answer = OneSlotIndex(ScoreWeights()).prioritize(cache, "new", ["held", "busy", "empty"], {"aes": 1.0}, 1, NOW)
+    answer = OneSlotIndex(ScoreWeights()).prioritize(cache, "new", ["held", "busy", "empty"], {"aes": 1.0}, 1, NOW, 16)
     assert answer is not None
-    assert answer_scores(answer) == [("empty", 6)]
+    assert (answer) == [("empty", 6)]
+
+
+def test_a_dense_answer_keeps_the_best_nodes_by_score_then_packing_then_order() -> None:
+    """Six nodes stand out above the floor; with a limit of three the answer keeps the copy holder, then
+    of the empty ones the fullest, then the first asked, and the others score the floor (left out)."""
+    cache = NodeCache()
+    held = slot("h", free=False)
+    cache.replace(
+        [
+            WatchedNode("low", node("low", [slot("s0", bitstream="sha", last_used=int(NOW))])),  # base 1: floor
+            WatchedNode("copy", node("copy", [slot("s0", bitstream="aes"), slot("s1")])),  # 10
+            WatchedNode("half", node("half", [slot("s0"), held])),  # 7, packing 100
+            WatchedNode("e1", node("e1", [slot("s0"), slot("s1")])),  # 7, packing 50
+            WatchedNode("e2", node("e2", [slot("s0"), slot("s1")])),
+            WatchedNode("e3", node("e3", [slot("s0"), slot("s1")])),
+            WatchedNode("e4", node("e4", [slot("s0"), slot("s1")])),
+        ]
+    )
+    index = OneSlotIndex(ScoreWeights())
+    asked = ["e3", "low", "e1", "half", "e2", "copy", "e4"]
+    answer = index.prioritize(cache, "aes", asked, {"sha": 1.0}, 1, NOW, 3)
+    assert dict(answer or []) == {"copy": 9, "half": 6, "e3": 6}
+    assert len(index.prioritize(cache, "aes", asked, {"sha": 1.0}, 1, NOW, 0) or []) == 6  # 0: no limit

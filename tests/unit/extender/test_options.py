@@ -1,4 +1,5 @@
-"""The extender's options: --listen and --score-weights, with the usual precedence and errors naming the flag."""
+"""The extender's options: --listen, --score-weights and --answer-limit, with the usual precedence and errors
+naming the flag."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ def test_defaults() -> None:
     config = load_config({}, {})
     assert config.listen == ListenAddress("0.0.0.0", 8888)
     assert config.score_weights == ScoreWeights(loaded=10, empty=7, evict=1, neutral=5)
+    assert config.answer_limit == 16
+
+
+def test_the_answer_limit_from_flag_or_environment() -> None:
+    assert load_config({"answer_limit": "0"}, {"FPGA_AGENT_ANSWER_LIMIT": "8"}).answer_limit == 0
+    assert load_config({}, {"FPGA_AGENT_ANSWER_LIMIT": "8"}).answer_limit == 8
 
 
 @pytest.mark.parametrize(
@@ -55,6 +62,8 @@ def test_flags_and_environment(
         pytest.param({"listen": "h:70000"}, "--listen: must be HOST:PORT", id="listen-port-range"),
         pytest.param({"score_weights": "loaded=11"}, "--score-weights: loaded must be an integer from 0 to 10", id="w"),
         pytest.param({"score_weights": "x=1"}, "--score-weights: expects key=value pairs", id="weights-key"),
+        pytest.param({"answer_limit": "-1"}, "--answer-limit: must be between 0 and 1000000, got -1", id="limit-low"),
+        pytest.param({"answer_limit": "many"}, "--answer-limit: must be an integer, got 'many'", id="limit-word"),
     ],
 )
 def test_bad_values_name_the_flag(flags: dict[str, str], message: str) -> None:

@@ -9,9 +9,8 @@ import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
-from agent.extender.ranking import ScoreBoard, shift_to_floor
+from agent.extender.ranking import ScoreBoard, best_entries, packing_for, shift_to_floor
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
-from agent.extender.wire import answer_scores
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_800_000_000.0
@@ -63,7 +62,7 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
     cache = NodeCache()
     now = NOW
     cache.replace(random_node(rng, name, now) for name in names)
-    board = ScoreBoard(weights)
+    board = ScoreBoard(weights, limit=rng.choice([0, 1, 4, 16]))
     reference, counted = ClusterFacts(), set()
     for _ in range(300):
         action = rng.random()
@@ -87,10 +86,20 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
                 for bitstream in pod.by_bitstream:
                     reference.note_request(bitstream)
             keep = dict(reference.keep_values(cache.nodes.values(), now))
-        expected = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version))
+        shifted = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version))
+        expected = best_entries(shifted, packing_for(pod, cache.lookup()), board.limit)
         # the same scores; kube-scheduler sums them per node, so the order of the answer is not read
-        assert sorted(answer_scores(board.prioritize(cache, pod, asked, cache.lookup(), now))) == sorted(expected)
+        assert sorted(board.prioritize(cache, pod, asked, cache.lookup(), now)) == sorted(expected)
     assert reference.version > 1  # the values changed along the way (and the board followed)
+
+
+def test_the_best_entries_rank_by_score_then_packing_then_order() -> None:
+    packing = {"a": 50, "b": 100, "c": 50, "d": 0}.__getitem__
+    shifted = [("a", 3), ("b", 3), ("c", 3), ("d", 6)]
+    assert best_entries(shifted, packing, 2) == [("d", 6), ("b", 3)]
+    assert best_entries(shifted, packing, 3) == [("d", 6), ("b", 3), ("a", 3)]
+    assert best_entries(shifted, packing, 0) == shifted
+    assert best_entries(shifted, packing, 4) == shifted
 
 
 def test_shifting_keeps_the_order_and_drops_the_floor() -> None:
@@ -104,11 +113,11 @@ def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     cache.replace([WatchedNode("a", node("a", [slot("s0")])), WatchedNode("b", node("b", [slot("s0")]))])
     board = ScoreBoard(ScoreWeights())
     pod = demand(("main", 1, "aes"))
-    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == []  # both empty: 7 and 7
+    assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == []  # both empty: 7 and 7
     cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
-    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 3)]
+    assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 3)]
     cache.apply("DELETED", WatchedNode("b", None))
-    assert answer_scores(board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 5)]  # b: neutral 5
+    assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 5)]  # b: neutral 5
 
 
 def test_tables_share_one_string_per_node_name() -> None:
