@@ -7,33 +7,30 @@ scored. A pod that asks one slot of one bitstream (nearly all) is answered by th
 bitstream shares, with two passes over the names and no work per node. For the other
 kinds of pod that name one bitstream (bitstream, slots, slots of any content: the
 replicas of a Deployment are all one kind), a :class:`ScoreTable` remembers the
-score of every node a call of that kind asked about, kept current from the node
-cache's change log: a changed node is dropped from the tables and scored again only
-when a call asks about it. The eviction part of a score ages with the clock (read in
-steps of ``CLOCK_STEP_S``) only on a node whose free slots were used within
-``LRU_HORIZON_S``; those few scores are dropped at every step, the rest stay. A kind
-of pod seen for the first time costs what scoring its names costs; every later call
-of that kind, one lookup per name. The board also keeps the cluster's values
-(:class:`~agent.extender.facts.ClusterFacts`): it counts each pod it scores once, and
-when the values change (at most once per ``facts.STEP_S``) every table starts afresh.
+rank (score and packing, :mod:`agent.extender.scoretable`) of every node a call of
+that kind asked about, kept current from the node cache's change log: a changed node
+is dropped from the tables and ranked again only when a call asks about it. The
+eviction part of a score ages with the clock (read in steps of ``CLOCK_STEP_S``) only
+on a node whose free slots were used within ``LRU_HORIZON_S``; those few ranks are
+dropped at every step, the rest stay. A kind of pod seen for the first time costs what
+scoring its names costs; every later call of that kind, one lookup per name. The
+board also keeps the cluster's values (:class:`~agent.extender.facts.ClusterFacts`):
+it counts each pod it scores once, and when the values change (at most once per
+``facts.STEP_S``) every table starts afresh. Pods of other kinds (several bitstreams)
+are scored per call.
 
-The answer is **shifted** (:func:`~agent.extender.scoretable.shift_to_floor`): the
+The answer is **shifted** (:func:`~agent.extender.scoretable.best_ranked`): the
 lowest score among the names asked becomes 0 and every node at that floor is left
 out (kube-scheduler counts a node missing from the answer as 0). Adding the same
-constant to every candidate's score changes no ranking, so the scheduler chooses
-exactly as with the unshifted scores, and a call where most nodes are alike answers
-only the ones that stand out. The scheduler adds the answer up per node, so its
-order carries nothing. Pods of other kinds (several bitstreams, none) are scored per
-call as before and shifted the same way.
-
-An answer then lists at most ``limit`` nodes (``--answer-limit``,
-:func:`~agent.extender.scoretable.best_entries`): the best by score, then by packing
-(the shipped profile's MostAllocated score), then in the order asked; the others score
-the floor. Once the cluster's values spread the bases, most of 500 names stand out
-above a few nodes whose free slots hold wanted bitstreams, and the answer would list
-nearly all of them (17 kB that kube-scheduler decodes inside its cycle). The scheduler
-takes the best node of score plus packing, and it is among the ones kept: those score
-highest, and of equal scores the fullest comes first.
+constant to every candidate's score changes no ranking. The scheduler adds the answer
+up per node, so its order carries nothing. It then lists at most ``limit`` nodes
+(``--answer-limit``): the best by score, then by packing (the shipped profile's
+MostAllocated score), then in the order asked; the others count as the floor. Once
+the cluster's values spread the scores, most of 500 names stand out above a few nodes
+whose free slots hold wanted bitstreams, and the answer would list nearly all of them
+(17 kB that kube-scheduler decodes inside its cycle). The scheduler takes the node of
+best score plus packing, and that is nearly always one of those kept: they score
+highest, and of equal scores the fullest come first.
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.scoretable import ANSWER_LIMIT, ChangeLog, Scores, ScoreTable, best_entries, shift_to_floor
+from agent.extender.scoretable import ANSWER_LIMIT, RANK_SCALE, ChangeLog, Scores, ScoreTable, best_ranked, ranks_of
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
@@ -56,7 +53,7 @@ from agent.extender.scoring import (
     score_single,
 )
 
-__all__ = ["ANSWER_LIMIT", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "best_entries", "shift_to_floor"]
+__all__ = ["ANSWER_LIMIT", "RANK_SCALE", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "best_ranked", "ranks_of"]
 
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
@@ -88,7 +85,7 @@ class ScoreBoard:
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
         self._one_slot = OneSlotIndex(weights)
-        #: Entries an answer lists at most (``best_entries``; 0: every node that stands out).
+        #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
         self.limit = limit
 
     def count(self, demand: PodDemand) -> None:
@@ -104,64 +101,55 @@ class ScoreBoard:
     def prioritize(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float
     ) -> Scores:
-        """The shifted scores of ``names``, floor left out, at most ``limit`` of them (``best_entries``)."""
+        """The shifted scores of ``names``, floor left out, at most ``limit`` of them (``best_ranked``)."""
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
         self.count(demand)
         facts = self.facts
         keep = facts.keep_values(cache.nodes.values(), now)
-        if demand.single is not None:
-            bitstream, count = demand.single
-            if count == 1 and not demand.unnamed:
-                answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit)
-                if answer is not None:
-                    return answer
-            shifted = self._single(cache, demand, names, keep, now)
-        else:
-            shifted = shift_to_floor(prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version))
-        return best_entries(shifted, packing_for(demand, lookup), self.limit)
+        if demand.single is None:
+            scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
+            return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
+        if demand.single[1] == 1 and not demand.unnamed:
+            answer = self._one_slot.prioritize(cache, demand.single[0], names, keep, facts.version, now, self.limit)
+            if answer is not None:
+                return answer
+        return best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
 
-    def _single(
+    def _single_ranks(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float
-    ) -> Scores:
-        """Every shifted score of ``names`` for a pod that names one bitstream, from this kind's table."""
+    ) -> list[int]:
+        """The ranks of ``names`` for a pod that names one bitstream, from this kind's table."""
         assert demand.single is not None
         bitstream, count = demand.single
-        neutral = self._weights.neutral
         facts = self.facts
         if cache is not self._cache:
             self._cache, self._tables = cache, {}
         table = self._table(cache, demand, now)
-        scores = table.scores
-        if not all(map(scores.__contains__, names)):  # names not scored for this kind yet (or since they changed)
+        ranks = table.ranks
+        if not all(map(ranks.__contains__, names)):  # names not ranked for this kind yet (or since they changed)
             step_now = float(table.step * CLOCK_STEP_S)
             ageing = step_now - LRU_HORIZON_S
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
             one_slot = count == 1 and not demand.unnamed
             version = f"{self._token}|{table.step}|{facts.version}"
+            slots = count + demand.unnamed
             for name in names:
-                if name in scores:
+                if name in ranks:
                     continue
                 node = nodes.get(name)
                 name = sys.intern(name)  # one string per node name, shared by every table
                 if node is None:
-                    score = neutral
+                    ranks[name] = weights.neutral * RANK_SCALE
+                    continue
+                if one_slot:
+                    score = score_one_slot(bitstream, node, weights, step_now, keep, version)
                 else:
-                    if one_slot:
-                        score = score_one_slot(bitstream, node, weights, step_now, keep, version)
-                    else:
-                        score = score_single(demand, node, weights, step_now, keep)
-                    if node.recent_use > ageing:
-                        volatile.add(name)
-                table.put(name, score)
-        above = table.above
-        low = table.low
-        standing_out = [(name, above[name] - low) for name in names if name in above]
-        if len(standing_out) < len(names):
-            # A name asked scores no more than the table's lowest score: that is the call's floor.
-            return standing_out
-        floor = min(map(scores.__getitem__, names), default=0)  # every name stands out: the lowest is the floor
-        return [(name, scores[name] - floor) for name in names if scores[name] != floor]
+                    score = score_single(demand, node, weights, step_now, keep)
+                if node.recent_use > ageing:
+                    volatile.add(name)
+                ranks[name] = score * RANK_SCALE + node.packing(slots)
+        return list(map(ranks.__getitem__, names))
 
     def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
         """This kind of pod's table, current with the cache: changed nodes dropped, to be scored when asked."""
@@ -177,12 +165,12 @@ class ScoreBoard:
         else:
             if table.step != step:
                 for name in table.volatile:
-                    table.drop(name)
+                    table.ranks.pop(name, None)
                 table.volatile.clear()
                 table.step = step
             if table.seen < len(cache.changes):
                 for name in cache.changes[table.seen :]:
-                    table.drop(name)
+                    table.ranks.pop(name, None)
                     table.volatile.discard(name)
                 table.seen = len(cache.changes)
         self._tables[key] = table

@@ -1,9 +1,14 @@
-"""Score tables: the scores of many nodes for one kind of pod, with the lowest score and the nodes above it.
+"""Ranks and the answer made of them: what the score board and the one-slot index share.
 
-Shared by the score board (:mod:`agent.extender.ranking`, a table per kind of pod) and
-the one-slot index (:mod:`agent.extender.oneslot`, a table of bases per platform), and
-the shift that both answers use: kube-scheduler counts a node missing from a prioritize
-answer as 0, so the lowest score among the names asked becomes 0 and is left out.
+A node's **rank** for a pod is its score and its packing as one integer (``score *
+RANK_SCALE + packing``; packing is the MostAllocated score of its slots with the pod's
+own counted, ``NodeSlots.packing``). The score board (:mod:`agent.extender.ranking`)
+keeps the ranks of the nodes asked about per kind of pod (:class:`ScoreTable`), the
+one-slot index (:mod:`agent.extender.oneslot`) per platform, and both answer with
+:func:`best_ranked`: kube-scheduler counts a node missing from a prioritize answer as
+0, so the lowest score among the names asked becomes 0 and is left out, and of the
+nodes above it at most ``limit`` are listed, the best by score, then by packing, then
+in the order asked.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.extender.nodestate import NodeSlots
-from agent.extender.scoring import MAX_SCORE
 
 Scores = list[tuple[str, int]]
 
@@ -40,21 +44,15 @@ ANSWER_LIMIT = 16
 RANK_SCALE = 128
 
 
-def best_entries(shifted: Scores, packing: Callable[[str], int], limit: int) -> Scores:
-    """The ``limit`` entries of a shifted answer that kube-scheduler will choose among, the others left out.
-
-    Ranked by score, then by ``packing`` (the shipped profile's MostAllocated score of the
-    node for this pod: of nodes that score alike, the scheduler takes the fullest), then
-    in the order asked. ``limit`` 0 keeps every entry.
-    """
-    if limit <= 0 or len(shifted) <= limit:
-        return shifted
-    return sorted(shifted, key=lambda entry: (-entry[1], -packing(entry[0])))[:limit]
+def ranks_of(scores: Scores, packing: Callable[[str], int]) -> list[int]:
+    """Each (name, score)'s rank, in order: for answers scored per call (pods of several bitstreams)."""
+    return [score * RANK_SCALE + packing(name) for name, score in scores]
 
 
 def best_ranked(names: Sequence[str], ranks: list[int], limit: int) -> Scores:
-    """:func:`best_entries` of every name's score shifted to the floor, from each name's rank (score *
-    RANK_SCALE + packing, in the order asked). Python steps per entry listed only, C-level scans otherwise."""
+    """The answer: each name's score shifted to the floor, the floor left out, at most ``limit`` entries
+    (0: all), the best by rank, ties in the order asked. ``ranks`` holds each name's rank, in the order of
+    ``names``. Python steps per entry listed only, C-level scans otherwise."""
     if not ranks:
         return []
     distinct = sorted(set(ranks), reverse=True)  # few: a handful of scores times a handful of packings
@@ -76,61 +74,17 @@ def best_ranked(names: Sequence[str], ranks: list[int], limit: int) -> Scores:
     return picked
 
 
-def shift_to_floor(scores: Scores) -> Scores:
-    """The same ranking with the lowest score at 0, and the nodes at that floor left out."""
-    if not scores:
-        return scores
-    floor = min(score for _, score in scores)
-    return [(name, score - floor) for name, score in scores if score != floor]
-
-
 @dataclass(slots=True)
 class ScoreTable:
-    """The scores of the nodes asked about so far, for one kind of pod.
-
-    Besides every score, the table keeps its lowest one (``low``, with how many nodes
-    have it) and the nodes above it (``above``). A call whose own floor is ``low``, the
-    common case, is then answered with one membership test per name, the few above it
-    looked up.
-    """
+    """The ranks of the nodes asked about so far, for one kind of pod, and what they are current for."""
 
     generation: int
-    #: The version of the cluster's values the scores are for.
+    #: The version of the cluster's values the ranks are for.
     keep_version: int
-    #: The clock step the scores are for (``volatile`` ones are dropped when it moves on).
+    #: The clock step the ranks are for (``volatile`` ones are dropped when it moves on).
     step: int
     #: How many entries of the cache's change log are applied.
     seen: int
-    scores: dict[str, int] = field(default_factory=dict)
-    #: Nodes whose score depends on the clock step (a free slot used within LRU_HORIZON_S).
+    ranks: dict[str, int] = field(default_factory=dict)
+    #: Nodes whose rank depends on the clock step (a free slot used within LRU_HORIZON_S).
     volatile: set[str] = field(default_factory=set)
-    #: The lowest score in ``scores`` (above MAX_SCORE while there is none) and how many nodes have it.
-    low: int = MAX_SCORE + 1
-    at_low: int = 0
-    #: Name -> score for the nodes scoring above ``low``.
-    above: dict[str, int] = field(default_factory=dict)
-
-    def put(self, name: str, score: int) -> None:
-        self.scores[name] = score
-        if score > self.low:
-            self.above[name] = score
-        elif score == self.low:
-            self.at_low += 1
-        else:  # a new lowest score: the old lowest ones are above it now
-            if self.at_low:
-                low = self.low
-                self.above.update((n, v) for n, v in self.scores.items() if v == low)
-            self.low, self.at_low = score, 1
-
-    def drop(self, name: str) -> None:
-        score = self.scores.pop(name, None)
-        if score is None:
-            return
-        if score == self.low:
-            self.at_low -= 1
-            if not self.at_low:  # the lowest ones are gone: the next lowest is the new low
-                self.low = min(self.scores.values(), default=MAX_SCORE + 1)
-                self.above = {n: v for n, v in self.scores.items() if v > self.low}
-                self.at_low = len(self.scores) - len(self.above)
-        else:
-            del self.above[name]

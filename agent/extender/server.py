@@ -32,7 +32,7 @@ from agent.errors import ExtenderRequestError, shown
 from agent.extender.cache import RequestNodes
 from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
-from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_entries, packing_for, shift_to_floor
+from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, packing_for, ranks_of
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
@@ -108,10 +108,10 @@ class Extender:
             )
         else:
             lookup = self._lookup(request)
-            shifted = shift_to_floor(
-                prioritize_nodes(request.demand, request.names, lookup, self.weights, self._clock())
-            )
-            scores = best_entries(shifted, packing_for(request.demand, lookup), self._board.limit)
+            names = request.names
+            scores = prioritize_nodes(request.demand, names, lookup, self.weights, self._clock())
+            ranks = ranks_of(scores, packing_for(request.demand, lookup))
+            scores = best_ranked(names, ranks, self._board.limit)
         return Reply(200, JSON, encode_priorities(scores))
 
     def healthz(self, _body: bytes) -> Reply:

@@ -8,6 +8,8 @@ from typing import Any
 
 from agent.extender import ContainerDemand, NodeSlots, PodDemand, parse_node_slots
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.extender.scoretable import Scores
+from agent.extender.scoring import NodeLookup
 
 PAC = "pac_a10"
 N3K = "n3000"
@@ -62,3 +64,21 @@ def node(
 def demand(*containers: tuple[str, int, str | None] | tuple[str, int, str | None, bool]) -> PodDemand:
     """``demand(("main", 2, "aes"), ("init", 1, "sha", True))``."""
     return PodDemand.of("default/p", [ContainerDemand(*c) for c in containers])
+
+
+def expected_answer(scores: Sequence[tuple[str, int]], pod: PodDemand, lookup: NodeLookup, limit: int) -> Scores:
+    """A prioritize answer by its definition, for comparing: the lowest score becomes 0 and is left out, then
+    the best ``limit`` entries (0: all) by score, then by the node's packing for the pod, ties in order."""
+    if not scores:
+        return []
+    floor = min(score for _, score in scores)
+    shifted = [(name, score - floor) for name, score in scores if score != floor]
+    if limit <= 0:
+        return shifted
+    count = sum(pod.by_bitstream.values()) + pod.unnamed
+
+    def packing(name: str) -> int:
+        node = lookup(name)
+        return 0 if node is None else node.packing(count)
+
+    return sorted(shifted, key=lambda entry: (-entry[1], -packing(entry[0])))[:limit]

@@ -10,10 +10,8 @@ import pytest
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.ranking import packing_for
-from agent.extender.scoretable import best_entries, shift_to_floor
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
-from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
+from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
 NOW = 1_800_000_000.0
 WEIGHTS = [ScoreWeights(), ScoreWeights(loaded=9, empty=3, evict=6, neutral=0), ScoreWeights(loaded=2, empty=8)]
@@ -70,8 +68,8 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         limit = rng.choice([0, 1, 3, 8])
         answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))
-        shifted = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version))
-        expected = best_entries(shifted, packing_for(pod, cache.lookup()), limit)
+        scores = prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version)
+        expected = expected_answer(scores, pod, cache.lookup(), limit)
         if answer is not None:
             answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
             assert sorted(answer) == sorted(expected)

@@ -9,9 +9,9 @@ import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
-from agent.extender.ranking import ScoreBoard, best_entries, packing_for, shift_to_floor
+from agent.extender.ranking import RANK_SCALE, ScoreBoard, best_ranked
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
-from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
+from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
 NOW = 1_800_000_000.0
 BITSTREAMS = [*CATALOG, "unknown-to-all", "declared-only"]
@@ -86,26 +86,28 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
                 for bitstream in pod.by_bitstream:
                     reference.note_request(bitstream)
             keep = dict(reference.keep_values(cache.nodes.values(), now))
-        shifted = shift_to_floor(prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version))
-        expected = best_entries(shifted, packing_for(pod, cache.lookup()), board.limit)
+        scores = prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, reference.version)
+        expected = expected_answer(scores, pod, cache.lookup(), board.limit)
         # the same scores; kube-scheduler sums them per node, so the order of the answer is not read
         assert sorted(board.prioritize(cache, pod, asked, cache.lookup(), now)) == sorted(expected)
     assert reference.version > 1  # the values changed along the way (and the board followed)
 
 
-def test_the_best_entries_rank_by_score_then_packing_then_order() -> None:
-    packing = {"a": 50, "b": 100, "c": 50, "d": 0}.__getitem__
-    shifted = [("a", 3), ("b", 3), ("c", 3), ("d", 6)]
-    assert best_entries(shifted, packing, 2) == [("d", 6), ("b", 3)]
-    assert best_entries(shifted, packing, 3) == [("d", 6), ("b", 3), ("a", 3)]
-    assert best_entries(shifted, packing, 0) == shifted
-    assert best_entries(shifted, packing, 4) == shifted
+def test_an_answer_ranks_by_score_then_packing_then_order() -> None:
+    names = ["a", "b", "c", "d", "e"]
+    ranks = [score * RANK_SCALE + packing for score, packing in [(7, 50), (7, 100), (7, 50), (10, 0), (4, 100)]]
+    assert best_ranked(names, ranks, 2) == [("d", 6), ("b", 3)]  # e is the floor
+    assert best_ranked(names, ranks, 3) == [("d", 6), ("b", 3), ("a", 3)]
+    assert best_ranked(names, ranks, 0) == [("a", 3), ("b", 3), ("c", 3), ("d", 6)]
+    assert sorted(best_ranked(names, ranks, 4)) == [("a", 3), ("b", 3), ("c", 3), ("d", 6)]
+    assert best_ranked(names, ranks, 100) == best_ranked(names, ranks, 4)
 
 
-def test_shifting_keeps_the_order_and_drops_the_floor() -> None:
-    assert shift_to_floor([("a", 4), ("b", 7), ("c", 4), ("d", 10)]) == [("b", 3), ("d", 6)]
-    assert shift_to_floor([("a", 5), ("b", 5)]) == []
-    assert shift_to_floor([]) == []
+def test_the_floor_is_left_out_and_packing_alone_does_not_stand_out() -> None:
+    names = ["a", "b", "c"]
+    assert best_ranked(names, [5 * RANK_SCALE + 100, 5 * RANK_SCALE, 5 * RANK_SCALE + 25], 16) == []
+    assert best_ranked(names, [5 * RANK_SCALE + 100, 5 * RANK_SCALE, 5 * RANK_SCALE + 25], 0) == []
+    assert best_ranked([], [], 16) == []
 
 
 def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
@@ -133,5 +135,5 @@ def test_tables_share_one_string_per_node_name() -> None:
     tables = list(board._tables.values())
     assert len(tables) == 3
     for name in (f"node-{i}" for i in range(50)):
-        keys = [next(key for key in table.scores if key == name) for table in tables]
+        keys = [next(key for key in table.ranks if key == name) for table in tables]
         assert keys[0] is keys[1] is keys[2]
