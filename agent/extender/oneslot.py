@@ -65,6 +65,11 @@ class _Group:
     nodes: int = 1
 
 
+#: One int object per rank value (at most 11 x 101 of them): the lookups of a call then touch a few
+#: objects that stay in the CPU's caches, not one per node.
+_SHARED_RANKS: dict[int, int] = {}
+
+
 def _less(key: int, penalty: int) -> int:
     """A rank with ``penalty`` taken off its score (not below 0), its packing kept."""
     return max(0, key // RANK_SCALE - penalty) * RANK_SCALE + key % RANK_SCALE
@@ -114,15 +119,18 @@ class OneSlotIndex:
         if platform is None or ranks is None:  # no node can program it: every known node asked scores 0
             return [] if all(map(self._entries.__contains__, names)) else None
         keys = list(map(ranks.get, names, repeat(-1)))  # the one pass over the names (C-level); -1: unknown
-        if penalty or min(keys, default=0) < 0:  # every node must pull the file first, or a node is unknown
+        present = set(keys)
+        distinct: set[int] | None = present
+        if penalty or -1 in present:  # every node must pull the file first, or a node is unknown: rarely
             unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
-            keys = [unknown if key < 0 else _less(key, penalty) for key in keys]
+            keys, distinct = [unknown if key < 0 else _less(key, penalty) for key in keys], None
         hits = self._hits.get((bitstream, platform))
-        if hits:
+        if hits and not hits.isdisjoint(names):
             loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
             for at in compress(range(len(names)), map(hits.__contains__, names)):
                 keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
-        return best_ranked(names, keys, limit)
+            distinct = None
+        return best_ranked(names, keys, limit, distinct)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
@@ -172,7 +180,8 @@ class OneSlotIndex:
         packing = node.packing(1)
         for platform in platforms:
             ranks = self._ranks.setdefault(platform, {})
-            ranks[name] = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
+            rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
+            ranks[name] = _SHARED_RANKS.setdefault(rank, rank)
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:

@@ -49,19 +49,20 @@ def ranks_of(scores: Scores, packing: Callable[[str], int]) -> list[int]:
     return [score * RANK_SCALE + packing(name) for name, score in scores]
 
 
-def best_ranked(names: Sequence[str], ranks: list[int], limit: int) -> Scores:
+def best_ranked(names: Sequence[str], ranks: list[int], limit: int, distinct: set[int] | None = None) -> Scores:
     """The answer: each name's score shifted to the floor, the floor left out, at most ``limit`` entries
     (0: all), the best by rank, ties in the order asked. ``ranks`` holds each name's rank, in the order of
-    ``names``. Python steps per entry listed only, C-level scans otherwise."""
+    ``names``; ``distinct``, when the caller has it, the set of them. Python steps per entry listed only,
+    C-level scans otherwise."""
     if not ranks:
         return []
-    distinct = sorted(set(ranks), reverse=True)  # few: a handful of scores times a handful of packings
-    floor = distinct[-1] // RANK_SCALE
+    order = sorted(set(ranks) if distinct is None else distinct, reverse=True)  # few: scores x packings
+    floor = order[-1] // RANK_SCALE
     top = (floor + 1) * RANK_SCALE  # the lowest rank that stands out
     if limit <= 0:
         return [(name, rank // RANK_SCALE - floor) for name, rank in zip(names, ranks, strict=True) if rank >= top]
     picked: Scores = []
-    for rank in distinct:
+    for rank in order:
         if rank < top or len(picked) >= limit:
             break
         score, at = rank // RANK_SCALE - floor, -1
