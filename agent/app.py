@@ -398,9 +398,9 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     )
     app = build_app(Extender(cache, config.score_weights, answer_limit=config.answer_limit), metrics=extender_metrics())
     logger.info(
-        "scheduler extender starting (score weights %s, answers list at most %s nodes)",
+        "scheduler extender starting (score weights %s, %s)",
         config.score_weights,
-        config.answer_limit or "all",
+        f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
     )
     try:
         async with asyncio.TaskGroup() as group:

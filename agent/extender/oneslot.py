@@ -19,7 +19,8 @@ over every node of the cache:
 When every node agrees on the bitstream's platform and penalty (the common case), a
 call is one lookup per name into the platform's ranks, the few hits put in, and
 C-level passes that pick the best ``limit`` of them
-(:func:`~agent.extender.scoretable.best_ranked`): no Python step per name. The answer
+(:func:`~agent.extender.scoretable.best_ranked`): no Python step per name (but for a
+download penalty or a name the cache does not know, one). The answer
 equals scoring every name, shifting and keeping the best entries as
 :mod:`agent.extender.scoretable` does. When the catalogs disagree,
 :meth:`OneSlotIndex.prioritize` returns None and the caller scores per name.

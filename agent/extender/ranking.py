@@ -64,7 +64,7 @@ _BOARDS = itertools.count()
 
 def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
     """A node's MostAllocated score for this pod's slots (0 for a node without published state)."""
-    count = sum(demand.by_bitstream.values()) + demand.unnamed
+    count = demand.requested
 
     def packing(name: str) -> int:
         node = lookup(name)
@@ -133,7 +133,7 @@ class ScoreBoard:
             nodes, weights, volatile = cache.nodes, self._weights, table.volatile
             one_slot = count == 1 and not demand.unnamed
             version = f"{self._token}|{table.step}|{facts.version}"
-            slots = count + demand.unnamed
+            slots = demand.requested
             for name in names:
                 if name in ranks:
                     continue

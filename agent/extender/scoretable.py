@@ -33,7 +33,7 @@ class ChangeLog(Protocol):
     def changes(self) -> Sequence[str]: ...
 
 
-#: Entries a prioritize answer lists at most (:func:`best_entries`): the nodes kube-scheduler will choose
+#: Entries a prioritize answer lists at most (:func:`best_ranked`): the nodes kube-scheduler will choose
 #: among. On the workload grid (``bench/cluster_sim.py --grid --answer-limit N``) no limit, 16 and 4 give
 #: the same placement within noise (median 1.102, 1.101, 1.101 and worst 1.324, 1.338, 1.332 x the
 #: reference); at 5000 nodes an answer of 16 entries instead of ~480 is what keeps the extender's cost near

@@ -125,6 +125,13 @@ class PodDemand:
     #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
     single: tuple[str, int] | None = None
 
+    @property
+    def requested(self) -> int:
+        """Slots the pod requests as kube-scheduler counts them: its app containers' sum, or its largest init
+        container when that is more (what NodeResourcesFit scores with)."""
+        app = sum(c.slots for c in self.containers if not c.init)
+        return max([app, *(c.slots for c in self.containers if c.init)])
+
     @classmethod
     def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
         wanted = tuple(c for c in containers if c.slots > 0)

@@ -159,8 +159,9 @@ class WithExtender:
     The extender part is the product's own path: ``agent.extender.ranking.ScoreBoard``
     over a node cache fed from the nodes' published states, as ``fpga-agent extender``
     answers prioritize (request shares counted once per pod, cluster values, score
-    tables, clock steps, the answer shifted so that the lowest score is 0 and left out;
-    a shift of every candidate alike changes no ranking). As kube-scheduler does, the
+    tables, clock steps, the answer shifted so that the lowest score is 0 and left out,
+    at most ``answer_limit`` nodes listed; a shift of every candidate alike changes no
+    ranking). As kube-scheduler does, the
     extender is not asked when one node fits (the scheduler then skips scoring).
     """
 

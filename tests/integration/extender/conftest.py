@@ -24,6 +24,7 @@ import pytest
 from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
 from agent.extender.http import HttpServer
 from agent.extender.nodestate import read_node_slots
+from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import ExtenderApp, extender_metrics
 from tests.kubeapi import make_node
 from tests.unit.extender.factories import annotations
@@ -115,9 +116,15 @@ def extender_args(the_pod: Mapping[str, Any], names: Sequence[str], mode: Mode, 
 class ExtenderUnderTest:
     """The extender app served over real TCP, with its node cache and a client session."""
 
-    def __init__(self, weights: ScoreWeights | None = None, *, max_body_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        weights: ScoreWeights | None = None,
+        *,
+        max_body_bytes: int | None = None,
+        answer_limit: int = ANSWER_LIMIT,
+    ) -> None:
         self.cache = NodeCache()
-        self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW)
+        self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW, answer_limit=answer_limit)
         kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
         self.metrics = extender_metrics()
         self.app: ExtenderApp = build_app(self.extender, metrics=self.metrics, **kwargs)

@@ -61,7 +61,7 @@ async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> Asyn
     apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agent.cli", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
-        "--score-weights", "empty=6",
+        "--score-weights", "empty=6", "--answer-limit", "1",
         env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     running = ExtenderProcess(process)
@@ -83,8 +83,8 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
             assert (response.status, await response.text()) == (200, "ok\n")
         async with session.post(url + "/prioritize", json=body) as response:
             assert response.status == 200
-            # 10, 6 and 5 (no published state), shifted so that the lowest is 0 and left out
-            assert await response.json() == [{"Host": "fpga-1", "Score": 5}, {"Host": "fpga-2", "Score": 1}]
+            # 10, 6 and 5 (no published state), shifted so that the lowest is 0 and left out; one listed at most
+            assert await response.json() == [{"Host": "fpga-1", "Score": 5}]
 
     extender_process.process.send_signal(signal.SIGTERM)
     async with asyncio.timeout(PROCESS_TIMEOUT_S):

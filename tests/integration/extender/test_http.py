@@ -159,6 +159,27 @@ async def test_prioritize_ranks_loaded_then_empty_then_eviction_by_age(extender:
     assert sorted(entry["Host"] for entry in answer) == sorted(names[1:])  # the scheduler does not read the order
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_answer_lists_the_best_nodes_by_score_then_packing_then_order(mode: Mode) -> None:
+    """Six nodes stand out above the floor; a limit of three keeps the copy holder, then of the empty ones
+    the fullest (the scheduler's MostAllocated: 3 of 4 slots in use with the pod), then the first asked."""
+    cluster = Cluster()
+    held = slot("h", free=False)
+    cluster.add("floor", [slot("s0", bitstream="sha", last_used=NOW - 10)])  # 1 + recency: the floor
+    cluster.add("copy", [slot("s0", bitstream="aes"), slot("s1"), slot("s2"), slot("s3")])  # 10
+    cluster.add("full", [slot("s0"), slot("s1"), held, slot("h2", free=False)])  # 7, packing 75
+    for name in ("e1", "e2", "e3"):
+        cluster.add(name, [slot("s0"), slot("s1"), slot("s2"), slot("s3")])  # 7, packing 25
+    cluster.add("no-state", None)  # neutral 5: above the floor, below the empty ones
+    names = ["e3", "floor", "e1", "no-state", "full", "e2", "copy"]
+    async with ExtenderUnderTest(answer_limit=3) as extender:
+        extender.publish(cluster)
+        status, answer = await extender.post("/prioritize", extender_args(pod("aes"), names, mode, cluster))
+    assert status == 200
+    ranking(answer, names)  # each name once, every one asked, the floor not listed
+    assert {e["Host"]: e["Score"] for e in answer} == {"copy": 6, "full": 3, "e3": 3}  # the floor: 4
+
+
 async def test_weights_from_the_configuration_are_used() -> None:
     weights = ScoreWeights(loaded=8, empty=2, evict=1, neutral=3)
     async with ExtenderUnderTest(weights) as extender:

@@ -75,7 +75,8 @@ def expected_answer(scores: Sequence[tuple[str, int]], pod: PodDemand, lookup: N
     shifted = [(name, score - floor) for name, score in scores if score != floor]
     if limit <= 0:
         return shifted
-    count = sum(pod.by_bitstream.values()) + pod.unnamed
+    app = sum(c.slots for c in pod.containers if not c.init)  # kube-scheduler: app containers together,
+    count = max([app, *(c.slots for c in pod.containers if c.init)])  # or the largest init container
 
     def packing(name: str) -> int:
         node = lookup(name)

@@ -14,7 +14,12 @@ from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
 NOW = 1_800_000_000.0
-WEIGHTS = [ScoreWeights(), ScoreWeights(loaded=9, empty=3, evict=6, neutral=0), ScoreWeights(loaded=2, empty=8)]
+WEIGHTS = [
+    ScoreWeights(),
+    ScoreWeights(loaded=9, empty=3, evict=6, neutral=0),
+    ScoreWeights(loaded=2, empty=8),
+    ScoreWeights(loaded=0, empty=1, evict=0, neutral=1),  # a download penalty takes a copy below 0: clamped
+]
 #: Catalogs that agree on every bitstream they share ("big" adds one the others lack).
 AGREEING = [CATALOG, CATALOG, {**CATALOG, "big": PAC}]
 
@@ -34,7 +39,7 @@ def random_node(rng: random.Random, name: str, now: float, catalogs: list[dict[s
     return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
     """Node updates, deletions, relists, declarations, clock steps and new cluster values: the index
     follows them all and answers exactly the per-name scores, shifted, the best ``limit`` of them (ties
@@ -65,6 +70,8 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         facts.note_request(bitstream)
         keep = facts.keep_values(cache.nodes.values(), now)
         asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.2 else [])
+        if rng.random() < 0.1:
+            asked.append(rng.choice(asked))  # a name twice (kube-scheduler never sends one; it must not matter)
         limit = rng.choice([0, 1, 3, 8])
         answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))

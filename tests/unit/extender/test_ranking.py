@@ -43,10 +43,19 @@ def random_demand(rng: random.Random) -> PodDemand:
     if kind < 0.1:
         return demand(("main", rng.randint(1, 3), None))
     if kind < 0.25:
-        return demand(("a", rng.randint(1, 2), rng.choice(BITSTREAMS)), ("b", 1, rng.choice(BITSTREAMS)))
-    containers: list[tuple[str, int, str | None]] = [("main", rng.randint(1, 4), rng.choice(BITSTREAMS))]
+        several = [("a", rng.randint(1, 2), rng.choice(BITSTREAMS)), ("b", 1, rng.choice(BITSTREAMS))]
+        if rng.random() < 0.4:
+            several.append(("any", rng.randint(1, 2), None))
+        if rng.random() < 0.3:  # an init container: the pod's request is the larger of it and the app's sum
+            return demand(*several, ("init", rng.randint(1, 4), rng.choice([None, *BITSTREAMS]), True))
+        return demand(*several)
+    containers: list[tuple[str, int, str | None] | tuple[str, int, str | None, bool]] = [
+        ("main", rng.randint(1, 4), rng.choice(BITSTREAMS))
+    ]
     if rng.random() < 0.3:
         containers.append(("side", rng.randint(1, 2), None))
+    if rng.random() < 0.2:
+        containers.append(("init", rng.randint(1, 4), None, True))
     pod = demand(*containers)
     # most pods are new; some are the scheduler's retries of one seen before (counted once)
     return replace(pod, pod=f"default/p{rng.randint(0, 400)}")
@@ -78,6 +87,8 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
         elif action < 0.45:
             now += rng.choice([1.0, STEP_S, CLOCK_STEP_S, LRU_HORIZON_S / 4])
         asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.3 else [])
+        if rng.random() < 0.1:
+            asked.append(rng.choice(asked))  # a name twice (kube-scheduler never sends one; it must not matter)
         pod = random_demand(rng)
         keep: dict[str, float] = {}
         if pod.by_bitstream:  # the board counts each pod once and takes the cluster's values as they are now
@@ -120,6 +131,50 @@ def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 3)]
     cache.apply("DELETED", WatchedNode("b", None))
     assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 5)]  # b: neutral 5
+
+
+def test_ranks_that_age_with_the_clock_are_worked_out_again_at_each_step() -> None:
+    """A node whose free slots were used lately scores higher as they age; the table drops its rank at each
+    clock step and ranks it again, while the cluster's values (and with them the rest of the table) stay."""
+    cache = NodeCache()
+    recent = [slot("s0", bitstream="sha", last_used=int(NOW)), slot("s1", bitstream="sha", last_used=int(NOW))]
+    cache.replace(
+        [
+            WatchedNode("recent", node("recent", recent)),
+            WatchedNode("full", node("full", [slot("s0", free=False), slot("s1", free=False)])),  # 0: the floor
+            WatchedNode("empty", node("empty", [slot("s0"), slot("s1")])),
+        ]
+    )
+    board = ScoreBoard(ScoreWeights())
+    pod = demand(("main", 2, "aes"))  # two slots: the table's path, not the one-slot index
+    names = ["recent", "full", "empty"]
+    assert dict(board.prioritize(cache, pod, names, cache.lookup(), NOW)) == {"recent": 4, "empty": 7}
+    version = board.facts.version
+    half = NOW + LRU_HORIZON_S / 2  # used half an hour ago: 7 - 6 * (0.5 * 0.5) = 5.5, rounded up
+    assert dict(board.prioritize(cache, pod, names, cache.lookup(), half)) == {"recent": 6, "empty": 7}
+    assert dict(board.prioritize(cache, pod, names, cache.lookup(), NOW + 2 * LRU_HORIZON_S)) == {
+        "recent": 7,
+        "empty": 7,
+    }
+    assert board.facts.version == version  # the same cluster values throughout: only the clock moved
+
+
+def test_ties_go_to_the_fuller_node_as_kube_scheduler_counts_the_pods_request() -> None:
+    """The pod asks one slot of aes and its init container two of any content: kube-scheduler counts a
+    request of 2 (not 3). x (4 slots, all free) and y (6 slots, one held) are then equally full (50), and the
+    first asked wins the one place; counted as 3, x would look fuller (75 against 66)."""
+    cache = NodeCache()
+    cache.replace(
+        [
+            WatchedNode("x", node("x", [slot(f"s{i}") for i in range(4)])),
+            WatchedNode("y", node("y", [slot("h", free=False), *(slot(f"s{i}") for i in range(5))])),
+            WatchedNode("z", node("z", [slot("h", free=False)])),  # no room: the floor
+        ]
+    )
+    board = ScoreBoard(ScoreWeights(), limit=1)
+    pod = demand(("main", 1, "aes"), ("init", 2, None, True))
+    assert board.prioritize(cache, pod, ["y", "x", "z"], cache.lookup(), NOW) == [("y", 7)]
+    assert board.prioritize(cache, pod, ["x", "y", "z"], cache.lookup(), NOW) == [("x", 7)]
 
 
 def test_tables_share_one_string_per_node_name() -> None:

@@ -57,6 +57,36 @@ def test_demand_is_the_most_held_at_once(pod: PodDemand, by_bitstream: dict[str,
     assert pod.unnamed == unnamed
 
 
+@pytest.mark.parametrize(
+    ("pod", "requested"),
+    [
+        pytest.param(demand(("a", 1, "aes"), ("b", 2, None)), 3, id="app-containers-summed"),
+        pytest.param(demand(("a", 1, "aes"), ("i", 2, None, True)), 2, id="init-larger-wins"),
+        pytest.param(demand(("a", 1, "aes"), ("b", 1, "sha"), ("i", 1, "aes", True)), 2, id="app-larger-wins"),
+        pytest.param(demand(("i1", 3, "aes", True), ("i2", 1, None, True)), 3, id="init-containers-one-at-a-time"),
+        pytest.param(demand(), 0, id="nothing"),
+    ],
+)
+def test_the_request_is_counted_as_kube_scheduler_counts_it(pod: PodDemand, requested: int) -> None:
+    assert pod.requested == requested
+
+
+@pytest.mark.parametrize(
+    ("slots", "count", "packing"),
+    [
+        pytest.param([slot("s0"), slot("s1"), slot("s2"), slot("s3")], 1, 25, id="all-free"),
+        pytest.param([slot("s0"), slot("s1", free=False), slot("s2", free=False), slot("s3")], 1, 75, id="half-held"),
+        pytest.param([slot("s0"), slot("s1"), slot("s2"), slot("s3")], 2, 50, id="the-pods-own-request-counts"),
+        pytest.param([slot("s0"), slot("s1"), slot("s2", free=False)], 1, 66, id="whole-points"),
+        pytest.param([slot("s0"), slot("s1", healthy=False)], 1, 100, id="unhealthy-slots-not-allocatable"),
+        pytest.param([slot("s0")], 3, 100, id="not-above-100"),
+        pytest.param([slot("s0", healthy=False)], 1, 0, id="nothing-allocatable"),
+    ],
+)
+def test_packing_is_the_most_allocated_score(slots: list[dict[str, Any]], count: int, packing: int) -> None:
+    assert n(*slots).packing(count) == packing
+
+
 # --- filter ----------------------------------------------------------------------------
 
 FILTER_CASES = [
