@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from agent.errors import (
     CatalogError,
+    DiscoveryError,
     FpgaSlotError,
     KubeletError,
     PlatformMismatch,
@@ -274,9 +275,7 @@ class Reconfigurer:
         hits: list[Slot] = []
         misses: list[Slot] = []
         for slot in slots:
-            state = self._registry.get(slot.id)
-            loaded = state is not None and state.accelerator_id == entry.accelerator_id and state.taint is None
-            (hits if loaded else misses).append(slot)
+            (hits if self._holds(slot.id, entry) else misses).append(slot)
         image = b""
         if misses:
             # Read and verify the image before anything is recorded: a bad file changes nothing.
@@ -287,12 +286,7 @@ class Reconfigurer:
                 await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
                 raise type(exc)(message) from exc
         for slot in hits:
-            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-            self._count_lookup("hit")
-            logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
-            await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
-        for _ in misses:
-            self._count_lookup("miss")
+            await self._hit(pod, who, slot, entry)
         if not misses:
             return
         results = await asyncio.gather(
@@ -306,6 +300,23 @@ class Reconfigurer:
         if failures:
             raise failures[0]
 
+    def _holds(self, slot_id: SlotId, entry: CatalogEntry) -> bool:
+        """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under
+        way (another start may be loading something else into it: until that ends, its content is unknown)."""
+        state = self._registry.get(slot_id)
+        return (
+            state is not None
+            and state.programming is None
+            and state.taint is None
+            and state.accelerator_id == entry.accelerator_id
+        )
+
+    async def _hit(self, pod: PodView | None, who: str, slot: Slot, entry: CatalogEntry) -> None:
+        self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+        self._count_lookup("hit")
+        logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
+        await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
+
     def _read_image(self, entry: CatalogEntry) -> bytes:
         assert self._catalog is not None
         return self._catalog.read_image(entry)
@@ -316,6 +327,10 @@ class Reconfigurer:
         lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
         await self._acquire(lock, who, slot, deadline)
         try:
+            if self._holds(slot.id, entry):  # a programming that held the lock loaded this very bitstream
+                await self._hit(pod, who, slot, entry)
+                return
+            self._count_lookup("miss")
             remaining = deadline - time.monotonic()
             try:
                 if remaining <= 0:
@@ -356,8 +371,11 @@ class Reconfigurer:
             ) from None
 
     async def _verify(self, slot: Slot, entry: CatalogEntry) -> None:
-        """Read the slot back; a slot that reports something else is a failed programming."""
-        fresh = {s.id: s for s in await self._read_hardware()}
+        """Read the slot back; a slot that reports something else, or cannot be read, is a failed programming."""
+        try:
+            fresh = {s.id: s for s in await self._read_hardware()}
+        except DiscoveryError as exc:
+            raise ProgrammingError(f"slot {slot.id} could not be read back after programming: {exc}") from exc
         now = fresh.get(slot.id)
         if now is None:
             raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")

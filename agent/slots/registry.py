@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError, shown
+from agent.errors import DuplicateSlotError, RequestError, UnhealthySlotError, UnknownSlotError, shown
 from agent.slots.model import Health, Holder, Slot, SlotId
 
 Clock = Callable[[], float]
@@ -165,9 +165,12 @@ class SlotRegistry:
     def validate(self, slot_ids: Sequence[str]) -> list[Slot]:
         """Check a request's IDs without changing anything.
 
-        Raises UnknownSlotError, DuplicateSlotError or UnhealthySlotError naming
-        the first offending ID.
+        Raises RequestError when it names no slot (the kubelet never sends one, and a
+        container found by nothing would match any container), else UnknownSlotError,
+        DuplicateSlotError or UnhealthySlotError naming the first offending ID.
         """
+        if not slot_ids:
+            raise RequestError("the request names no slot")
         seen: set[str] = set()
         chosen: list[Slot] = []
         for raw in slot_ids:
@@ -188,6 +191,9 @@ class SlotRegistry:
         The kubelet is the authority on which slots are free: a slot we still
         believe held (its pod may be gone a moment ago) is simply re-assigned.
         """
+        for index, group in enumerate(groups):
+            if not group:
+                raise RequestError(f"container request {index} names no slot")
         flat = [slot_id for group in groups for slot_id in group]
         self.validate(flat)
         now = self._clock()

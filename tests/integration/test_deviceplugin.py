@@ -371,6 +371,7 @@ ALLOCATE_ERRORS = [
         slot(1, 3),
         id="unhealthy",
     ),
+    pytest.param([[slot(0, 0)], []], None, grpc.StatusCode.INVALID_ARGUMENT, "names no slot", id="empty-container"),
 ]
 
 
@@ -455,6 +456,19 @@ async def test_prestart_rejects_unknown_slot(harness: AgentHarness) -> None:
         )
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert mentions(info.value.details() or "", "simcard5-slot0"), info.value.details()
+    assert registry.snapshot() == before
+    assert registry.version == version
+
+
+async def test_prestart_naming_no_slot_is_rejected_and_acts_on_no_pod(harness: AgentHarness) -> None:
+    """An empty list would match every container in pod-resources: the agent would act on an unrelated pod."""
+    await harness.kubelet.admit("default", "bystander", "main", RESOURCE_NAME, 1)
+    registry = harness.agent.registry
+    before, version = registry.snapshot(), registry.version
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await harness.conn.stub.PreStartContainer(dp.PreStartContainerRequest(devices_ids=[]), timeout=30)
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert mentions(info.value.details() or "", "names no slot"), info.value.details()
     assert registry.snapshot() == before
     assert registry.version == version
 

@@ -21,6 +21,7 @@ from agent.deviceplugin.servicer import status_for
 from agent.errors import (
     BitstreamFileError,
     BitstreamHashError,
+    DiscoveryError,
     FpgaSlotError,
     InvalidBitstreamName,
     PlatformMismatch,
@@ -256,6 +257,38 @@ async def test_slot_reporting_another_accelerator_afterwards_is_a_failed_program
         got = state(registry, ONLY)
         assert got.content is None
         assert got.bitstream is None
+
+
+async def test_a_slot_that_cannot_be_read_back_is_a_failed_programming_and_recovers(
+    sock_dir: Path, bitstreams: Bitstreams, pods: NodePods, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hardware was programmed, but reading the slots back fails (udev out of file handles): the content
+    is unknown, so the slot is tainted, the start fails naming pod and slot, and recovery programs it again."""
+    wanted = bitstreams.accel_a
+    async with AgentHarness.running(
+        sock_dir, catalog=bitstreams.catalog, pods=pods, sim_cards=1, sim_slots_per_card=1
+    ) as harness:
+        registry, kubelet, fabric = harness.agent.registry, harness.kubelet, harness.fabric
+        reported = fabric.slots
+        failures = [DiscoveryError("enumerating the slots failed: [Errno 24] Too many open files")]
+
+        def read_back() -> list[SimSlotInfo]:
+            slots = reported()
+            if failures and any(i.loaded == wanted.accelerator_id for i in slots):
+                raise failures.pop()
+            return slots
+
+        monkeypatch.setattr(fabric, "slots", read_back)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await kubelet.admit(NS, "unread", "main", RESOURCE_NAME, 1, wants(wanted.name))
+        error = rpc_error(info.value)
+        details = error.details() or ""
+        assert error.code() is code_of(ProgrammingError), details
+        assert names(details, f"{NS}/unread", ONLY, "could not be read back", "Too many open files"), details
+        assert [e.reason for e in events_of(pods, "unread") if e.type == "Warning"] == ["FpgaSlotProgrammingFailed"]
+        await kubelet.wait_for(lambda: ever_unhealthy(kubelet, ONLY), 5.0)
+        await kubelet.wait_for(lambda: harness.conn.devices[ONLY].health == HEALTHY, 5.0)
+        assert state(registry, ONLY).content == Content(wanted.name, wanted.accelerator_id)
 
 
 async def test_programming_timeout_fails_inside_the_kubelet_deadline_and_recovers(
