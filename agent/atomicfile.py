@@ -58,10 +58,20 @@ class StagedFile:
         return target
 
     def discard(self) -> None:
-        """Close and remove the temp file unless it was installed."""
-        self.stream.close()
-        if not self._installed:
-            self._temp.unlink(missing_ok=True)
+        """Close and remove the temp file unless it was installed.
+
+        Closing flushes what is still buffered; on a full disk that fails again (the file
+        is closed all the same). The file is being thrown away, so that error is not
+        raised over the one that got here, and the file is removed either way.
+        """
+        try:
+            self.stream.close()
+        except OSError:
+            if self._installed:
+                raise
+        finally:
+            if not self._installed:
+                self._temp.unlink(missing_ok=True)
 
     def __enter__(self) -> StagedFile:
         return self

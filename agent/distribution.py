@@ -64,6 +64,7 @@ from agent.errors import (
     PulledPlatformMismatch,
     PullError,
     PullInProgress,
+    PullStorageError,
     SourceAuthError,
     SourceNotFound,
     SourceUnreachable,
@@ -92,6 +93,7 @@ PULL_RESULTS: tuple[tuple[type[CatalogError], str], ...] = (
     (PulledHashMismatch, "hash_mismatch"),
     (PulledPlatformMismatch, "platform_mismatch"),
     (CacheFullError, "cache_full"),
+    (PullStorageError, "storage"),
     (DeclarationConflict, "conflict"),
 )
 

@@ -171,6 +171,10 @@ class CacheFullError(PullError):
     """The cache budget is taken by bitstreams in use, so none can be evicted for a new one."""
 
 
+class PullStorageError(PullError):
+    """The node could not store a pulled bitstream (a full disk, a read-only or failing file system)."""
+
+
 class ProgrammingError(FpgaSlotError):
     """Reconfiguring a slot failed; the slot's content is unknown afterwards."""
 

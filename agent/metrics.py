@@ -80,7 +80,7 @@ class AgentMetrics:
         self.bitstream_pulls = Counter(
             "fpga_slot_bitstream_pulls",
             "Pulls of cluster-declared bitstreams by result (pulled, or why not: unreachable, auth, not_found, "
-            "format, hash_mismatch, platform_mismatch, cache_full, conflict, failed)",
+            "format, hash_mismatch, platform_mismatch, cache_full, storage, conflict, failed)",
             ["result"],
             registry=self.registry,
         )

@@ -43,6 +43,7 @@ from agent.errors import (
     PlatformMismatch,
     PulledHashMismatch,
     PulledPlatformMismatch,
+    PullStorageError,
     SourceAuthError,
     UndeclaredBitstream,
 )
@@ -241,8 +242,17 @@ class BitstreamPuller:
 
     # ------------------------------------------------------------------ pulling
     async def _pull(self, declaration: Declaration) -> StoredBitstream:
+        what = f"bitstream {declaration.name!r} from {declaration.source}"
+        try:
+            return await self._pull_into_catalog(declaration, what)
+        except OSError as exc:
+            if isinstance(exc, TimeoutError):
+                raise
+            # The sources wrap their own errors: what is left is the node's own storage.
+            raise PullStorageError(f"{what}: the node could not store it: {exc}") from exc
+
+    async def _pull_into_catalog(self, declaration: Declaration, what: str) -> StoredBitstream:
         name = declaration.name
-        what = f"bitstream {name!r} from {declaration.source}"
         with ExitStack() as held:
             async with self._room:  # plan, evict and reserve as one step: two pulls never count the same room
                 await self._make_room(declaration)

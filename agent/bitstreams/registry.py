@@ -189,7 +189,11 @@ class RegistryClient:
             token_headers["Authorization"] = basic_authorization(credentials)
         async with self.session.get(realm, params=query, headers=token_headers) as response:
             await check_status(response, f"{what}: token from {realm}")
-            answer: Any = json.loads(await read_small_body(response, what) or b"null")
+            body = await read_small_body(response, what)
+        try:
+            answer: Any = json.loads(body or b"null")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SourceAuthError(f"{what}: the token service {realm} did not answer JSON: {exc}") from None
         token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
         if not isinstance(token, str) or not token:
             raise SourceAuthError(f"{what}: the token service {realm} gave no token")

@@ -14,6 +14,7 @@ from agent.errors import (
     PulledHashMismatch,
     PulledPlatformMismatch,
     PullError,
+    PullStorageError,
     SourceAuthError,
     SourceUnreachable,
 )
@@ -54,6 +55,7 @@ def test_annotated_bitstreams(annotations: dict[str, str], names: set[str]) -> N
         pytest.param(PulledHashMismatch("x"), "hash_mismatch", id="hash"),
         pytest.param(PulledPlatformMismatch("x"), "platform_mismatch", id="platform"),
         pytest.param(CacheFullError("x"), "cache_full", id="cache-full"),
+        pytest.param(PullStorageError("x"), "storage", id="storage"),
         pytest.param(DeclarationConflict("x"), "conflict", id="conflict"),
         pytest.param(PullError("x"), "failed", id="other"),
     ],

@@ -37,6 +37,8 @@ STATIC_TOKEN = "static-token"
 class TokenRegistry:
     port: int = 0
     token_requests: list[dict[str, str]] = field(default_factory=list)
+    #: What the token service answers instead of a token (a login page behind a proxy, say).
+    token_body: bytes | None = None
 
     @property
     def address(self) -> str:
@@ -65,6 +67,8 @@ class TokenRegistry:
             return web.Response(status=401, text="bad credentials")
         if request.query.get("scope") != f"repository:{REPOSITORY}:pull":
             return web.Response(status=403, text="scope")
+        if self.token_body is not None:
+            return web.Response(body=self.token_body, content_type="text/html")
         return web.json_response({"token": TOKEN, "expires_in": 300})
 
 
@@ -122,4 +126,14 @@ async def test_credentials_the_token_service_refuses(token_registry: TokenRegist
     refused = r"token from http://127\.0\.0\.1:\d+/token: the credentials were refused"
     with pytest.raises(SourceAuthError, match=refused):
         await pull(token_registry, catalog, Credentials("alice", "looking-glass"))
+    assert os.listdir(catalog.directory) == []
+
+
+@pytest.mark.parametrize("body", [b"<html>sign in</html>", b"\xff\xfe not text"], ids=["html", "not-utf8"])
+async def test_a_token_service_that_does_not_answer_json_is_named(
+    token_registry: TokenRegistry, catalog: PulledCatalog, body: bytes
+) -> None:
+    token_registry.token_body = body
+    with pytest.raises(SourceAuthError, match=r"the token service http://127\.0\.0\.1:\d+/token did not answer JSON"):
+        await pull(token_registry, catalog, Credentials("alice", "wonderland"))
     assert os.listdir(catalog.directory) == []

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import resource
+import signal
 import ssl
 
 import aiohttp
 import pytest
 
 from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, Declaration, HttpsSource, RegistryClient
-from agent.errors import PulledHashMismatch, SourceAuthError, SourceNotFound, SourceUnreachable
+from agent.errors import PulledHashMismatch, PullStorageError, SourceAuthError, SourceNotFound, SourceUnreachable
 from agent.programming.adoption import PulledCatalog
 from tests.integration.bitstreams.servers import FileServer
 
@@ -32,6 +34,26 @@ async def test_a_file_is_pulled_over_https_and_verified(
     entry = await puller.ensure("nlb")
     assert entry.source == file_server.url("nlb.bin")
     assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+
+
+async def test_a_pull_the_node_cannot_store_is_named_and_leaves_no_temp_file(
+    puller: BitstreamPuller, catalog: PulledCatalog, file_server: FileServer
+) -> None:
+    """The file system refuses the write half way (a file size limit: EFBIG, as a full disk gives ENOSPC)."""
+    file_server.files["nlb.bin"] = DATA
+    puller.declare(declaration(file_server))
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process dying
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(DATA) // 2, hard))
+    try:
+        with pytest.raises(PullStorageError, match=r"bitstream 'nlb' from https://\S+: the node could not store it: "):
+            await puller.ensure("nlb")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert os.listdir(catalog.directory) == []
+    entry = await puller.ensure("nlb")  # the disk has room again: the next attempt pulls it
+    assert entry.size == len(DATA)
 
 
 async def test_a_tampered_file_is_refused_and_nothing_is_left(
