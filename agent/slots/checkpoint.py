@@ -2,7 +2,7 @@
 
 Format (JSON)::
 
-    {"version": 1, "checksum": "<sha256 of the canonical JSON of 'slots'>",
+    {"version": 1, "checksum": "<sha256 of the canonical JSON of 'slots'>", "boot_id": str,
      "slots": {"<slot id>": {"bitstream": str, "accelerator_id": str, "last_used": float,
                              "holder": {"namespace", "pod", "container", "allocated_at"}}}}
 
@@ -10,6 +10,12 @@ Written atomically (temp file, fsync, rename, fsync of the directory), so a cras
 leaves either the old or the new file. A file that is corrupt, fails its checksum
 or has an unknown version is set aside (renamed) and the state is rebuilt from the
 hardware and the kubelet; it never stops the agent.
+
+``boot_id`` is the kernel's boot identity when the file was written. A node that
+restarted since reset its FPGA regions, so a recorded content is then kept only
+where the slot itself reports that accelerator (a DFL port does; an fpga-region does
+not): the others are programmed again before they are used. A file without it (an
+older agent) is taken as written before a restart.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -36,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 VERSION = 1
 FILE_NAME = "checkpoint.json"
+BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
 
 class CheckpointError(ValueError):
@@ -51,6 +59,17 @@ class SlotRecord:
     last_used: float | None
     #: A programming under way when the file was written.
     programming: Content | None = None
+    #: Written since the node last started: a recorded content the slot cannot report may be trusted.
+    same_boot: bool = True
+
+
+@functools.cache
+def current_boot_id() -> str | None:
+    """The kernel's identity of this boot (None where it cannot be read)."""
+    try:
+        return BOOT_ID_PATH.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _canonical(slots: dict[str, Any]) -> bytes:
@@ -79,7 +98,8 @@ def encode(states: list[SlotState]) -> bytes:
             }
         slots[state.slot.id] = entry
     checksum = hashlib.sha256(_canonical(slots)).hexdigest()
-    return json.dumps({"version": VERSION, "checksum": checksum, "slots": slots}, indent=1).encode()
+    document = {"version": VERSION, "checksum": checksum, "boot_id": current_boot_id(), "slots": slots}
+    return json.dumps(document, indent=1).encode()
 
 
 def _optional_str(entry: dict[str, Any], key: str) -> str | None:
@@ -111,6 +131,8 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
         raise CheckpointError("'slots' is not an object")
     if document.get("checksum") != hashlib.sha256(_canonical(slots)).hexdigest():
         raise CheckpointError("checksum mismatch")
+    booted = current_boot_id()
+    same_boot = booted is None or document.get("boot_id") == booted
     records: dict[SlotId, SlotRecord] = {}
     for slot_id, entry in slots.items():
         if not isinstance(entry, dict):
@@ -141,7 +163,8 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
             if not target or not target_accelerator:
                 raise CheckpointError(f"slot {slot_id!r} programming names no bitstream and accelerator")
             programming = Content(target, target_accelerator)
-        records[SlotId(slot_id)] = SlotRecord(content, holder, _optional_float(entry, "last_used"), programming)
+        last_used = _optional_float(entry, "last_used")
+        records[SlotId(slot_id)] = SlotRecord(content, holder, last_used, programming, same_boot)
     return records
 
 
@@ -239,8 +262,23 @@ def load(path: Path) -> dict[SlotId, SlotRecord]:
 
 def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> None:
     """Apply checkpoint records to the registry (what the hardware reports wins)."""
+    rebooted = [slot_id for slot_id, record in records.items() if not record.same_boot and record.content is not None]
+    if rebooted:
+        logger.warning(
+            "the checkpoint was written before the node restarted: the recorded contents of %d slot(s) are kept "
+            "only where the slot reports the same accelerator, the others are programmed again before use",
+            len(rebooted),
+        )
     for slot_id, record in records.items():
-        if not registry.restore(slot_id, record.content, record.holder, record.last_used, record.programming):
+        restored = registry.restore(
+            slot_id,
+            record.content,
+            record.holder,
+            record.last_used,
+            record.programming,
+            confirmed_only=not record.same_boot,
+        )
+        if not restored:
             assert record.programming is not None
             logger.warning(
                 "slot %s: programming with %s was under way when the agent stopped and the slot does not "

@@ -257,11 +257,14 @@ class SlotRegistry:
         holder: Holder | None,
         last_used: float | None,
         programming: Content | None = None,
+        *,
+        confirmed_only: bool = False,
     ) -> bool:
         """Take a slot's state from the checkpoint; what the hardware reports wins.
 
         A recorded bitstream whose accelerator differs from what the slot reports is
-        dropped. Slots the hardware no longer has are ignored. A slot whose programming
+        dropped; with ``confirmed_only`` (the node restarted since) also one the slot
+        does not report at all. Slots the hardware no longer has are ignored. A slot whose programming
         was under way when the checkpoint was written (the agent was killed half-way)
         holds an unknown content: the target bitstream only when the hardware's own
         read-back reports its accelerator, else nothing known. Returns False for such a
@@ -273,7 +276,8 @@ class SlotRegistry:
         if programming is not None:
             verified = slot.loaded is not None and slot.loaded == programming.accelerator_id
             content = programming if verified else None
-        if content is not None and (slot.loaded is None or slot.loaded == content.accelerator_id):
+        reported = slot.loaded == content.accelerator_id if content is not None else False
+        if content is not None and (reported or (slot.loaded is None and not confirmed_only)):
             self._contents[slot_id] = content
         if holder is not None:
             self._holders[slot_id] = holder
