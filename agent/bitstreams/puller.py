@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent.atomicfile import StagedFile
 from agent.bitstreams.cache import CacheBudget, CachedFile
@@ -77,7 +77,7 @@ class BitstreamStore(Protocol):
     def directory(self) -> Path: ...
     def entries(self) -> Sequence[StoredBitstream]: ...
     def find(self, name: str) -> StoredBitstream | None: ...
-    def prepare(self) -> None: ...
+    def prepare(self, entries: Sequence[Any]) -> None: ...
     def stage(self) -> StagedFile: ...
     def adopt(
         self, staged: StagedFile, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
@@ -163,9 +163,9 @@ class BitstreamPuller:
 
         ``entries``: the catalog as the caller has just read it; None to read it here.
         """
-        await asyncio.to_thread(self.store.prepare)
         if entries is None:
             entries = await asyncio.to_thread(self.store.entries)
+        await asyncio.to_thread(self.store.prepare, entries)
         for entry in sorted((e for e in entries if e.source), key=lambda e: e.added_at):
             self.budget.touch(entry.name)
 

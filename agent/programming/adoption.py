@@ -13,6 +13,7 @@ removed here. Blocking: call through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -23,6 +24,8 @@ from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).
 PULL_TEMP_PREFIX = ".tmp-pull-"
+#: A file no record names is an orphan once it is this old: an install writes its record right after it.
+ORPHAN_AGE_S = 60.0
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +50,22 @@ class PulledCatalog:
         except CatalogError:
             return None
 
-    def prepare(self) -> None:
-        """Create the directory and remove the pulls' temp files a crash left behind (only those: a
-        ``catalog add`` running now has its own temp file here)."""
+    def prepare(self, entries: Sequence[CatalogEntry]) -> None:
+        """Create the directory and remove what a crash left behind: the pulls' temp files (only those: a
+        ``catalog add`` running now has its own temp file here) and bitstream files no record names
+        (which no budget counts and nothing would ever remove). ``entries``: the catalog as just read."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in self.directory.glob(PULL_TEMP_PREFIX + "*"):
             path.unlink(missing_ok=True)
+        orphans = self.catalog.orphans(entries, ORPHAN_AGE_S)
+        for path in orphans:
+            path.unlink(missing_ok=True)
+        if orphans:
+            logger.warning(
+                "bitstream catalog: removed %d file(s) no record names, left by an interrupted install or removal: %s",
+                len(orphans),
+                ", ".join(path.name for path in orphans),
+            )
 
     def stage(self) -> StagedFile:
         """A new temp file in the catalog directory for a pull to write into; removed unless adopted."""

@@ -22,6 +22,9 @@ import json
 import logging
 import os
 import re
+import stat
+import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +50,8 @@ logger = logging.getLogger(__name__)
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_ID_LEN = 256
 RECORD_SUFFIX = ".json"
+#: A file as :meth:`Catalog.install` names it: ``<name>.<first 12 hex digits of its sha256><suffix>``.
+_INSTALLED_FILE = re.compile(r"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{12}\.(?:bin|gbs)")
 _RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
 
 
@@ -338,6 +343,33 @@ class Catalog:
         if previous is not None and previous.file != entry.file:
             (self.directory / previous.file).unlink(missing_ok=True)
         return entry
+
+    def orphans(self, entries: Iterable[CatalogEntry], older_than_s: float) -> tuple[Path, ...]:
+        """Bitstream files no record names, left by a crash between a file and its record (an install that
+        wrote the file but not yet the record, a replace or a removal that wrote the record but had not
+        yet removed the old file), given the catalog's usable ``entries`` as just read. Only files named as
+        :meth:`install` names them, for a name that has no record or whose record names another file (a
+        record that does not parse keeps its name's files), and older than ``older_than_s`` (an install
+        running now has its file for a moment before its record)."""
+        by_name = {entry.name: entry.file for entry in entries}
+        limit = time.time() - older_than_s
+        found = []
+        for path in self.directory.iterdir():
+            match = _INSTALLED_FILE.fullmatch(path.name)
+            if match is None:
+                continue
+            name = match["name"]
+            if by_name.get(name) == path.name:
+                continue
+            if name not in by_name and (self.directory / (name + RECORD_SUFFIX)).exists():
+                continue  # its record does not parse: an operator's to mend
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < limit:
+                found.append(path)
+        return tuple(sorted(found))
 
     def remove(self, entry: CatalogEntry) -> None:
         """Take ``entry`` out of the catalog: its record first (so that it is never listed without its

@@ -22,7 +22,7 @@ SOURCE = "oci://localhost:5000/nlb:1"
 @pytest.fixture
 def pulled(tmp_path: Path) -> PulledCatalog:
     store = PulledCatalog(Catalog(tmp_path / "catalog"))
-    store.prepare()
+    store.prepare(store.entries())
     return store
 
 
@@ -98,7 +98,7 @@ def test_a_pulled_file_is_staged_under_the_pulls_prefix_and_left_nowhere(pulled:
 def test_prepare_removes_what_a_crashed_pull_left(pulled: PulledCatalog) -> None:
     (pulled.directory / f"{PULL_TEMP_PREFIX}test").write_bytes(RAW)
     (pulled.directory / ".tmp-abc").write_bytes(b"x")  # a catalog add's temp file: not the pulls' to remove
-    pulled.prepare()
+    pulled.prepare(pulled.entries())
     assert os.listdir(pulled.directory) == [".tmp-abc"]
 
 
@@ -108,6 +108,54 @@ def test_start_removes_a_crashed_pulls_temp_file_but_not_a_catalog_add_in_progre
     in_progress = tmp_path / f"{ADD_PREFIX}xyz"
     leftover.write_bytes(b"half a pull")
     in_progress.write_bytes(b"catalog add copying")
-    store.prepare()
+    store.prepare(store.entries())
     assert not leftover.exists()
     assert in_progress.read_bytes() == b"catalog add copying"
+
+
+def aged(path: Path, seconds: float = 3600.0) -> None:
+    """As if the file had been written ``seconds`` ago."""
+    then = path.stat().st_mtime - seconds
+    os.utime(path, (then, then))
+
+
+def test_prepare_removes_files_a_crash_left_without_a_record(pulled: PulledCatalog, tmp_path: Path) -> None:
+    """A replace killed before the old file went, a removal killed after the record went, and an install
+    killed before its record: none of those files is named by a record, so no budget would ever count or
+    evict them. Files an install is writing right now, files of a record that does not parse, and files
+    not named as the catalog names them stay."""
+    adopt(pulled, RAW)
+    old = pulled.directory / pulled.catalog.resolve("nlb").file
+    kept_bytes = old.read_bytes()
+    adopt(pulled, RAW + b"v2")  # replaces the old file: put it back, as a crash before its unlink leaves it
+    old.write_bytes(kept_bytes)
+    aged(old)
+    adopt(pulled, RAW + b"evicted", name="gone")
+    gone = pulled.directory / pulled.catalog.resolve("gone").file
+    (pulled.directory / "gone.json").unlink()  # killed between the record and the file
+    aged(gone)
+    fresh = pulled.directory / f"new.{'a' * 12}.bin"  # an install writing its record right now
+    fresh.write_bytes(RAW)
+    (tmp_path / "local.bin").write_bytes(RAW)
+    pulled.catalog.add(tmp_path / "local.bin", "local", platform="p", accelerator_id="a")
+    local = pulled.directory / pulled.catalog.resolve("local").file
+    (pulled.directory / "local.json").write_text("{ broken by hand")  # its file stays for the operator
+    aged(local)
+    notes = pulled.directory / "notes.txt"
+    notes.write_text("not a catalog file")
+    aged(notes)
+    current = pulled.directory / pulled.catalog.resolve("nlb").file
+
+    pulled.prepare(pulled.entries())
+
+    assert not old.exists()
+    assert not gone.exists()
+    assert {p.name for p in pulled.directory.iterdir()} == {
+        current.name,
+        "nlb.json",
+        fresh.name,
+        local.name,
+        "local.json",
+        notes.name,
+    }
+    assert pulled.catalog.read_image(pulled.catalog.resolve("nlb")) == RAW + b"v2"
