@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agent.errors import (
+    BitstreamHashError,
     CatalogError,
     DiscoveryError,
     FpgaSlotError,
@@ -283,6 +284,11 @@ class Reconfigurer:
                 image = await asyncio.to_thread(self._read_image, entry)
             except CatalogError as exc:
                 message = f"{who}: {exc}"
+                if entry.source and isinstance(exc, BitstreamHashError):
+                    # A pulled file that no longer matches: taken out, so the kubelet's next attempt pulls it anew.
+                    assert self._catalog is not None
+                    await asyncio.to_thread(self._catalog.remove, entry)
+                    message += "; it came from a pull, so it is removed from the catalog and pulled again"
                 await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
                 raise type(exc)(message) from exc
         for slot in hits:
