@@ -15,7 +15,7 @@ from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.reconfigure import Reconfigurer
 from agent.slots import Slot, SlotRegistry
-from tests.unit.test_reconfigure_deadline import NoContainers, make_slot
+from tests.unit.reconfigure_support import make_slot, reconfigurer
 
 DATA = b"pulled bitstream" * 64
 WHO = "pod ns/p container c (slots card0-slot0)"
@@ -34,17 +34,7 @@ def agent_with(catalog: Catalog) -> tuple[Reconfigurer, Slot]:
     async def read_hardware() -> list[Slot]:
         return [slot]
 
-    reconfigurer = Reconfigurer(
-        registry,
-        NoContainers(),  # type: ignore[arg-type]
-        pods=None,
-        catalog=catalog,
-        programmers={"sim": NeverCalled()},
-        read_hardware=read_hardware,
-        events=None,
-        timeout_s=5.0,
-    )
-    return reconfigurer, slot
+    return reconfigurer(registry, NeverCalled(), read_hardware, catalog), slot
 
 
 def corrupt(catalog: Catalog, name: str) -> None:

@@ -4,36 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 
 import pytest
 
 from agent.errors import ProgrammingTimeout
 from agent.programming.catalog import CatalogEntry
-from agent.reconfigure import Reconfigurer
-from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
-
-
-def make_slot() -> Slot:
-    return Slot(
-        id=SlotId("card0-slot0"),
-        card="card0",
-        region="slot0",
-        numa=0,
-        device_nodes=(DeviceNode("/dev/x", "/dev/x"),),
-        platform="p",
-        loaded=None,
-        health=Health.HEALTHY,
-        backend="sim",
-    )
-
-
-class NoContainers:
-    async def find_container(self, device_ids: Sequence[str]) -> None:
-        return None
-
-    async def list_containers(self) -> list[object]:
-        return []
+from agent.slots import Slot, SlotRegistry
+from tests.unit.reconfigure_support import make_slot
+from tests.unit.reconfigure_support import reconfigurer as configured
 
 
 class NeverCalled:
@@ -49,16 +27,7 @@ async def test_busy_slot_times_out_at_the_callers_deadline_and_changes_nothing()
     async def read_hardware() -> list[Slot]:
         return [slot]
 
-    reconfigurer = Reconfigurer(
-        registry,
-        NoContainers(),  # type: ignore[arg-type]
-        pods=None,
-        catalog=None,
-        programmers={"sim": NeverCalled()},
-        read_hardware=read_hardware,
-        events=None,
-        timeout_s=5.0,
-    )
+    reconfigurer = configured(registry, NeverCalled(), read_hardware)
     entry = CatalogEntry("accel", "accel.bin", 1, "0" * 64, "p", "acc", "2026-01-01T00:00:00Z")
     lock = reconfigurer._slot_locks.setdefault(slot.id, asyncio.Lock())
     await lock.acquire()  # another start is programming this slot and does not let go
@@ -66,7 +35,7 @@ async def test_busy_slot_times_out_at_the_callers_deadline_and_changes_nothing()
     try:
         with pytest.raises(ProgrammingTimeout, match="still being programmed"):
             await reconfigurer._program_one(
-                None,  # type: ignore[arg-type]
+                None,
                 "pod ns/p container c (slots card0-slot0)",
                 entry,
                 b"x",

@@ -11,7 +11,8 @@ import pytest
 from agent.programming.catalog import CatalogEntry
 from agent.reconfigure import Reconfigurer
 from agent.slots import Slot, SlotRegistry
-from tests.unit.test_reconfigure_deadline import NoContainers, make_slot
+from tests.unit.reconfigure_support import make_slot
+from tests.unit.reconfigure_support import reconfigurer as make_reconfigurer
 
 OLD = CatalogEntry("old", "old.bin", 1, "0" * 64, "p", "acc-old", "2026-01-01T00:00:00Z")
 NEW = CatalogEntry("new", "new.bin", 1, "1" * 64, "p", "acc-new", "2026-01-01T00:00:00Z")
@@ -33,16 +34,7 @@ def reconfigurer(registry: SlotRegistry, programmer: Recorder) -> Reconfigurer:
         assert held is not None
         return [replace(held.slot, loaded=programmer.loaded[-1] if programmer.loaded else held.slot.loaded)]
 
-    configured = Reconfigurer(
-        registry,
-        NoContainers(),  # type: ignore[arg-type]
-        pods=None,
-        catalog=None,
-        programmers={"sim": programmer},
-        read_hardware=read_hardware,
-        events=None,
-        timeout_s=5.0,
-    )
+    configured = make_reconfigurer(registry, programmer, read_hardware)
     configured._read_image = lambda entry: b"image"  # type: ignore[method-assign]
     return configured
 

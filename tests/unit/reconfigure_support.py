@@ -1,0 +1,51 @@
+"""A reconfigurer over one simulated slot, for unit tests of its decisions (no kubelet, no API server)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agent.programming.catalog import Catalog
+from agent.reconfigure import Reconfigurer
+from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
+
+
+def make_slot() -> Slot:
+    return Slot(
+        id=SlotId("card0-slot0"),
+        card="card0",
+        region="slot0",
+        numa=0,
+        device_nodes=(DeviceNode("/dev/x", "/dev/x"),),
+        platform="p",
+        loaded=None,
+        health=Health.HEALTHY,
+        backend="sim",
+    )
+
+
+class NoContainers:
+    async def find_container(self, device_ids: Sequence[str]) -> None:
+        return None
+
+    async def list_containers(self) -> list[object]:
+        return []
+
+
+def reconfigurer(
+    registry: SlotRegistry,
+    programmer: Any,
+    read_hardware: Callable[[], Awaitable[list[Slot]]],
+    catalog: Catalog | None = None,
+) -> Reconfigurer:
+    """The agent's reconfigurer for the registry's slots, programming through ``programmer``."""
+    return Reconfigurer(
+        registry,
+        NoContainers(),  # type: ignore[arg-type]
+        pods=None,
+        catalog=catalog,
+        programmers={"sim": programmer},
+        read_hardware=read_hardware,
+        events=None,
+        timeout_s=5.0,
+    )
