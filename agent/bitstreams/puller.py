@@ -299,10 +299,15 @@ class BitstreamPuller:
         return _open_oci(self.registry, declaration, credentials)
 
     async def _make_room(self, declaration: Declaration) -> None:
-        files = [CachedFile(e.name, e.size, e.added_at) for e in await self._pulled_entries()]
-        for victim in self.budget.plan(files, declaration.name, declaration.size):
-            if await asyncio.to_thread(self.store.remove, victim):
-                self.budget.forget(victim)
+        while True:
+            files = [CachedFile(e.name, e.size, e.added_at) for e in await self._pulled_entries()]
+            for victim in self.budget.plan(files, declaration.name, declaration.size):
+                if victim in self.budget.in_use():  # a start took it up while the one before was removed
+                    break  # plan again, without it
+                if await asyncio.to_thread(self.store.remove, victim):
+                    self.budget.forget(victim)
+            else:
+                return
 
     async def _pulled_entries(self) -> list[StoredBitstream]:
         entries = await asyncio.to_thread(self.store.entries)

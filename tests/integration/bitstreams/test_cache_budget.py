@@ -82,3 +82,32 @@ async def test_pulls_that_start_together_do_not_plan_on_the_same_free_space(
     await asyncio.gather(puller.ensure("race-c"), puller.ensure("race-d"))  # each needs one old file's room
     assert names(catalog) == ["race-c", "race-d"]
     assert sum(entry.size for entry in catalog.entries()) <= BUDGET_BYTES
+
+
+async def test_a_file_taken_into_use_during_an_eviction_is_kept(
+    puller: BitstreamPuller,
+    catalog: PulledCatalog,
+    session: aiohttp.ClientSession,
+    registry: Registry,
+    tmp_path,
+    in_use: set[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Room for a large file means evicting two; while the first goes, a pod start takes up the second. It
+    stays, the plan is made again, and with no other room the new file is refused, naming the one in use."""
+    for name in ("a", "b"):
+        puller.declare(await push(session, registry, tmp_path, f"busy-{name}", content(name)))
+    puller.declare(await push(session, registry, tmp_path, "busy-big", content("big", 2 * SIZE)))
+    await puller.ensure("busy-a")
+    await puller.ensure("busy-b")
+    remove = catalog.remove
+
+    def remove_while_a_start_begins(name: str) -> bool:
+        if name == "busy-a":
+            in_use.add("busy-b")  # a pod's start registers its bitstream while this removal runs
+        return remove(name)
+
+    monkeypatch.setattr(catalog, "remove", remove_while_a_start_begins)
+    with pytest.raises(CacheFullError, match="held by bitstreams in use: busy-b"):
+        await puller.ensure("busy-big")
+    assert names(catalog) == ["busy-b"]
