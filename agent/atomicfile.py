@@ -8,6 +8,7 @@ pulls all install files this way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -64,14 +65,11 @@ class StagedFile:
         is closed all the same). The file is being thrown away, so that error is not
         raised over the one that got here, and the file is removed either way.
         """
-        try:
+        if self._installed:
+            return  # install closed it
+        with contextlib.suppress(OSError):
             self.stream.close()
-        except OSError:
-            if self._installed:
-                raise
-        finally:
-            if not self._installed:
-                self._temp.unlink(missing_ok=True)
+        self._temp.unlink(missing_ok=True)
 
     def __enter__(self) -> StagedFile:
         return self
