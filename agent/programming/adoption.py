@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
@@ -28,6 +28,15 @@ PULL_TEMP_PREFIX = ".tmp-pull-"
 ORPHAN_AGE_S = 60.0
 
 logger = logging.getLogger(__name__)
+
+
+class EntryFile(Protocol):
+    """A catalog entry as far as clearing up needs it: its name and its file."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def file(self) -> str: ...
 
 
 class PulledCatalog:
@@ -50,14 +59,14 @@ class PulledCatalog:
         except CatalogError:
             return None
 
-    def prepare(self, entries: Sequence[CatalogEntry]) -> None:
+    def prepare(self, entries: Sequence[EntryFile]) -> None:
         """Create the directory and remove what a crash left behind: the pulls' temp files (only those: a
         ``catalog add`` running now has its own temp file here) and bitstream files no record names
         (which no budget counts and nothing would ever remove). ``entries``: the catalog as just read."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in self.directory.glob(PULL_TEMP_PREFIX + "*"):
             path.unlink(missing_ok=True)
-        orphans = self.catalog.orphans(entries, ORPHAN_AGE_S)
+        orphans = self.catalog.orphans({entry.name: entry.file for entry in entries}, ORPHAN_AGE_S)
         for path in orphans:
             path.unlink(missing_ok=True)
         if orphans:

@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -344,14 +344,13 @@ class Catalog:
             (self.directory / previous.file).unlink(missing_ok=True)
         return entry
 
-    def orphans(self, entries: Iterable[CatalogEntry], older_than_s: float) -> tuple[Path, ...]:
+    def orphans(self, files: Mapping[str, str], older_than_s: float) -> tuple[Path, ...]:
         """Bitstream files no record names, left by a crash between a file and its record (an install that
         wrote the file but not yet the record, a replace or a removal that wrote the record but had not
-        yet removed the old file), given the catalog's usable ``entries`` as just read. Only files named as
+        yet removed the old file), given the file of each usable entry (name -> file) as just read. Only files named as
         :meth:`install` names them, for a name that has no record or whose record names another file (a
         record that does not parse keeps its name's files), and older than ``older_than_s`` (an install
         running now has its file for a moment before its record)."""
-        by_name = {entry.name: entry.file for entry in entries}
         limit = time.time() - older_than_s
         found = []
         for path in self.directory.iterdir():
@@ -359,9 +358,9 @@ class Catalog:
             if match is None:
                 continue
             name = match["name"]
-            if by_name.get(name) == path.name:
+            if files.get(name) == path.name:
                 continue
-            if name not in by_name and (self.directory / (name + RECORD_SUFFIX)).exists():
+            if name not in files and (self.directory / (name + RECORD_SUFFIX)).exists():
                 continue  # its record does not parse: an operator's to mend
             try:
                 st = path.lstat()

@@ -62,6 +62,18 @@ def names(details: str, *words: str) -> bool:
     return all(re.search(rf"(?<![\w./-]){re.escape(word)}(?![\w-])", details) for word in words)
 
 
+async def failed_programming(harness: AgentHarness, pods: NodePods, pod: str, bitstream: str) -> str:
+    """Start a pod that asks for ``bitstream``; its start must fail as a failed programming, with the one
+    Warning Event that says so. Returns the error's details."""
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await harness.kubelet.admit(NS, pod, "main", RESOURCE_NAME, 1, wants(bitstream))
+    error = rpc_error(info.value)
+    details = error.details() or ""
+    assert error.code() is code_of(ProgrammingError), details
+    assert [e.reason for e in events_of(pods, pod) if e.type == "Warning"] == ["FpgaSlotProgrammingFailed"]
+    return details
+
+
 # ------------------------------------------------------------------ bad input
 def tamper(bitstreams: Bitstreams) -> str:
     path = bitstreams.path_of(bitstreams.accel_a.name)
@@ -244,15 +256,8 @@ async def test_slot_reporting_another_accelerator_afterwards_is_a_failed_program
             ]
 
         monkeypatch.setattr(fabric, "slots", read_back)
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await kubelet.admit(NS, "mislabelled", "main", RESOURCE_NAME, 1, wants(wanted.name))
-        error = rpc_error(info.value)
-        details = error.details() or ""
-        assert error.code() is code_of(ProgrammingError), details
+        details = await failed_programming(harness, pods, "mislabelled", wanted.name)
         assert names(details, f"{NS}/mislabelled", ONLY, "what-it-really-is", wanted.accelerator_id), details
-        assert [e.reason for e in events_of(pods, "mislabelled") if e.type == "Warning"] == [
-            "FpgaSlotProgrammingFailed"
-        ]
         await kubelet.wait_for(lambda: harness.conn.devices[ONLY].health == UNHEALTHY, 5.0)
         got = state(registry, ONLY)
         assert got.content is None
@@ -279,13 +284,8 @@ async def test_a_slot_that_cannot_be_read_back_is_a_failed_programming_and_recov
             return slots
 
         monkeypatch.setattr(fabric, "slots", read_back)
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await kubelet.admit(NS, "unread", "main", RESOURCE_NAME, 1, wants(wanted.name))
-        error = rpc_error(info.value)
-        details = error.details() or ""
-        assert error.code() is code_of(ProgrammingError), details
+        details = await failed_programming(harness, pods, "unread", wanted.name)
         assert names(details, f"{NS}/unread", ONLY, "could not be read back", "Too many open files"), details
-        assert [e.reason for e in events_of(pods, "unread") if e.type == "Warning"] == ["FpgaSlotProgrammingFailed"]
         await kubelet.wait_for(lambda: ever_unhealthy(kubelet, ONLY), 5.0)
         await kubelet.wait_for(lambda: harness.conn.devices[ONLY].health == HEALTHY, 5.0)
         assert state(registry, ONLY).content == Content(wanted.name, wanted.accelerator_id)
