@@ -14,6 +14,7 @@ bound. (b) and (c) run the project's real code.
 Usage:
   python bench/cluster_sim.py [--nodes 100 --slots 4 --bitstreams 40 --zipf 1.1 --pods 20000 ...]
   python bench/cluster_sim.py --grid      # the fixed workload grid, one row per point
+  python bench/cluster_sim.py --cache-gap # per grid point, what clairvoyance is worth in a single cache
 """
 
 from __future__ import annotations
@@ -30,14 +31,20 @@ sys.path.insert(0, str(ROOT))
 
 from agent.extender.ranking import ANSWER_LIMIT  # noqa: E402
 from agent.extender.scoring import parse_score_weights  # noqa: E402
+from bench.sim.cachegap import cache_gap  # noqa: E402
 from bench.sim.engine import percentile  # noqa: E402
-from bench.sim.grid import ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
+from bench.sim.grid import GRID, ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
 from bench.sim.workload import Shape  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true", help="run the fixed workload grid instead of one point")
+    parser.add_argument(
+        "--cache-gap",
+        action="store_true",
+        help="per grid point: the best online cache rule (A0) against Belady's on its popularity law",
+    )
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="grid points run in parallel")
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--slots", default="4", help="slots per node; several (2,4,8) are cycled over the nodes")
@@ -75,6 +82,9 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.monotonic()
+    if args.cache_gap:
+        print(cache_gap_table(args.seed))
+        return
     if args.grid:
         points = run_grid(args.seed, args.scheduler_config, args.processes, args.score_weights, args.answer_limit)
         print(f"workload grid, seed {args.seed}, mean pod duration 300 s, 20-80 MB bitstreams at 100 MB/s")
@@ -122,6 +132,20 @@ def main() -> None:
         f"simulated in {time.monotonic() - started:.1f} s; start delay median of all policies "
         f"{statistics.median([percentile(r.delays, 0.5) for r in point.results.values()]):.3f} s"
     )
+
+
+def cache_gap_table(seed: int) -> str:
+    lines = [
+        "| # | workload | cache entries (free slots) | A0 misses | Belady misses | A0 / Belady |",
+        "|---|---|---|---|---|---|",
+    ]
+    for index, shape in enumerate(GRID, 1):
+        gap = cache_gap(shape, seed)
+        lines.append(
+            f"| {index} | {shape.describe()} | {gap.entries} | {gap.a0_misses:.3f} | {gap.belady_misses:.3f} | "
+            f"{gap.ratio:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

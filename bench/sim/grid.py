@@ -13,6 +13,7 @@ from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
 from bench.sim.engine import Placement, Result, percentile, simulate
+from bench.sim.informed import EXACT, TOLD, ToldFacts, best_informed, exact
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
@@ -21,9 +22,15 @@ from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
 #: order with the content nobody asks for again overwritten first.
 ONLINE_PLACEMENT = "(c)'s placement, clairvoyant slots"
 ONLINE_SLOTS = "(c), content never asked again first"
+#: The online reference's exact rule (bench.sim.informed) with the content nobody asks for again overwritten first.
+EXACT_NEVER_AGAIN = "(r) exact, content never asked again first"
 A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
 #: DRA mode's placement (bench.sim.dra): the scheduler's allocator with the shipped DRA profile, no extender.
 DRA = "(e) DRA, no extender"
+#: The online reference (bench.sim.informed): the best placement told the popularity law, not the arrivals.
+INFORMED = "(r) online, told the popularity"
+#: Policies that know nothing of the future (the oracle must beat each of them on every point).
+ONLINE = (A, B, C, C2, DRA)
 
 _BASE = Shape(pods=5000)
 #: The grid: shapes a real cluster has, each differing from the default in one to four ways.
@@ -75,6 +82,8 @@ class PointResult:
     #: Which clairvoyant variant gave the reference.
     oracle_variant: str
     bound: int
+    #: Which told-the-popularity rule gave the online reference.
+    informed_variant: str = ""
 
     def rate(self, policy: str) -> float:
         return self.results[policy].per_pod(self.shape.pods)
@@ -127,9 +136,18 @@ def run_point(
     online_slots = WithExtender(
         rng(), never_again_first(workload), weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs
     )
-    variant, reference = best_oracle(workload, {ONLINE_PLACEMENT: online_placement, ONLINE_SLOTS: online_slots})
+    told_exact = exact(workload, rng(), clairvoyant=True)
+    variant, reference = best_oracle(
+        workload, {ONLINE_PLACEMENT: online_placement, ONLINE_SLOTS: online_slots, EXACT_NEVER_AGAIN: told_exact}
+    )
     results[ORACLE] = reference
-    return PointResult(shape, results, variant, cold_miss_bound(workload))
+    told = WithExtender(
+        rng(), ours, weights, weight, catalog, packs, facts=ToldFacts(workload), answer_limit=answer_limit
+    )
+    informed_variant, results[INFORMED] = best_informed(
+        {EXACT: simulate(workload, exact(workload, rng())), TOLD: simulate(workload, told)}
+    )
+    return PointResult(shape, results, variant, cold_miss_bound(workload), informed_variant)
 
 
 def best_oracle(workload: Workload, more: dict[str, Placement] | None = None) -> tuple[str, Result]:
@@ -166,50 +184,57 @@ def run_grid(
 def grid_tables(points: list[PointResult]) -> str:
     """The reconfigurations table (one row per point) and the start-delay table, with the verdicts."""
     lines = [
-        "| # | workload | (a) | (b) | (c) | (c') | (e) DRA | oracle | bound | (c)/oracle | (c)/min(a,b) | (e)/oracle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | workload | (a) | (b) | (c) | (c') | (e) DRA | (r) online, told | oracle | bound "
+        "| (c)/oracle | (r)/oracle | (c)/(r) | (c)/min(a,b) | (e)/oracle |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    ratios, worst_ab, oracle_lost, dra_ratios = [], 0.0, [], []
+    ratios, told_ratios, versus_told, worst_ab, oracle_lost, dra_ratios = [], [], [], 0.0, [], []
     for index, point in enumerate(points, 1):
         oracle = point.rate(ORACLE)
         ratio = point.rate(C) / oracle
         ratios.append(ratio)
+        told_ratios.append(point.rate(INFORMED) / oracle)
+        versus_told.append(point.rate(C) / point.rate(INFORMED))
         versus = point.rate(C) / min(point.rate(A), point.rate(B))
         worst_ab = max(worst_ab, versus)
         dra_ratios.append(point.rate(DRA) / oracle)
-        online = min(point.rate(p) for p in (A, B, C, C2, DRA))
-        if online < oracle:
+        if min(point.rate(p) for p in (*ONLINE, INFORMED)) < oracle:
             oracle_lost.append(index)
         lines.append(
             f"| {index} | {point.shape.describe()} | {point.rate(A):.3f} | {point.rate(B):.3f} | "
-            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {point.rate(DRA):.3f} | {oracle:.3f} | "
-            f"{point.bound_rate:.3f} | {ratio:.2f} | {versus:.2f} | {dra_ratios[-1]:.2f} |"
+            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {point.rate(DRA):.3f} | {point.rate(INFORMED):.3f} | "
+            f"{oracle:.3f} | {point.bound_rate:.3f} | {ratio:.2f} | {told_ratios[-1]:.2f} | {versus_told[-1]:.2f} | "
+            f"{versus:.2f} | {dra_ratios[-1]:.2f} |"
         )
     lines += [
         "",
         "Start delay (queueing + programming), seconds, p50 / p99:",
         "",
-        "| # | (a) | (b) | (c) | (c') | (e) DRA | oracle |",
-        "|---|---|---|---|---|---|---|",
+        "| # | (a) | (b) | (c) | (c') | (e) DRA | (r) online, told | oracle |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for index, point in enumerate(points, 1):
         cells = " | ".join(
             f"{percentile(point.results[p].delays, 0.5):.2f} / {percentile(point.results[p].delays, 0.99):.2f}"
-            for p in (A, B, C, C2, DRA, ORACLE)
+            for p in (A, B, C, C2, DRA, INFORMED, ORACLE)
         )
         lines.append(f"| {index} | {cells} |")
-    ordered = sorted(ratios)
-    median = (
-        ordered[len(ordered) // 2]
-        if len(ordered) % 2
-        else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-    )
+    beyond = [str(i) for i, r in enumerate(told_ratios, 1) if r > 1.10]
     lines += [
         "",
-        f"(c) / oracle: median {median:.3f}, worst {max(ratios):.3f} at point {ratios.index(max(ratios)) + 1} "
+        f"(c) / oracle: median {median(ratios):.3f}, worst {max(ratios):.3f} at point {ratios.index(max(ratios)) + 1} "
         f"(targets: median <= 1.05, every point <= 1.10)",
+        f"(r) / oracle, what knowing the next arrivals is worth: median {median(told_ratios):.3f}, "
+        f"worst {max(told_ratios):.3f}; above 1.10 at: {', '.join(beyond) if beyond else 'no point'}",
+        f"(c) / (r), what our estimate and scoring leave: median {median(versus_told):.3f}, "
+        f"worst {max(versus_told):.3f} at point {versus_told.index(max(versus_told)) + 1}",
         f"(c) / min((a), (b)): worst {worst_ab:.3f} (target <= 1)",
         f"(e) DRA / oracle: median {statistics.median(dra_ratios):.3f}, worst {max(dra_ratios):.3f}",
-        "oracle beaten by an online policy at: " + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
+        "oracle beaten by an online policy or (r) at: "
+        + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
     ]
     return "\n".join(lines)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)

@@ -11,6 +11,7 @@ cluster changes during a day).
 
 from __future__ import annotations
 
+import bisect
 import random
 from dataclasses import dataclass
 
@@ -70,6 +71,14 @@ class Workload:
     #: Per bitstream: sorted arrival times of the pods asking for it, and their slot counts (for the oracle).
     uses: list[list[float]]
     use_slots: list[list[int]]
+    #: The popularity law itself, as (from this time on, each bitstream's chance per arrival), in time
+    #: order: what an online policy could at best learn, for ``bench.sim.informed``.
+    popularity: list[tuple[float, list[float]]]
+
+    def chances(self, now: float) -> list[float]:
+        """Each bitstream's chance that an arrival at ``now`` asks for it."""
+        index = bisect.bisect_right([start for start, _ in self.popularity], now) - 1
+        return self.popularity[max(0, index)][1]
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -91,10 +100,12 @@ def make_workload(shape: Shape, seed: int) -> Workload:
     use_slots: list[list[int]] = [[] for _ in range(shape.bitstreams)]
     pods: list[Pod] = []
     now, next_drift = 0.0, shape.drift_s or float("inf")
+    popularity = [(0.0, _chances(ranks, weights))]
     while len(pods) < shape.pods:
         now += rng.expovariate(batch_rate)
         while now >= next_drift:
             rng.shuffle(ranks)
+            popularity.append((next_drift, _chances(ranks, weights)))
             next_drift += shape.drift_s
         bitstream = ranks[rng.choices(range(shape.bitstreams), weights)[0]]
         slots = rng.randint(2, shape.max_slots) if rng.random() < shape.multi_share else 1
@@ -103,7 +114,14 @@ def make_workload(shape: Shape, seed: int) -> Workload:
             pods.append(Pod(len(pods), now, bitstream, slots, rng.expovariate(1 / shape.mean_duration_s)))
             uses[bitstream].append(now)
             use_slots[bitstream].append(slots)
-    return Workload(shape, pods, sizes, uses, use_slots)
+    return Workload(shape, pods, sizes, uses, use_slots, popularity)
+
+
+def _chances(ranks: list[int], weights: list[float]) -> list[float]:
+    chances = [0.0] * len(ranks)
+    for rank, bitstream in enumerate(ranks):
+        chances[bitstream] = weights[rank]
+    return chances
 
 
 def _geometric(rng: random.Random, mean: float) -> int:

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from agent.extender.scoring import ScoreWeights
+from bench.sim.cachegap import a0, belady, cache_gap
 from bench.sim.dra import dra
 from bench.sim.engine import SimNode, SimSlot, simulate
-from bench.sim.grid import C2, DRA, GRID, ORACLE, A, B, C, grid_tables, profile_settings, run_point
-from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, fit_scores, ours
+from bench.sim.grid import C2, DRA, GRID, INFORMED, ORACLE, A, B, C, grid_tables, profile_settings, run_point
+from bench.sim.informed import EXACT, TOLD, ToldFacts, exact
+from bench.sim.policies import EPOCH, PLATFORM, WithExtender, bitstream_name, fit_scores, ours
 from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -61,11 +63,12 @@ def test_mixed_node_sizes_are_cycled() -> None:
 def test_every_policy_beats_none_and_the_bound_holds() -> None:
     point = run_point(SMALL, seed=1, scheduler_config=CONFIG)
     bound = point.bound_rate
-    for policy in (A, B, C, C2, DRA, ORACLE):
+    for policy in (A, B, C, C2, DRA, INFORMED, ORACLE):
         result = point.results[policy]
         assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
         assert point.rate(policy) >= bound
-    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA))
+    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA, INFORMED))
+    assert point.informed_variant in (EXACT, TOLD)
     assert point.rate(C) < point.rate(A)
 
 
@@ -103,12 +106,16 @@ def test_the_table_names_every_point_and_the_verdicts() -> None:
     assert table.count(SMALL.describe()) == 2
     assert "(c) / oracle: median" in table
     assert "(e) DRA / oracle: median" in table
-    assert "oracle beaten by an online policy at:" in table
+    assert "(r) / oracle, what knowing the next arrivals is worth: median" in table
+    assert "(c) / (r), what our estimate and scoring leave: median" in table
+    assert "oracle beaten by an online policy or (r) at:" in table
 
 
 def test_the_cold_miss_bound_counts_peak_concurrency() -> None:
     pods = [Pod(0, 0.0, 0, 1, 10.0), Pod(1, 5.0, 0, 2, 10.0), Pod(2, 12.0, 0, 1, 1.0), Pod(3, 20.0, 1, 1, 1.0)]
-    workload = Workload(Shape(pods=4), pods, [10.0, 10.0], [[0.0, 5.0, 12.0], [20.0]], [[1, 2, 1], [1]])
+    workload = Workload(
+        Shape(pods=4), pods, [10.0, 10.0], [[0.0, 5.0, 12.0], [20.0]], [[1, 2, 1], [1]], [(0.0, [0.5, 0.5])]
+    )
     assert cold_miss_bound(workload) == 3 + 1  # bitstream 0 runs in 3 slots at once (5..10), bitstream 1 in one
 
 
@@ -158,3 +165,76 @@ def test_the_extender_policy_is_asked_through_the_score_board_with_every_changed
     assert set(cache.nodes) == {f"node{n:03d}" for n in range(SMALL.nodes)}
     assert len(cache.changes) > SMALL.nodes  # every node once, then each one whose slots changed since
     assert policy.board.facts.share(bitstream_name(workload.pods[-1].bitstream)) > 0  # the pods were counted
+
+
+def test_the_popularity_law_is_recorded_as_dealt_at_every_drift() -> None:
+    shape = Shape(nodes=20, bitstreams=30, zipf=1.4, pods=8000, drift_s=1000.0)
+    workload = make_workload(shape, seed=2)
+    starts = [start for start, _ in workload.popularity]
+    assert starts == [1000.0 * k for k in range(len(starts))]
+    assert starts[-1] <= workload.pods[-1].arrival < starts[-1] + 1000.0
+    for start, chances in workload.popularity:
+        assert sum(chances) == pytest.approx(1.0)
+        assert workload.chances(start + 500.0) is chances
+        period = Counter(p.bitstream for p in workload.pods if start <= p.arrival < start + 1000.0)
+        if period.total() >= 300:  # the most asked-for bitstream of a period is the law's most likely one
+            assert period.most_common(1)[0][0] == max(range(30), key=chances.__getitem__)
+    steady = make_workload(replace(shape, drift_s=0.0), seed=2)
+    assert len(steady.popularity) == 1
+    assert steady.chances(1e9)[0] == max(steady.chances(0.0))
+
+
+def _node(name: str, contents: list[tuple[int | None, int | None, float]]) -> SimNode:
+    return SimNode(name, [SimSlot(bitstream=b, holder=h, last_used=t) for b, h, t in contents])
+
+
+def test_the_told_placement_takes_a_free_copy_then_overwrites_what_the_law_values_least() -> None:
+    chances = [0.0] * 10
+    chances[1], chances[2], chances[3] = 0.6, 0.3, 0.1
+    pods = [Pod(0, 0.0, 3, 1, 1.0)]
+    workload = Workload(
+        Shape(pods=1, bitstreams=10), pods, [10.0] * 10, [[0.0]] + [[]] * 9, [[1]] + [[]] * 9, [(0.0, chances)]
+    )
+    place = exact(workload, random.Random(1))
+    last_popular = _node("a", [(1, None, 9.0), (7, 5, 1.0)])  # the only free copy of bitstream 1
+    spare = _node("b", [(2, None, 1.0), (2, None, 2.0)])  # two free copies of bitstream 2
+    holds_it = _node("c", [(3, None, 0.0), (None, 6, 0.0)])
+    assert place([last_popular, spare, holds_it], pods[0], 10.0) == (holds_it, [0])
+    # Without a free copy: a spare copy of 2 is worth less than the last copy of 1, even though 1 is older.
+    assert place([last_popular, spare], pods[0], 10.0) == (spare, [0])
+    # Content the law never asks for goes before both; an empty slot before any content.
+    unwanted = _node("d", [(8, None, 9.0), (None, 7, 0.0)])
+    assert place([last_popular, spare, unwanted], pods[0], 10.0) == (unwanted, [0])
+    assert place([_node("e", [(8, None, 9.0), (None, None, 0.0)])], pods[0], 10.0)[1] == [1]
+    # A two-slot pod fits only where two slots are free.
+    assert place([last_popular, spare], Pod(1, 0.0, 3, 2, 1.0), 10.0) == (spare, [0, 1])
+
+
+def test_the_told_facts_take_the_share_from_the_law_and_value_copies_as_the_extender_does() -> None:
+    workload = make_workload(Shape(nodes=4, bitstreams=5, zipf=1.0, pods=50, drift_s=100.0), seed=1)
+    facts = ToldFacts(workload)
+    for start, chances in workload.popularity[:3]:
+        facts.keep_values([], EPOCH + start + 1.0)
+        assert [facts.share(bitstream_name(b)) for b in range(5)] == chances
+
+
+def test_a0_and_belady_miss_as_counted_by_hand() -> None:
+    asked = [0, 1, 2, 1, 2, 1, 2, 0]
+    chances = [0.5, 0.3, 0.2]
+    # A0, two entries: 0 and 1 cold; then 2 and 1 take turns evicting each other (0 is the most likely, it stays);
+    # the last 0 hits. Belady: 0 and 1 cold; 2 evicts 0 (asked again last); 1, 2, 1, 2 hit; 0 misses again.
+    assert a0(asked, chances, 2) == 7
+    assert belady(asked, 2) == 4
+    assert a0(asked, chances, 3) == belady(asked, 3) == 3  # everything fits: only the cold misses
+
+
+def test_belady_never_misses_more_than_a0_and_the_gap_grows_with_a_flat_law() -> None:
+    rng = random.Random(4)
+    for _ in range(20):
+        asked = [rng.randrange(12) for _ in range(300)]
+        chances = [rng.random() for _ in range(12)]
+        assert belady(asked, 4) <= a0(asked, chances, 4)
+    flat = cache_gap(Shape(nodes=100, slots=(4,), bitstreams=300, zipf=0.6, load=0.7), seed=1, requests=20_000)
+    steep = cache_gap(Shape(nodes=100, slots=(4,), bitstreams=300, zipf=1.4, load=0.7), seed=1, requests=20_000)
+    assert flat.entries == steep.entries == 120
+    assert flat.ratio > steep.ratio > 1.0

@@ -1,0 +1,113 @@
+"""The online reference: placements told the popularity law itself, not the arrivals.
+
+What it is: the best an online policy of our kind could do with a perfect estimate. It
+knows, at every moment, each bitstream's true chance of being asked for by the next
+arrival (``Workload.chances``: the Zipf law, dealt out again at every drift), which no
+extender can know (it estimates it from the pods it scored), but nothing about which
+pod comes next, how large a burst is, or how long a pod runs. Two such placements are
+run and the better one is the reference:
+
+* ``exact``: for each node where the pod fits, the fewest programmings first (free
+  slots holding the bitstream, then empty ones), then the least value overwritten,
+  then the fullest node; on the node, the slots of least value, then the least recently
+  used. A free copy of bitstream C is worth what ``agent.extender.facts`` estimates,
+  ``P(N >= copies)`` with N Poisson of mean ``chance(C) x free slots`` of the cluster,
+  but from the true chance, and in exact numbers rather than 0..10 scores;
+* ``(c), told``: the shipped policy (c) whole, its integer scores, recency and packing
+  included, with the request shares of its cluster values replaced by the true chances.
+
+Why it is reported: the clairvoyant reference (``bench.sim.oracle``) knows the next
+arrivals, which no online policy can know. Where arrivals are independent draws from a
+popularity law (the independent reference model), the best online policy of a single
+cache keeps the most popular items (Aho, Denning and Ullman, 1971), and the clairvoyant
+one (Belady's) still needs far fewer programmings on a flat popularity with many items:
+``bench/cluster_sim.py --cache-gap`` measures it. So (r) / oracle is the part of (c)'s
+gap that knowing the future would close, and (c) / (r) the part that our estimate and
+our scoring leave.
+
+What it is not: a proven online optimum for this placement problem (queues, multi-slot
+pods and many nodes have none known); either rule can lose to (c) on some point, which
+is why both are run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping
+
+from agent.extender.facts import ClusterFacts, asked_at_least
+from agent.extender.nodestate import NodeSlots
+from bench.sim.engine import Placement, Result, SimNode
+from bench.sim.oracle import next_use
+from bench.sim.policies import EPOCH
+from bench.sim.workload import Pod, Workload
+
+EXACT = "exact"
+TOLD = "(c), told"
+
+
+class ToldFacts(ClusterFacts):
+    """The extender's cluster values, with each bitstream's request share taken from the popularity law."""
+
+    def __init__(self, workload: Workload) -> None:
+        super().__init__()
+        self._workload = workload
+        self._now = 0.0
+
+    def share(self, bitstream: str) -> float:
+        index = int(bitstream.rsplit("-", 1)[1])
+        return self._workload.chances(self._now)[index]
+
+    def keep_values(self, nodes: Iterable[NodeSlots], now: float) -> Mapping[str, float]:
+        self._now = now - EPOCH
+        return super().keep_values(nodes, now)
+
+
+def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False) -> Placement:
+    """The ``exact`` rule of the module docstring.
+
+    ``clairvoyant``: content that no later pod asks for is worth no more than an empty
+    slot (a rule of the clairvoyant reference, ``bench.sim.oracle``, not an online one).
+    """
+    later = next_use(workload) if clairvoyant else None
+
+    def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
+        chances = workload.chances(now)
+        copies: dict[int, int] = {}
+        free_slots = 0
+        for node in nodes:
+            for slot in node.slots:
+                if slot.holder is None:
+                    free_slots += 1
+                    if slot.bitstream is not None:
+                        copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+        value = {b: asked_at_least(n, chances[b] * free_slots) for b, n in copies.items()}
+        if later is not None:
+            value = {b: v if later(b, now, {}) < math.inf else -1.0 for b, v in value.items()}
+        best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
+        for node in nodes:
+            free = node.free()
+            if len(free) < pod.slots:
+                continue
+            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
+            worth = {i: _worth(node.slots[i].bitstream, value) for i in free if i not in hits}
+            rest = sorted(worth, key=lambda i: (worth[i], node.slots[i].last_used))
+            overwritten = rest[: max(0, pod.slots - len(hits))]
+            packing = (len(node.slots) - len(free) + pod.slots) / len(node.slots)
+            key = (len(overwritten), sum(worth[i] for i in overwritten), -packing, rng.random())
+            if best is None or key < best[0]:
+                best = (key, node, (hits + rest)[: pod.slots])
+        return None if best is None else (best[1], best[2])
+
+    return place
+
+
+def _worth(bitstream: int | None, value: Mapping[int, float]) -> float:
+    """An empty slot is worth less than any content (-1); content nobody asks for is worth 0."""
+    return -1.0 if bitstream is None else value.get(bitstream, 0.0)
+
+
+def best_informed(runs: dict[str, Result]) -> tuple[str, Result]:
+    name = min(runs, key=lambda n: runs[n].reconfigurations)
+    return name, runs[name]
