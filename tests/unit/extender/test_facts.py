@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,7 +143,76 @@ def test_nodes_are_not_read_again_while_no_pod_was_scored() -> None:
     assert facts.keep_values(unreadable(), NOW + 10 * STEP_S) == {"aes": 1.0}
 
 
-@pytest.mark.parametrize("kwargs", [{"half_life_requests": 0}, {"window_per_free_slot": -1}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"half_life_requests": 0},
+        {"window_per_free_slot": -1},
+        {"short_half_life_requests": 0},
+        {"change_threshold": float("nan")},
+    ],
+)
 def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
-    with pytest.raises(ValueError, match="must be positive"):
+    (name,) = kwargs
+    with pytest.raises(ValueError, match=f"{name} must be positive"):
         ClusterFacts(**kwargs)
+
+
+def zipf_draws(names: list[str], s: float, count: int, rng: random.Random) -> list[str]:
+    """``count`` independent draws, ``names[k]`` with a chance proportional to 1 / (k + 1) ** s."""
+    weights = [1.0 / (rank + 1) ** s for rank in range(len(names))]
+    return rng.choices(names, weights, k=count)
+
+
+def test_a_change_of_popularity_starts_the_long_memory_afresh() -> None:
+    rng = random.Random(7)
+    before = [f"bs{i}" for i in range(30)]
+    after = before[::-1]  # what was asked for least is now asked for most
+    facts = ClusterFacts()
+    unchanged = ClusterFacts(change_threshold=1e9)  # the same memory without the change test
+    for name in zipf_draws(before, 1.2, 3000, rng):
+        facts.note_request(name)
+        unchanged.note_request(name)
+    assert facts.changes == 0
+    assert facts.share("bs0") == pytest.approx(unchanged.share("bs0"))
+    for name in zipf_draws(after, 1.2, 300, rng):
+        facts.note_request(name)
+        unchanged.note_request(name)
+    assert facts.changes == 1
+    # The new favourite's share is about its chance (0.25 of the pods); the long memory alone is far behind.
+    assert facts.share("bs29") > 0.18
+    assert unchanged.share("bs29") < 0.1
+    assert facts.share("bs0") < 0.05 < unchanged.share("bs0")
+
+
+def test_a_steady_popularity_over_many_bitstreams_is_seldom_taken_for_a_change() -> None:
+    names = [f"bs{i}" for i in range(300)]
+    found = []
+    for seed in range(5):
+        facts = ClusterFacts()
+        for name in zipf_draws(names, 0.6, 20_000, random.Random(seed)):
+            facts.note_request(name)
+        found.append(facts.changes)
+    # A flat popularity over many bitstreams is the hardest case (a short memory of it is a few pods per
+    # bitstream); a false alarm costs the long memory, and one must not set off the next (it once did: 783).
+    assert max(found) <= 2
+    assert sum(found) <= 4
+
+
+def test_pods_asking_for_the_bitstream_of_the_pod_before_add_no_evidence() -> None:
+    rng = random.Random(5)
+    names = [f"bs{i}" for i in range(30)]
+    facts = ClusterFacts()
+    for name in zipf_draws(names, 1.2, 2000, rng):
+        facts.note_request(name)
+    for _ in range(400):  # the replicas of one Deployment, scored one after another
+        facts.note_request("bs29")
+    assert facts.changes == 0
+    assert facts.share("bs29") > 0.2  # counted in the shares all the same
+    scattered = ClusterFacts()
+    for name in zipf_draws(names, 1.2, 2000, rng):
+        scattered.note_request(name)
+    for name in zipf_draws(names, 1.2, 400, rng):  # the same pods between other pods: that is a change
+        scattered.note_request(name)
+        scattered.note_request("bs29")
+    assert scattered.changes >= 1
