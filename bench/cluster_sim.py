@@ -33,7 +33,7 @@ from agent.extender.ranking import ANSWER_LIMIT  # noqa: E402
 from agent.extender.scoring import parse_score_weights  # noqa: E402
 from bench.sim.cachegap import cache_gap  # noqa: E402
 from bench.sim.engine import percentile  # noqa: E402
-from bench.sim.grid import GRID, ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
+from bench.sim.grid import GRID, INFORMED, ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
 from bench.sim.workload import Shape  # noqa: E402
 
 
@@ -112,22 +112,29 @@ def main() -> None:
     oracle = point.rate(ORACLE)
     print(f"{shape.describe()}, {shape.pods} pods, seed {args.seed}")
     print(
-        f"{'policy':22} {'reconf/pod':>10} {'reconf s':>10} {'delay p50 s':>11} {'delay p99 s':>11} "
+        f"{'policy':44} {'reconf/pod':>10} {'reconf s':>10} {'delay p50 s':>11} {'delay p99 s':>11} "
         f"{'slot util':>9} {'x oracle':>8}"
     )
     for name, r in point.results.items():
         rate = point.rate(name)
-        label = f"{name} ({point.oracle_variant})" if name == ORACLE else name
+        label = name
+        if name == ORACLE:
+            label = f"{name} ({point.oracle_variant})"
+        elif name == INFORMED:
+            label = f"{name} ({point.informed_variant})"
         util = r.busy_slot_s / (shape.total_slots * r.horizon) if r.horizon else 0.0
         print(
-            f"{label:22} {rate:10.4f} {r.reconfiguration_s:10.0f} {percentile(r.delays, 0.5):11.3f} "
+            f"{label:44} {rate:10.4f} {r.reconfiguration_s:10.0f} {percentile(r.delays, 0.5):11.3f} "
             f"{percentile(r.delays, 0.99):11.3f} {util:9.1%} {rate / oracle:8.2f}"
         )
     print(
-        f"{'cold-miss lower bound':22} {point.bound_rate:10.4f} {'':>10} {'':>11} {'':>11} {'':>9} "
+        f"{'cold-miss lower bound':44} {point.bound_rate:10.4f} {'':>10} {'':>11} {'':>11} {'':>9} "
         f"{point.bound_rate / oracle:8.2f}"
     )
-    print(f"(c) / (a) = {point.rate(C) / point.rate(A):.3f}; (c) / oracle = {point.rate(C) / oracle:.3f}")
+    print(
+        f"(c) / (a) = {point.rate(C) / point.rate(A):.3f}; (c) / oracle = {point.rate(C) / oracle:.3f}; "
+        f"(c) / (r) = {point.rate(C) / point.rate(INFORMED):.3f}"
+    )
     print(
         f"simulated in {time.monotonic() - started:.1f} s; start delay median of all policies "
         f"{statistics.median([percentile(r.delays, 0.5) for r in point.results.values()]):.3f} s"
