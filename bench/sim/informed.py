@@ -67,8 +67,9 @@ class ToldFacts(ClusterFacts):
 def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False) -> Placement:
     """The ``exact`` rule of the module docstring.
 
-    ``clairvoyant``: content that no later pod asks for is worth no more than an empty
-    slot (a rule of the clairvoyant reference, ``bench.sim.oracle``, not an online one).
+    ``clairvoyant``: content that no pod arriving after ``now`` asks for is worth no more
+    than an empty slot (a rule of the clairvoyant reference, ``bench.sim.oracle``, not an
+    online one; pods already waiting are not counted, which can only weaken it).
     """
     later = next_use(workload) if clairvoyant else None
 

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from agent.extender.facts import LEVELS, STEP_S, WINDOW_PER_FREE_SLOT, ClusterFacts, asked_at_least, free_slots
+from agent.extender.facts import (
+    LEVELS,
+    STEP_S,
+    WINDOW_PER_FREE_SLOT,
+    ClusterFacts,
+    DecayedShares,
+    asked_at_least,
+    free_slots,
+)
 from agent.extender.nodestate import NodeSlots
 from tests.unit.extender.factories import N3K, PAC, node, slot
 
@@ -34,11 +42,25 @@ def test_shares_follow_the_latest_pods() -> None:
 
 
 def test_shares_stay_finite_over_a_long_run() -> None:
-    facts = ClusterFacts(half_life_requests=10)
+    facts = ClusterFacts(half_life_requests=100, change_threshold=math.inf)
     for i in range(20_000):
         facts.note_request("a" if i % 4 else "b")
     assert facts.share("a") + facts.share("b") == pytest.approx(1.0)
     assert facts.share("b") == pytest.approx(0.25, abs=0.05)
+
+
+def test_decayed_shares_rescale_and_drop_what_decayed_to_nothing() -> None:
+    shares = DecayedShares(half_life=10)
+    shares.add("once")
+    for i in range(2000):  # 200 half-lives: the weights are rescaled several times
+        shares.add("a" if i % 4 else "b")
+    assert shares.share("a") == pytest.approx(0.75, abs=0.03)
+    assert shares.share("a") + shares.share("b") == pytest.approx(1.0)
+    assert shares.share("once") == 0.0
+    assert len(shares) == 2  # "once" was dropped at a rescale, not only outweighed
+    unscaled = [1.0 / 2.0 ** (k / 10) for k in range(2000)]  # the weight of the k-th newest request
+    expected_b = sum(w for k, w in enumerate(unscaled) if (1999 - k) % 4 == 0) / sum(unscaled)
+    assert shares.share("b") == pytest.approx(expected_b, rel=1e-9)
 
 
 def poisson_tail(copies: int, mean: float) -> float:
@@ -156,6 +178,29 @@ def test_bad_settings_are_refused(kwargs: dict[str, float]) -> None:
     (name,) = kwargs
     with pytest.raises(ValueError, match=f"{name} must be positive"):
         ClusterFacts(**kwargs)
+
+
+def test_the_short_memory_must_be_shorter_than_the_long_one() -> None:
+    with pytest.raises(
+        ValueError, match=r"short_half_life_requests \(50\) must be shorter than half_life_requests \(50\)"
+    ):
+        ClusterFacts(half_life_requests=50, short_half_life_requests=50)
+
+
+def test_after_a_change_the_shares_hold_only_the_pods_after_the_evidence_was_last_zero() -> None:
+    facts = ClusterFacts()
+    for i in range(3000):  # a steady popularity, no evidence of a change
+        facts.note_request("abc"[i % 3])
+    for _ in range(10):  # replicas of the old favourite: they fit the long memory, no change began there
+        facts.note_request("a")
+    count = 0
+    while not facts.changes:  # then a new popularity, two bitstreams nobody asked for before
+        facts.note_request("xy"[count % 2])
+        count += 1
+        assert count < 200, "the change was not found"
+    assert facts.share("a") == facts.share("b") == facts.share("c") == 0.0
+    assert facts.share("x") + facts.share("y") == pytest.approx(1.0)
+    assert facts.share("x") == pytest.approx(0.5, abs=0.05)
 
 
 def zipf_draws(names: list[str], s: float, count: int, rng: random.Random) -> list[str]:
