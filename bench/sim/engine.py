@@ -116,6 +116,19 @@ def simulate(workload: Workload, place: Placement) -> Result:
     return result
 
 
+def free_copies(nodes: list[SimNode]) -> tuple[dict[int, int], int]:
+    """Over the cluster: bitstream -> free slots holding it, and the number of free slots."""
+    copies: dict[int, int] = {}
+    free = 0
+    for node in nodes:
+        for slot in node.slots:
+            if slot.holder is None:
+                free += 1
+                if slot.bitstream is not None:
+                    copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+    return copies, free
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 
 from agent.extender.facts import ClusterFacts, asked_at_least
 from agent.extender.nodestate import NodeSlots
-from bench.sim.engine import Placement, Result, SimNode
+from bench.sim.engine import Placement, Result, SimNode, free_copies
 from bench.sim.oracle import next_use
 from bench.sim.policies import EPOCH
 from bench.sim.workload import Pod, Workload
@@ -75,14 +75,7 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False) -> 
 
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         chances = workload.chances(now)
-        copies: dict[int, int] = {}
-        free_slots = 0
-        for node in nodes:
-            for slot in node.slots:
-                if slot.holder is None:
-                    free_slots += 1
-                    if slot.bitstream is not None:
-                        copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+        copies, free_slots = free_copies(nodes)
         value = {b: asked_at_least(n, chances[b] * free_slots) for b, n in copies.items()}
         if later is not None:
             value = {b: v if later(b, now, {}) < math.inf else -1.0 for b, v in value.items()}

@@ -53,7 +53,7 @@ import math
 from collections.abc import Callable
 from itertools import accumulate
 
-from bench.sim.engine import Placement, SimNode
+from bench.sim.engine import Placement, SimNode, free_copies
 from bench.sim.policies import agent_order
 from bench.sim.workload import Pod, Workload
 
@@ -88,11 +88,7 @@ def copies_used_up(workload: Workload) -> NeedTime:
 
 def clairvoyant(workload: Workload, need: NeedTime, pack_first: bool = False) -> Placement:
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        copies: dict[int, int] = {}
-        for node in nodes:
-            for slot in node.slots:
-                if slot.holder is None and slot.bitstream is not None:
-                    copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+        copies, _ = free_copies(nodes)
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
         for node in nodes:
             free = node.free()
