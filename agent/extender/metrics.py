@@ -1,14 +1,19 @@
 """Prometheus metrics of the extender: requests and latency by verb, served as ``/metrics``.
 
 The latency is what the handler takes, from the request's arrival to its answer;
-kube-scheduler waits for exactly this inside its scheduling cycle.
+kube-scheduler waits for exactly this inside its scheduling cycle. Beside them, how
+often the bitstream popularity was found to change (``agent.extender.facts``: each time
+the request shares started afresh), read from the extender when scraped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from agent.extender.http import Reply
 
@@ -39,6 +44,10 @@ class ExtenderMetrics:
             registry=self.registry,
         )
 
+    def count_popularity_changes(self, read: Callable[[], int]) -> None:
+        """Serve ``read()`` (changes of the bitstream popularity found so far) as a counter."""
+        self.registry.register(_PopularityChanges(read))
+
     def observe(self, path: str, code: int, seconds: float) -> None:
         """One answered request (counted only for the scheduler's verbs)."""
         children = self._children.get((path, code))
@@ -57,3 +66,15 @@ class ExtenderMetrics:
 
     def serve(self, _body: bytes) -> Reply:
         return Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry))
+
+
+class _PopularityChanges(Collector):
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "fpga_slot_extender_popularity_changes",
+            "Changes of the bitstream popularity found in the pods scored (the request shares started afresh)",
+            value=self._read(),
+        )

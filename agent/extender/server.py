@@ -114,6 +114,11 @@ class Extender:
             scores = best_ranked(names, ranks, self._board.limit)
         return Reply(200, JSON, encode_priorities(scores))
 
+    @property
+    def popularity_changes(self) -> int:
+        """Changes of the bitstream popularity found so far in the pods scored (``agent.extender.facts``)."""
+        return self._board.facts.changes
+
     def healthz(self, _body: bytes) -> Reply:
         if self.nodes.synced:
             return Reply(200, "text/plain; charset=utf-8", b"ok\n")
@@ -163,6 +168,7 @@ def build_app(
     }
     if metrics is not None:
         routes["GET", METRICS_PATH] = metrics.serve
+        metrics.count_popularity_changes(lambda: extender.popularity_changes)
     return ExtenderApp(routes, metrics, max_body_bytes)
 
 

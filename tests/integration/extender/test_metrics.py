@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.extender.conftest import Cluster, ExtenderUnderTest, sample
+from tests.integration.extender.conftest import Cluster, ExtenderUnderTest, extender_args, pod, sample
+from tests.unit.extender.factories import slot
 
 
 def value(extender: ExtenderUnderTest, name: str, **labels: str) -> float:
@@ -36,3 +37,32 @@ async def test_requests_and_latency_by_verb(extender: ExtenderUnderTest) -> None
     # Health checks and scrapes are not scheduler calls: no verb of their own.
     verbs = {s.labels.get("verb") for s in families["fpga_slot_extender_requests"].samples}
     assert verbs == {"filter", "prioritize"}
+
+
+async def test_a_change_of_the_bitstream_popularity_is_counted(extender: ExtenderUnderTest) -> None:
+    cluster = Cluster()
+    cluster.add("n1", [slot("s0", bitstream="a"), slot("s1")])
+    cluster.add("n2", [slot("s0", bitstream="x"), slot("s1")])
+    extender.publish(cluster)
+
+    async def prioritize(index: int, bitstream: str) -> None:
+        scheduled = pod(bitstream)
+        scheduled["metadata"]["name"] = f"job-{index}"  # each pod counts once in the request shares
+        status, _ = await extender.post("/prioritize", extender_args(scheduled, ["n1", "n2"], "names", cluster))
+        assert status == 200
+
+    for index in range(600):  # pods asking for a, b and c in turn: a steady popularity
+        await prioritize(index, "abc"[index % 3])
+    assert value(extender, "fpga_slot_extender_popularity_changes_total") == 0
+    index = 600
+    while value(extender, "fpga_slot_extender_popularity_changes_total") == 0:  # then x and y
+        await prioritize(index, "xy"[index % 2])
+        index += 1
+        assert index < 700, "no change of the popularity counted"
+    assert extender.extender.popularity_changes == 1
+
+    status, text = await extender.get("/metrics")
+    assert status == 200
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    (counted,) = families["fpga_slot_extender_popularity_changes"].samples
+    assert counted.value == 1
