@@ -16,8 +16,10 @@ DASHBOARD = Path(__file__).parents[2] / "daemonset" / "grafana-dashboard.json"
 def exported_names() -> set[str]:
     agent = AgentMetrics()
     agent.watch_slots(SlotRegistry(), lambda: 0)
+    extender = extender_metrics()
+    extender.count_popularity_changes(lambda: 0)
     names: set[str] = set()
-    for registry in (agent.registry, extender_metrics().registry):
+    for registry in (agent.registry, extender.registry):
         for family in registry.collect():
             names |= {sample.name for sample in family.samples} | {family.name}
             if family.type == "histogram":
