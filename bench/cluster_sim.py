@@ -8,8 +8,9 @@ Policies, side by side on the same pod sequence (``bench.sim.policies``): (a) sp
 profile + the extender + the agent's slot choice, (c') the same with the other
 NodeResourcesFit strategy; (e) DRA mode's placement (``bench.sim.dra``: the scheduler's
 allocator with a cache-aware ``firstAvailable`` claim and the shipped DRA profile, no
-extender); (d) the clairvoyant reference (``bench.sim.oracle``) and the cold-miss lower
-bound. (b) and (c) run the project's real code.
+extender); (r) the online reference told the popularity law but not the arrivals
+(``bench.sim.informed``); (d) the clairvoyant reference (``bench.sim.oracle``) and the
+cold-miss lower bound. (b) and (c) run the project's real code.
 
 Usage:
   python bench/cluster_sim.py [--nodes 100 --slots 4 --bitstreams 40 --zipf 1.1 --pods 20000 ...]
