@@ -15,10 +15,9 @@ scores, and every node's published slots. So it keeps
   (the log of the ratio of their chances, summed and never below 0: Page's CUSUM).
   When that evidence passes ``CHANGE_THRESHOLD``, both memories start afresh from the
   pods after the one at which the evidence last was 0: there the change most likely
-  began. A pod
-  asking for the same bitstream as the pod before it adds no evidence: the replicas of
-  one Deployment or a batch job come in a row, and say nothing about a change of the
-  popularity;
+  began. A pod asking for the same bitstream as the pod before it adds no evidence:
+  the replicas of one Deployment or a batch job come in a row, and say nothing about
+  a change of the popularity;
 * the **free copies** of each bitstream (free healthy slots holding it), and the free
   healthy slots of each platform, counted over all nodes.
 
@@ -54,8 +53,9 @@ from agent.extender.nodestate import NodeSlots
 #: Half of a bitstream's request weight comes from the last this many pods scored, while the popularity
 #: holds. On the workload grid of bench/cluster_sim.py ((c) / clairvoyant reference, median / worst /
 #: mean of 26 points, seed 1), with the change test: 1600 gives 1.086 / 1.305 / 1.101; without it, the
-#: earlier 200 gave 1.101 / 1.338 / 1.115 (100: 1.110 / 1.37, 400: 1.103 / 1.33), and 1600 alone
-#: lost on drifting popularity. On seed 2 the change test with 1600 needs 1.1 % fewer programmings
+#: earlier 200 gave 1.101 / 1.338 / 1.115 (100: 1.110 / 1.37, 400: 1.103 / 1.33), and a long memory
+#: alone lost on drifting popularity (1000: points 12 and 25 at 1.19 and 1.28 x against 1.17 and
+#: 1.25 x with 200). On seed 2 the change test with 1600 needs 1.1 % fewer programmings
 #: than 200 without it on average, and at most 0.7 % more on any point.
 HALF_LIFE_REQUESTS = 1600.0
 #: The short memory that the change test weighs the long one against.
