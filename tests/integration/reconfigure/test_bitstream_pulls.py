@@ -506,7 +506,11 @@ async def test_an_unchanged_relist_starts_no_pull(
         node.api.expire_watches("fpgabitstreams")  # the agent lists again: the same declaration
         await until("the list again", lambda: len(node.api.list_requests("fpgabitstreams")) > listed)
         node.declare(await node.push("marker", content("marker"), prefetch=True))  # reaches the agent after the list
-        await until("the marker's prefetch", lambda: in_catalog(node.catalog, "marker"))
+        # The pull is counted when it has ended, just after its file is in the catalog: wait for both.
+        await until(
+            "the marker's prefetch",
+            lambda: in_catalog(node.catalog, "marker") and pulls(node.agent, "pulled") >= 2.0,
+        )
         assert not in_catalog(node.catalog, "unchanged")
         assert pulls(node.agent, "pulled") == 2.0  # "unchanged" once, "marker" once
 
