@@ -153,6 +153,10 @@ class AgentHarness:
             if expected_devices is None:
                 expected_devices = config.sim_cards * config.sim_slots_per_card
             await harness.wait_devices(expected_devices)
+            # The stand-in counts the Register call before it answers; the agent sees it succeed (its
+            # registration count, /readyz) only when the answer has reached it.
+            assert agent.lifecycle is not None
+            await asyncio.wait_for(agent.lifecycle.registered.wait(), 5.0)
             yield harness
         finally:
             stop.set()
