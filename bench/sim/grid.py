@@ -13,7 +13,7 @@ from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
 from bench.sim.engine import Placement, Result, percentile, simulate
-from bench.sim.informed import EXACT, TOLD, ToldFacts, best_informed, exact
+from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, best_informed, exact
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
@@ -141,9 +141,9 @@ def run_point(
     told = WithExtender(
         rng(), ours, weights, weight, catalog, packs, facts=ToldFacts(workload), answer_limit=answer_limit
     )
-    informed_variant, results[INFORMED] = best_informed(
-        {EXACT: simulate(workload, exact(workload, rng())), TOLD: simulate(workload, told)}
-    )
+    told_runs = {f"{EXACT}, window {w:g}": simulate(workload, exact(workload, rng(), window=w)) for w in WINDOWS}
+    told_runs[TOLD] = simulate(workload, told)
+    informed_variant, results[INFORMED] = best_informed(told_runs)
     told_exact = exact(workload, rng(), clairvoyant=True)
     told_slots = WithExtender(
         rng(), never_again_first(workload), weights, weight, catalog, packs, ToldFacts(workload), answer_limit

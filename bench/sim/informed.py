@@ -4,15 +4,17 @@ What it is: the best an online policy of our kind could do with a perfect estima
 knows, at every moment, each bitstream's true chance of being asked for by the next
 arrival (``Workload.chances``: the Zipf law, dealt out again at every drift), which no
 extender can know (it estimates it from the pods it scored), but nothing about which
-pod comes next, how large a burst is, or how long a pod runs. Two such placements are
-run and the better one is the reference:
+pod comes next, how large a burst is, or how long a pod runs. Such placements are
+run and the best one is the reference:
 
 * ``exact``: for each node where the pod fits, the fewest programmings first (free
   slots holding the bitstream, then empty ones), then the least value overwritten,
   then the fullest node; on the node, the slots of least value, then the least recently
   used. A free copy of bitstream C is worth what ``agent.extender.facts`` estimates,
-  ``P(N >= copies)`` with N Poisson of mean ``chance(C) x free slots`` of the cluster,
-  but from the true chance, and in exact numbers rather than 0..10 scores;
+  ``P(N >= copies)`` with N Poisson of mean ``chance(C) x window x free slots`` of the
+  cluster, but from the true chance, and in exact numbers rather than 0..10 scores. It
+  is run with each of ``WINDOWS`` (how many pods ahead, per free slot, a copy is
+  weighed against): the best window differs from point to point;
 * ``(c), told``: the shipped policy (c) whole, its integer scores, recency and packing
   included, with the request shares of its cluster values replaced by the true chances.
 
@@ -45,6 +47,8 @@ from bench.sim.workload import Pod, Workload
 
 EXACT = "exact"
 TOLD = "(c), told"
+#: The windows the exact rule is run with (1 is the extender's WINDOW_PER_FREE_SLOT).
+WINDOWS = (0.5, 1.0, 2.0, 4.0)
 
 
 class ToldFacts(ClusterFacts):
@@ -64,8 +68,8 @@ class ToldFacts(ClusterFacts):
         return super().keep_values(nodes, now)
 
 
-def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False) -> Placement:
-    """The ``exact`` rule of the module docstring.
+def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False, window: float = 1.0) -> Placement:
+    """The ``exact`` rule of the module docstring, weighing a copy against ``window x free slots`` pods ahead.
 
     ``clairvoyant``: content that no pod arriving after ``now`` asks for is worth no more
     than an empty slot (a rule of the clairvoyant reference, ``bench.sim.oracle``, not an
@@ -76,7 +80,7 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False) -> 
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         chances = workload.chances(now)
         copies, free_slots = free_copies(nodes)
-        value = {b: asked_at_least(n, chances[b] * free_slots) for b, n in copies.items()}
+        value = {b: asked_at_least(n, chances[b] * window * free_slots) for b, n in copies.items()}
         if later is not None:
             value = {b: v if later(b, now, {}) < math.inf else -1.0 for b, v in value.items()}
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None

@@ -14,7 +14,7 @@ from bench.sim.cachegap import a0, belady, cache_gap
 from bench.sim.dra import dra
 from bench.sim.engine import SimNode, SimSlot, simulate
 from bench.sim.grid import C2, DRA, GRID, INFORMED, ORACLE, A, B, C, grid_tables, profile_settings, run_point
-from bench.sim.informed import EXACT, TOLD, ToldFacts, exact
+from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, exact
 from bench.sim.policies import EPOCH, PLATFORM, WithExtender, bitstream_name, fit_scores, ours
 from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
 
@@ -68,7 +68,7 @@ def test_every_policy_beats_none_and_the_bound_holds() -> None:
         assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
         assert point.rate(policy) >= bound
     assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA, INFORMED))
-    assert point.informed_variant in (EXACT, TOLD)
+    assert point.informed_variant in (TOLD, *(f"{EXACT}, window {w:g}" for w in WINDOWS))
     assert point.rate(C) < point.rate(A)
 
 
@@ -238,3 +238,19 @@ def test_belady_never_misses_more_than_a0_and_the_gap_grows_with_a_flat_law() ->
     steep = cache_gap(Shape(nodes=100, slots=(4,), bitstreams=300, zipf=1.4, load=0.7), seed=1, requests=20_000)
     assert flat.entries == steep.entries == 120
     assert flat.ratio > steep.ratio > 1.0
+
+
+def test_the_told_window_decides_between_a_spare_popular_copy_and_the_last_copy_of_a_rare_one() -> None:
+    chances = [0.0] * 10
+    chances[1], chances[2], chances[3] = 0.3, 0.05, 0.1
+    pods = [Pod(0, 0.0, 3, 1, 1.0)]
+    workload = Workload(
+        Shape(pods=1, bitstreams=10), pods, [10.0] * 10, [[0.0]] + [[]] * 9, [[1]] + [[]] * 9, [(0.0, chances)]
+    )
+    spare = _node("a", [(1, None, 1.0), (7, 5, 1.0)])  # one of two free copies of the popular bitstream 1
+    rare = _node("b", [(2, None, 1.0), (7, 6, 1.0)])  # the only free copy of the rare bitstream 2
+    other = _node("c", [(1, None, 1.0), (7, 7, 1.0), (7, 8, 1.0)])  # the other free copy of 1 (3 free slots in all)
+    # A few pods ahead (0.25 x 3): two asking for 1 (p ~ 0.02) are less likely than one asking for 2 (p ~ 0.04).
+    assert exact(workload, random.Random(1), window=0.25)([spare, rare, other], pods[0], 10.0)[0] in (spare, other)
+    # Many pods ahead (4 x 3): two asking for 1 (p ~ 0.87) are likelier than one asking for 2 (p ~ 0.45).
+    assert exact(workload, random.Random(1), window=4.0)([spare, rare, other], pods[0], 10.0)[0] is rare
