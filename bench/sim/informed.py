@@ -28,8 +28,8 @@ gap that knowing the future would close, and (c) / (r) the part that our estimat
 our scoring leave.
 
 What it is not: a proven online optimum for this placement problem (queues, multi-slot
-pods and many nodes have none known); either rule can lose to (c) on some point, which
-is why both are run.
+pods and many nodes have none known); each rule can lose to (c) on some point, which
+is why all are run.
 """
 
 from __future__ import annotations
