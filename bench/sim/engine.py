@@ -9,7 +9,7 @@ is its wait plus its programming.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from bench.sim.workload import Pod, Workload
@@ -114,6 +114,20 @@ def simulate(workload: Workload, place: Placement) -> Result:
                 still.append(pod)
         waiting = still
     return result
+
+
+def fitting(nodes: list[SimNode], pod: Pod) -> Iterator[tuple[SimNode, list[int], list[int]]]:
+    """Each node where the pod fits, with its free slots and those of them already holding the pod's bitstream."""
+    for node in nodes:
+        free = node.free()
+        if len(free) >= pod.slots:
+            yield node, free, [i for i in free if node.slots[i].bitstream == pod.bitstream]
+
+
+def best_of(runs: dict[str, Result]) -> tuple[str, Result]:
+    """The run with the fewest reconfigurations, and its name."""
+    name = min(runs, key=lambda n: runs[n].reconfigurations)
+    return name, runs[name]
 
 
 def free_copies(nodes: list[SimNode]) -> tuple[dict[int, int], int]:

@@ -12,8 +12,8 @@ import yaml
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
-from bench.sim.engine import Placement, Result, percentile, simulate
-from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, best_informed, exact
+from bench.sim.engine import Placement, Result, best_of, percentile, simulate
+from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, exact
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
@@ -143,12 +143,13 @@ def run_point(
     )
     told_runs = {f"{EXACT}, window {w:g}": simulate(workload, exact(workload, rng(), window=w)) for w in WINDOWS}
     told_runs[TOLD] = simulate(workload, told)
-    informed_variant, results[INFORMED] = best_informed(told_runs)
+    informed_variant, results[INFORMED] = best_of(told_runs)
     told_exact = exact(workload, rng(), clairvoyant=True)
     told_slots = WithExtender(
         rng(), never_again_first(workload), weights, weight, catalog, packs, ToldFacts(workload), answer_limit
     )
-    variant, reference = best_oracle(
+    # What knows the arrivals knows their law too: the online reference's placements are among its options.
+    variant, results[ORACLE] = best_oracle(
         workload,
         {
             ONLINE_PLACEMENT: online_placement,
@@ -156,23 +157,23 @@ def run_point(
             EXACT_NEVER_AGAIN: told_exact,
             TOLD_NEVER_AGAIN: told_slots,
         },
+        {f"(r), {name}": run for name, run in told_runs.items()},
     )
-    if results[INFORMED].reconfigurations < reference.reconfigurations:
-        # What knows the arrivals knows their law too: the online reference's placement is one of its options.
-        variant, reference = f"(r), {informed_variant}", results[INFORMED]
-    results[ORACLE] = reference
     return PointResult(shape, results, variant, cold_miss_bound(workload), informed_variant)
 
 
-def best_oracle(workload: Workload, more: dict[str, Placement] | None = None) -> tuple[str, Result]:
-    """The best of the clairvoyant rules (``bench.sim.oracle``), and of ``more`` clairvoyant placements."""
+def best_oracle(
+    workload: Workload, more: dict[str, Placement] | None = None, done: dict[str, Result] | None = None
+) -> tuple[str, Result]:
+    """The best of the clairvoyant rules (``bench.sim.oracle``), of ``more`` clairvoyant placements, and of
+    the runs ``done`` already (placements a clairvoyant policy could also take)."""
     runs = {
         name: simulate(workload, clairvoyant(workload, make(workload), pack_first))
         for name, (make, pack_first) in VARIANTS.items()
     }
     runs.update({name: simulate(workload, place) for name, place in (more or {}).items()})
-    name = min(runs, key=lambda n: runs[n].reconfigurations)
-    return name, runs[name]
+    runs.update(done or {})
+    return best_of(runs)
 
 
 def _run(job: tuple[Shape, int, Path, ScoreWeights | None, int]) -> PointResult:

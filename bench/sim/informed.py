@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 
 from agent.extender.facts import ClusterFacts, asked_at_least
 from agent.extender.nodestate import NodeSlots
-from bench.sim.engine import Placement, Result, SimNode, free_copies
+from bench.sim.engine import Placement, SimNode, fitting, free_copies
 from bench.sim.oracle import next_use
 from bench.sim.policies import EPOCH
 from bench.sim.workload import Pod, Workload
@@ -84,11 +84,7 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False, win
         if later is not None:
             value = {b: v if later(b, now, {}) < math.inf else -1.0 for b, v in value.items()}
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
-        for node in nodes:
-            free = node.free()
-            if len(free) < pod.slots:
-                continue
-            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
+        for node, free, hits in fitting(nodes, pod):
             worth = {i: _worth(node.slots[i].bitstream, value) for i in free if i not in hits}
             rest = sorted(worth, key=lambda i: (worth[i], node.slots[i].last_used))
             overwritten = rest[: max(0, pod.slots - len(hits))]
@@ -104,8 +100,3 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False, win
 def _worth(bitstream: int | None, value: Mapping[int, float]) -> float:
     """An empty slot is worth less than any content (-1); content nobody asks for is worth 0."""
     return -1.0 if bitstream is None else value.get(bitstream, 0.0)
-
-
-def best_informed(runs: dict[str, Result]) -> tuple[str, Result]:
-    name = min(runs, key=lambda n: runs[n].reconfigurations)
-    return name, runs[name]

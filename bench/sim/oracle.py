@@ -53,7 +53,7 @@ import math
 from collections.abc import Callable
 from itertools import accumulate
 
-from bench.sim.engine import Placement, SimNode, free_copies
+from bench.sim.engine import Placement, SimNode, fitting, free_copies
 from bench.sim.policies import agent_order
 from bench.sim.workload import Pod, Workload
 
@@ -90,11 +90,7 @@ def clairvoyant(workload: Workload, need: NeedTime, pack_first: bool = False) ->
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         copies, _ = free_copies(nodes)
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
-        for node in nodes:
-            free = node.free()
-            if len(free) < pod.slots:
-                continue
-            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
+        for node, free, hits in fitting(nodes, pod):
             later = {i: need(node.slots[i].bitstream, now, copies) for i in free if i not in hits}
             rest = sorted(later, key=lambda i: -later[i])
             chosen = (hits + rest)[: pod.slots]

@@ -77,7 +77,7 @@ class Workload:
 
     def chances(self, now: float) -> list[float]:
         """Each bitstream's chance that an arrival at ``now`` asks for it."""
-        index = bisect.bisect_right([start for start, _ in self.popularity], now) - 1
+        index = bisect.bisect_right(self.popularity, now, key=lambda epoch: epoch[0]) - 1
         return self.popularity[max(0, index)][1]
 
 

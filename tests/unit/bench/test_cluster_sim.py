@@ -188,13 +188,17 @@ def _node(name: str, contents: list[tuple[int | None, int | None, float]]) -> Si
     return SimNode(name, [SimSlot(bitstream=b, holder=h, last_used=t) for b, h, t in contents])
 
 
+def told_workload(chances: dict[int, float]) -> tuple[Workload, list[Pod]]:
+    """Ten bitstreams with these chances per arrival (the rest 0), and one pod asking one slot of bitstream 3."""
+    pod = Pod(0, 0.0, 3, 1, 1.0)
+    uses = [[pod.arrival] if b == pod.bitstream else [] for b in range(10)]
+    use_slots = [[pod.slots] if b == pod.bitstream else [] for b in range(10)]
+    law = [chances.get(b, 0.0) for b in range(10)]
+    return Workload(Shape(pods=1, bitstreams=10), [pod], [10.0] * 10, uses, use_slots, [(0.0, law)]), [pod]
+
+
 def test_the_told_placement_takes_a_free_copy_then_overwrites_what_the_law_values_least() -> None:
-    chances = [0.0] * 10
-    chances[1], chances[2], chances[3] = 0.6, 0.3, 0.1
-    pods = [Pod(0, 0.0, 3, 1, 1.0)]
-    workload = Workload(
-        Shape(pods=1, bitstreams=10), pods, [10.0] * 10, [[0.0]] + [[]] * 9, [[1]] + [[]] * 9, [(0.0, chances)]
-    )
+    workload, pods = told_workload({1: 0.6, 2: 0.3, 3: 0.1})
     place = exact(workload, random.Random(1))
     last_popular = _node("a", [(1, None, 9.0), (7, 5, 1.0)])  # the only free copy of bitstream 1
     spare = _node("b", [(2, None, 1.0), (2, None, 2.0)])  # two free copies of bitstream 2
@@ -241,12 +245,7 @@ def test_belady_never_misses_more_than_a0_and_the_gap_grows_with_a_flat_law() ->
 
 
 def test_the_told_window_decides_between_a_spare_popular_copy_and_the_last_copy_of_a_rare_one() -> None:
-    chances = [0.0] * 10
-    chances[1], chances[2], chances[3] = 0.3, 0.05, 0.1
-    pods = [Pod(0, 0.0, 3, 1, 1.0)]
-    workload = Workload(
-        Shape(pods=1, bitstreams=10), pods, [10.0] * 10, [[0.0]] + [[]] * 9, [[1]] + [[]] * 9, [(0.0, chances)]
-    )
+    workload, pods = told_workload({1: 0.3, 2: 0.05, 3: 0.1})
     spare = _node("a", [(1, None, 1.0), (7, 5, 1.0)])  # one of two free copies of the popular bitstream 1
     rare = _node("b", [(2, None, 1.0), (7, 6, 1.0)])  # the only free copy of the rare bitstream 2
     other = _node("c", [(1, None, 1.0), (7, 7, 1.0), (7, 8, 1.0)])  # the other free copy of 1 (3 free slots in all)
