@@ -19,7 +19,14 @@ from typing import BinaryIO, Protocol
 
 from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
-from agent.programming.catalog import Catalog, CatalogEntry, FileDescription, validate_name
+from agent.programming.catalog import (
+    GBS_SUFFIX,
+    RAW_SUFFIX,
+    Catalog,
+    CatalogEntry,
+    FileDescription,
+    validate_name,
+)
 from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).
@@ -121,11 +128,11 @@ def _check_format(stream: BinaryIO, name: str, platform: str, accelerator_id: st
     except GbsFormatError as exc:
         raise BitstreamFileError(f"bitstream {name!r}: the pulled GBS file {exc}") from exc
     if header is None:
-        return FileDescription(platform, accelerator_id, ".bin")
+        return FileDescription(platform, accelerator_id, RAW_SUFFIX)
     mismatch = mismatched_id(header, platform, accelerator_id)
     if mismatch is not None:
         what, declared, found = mismatch
         raise PlatformMismatch(
             f"bitstream {name!r}: the declared {what} {declared} differs from the GBS header's {found}"
         )
-    return FileDescription(platform, accelerator_id, ".gbs")
+    return FileDescription(platform, accelerator_id, GBS_SUFFIX)

@@ -50,9 +50,21 @@ logger = logging.getLogger(__name__)
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_ID_LEN = 256
 RECORD_SUFFIX = ".json"
-#: A file as :meth:`Catalog.install` names it: ``<name>.<first 12 hex digits of its sha256><suffix>``.
-_INSTALLED_FILE = re.compile(r"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{12}\.(?:bin|gbs)")
+#: Hex digits of a file's sha256 in the name :meth:`Catalog.install` gives it.
+_HASH_DIGITS = 12
+#: The suffixes a bitstream file is stored with (:class:`FileDescription`): a raw image, a GBS file.
+RAW_SUFFIX = ".bin"
+GBS_SUFFIX = ".gbs"
+#: A file as :func:`installed_name` names it.
+_INSTALLED_FILE = re.compile(
+    rf"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{{{_HASH_DIGITS}}}(?:{re.escape(RAW_SUFFIX)}|{re.escape(GBS_SUFFIX)})"
+)
 _RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
+
+
+def installed_name(name: str, sha256: str, suffix: str) -> str:
+    """``<name>.<first hex digits of its sha256><suffix>``: a new file never takes the name of the one it replaces."""
+    return f"{name}.{sha256[:_HASH_DIGITS]}{suffix}"
 
 
 def normalize_platform_id(raw: str, what: str) -> str:
@@ -323,7 +335,7 @@ class Catalog:
         written. All or nothing: on failure the installed file is removed again (unless it is
         ``previous``'s own, the same bytes), and the old record stays.
         """
-        installed = staged.install(f"{name}.{sha256[:12]}{description.suffix}")
+        installed = staged.install(installed_name(name, sha256, description.suffix))
         entry = CatalogEntry(
             name=name,
             file=installed.name,
@@ -418,21 +430,21 @@ def describe_bitstream(
     except GbsFormatError as exc:
         raise BitstreamFileError(f"GBS file {source} {exc}") from exc
     if header is None:
-        if source.suffix.lower() == ".gbs":
+        if source.suffix.lower() == GBS_SUFFIX:
             raise BitstreamFileError(f"{source} is named .gbs but does not start with the GBS GUID")
         if platform is None or accelerator_id is None:
             raise CatalogError(
                 f"{source} is not an Intel GBS file, so its platform and accelerator id "
                 "cannot be read from it: give both (--platform, --accelerator-id)"
             )
-        return FileDescription(platform, accelerator_id, ".bin")
+        return FileDescription(platform, accelerator_id, RAW_SUFFIX)
     mismatch = mismatched_id(header, platform, accelerator_id)
     if mismatch is not None:
         what, given, found = mismatch
         raise CatalogError(
             f"the given {what} ({HEADER_KEYS[what]}) {given} differs from the GBS header of {source}: {found}"
         )
-    return FileDescription(header.interface_id, header.accelerator_id, ".gbs")
+    return FileDescription(header.interface_id, header.accelerator_id, GBS_SUFFIX)
 
 
 def _no_follow_reason(exc: OSError) -> str:

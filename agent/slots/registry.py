@@ -276,9 +276,10 @@ class SlotRegistry:
         if programming is not None:
             verified = slot.loaded is not None and slot.loaded == programming.accelerator_id
             content = programming if verified else None
-        reported = slot.loaded == content.accelerator_id if content is not None else False
-        if content is not None and (reported or (slot.loaded is None and not confirmed_only)):
-            self._contents[slot_id] = content
+        if content is not None:
+            reported = slot.loaded == content.accelerator_id
+            if reported or (slot.loaded is None and not confirmed_only):
+                self._contents[slot_id] = content
         if holder is not None:
             self._holders[slot_id] = holder
         if last_used is not None:
