@@ -7,21 +7,13 @@ from typing import Any
 
 from agent.programming.catalog import Catalog
 from agent.reconfigure import Reconfigurer
-from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
+from agent.slots import Slot, SlotRegistry
+from tests.unit.slots.factories import make_slot as slot_factory
 
 
 def make_slot() -> Slot:
-    return Slot(
-        id=SlotId("card0-slot0"),
-        card="card0",
-        region="slot0",
-        numa=0,
-        device_nodes=(DeviceNode("/dev/x", "/dev/x"),),
-        platform="p",
-        loaded=None,
-        health=Health.HEALTHY,
-        backend="sim",
-    )
+    """The one slot: card0-slot0 of platform "p", programmed by the "sim" programmer."""
+    return slot_factory(platform="p", backend="sim")
 
 
 class NoContainers:

@@ -13,6 +13,8 @@ def make_slot(
     loaded: str | None = None,
     health: Health = Health.HEALTHY,
     reason: str = "",
+    platform: str = "test-pr",
+    backend: str = "test",
 ) -> Slot:
     """A slot with one device node, ID derived from card and region."""
     slot_id = make_slot_id(card, region)
@@ -22,10 +24,10 @@ def make_slot(
         region=region,
         numa=numa,
         device_nodes=(DeviceNode(f"/dev/test-{slot_id}", f"/dev/fpga/{slot_id}"),),
-        platform="test-pr",
+        platform=platform,
         loaded=loaded,
         health=health,
-        backend="test",
+        backend=backend,
         reason=reason,
     )
 
