@@ -157,7 +157,7 @@ class ClusterFacts:
         self._computed_requests = -1
         self._values: dict[str, float] = {}
         self.version = 0
-        #: Changes of the popularity found so far (each started the long memory afresh).
+        #: Changes of the popularity found so far (each started both memories afresh).
         self.changes = 0
 
     def note_request(self, bitstream: str) -> None:
@@ -168,8 +168,6 @@ class ClusterFacts:
                 self._chance(self._short, bitstream, outcomes) / self._chance(self._long, bitstream, outcomes)
             )
             self._evidence = max(0.0, self._evidence + gain)
-            if self._evidence == 0.0:
-                self._since = 0
         self._previous = bitstream
         self._long.add(bitstream)
         self._short.add(bitstream)
@@ -189,7 +187,7 @@ class ClusterFacts:
         return (1.0 - _SMOOTHING) * memory.share(bitstream) + _SMOOTHING / outcomes
 
     def _start_afresh(self) -> None:
-        """The popularity changed: the long memory keeps only the pods since the change began."""
+        """The popularity changed: both memories keep only the pods since the change began."""
         since = list(self._recent)[len(self._recent) - self._since :]
         # Both memories start from the same pods: a short memory that kept more pods than the long one would
         # predict better for that alone, and find a change again at once.
