@@ -67,7 +67,7 @@ def test_every_policy_beats_none_and_the_bound_holds() -> None:
         result = point.results[policy]
         assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
         assert point.rate(policy) >= bound
-    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA, INFORMED))
+    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA))
     assert point.informed_variant in (TOLD, *(f"{EXACT}, window {w:g}" for w in WINDOWS))
     assert point.rate(C) < point.rate(A)
 
@@ -108,7 +108,7 @@ def test_the_table_names_every_point_and_the_verdicts() -> None:
     assert "(e) DRA / oracle: median" in table
     assert "(r) / oracle, what knowing the next arrivals is worth: median" in table
     assert "(c) / (r), what our estimate and scoring leave: median" in table
-    assert "oracle beaten by an online policy or (r) at:" in table
+    assert "oracle beaten by an online policy at:" in table
 
 
 def test_the_cold_miss_bound_counts_peak_concurrency() -> None:
