@@ -237,8 +237,8 @@ def grid_tables(points: list[PointResult]) -> str:
     beyond = [str(i) for i, r in enumerate(told_ratios, 1) if r > 1.10]
     lines += [
         "",
-        f"(c) / oracle: median {statistics.median(ratios):.3f}, worst {max(ratios):.3f} at point {ratios.index(max(ratios)) + 1} "
-        f"(targets: median <= 1.05, every point <= 1.10)",
+        f"(c) / oracle: median {statistics.median(ratios):.3f}, worst {max(ratios):.3f} "
+        f"at point {ratios.index(max(ratios)) + 1} (targets: median <= 1.05, every point <= 1.10)",
         f"(r) / oracle, what knowing the next arrivals is worth: median {statistics.median(told_ratios):.3f}, "
         f"worst {max(told_ratios):.3f}; above 1.10 at: {', '.join(beyond) if beyond else 'no point'}",
         f"(c) / (r), what our estimate and scoring leave: median {statistics.median(versus_told):.3f}, "
