@@ -245,7 +245,6 @@ def grid_tables(points: list[PointResult]) -> str:
         f"worst {max(versus_told):.3f} at point {versus_told.index(max(versus_told)) + 1}",
         f"(c) / min((a), (b)): worst {worst_ab:.3f} (target <= 1)",
         f"(e) DRA / oracle: median {statistics.median(dra_ratios):.3f}, worst {max(dra_ratios):.3f}",
-        "oracle beaten by an online policy at: "
-        + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
+        "oracle beaten by an online policy at: " + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
     ]
     return "\n".join(lines)
