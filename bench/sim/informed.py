@@ -42,7 +42,7 @@ from agent.extender.facts import ClusterFacts, asked_at_least
 from agent.extender.nodestate import NodeSlots
 from bench.sim.engine import Placement, SimNode, fitting, free_copies
 from bench.sim.oracle import next_use
-from bench.sim.policies import EPOCH
+from bench.sim.policies import EPOCH, bitstream_index
 from bench.sim.workload import Pod, Workload
 
 EXACT = "exact"
@@ -60,8 +60,7 @@ class ToldFacts(ClusterFacts):
         self._now = 0.0
 
     def share(self, bitstream: str) -> float:
-        index = int(bitstream.rsplit("-", 1)[1])
-        return self._workload.chances(self._now)[index]
+        return self._workload.chances(self._now)[bitstream_index(bitstream)]
 
     def keep_values(self, nodes: Iterable[NodeSlots], now: float) -> Mapping[str, float]:
         self._now = now - EPOCH

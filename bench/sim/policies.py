@@ -38,6 +38,11 @@ def bitstream_name(bitstream: int) -> str:
     return f"bs-{bitstream:03d}"
 
 
+def bitstream_index(name: str) -> int:
+    """The bitstream that :func:`bitstream_name` named ``name``."""
+    return int(name.removeprefix("bs-"))
+
+
 def published(node: SimNode, catalog: dict[str, str]) -> NodeSlots:
     """What the node's agent would publish, parsed as the extender parses it (cached per change)."""
     if not isinstance(node.cached, NodeSlots):
