@@ -33,6 +33,7 @@ def state_dir() -> Path:
     directory = os.environ.get("FAKE_FPGA_DIR")
     if not directory:
         sys.exit("FAKE_FPGA_DIR is not set")
+    Path(directory).mkdir(parents=True, exist_ok=True)
     return Path(directory)
 
 
