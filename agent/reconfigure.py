@@ -266,7 +266,10 @@ class Reconfigurer:
                 check_platform(entry, state.slot)
             except PlatformMismatch as exc:
                 raise PlatformMismatch(f"{who}: {exc}") from exc
-            if state.slot.backend not in self._programmers:
+            programmer = self._programmers.get(state.slot.backend)
+            if programmer is None or (
+                isinstance(programmer, FileProgrammer) and not programmer.can_program(state.slot)
+            ):
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
         return entry, slots

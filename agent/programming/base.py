@@ -29,6 +29,10 @@ class FileProgrammer(Protocol):
 
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
 
+    def can_program(self, slot: Slot) -> bool:
+        """Whether this programmer is configured for ``slot`` (a request for another is refused up front)."""
+        ...
+
     async def program_file(self, slot: Slot, image_file: Path, accelerator_id: str, timeout_s: float) -> float:
         """Load the file ``image_file`` into ``slot``; as :meth:`Programmer.program` otherwise."""
         ...

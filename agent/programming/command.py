@@ -56,6 +56,9 @@ class CommandProgrammer:
         """The entry that programs ``slot``: the one naming it, else the one for its platform."""
         return self._by_slot.get(slot.id) or self._by_platform.get(slot.platform)
 
+    def can_program(self, slot: Slot) -> bool:
+        return self.spec_for(slot) is not None
+
     def reported(self, slot_id: SlotId) -> str | None:
         """The accelerator the last read-back found in the slot (what the static backend reports)."""
         return self._reported.get(slot_id)

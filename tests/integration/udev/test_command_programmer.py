@@ -107,14 +107,17 @@ def catalog(sock_dir: Path) -> Catalog:
     return catalog
 
 
+def add_node(bed: UdevTestbed, device: str) -> None:
+    """A character device ``device`` (/dev/<name>) in the test bed."""
+    name = device.removeprefix("/dev/")
+    bed.add(f"P: /sys/devices/virtual/fpga-static/{name}\nE: SUBSYSTEM=fpga-static\nE: DEVNAME={device}\nN: {name}\n")
+
+
 @asynccontextmanager
 async def running(
     udevbed: UdevTestbed, sock_dir: Path, catalog: Catalog, pods: NodePods, overrides: dict[str, object]
 ) -> AsyncIterator[AgentHarness]:
-    name = DEVICE.removeprefix("/dev/")
-    udevbed.add(
-        f"P: /sys/devices/virtual/fpga-static/{name}\nE: SUBSYSTEM=fpga-static\nE: DEVNAME={DEVICE}\nN: {name}\n"
-    )
+    add_node(udevbed, DEVICE)
     async with AgentHarness.running(sock_dir, expected_devices=1, catalog=catalog, pods=pods, **overrides) as harness:
         yield harness
 
@@ -317,3 +320,26 @@ def test_command_programmer_tool_missing_from_the_image_is_an_error_at_start(tmp
         in result.stderr
     )
     assert not (tmp_path / "dp" / "fpga-slot.sock").exists()  # it never served the kubelet
+
+
+async def test_command_programmer_request_for_a_static_slot_without_a_programmer_changes_nothing(
+    udevbed: UdevTestbed, sock_dir: Path, card: Card, catalog: Catalog
+) -> None:
+    add_node(udevbed, "/dev/xfpga-cmd1")
+    overrides = static_overrides(xrt_entry(card, platform=None, slots=[SLOT]))
+    overrides["static_slots"] = parse_static_slots(
+        [
+            {"card": "u250-e5", "region": "user", "devices": [DEVICE], "platform": PLATFORM, "control-node": BDF},
+            {"card": "u250-e5", "region": "spare", "devices": ["/dev/xfpga-cmd1"], "platform": PLATFORM},
+        ]
+    )
+    pods = NodePods()
+    add_node(udevbed, DEVICE)
+    async with AgentHarness.running(sock_dir, expected_devices=2, catalog=catalog, pods=pods, **overrides) as harness:
+        before = {s.slot.id: (s.content, s.taint) for s in harness.agent.registry.snapshot()}
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await harness.kubelet.admit(NS, "both", "main", RESOURCE_NAME, 2, wants("vadd"))
+        assert "slot u250-e5-spare (static) cannot be programmed by this agent" in (info.value.details() or "")
+        assert [e.reason for e in events_of(pods, "both")] == ["FpgaBitstreamRejected"]
+        assert {s.slot.id: (s.content, s.taint) for s in harness.agent.registry.snapshot()} == before
+        assert card.calls() == [f"xbutil examine --device {BDF} --report dynamic-regions"]  # at start only
