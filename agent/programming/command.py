@@ -34,6 +34,8 @@ from agent.slots import Slot, SlotId
 
 logger = logging.getLogger(__name__)
 
+#: The backend whose slots command programmers program (the static one: boards the kernel does not describe).
+STATIC_BACKEND = "static"
 #: Deadline of one read-back at start and of a reset run in the background.
 READ_BACK_AT_START_S = 30.0
 RESET_TIMEOUT_S = 60.0
@@ -53,7 +55,9 @@ class CommandProgrammer:
         self._background: set[asyncio.Task[None]] = set()
 
     def spec_for(self, slot: Slot) -> CommandSpec | None:
-        """The entry that programs ``slot``: the one naming it, else the one for its platform."""
+        """The entry that programs ``slot``: the one naming it, else the one for its platform (static slots only)."""
+        if slot.backend != STATIC_BACKEND:
+            return None
         return self._by_slot.get(slot.id) or self._by_platform.get(slot.platform)
 
     def can_program(self, slot: Slot) -> bool:

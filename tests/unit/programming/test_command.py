@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,15 @@ async def test_command_programmer_read_back_decides_whether_programming_worked(
         with pytest.raises(ProgrammingError, match=outcome):
             await tool.program_file(target, tmp_path / "x", ACCEL, 30.0)
         assert tool.reported(target.id) is None
+
+
+async def test_command_programmer_leaves_slots_of_other_backends_alone(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    tool = programmer(program=["/bin/sh", "-c", 'echo ran > "$1"', "sh", str(out)], **{"read-back": ["/bin/true"]})
+    dfl = dataclasses.replace(slot("c0", "port0"), backend="dfl")  # the same platform, but the kernel's slot
+    assert not tool.can_program(dfl)
+    await tool.read_back_all([dfl])
+    assert tool.reported(dfl.id) is None
+    with pytest.raises(ProgrammingError, match="no command programmer is configured for it"):
+        await tool.program_file(dfl, tmp_path / "x", ACCEL, 30.0)
+    assert not await asyncio.to_thread(out.exists)
