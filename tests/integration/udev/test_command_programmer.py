@@ -26,6 +26,7 @@ from agent.slots import SlotId
 from tests.fakes import RESOURCE_NAME, AgentHarness, Catalog, NodePods, run_fpga_agent
 from tests.integration.reconfigure.support import events_of, wait_registry, wants
 from tests.udevbed import UdevTestbed
+from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs
 
 pytestmark = pytest.mark.udev
 
@@ -343,3 +344,34 @@ async def test_command_programmer_request_for_a_static_slot_without_a_programmer
         assert [e.reason for e in events_of(pods, "both")] == ["FpgaBitstreamRejected"]
         assert {s.slot.id: (s.content, s.taint) for s in harness.agent.registry.snapshot()} == before
         assert card.calls() == [f"xbutil examine --device {BDF} --report dynamic-regions"]  # at start only
+
+
+async def test_command_programmer_fpgaconf_gets_the_whole_gbs_file_and_sysfs_afu_id_reads_it_back(
+    udevbed: UdevTestbed, sock_dir: Path, card: Card
+) -> None:
+    catalog = Catalog(sock_dir / "gbs-catalog")
+    source = sock_dir / "nlb.gbs"
+    source.write_bytes(build_gbs())
+    catalog.add(source, "nlb", platform=None, accelerator_id=None)  # both read from the GBS header
+    fpgaconf = str(TOOLS / "fpgaconf")
+    entry = {
+        "platform": INTERFACE_ID,
+        "program": [fpgaconf, "-B", "{control_node}", "{image}"],
+        "read-back": ["/bin/cat", f"{card.directory}/bus{{control_node}}.afu_id"],
+        "environment": {"FAKE_FPGA_DIR": str(card.directory)},
+    }
+    (card.directory / "bus0x5e.afu_id").write_text("\n")  # the port holds nothing yet
+    overrides = static_overrides(entry)
+    overrides["static_slots"] = parse_static_slots(
+        [{"card": "pac-5e", "region": "port0", "devices": [DEVICE], "platform": INTERFACE_ID, "control-node": "0x5e"}]
+    )
+    pods = NodePods()
+    async with running(udevbed, sock_dir, catalog, pods, overrides) as harness:
+        await harness.kubelet.admit(NS, "nlb-1", "main", RESOURCE_NAME, 1, wants("nlb"))
+        assert [e.reason for e in events_of(pods, "nlb-1")] == ["FpgaSlotProgrammed"]
+        # The stand-in read the accelerator from the GBS header: the file went over whole, header included.
+        assert card.calls() == [f"fpgaconf -B 0x5e {catalog.directory / catalog.resolve('nlb').file}"]
+        assert (card.directory / "bus0x5e.afu_id").read_text().strip() == ACCELERATOR_ID
+        state = harness.agent.registry.get(SlotId("pac-5e-port0"))
+        assert state is not None
+        assert state.slot.loaded == ACCELERATOR_ID
