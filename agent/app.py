@@ -9,7 +9,7 @@ import asyncio
 import logging
 import ssl
 from collections import Counter
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +43,9 @@ from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.nodestate import CatalogReader, publish_node_state
-from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
+from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
+from agent.programming.commandspec import missing_tool
 from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
 from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
@@ -59,6 +60,27 @@ class Backend:
     source: DeviceSource
     programmers: Mapping[str, Programmer] = field(default_factory=dict)
     fabric: SimFabric | None = None
+    #: the vendor tools programming static slots (``--command-programmers``), None without any
+    commands: CommandProgrammer | None = None
+
+    @property
+    def learn_contents(self) -> Callable[[Sequence[Slot]], Awaitable[None]] | None:
+        """Reads what the slots hold at start (the command programmers' read-backs), when anything can."""
+        return None if self.commands is None else self.commands.read_back_all
+
+
+def build_commands(config: Config) -> CommandProgrammer | None:
+    """The command programmer of the static slots; ConfigError at start when a tool is not in this image."""
+    if not config.command_programmers:
+        return None
+    for spec in config.command_programmers:
+        problem = missing_tool(spec)
+        if problem is not None:
+            raise ConfigError(
+                f"--command-programmers {spec.where}.{problem}: install the vendor tool in the agent's image "
+                "or mount it into its container"
+            )
+    return CommandProgrammer(config.command_programmers)
 
 
 def build_backend(config: Config) -> Backend:
@@ -79,20 +101,23 @@ def build_backend(config: Config) -> Backend:
                 "--sim-device-nodes file makes regular files instead, which no container can be given"
             ) from None
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
+    # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
+    commands = build_commands(config)
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),
         "fpga-region": fpga_region_source(),
-        "static": static_source(config.static_slots),
+        "static": static_source(config.static_slots, None if commands is None else commands.reported),
     }
-    # Slots of the static backend are boards the kernel does not describe: nothing here programs them.
     programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
+    if commands is not None:
+        programmers["static"] = commands
     if config.backend == "auto":
         sources = [hardware["dfl"], hardware["fpga-region"]]
         if config.static_slots:
             sources.append(hardware["static"])
-        return Backend(CompositeSource("auto", sources), programmers)
+        return Backend(CompositeSource("auto", sources), programmers, commands=commands)
     chosen = {name: p for name, p in programmers.items() if name == config.backend}
-    return Backend(hardware[config.backend], chosen)
+    return Backend(hardware[config.backend], chosen, commands=commands if "static" in chosen else None)
 
 
 def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
@@ -279,6 +304,10 @@ class Agent:
     async def _run(self, stop: asyncio.Event) -> None:
         source = self.backend.source
         enumeration = await source.enumerate()
+        learn = self.backend.learn_contents
+        if learn is not None:  # what the vendor tools read back is what the slots report from now on
+            await learn(enumeration.slots)
+            enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
         await asyncio.to_thread(checkpoint.remove_stale_temp_files, self.checkpoint_path)
@@ -326,6 +355,8 @@ class Agent:
                 self._tasks = [*background, plugin]
         finally:
             await self.reconfigurer.close()
+            if self.backend.commands is not None:
+                await self.backend.commands.close()
             await self.pod_resources.close()
             if self.kube is not None:
                 await asyncio.to_thread(self.kube.api_client.close)

@@ -23,6 +23,7 @@ from agent.discovery.static import StaticSlotSpec, parse_static_slots
 from agent.errors import ConfigError
 from agent.extender.scoretable import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights, parse_score_weights
+from agent.programming.commandspec import CommandSpec, check_selection, parse_command_programmers
 
 ENV_PREFIX = "FPGA_AGENT_"
 BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
@@ -60,6 +61,7 @@ class Config:
     log_format: str
     cdi: bool
     static_slots: tuple[StaticSlotSpec, ...] = ()
+    command_programmers: tuple[CommandSpec, ...] = ()
     bitstream_dir: Path = Path("/var/lib/fpga-agent/bitstreams")
     program_timeout_s: float = 25.0
     kubeconfig: Path | None = None
@@ -137,6 +139,14 @@ def _parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
     except yaml.YAMLError as exc:
         raise ValueError(f"is not valid YAML/JSON: {exc}") from None
     return parse_static_slots(data)
+
+
+def _parse_commands(raw: str) -> tuple[CommandSpec, ...]:
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
+    return parse_command_programmers(data)
 
 
 def _parse_name(raw: str) -> str:
@@ -305,7 +315,14 @@ OPTIONS: tuple[_Option, ...] = (
         "static-slots",
         _parse_static,
         lambda env: "[]",
-        "slots of the static backend: list of {card, region, devices, numa, platform} (YAML/JSON)",
+        "slots of the static backend: list of {card, region, devices, numa, platform, control-node} (YAML/JSON)",
+    ),
+    _Option(
+        "command-programmers",
+        _parse_commands,
+        lambda env: "[]",
+        "vendor tools that program static slots: list of {slots or platform, program, read-back, "
+        "read-back-pattern, reset, failure-pattern, environment} (YAML/JSON; see docs/command-programmer.md)",
     ),
     _Option(
         "health-listen",
@@ -379,6 +396,12 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         raise ConfigError("--tls-cert-file and --tls-key-file: give both (HTTPS) or neither (plain HTTP)")
     if values["tls_client_ca_file"] is not None and values["tls_cert_file"] is None:
         raise ConfigError("--tls-client-ca-file: client certificates are checked over HTTPS only: give --tls-cert-file")
+    if values["command_programmers"]:
+        platforms = {spec.slot_id: spec.platform for spec in values["static_slots"]}
+        try:
+            check_selection(values["command_programmers"], platforms)
+        except ValueError as exc:
+            raise ConfigError(f"--command-programmers: {exc} (see --static-slots)") from None
     return Config(**values)
 
 
@@ -400,7 +423,7 @@ def _read_file(name: str | None) -> tuple[dict[str, str], str]:
         field = str(key).replace("-", "_")
         if field not in _BY_KEY:
             raise ConfigError(f"--config: {name} has unknown key {key!r}")
-        if field == "static_slots":
+        if field in ("static_slots", "command_programmers"):
             values[field] = json.dumps(value)
         elif isinstance(value, dict | list) or value is None:
             raise ConfigError(f"--config: {name} key {key!r} must be a single value")

@@ -39,6 +39,7 @@ from agent.errors import (
     shown,
 )
 from agent.metrics import AgentMetrics
+from agent.programming.base import FileProgrammer
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry
 
@@ -265,7 +266,10 @@ class Reconfigurer:
                 check_platform(entry, state.slot)
             except PlatformMismatch as exc:
                 raise PlatformMismatch(f"{who}: {exc}") from exc
-            if state.slot.backend not in self._programmers:
+            programmer = self._programmers.get(state.slot.backend)
+            if programmer is None or (
+                isinstance(programmer, FileProgrammer) and not programmer.can_program(state.slot)
+            ):
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
         return entry, slots
@@ -342,7 +346,7 @@ class Reconfigurer:
                 if remaining <= 0:
                     raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
                 await self._begin_programming(slot.id, entry)
-                took = await self._programmers[slot.backend].program(slot, image, entry.accelerator_id, remaining)
+                took = await self._run_programmer(slot, entry, image, remaining)
                 await self._verify(slot, entry)
             except ProgrammingError as exc:
                 self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
@@ -365,6 +369,16 @@ class Reconfigurer:
             )
         finally:
             lock.release()
+
+    async def _run_programmer(self, slot: Slot, entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
+        """The slot's programmer, given the image's bytes, or the catalog's file (just verified by reading
+        ``image``) when it hands the file to a tool."""
+        programmer = self._programmers[slot.backend]
+        if isinstance(programmer, FileProgrammer):
+            assert self._catalog is not None
+            image_file = self._catalog.directory / entry.file
+            return await programmer.program_file(slot, image_file, entry.accelerator_id, timeout_s)
+        return await programmer.program(slot, image, entry.accelerator_id, timeout_s)
 
     async def _acquire(self, lock: asyncio.Lock, who: str, slot: Slot, deadline: float) -> None:
         """Wait for the slot's lock, but not past the deadline (another start may be programming it)."""
@@ -415,9 +429,7 @@ class Reconfigurer:
                 image = await asyncio.to_thread(self._read_image, entry)
                 async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
                     await self._begin_programming(slot_id, entry)
-                    took = await self._programmers[state.slot.backend].program(
-                        state.slot, image, entry.accelerator_id, self._timeout_s
-                    )
+                    took = await self._run_programmer(state.slot, entry, image, self._timeout_s)
                     await self._verify(state.slot, entry)
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):

@@ -2,21 +2,25 @@
 
 A declared slot is healthy while all of its device nodes exist; udev events of any
 subsystem trigger a re-check, so a node that appears or vanishes is noticed
-without polling.
+without polling. Its ``control-node`` (optional) is what a command programmer's tool
+is told to address the card by (a PCI address, a device node); what the slot holds
+is what the wiring's ``reported`` says (a command programmer's last read-back).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.discovery.base import Enumeration
 from agent.discovery.watching import UdevSource
-from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from agent.slots import DeviceNode, Health, Slot, SlotId, make_slot_id
 
 NAME = "static"
-_FIELDS = {"card", "region", "devices", "numa", "platform"}
+_FIELDS = {"card", "region", "devices", "numa", "platform", "control-node"}
+#: What a slot holds by its id (None: empty or unknown).
+ReportedContent = Callable[[SlotId], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,11 @@ class StaticSlotSpec:
     devices: tuple[str, ...]
     numa: int | None
     platform: str
+    control_node: str = ""
+
+    @property
+    def slot_id(self) -> SlotId:
+        return make_slot_id(self.card, self.region)
 
 
 def _text(entry: dict[str, object], key: str, where: str) -> str:
@@ -70,33 +79,40 @@ def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
         if slot_id in seen:
             raise ValueError(f"{where}: slot id {slot_id} is declared twice")
         seen.add(slot_id)
-        specs.append(StaticSlotSpec(card, region, tuple(devices), numa, platform))
+        control_node = entry.get("control-node", "")
+        if not isinstance(control_node, str) or "\0" in control_node:
+            raise ValueError(
+                f"{where}.control-node must be a string (a PCI address, a device node), got {control_node!r}"
+            )
+        specs.append(StaticSlotSpec(card, region, tuple(devices), numa, platform, control_node.strip()))
     return tuple(specs)
 
 
-def build_static_slots(specs: Sequence[StaticSlotSpec]) -> Enumeration:
+def build_static_slots(specs: Sequence[StaticSlotSpec], reported: ReportedContent | None = None) -> Enumeration:
     """Slots for the declared specs, healthy while their device nodes exist (blocking)."""
     slots = []
     for spec in specs:
         missing = [device for device in spec.devices if not os.path.exists(device)]
+        slot_id = spec.slot_id
         slots.append(
             Slot(
-                id=make_slot_id(spec.card, spec.region),
+                id=slot_id,
                 card=spec.card,
                 region=spec.region,
                 numa=spec.numa,
                 device_nodes=tuple(DeviceNode(device, device) for device in spec.devices),
                 platform=spec.platform,
-                loaded=None,
+                loaded=None if reported is None else reported(slot_id),
                 health=Health.UNHEALTHY if missing else Health.HEALTHY,
                 backend=NAME,
                 reason=f"device {missing[0]} is missing" if missing else "",
+                control_node=spec.control_node,
             )
         )
     return Enumeration(slots)
 
 
-def static_source(specs: Sequence[StaticSlotSpec]) -> UdevSource:
+def static_source(specs: Sequence[StaticSlotSpec], reported: ReportedContent | None = None) -> UdevSource:
     """The static DeviceSource; any uevent re-checks the declared device nodes."""
     frozen = tuple(specs)
-    return UdevSource(NAME, lambda: build_static_slots(frozen), None)
+    return UdevSource(NAME, lambda: build_static_slots(frozen, reported), None)

@@ -1,7 +1,8 @@
 """Programmers: reconfigure a slot with a bitstream, one backend each; and the bitstream catalog."""
 
-from agent.programming.base import Programmer
+from agent.programming.base import FileProgrammer, Programmer
 from agent.programming.catalog import Catalog, CatalogEntry, CatalogProblem, check_platform, validate_name
+from agent.programming.command import CommandProgrammer
 from agent.programming.dfl import DflProgrammer
 from agent.programming.fpga_region import FpgaRegionProgrammer
 from agent.programming.sim import SimProgrammer
@@ -10,7 +11,9 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "CatalogProblem",
+    "CommandProgrammer",
     "DflProgrammer",
+    "FileProgrammer",
     "FpgaRegionProgrammer",
     "Programmer",
     "SimProgrammer",

@@ -246,9 +246,11 @@ def deploy(
     overlay: Path,
     kubelet_restart: str,
     components: tuple[Path, ...] = (),
+    host_setup: str = "",
 ) -> Iterator[Deployment]:
     """``kubectl apply -k`` the overlay (with ``components``, such as DRA mode) with the image under test; the
-    agent Ready on ``node``; all removed after."""
+    agent Ready on ``node``; all removed after. ``host_setup`` runs on the node (its / at /host) before the agent
+    starts and after it has gone, given ``setup`` or ``cleanup`` as its first argument."""
     node = pick_node(cluster, node)
     namespace = f"fpga-slot-e2e-deploy-{secrets.token_hex(3)}"
     cluster.core.create_namespace({"metadata": {"name": namespace, "labels": {"app.kubernetes.io/name": "fpga-slot"}}})
@@ -258,6 +260,8 @@ def deploy(
     with tempfile.TemporaryDirectory(prefix="fpga-slot-e2e-") as tmp:
         try:
             suite.run_on_host("forget-state", forget_state, host_path=STATE_DIR)
+            if host_setup:
+                suite.run_on_host("host-setup", f"set -- setup; {host_setup}", host_path="/")
             cluster.core.patch_node(node, {"metadata": {"labels": {FPGA_NODE_LABEL: "true"}}})
             write_kustomization(Path(tmp), REPO / overlay, image, components)
             kubectl("apply", "-k", tmp)
@@ -274,6 +278,8 @@ def deploy(
             finally:
                 cluster.core.patch_node(node, {"metadata": {"labels": {FPGA_NODE_LABEL: None}}})
                 suite.run_on_host("forget-state-after", forget_state, host_path=STATE_DIR)
+                if host_setup:
+                    suite.run_on_host("host-cleanup", f"set -- cleanup; {host_setup}", host_path="/")
                 with contextlib.suppress(ApiException):
                     cluster.core.delete_namespace(namespace)
 

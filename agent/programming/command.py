@@ -1,0 +1,229 @@
+"""Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...).
+
+Boards run with a vendor stack are reconfigured by its command-line tool, so the
+agent runs that tool (its argv template from ``command-programmers``, see
+:mod:`agent.programming.commandspec`) with the catalog's verified image file, like a
+built-in programmer: one operation per card at a time, under the programming
+deadline (past it the tool's whole process group is killed), its exit status and
+output turned into the error tree's ProgrammingError / ProgrammingTimeout, with the
+end of its stderr and stdout quoted in the message (and so in the pod's Event).
+
+The optional read-back command says what the slot holds: after a programming it must
+name the accelerator just loaded (anything else is a failed programming), and at start
+it tells what the slots hold already, which the static backend then reports as the
+slots' content (so a loaded slot is a cache hit after a restart). The optional reset
+command runs after a failed programming, before the card's next operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.errors import ProgrammingError, ProgrammingTimeout
+from agent.programming.cardlock import CardLocks
+from agent.programming.catalog import normalize_platform_id
+from agent.programming.commandspec import CommandSpec
+from agent.programming.toolrun import run_tool, shown_output
+from agent.slots import Slot, SlotId
+
+logger = logging.getLogger(__name__)
+
+#: The backend whose slots command programmers program (the static one: boards the kernel does not describe).
+STATIC_BACKEND = "static"
+#: Deadline of one read-back at start and of a reset run in the background.
+READ_BACK_AT_START_S = 30.0
+RESET_TIMEOUT_S = 60.0
+
+
+class CommandProgrammer:
+    """Programs static slots with the vendor tool their ``command-programmers`` entry names."""
+
+    def __init__(self, specs: Sequence[CommandSpec]) -> None:
+        self._by_slot = {slot_id: spec for spec in specs for slot_id in spec.slots}
+        self._by_platform = {spec.platform: spec for spec in specs if spec.platform is not None}
+        self._cards = CardLocks()
+        #: what the read-back said each slot holds (None: empty or unknown); absent: never read
+        self._reported: dict[SlotId, str | None] = {}
+        #: card -> the slot whose failed programming still owes the card a reset
+        self._owed_resets: dict[str, Slot] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def spec_for(self, slot: Slot) -> CommandSpec | None:
+        """The entry that programs ``slot``: the one naming it, else the one for its platform (static slots only)."""
+        if slot.backend != STATIC_BACKEND:
+            return None
+        return self._by_slot.get(slot.id) or self._by_platform.get(slot.platform)
+
+    def can_program(self, slot: Slot) -> bool:
+        return self.spec_for(slot) is not None
+
+    def reported(self, slot_id: SlotId) -> str | None:
+        """The accelerator the last read-back found in the slot (what the static backend reports)."""
+        return self._reported.get(slot_id)
+
+    def busy(self, card: str) -> bool:
+        """True while a tool runs for this card."""
+        return self._cards.busy(card)
+
+    # --------------------------------------------------------------- programming
+    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
+        """Program from bytes (when no catalog file is at hand): staged in a private temp file first."""
+        if not image:
+            raise ProgrammingError(f"slot {slot.id}: bitstream image is empty")
+        with tempfile.TemporaryDirectory(prefix="fpga-image-") as directory:
+            staged = Path(directory) / f"{slot.id}.bin"
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(image)
+            return await self.program_file(slot, staged, accelerator_id, timeout_s)
+
+    async def program_file(self, slot: Slot, image_file: Path, accelerator_id: str, timeout_s: float) -> float:
+        """Run the slot's program command on ``image_file`` (then its read-back); the seconds the tool took."""
+        spec = self.spec_for(slot)
+        if spec is None:
+            raise ProgrammingError(f"slot {slot.id}: no command programmer is configured for it")
+        what = f"slot {slot.id}: programming {accelerator_id} with {os.path.basename(spec.program.tool)}"
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        started = False
+        try:
+            async with self._cards.hold(slot.card, deadline):
+                started = True
+                self._reported.pop(slot.id, None)  # unknown from here until the read-back says
+                try:
+                    await self._settle_owed_reset(slot.card, deadline)
+                    took = await self._program(spec, slot, image_file, accelerator_id, deadline, what)
+                except ProgrammingError as exc:
+                    if spec.reset is not None:
+                        self._owe_reset(slot, str(exc))
+                    raise
+        except TimeoutError as exc:
+            if not started:
+                raise ProgrammingTimeout(
+                    f"slot {slot.id}: card {slot.card} was busy with another programming operation "
+                    f"for the whole {timeout_s:.1f} s deadline"
+                ) from exc
+            raise
+        logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
+        return took
+
+    async def _program(
+        self, spec: CommandSpec, slot: Slot, image_file: Path, accelerator_id: str, deadline: float, what: str
+    ) -> float:
+        values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
+        env = dict(spec.environment)
+        result = await run_tool(spec.program.render(values), deadline, what, env)
+        if result.status != 0:
+            raise ProgrammingError(f"{what}: {spec.program.tool} {result.ended()}: {result.output()}")
+        if spec.failure_pattern is not None:
+            match = spec.failure_pattern.search(result.stdout + "\n" + result.stderr)
+            if match is not None:
+                raise ProgrammingError(
+                    f"{what}: {spec.program.tool} exited with status 0 but printed {match.group(0)!r}, "
+                    f"which the failure pattern marks as failed: {result.output()}"
+                )
+        if spec.read_back is None:
+            return result.seconds
+        found = await self._read_back(spec, slot, deadline)
+        if found is None or found != normalize_platform_id(accelerator_id, "accelerator id"):
+            raise ProgrammingError(
+                f"{what}: the read-back reports {'no accelerator' if found is None else 'accelerator ' + found} "
+                f"after programming, expected {accelerator_id}"
+            )
+        self._reported[slot.id] = found
+        return result.seconds
+
+    async def _read_back(self, spec: CommandSpec, slot: Slot, deadline: float) -> str | None:
+        """What the read-back command says the slot holds (None: no accelerator id in its output)."""
+        assert spec.read_back is not None
+        what = f"slot {slot.id}: read-back with {os.path.basename(spec.read_back.tool)}"
+        result = await run_tool(spec.read_back.render(_slot_values(slot)), deadline, what, dict(spec.environment))
+        if result.status != 0:
+            raise ProgrammingError(f"{what}: {spec.read_back.tool} {result.ended()}: {result.output()}")
+        if spec.read_back_pattern is None:
+            text = result.stdout.strip()
+        else:
+            match = spec.read_back_pattern.search(result.stdout)
+            text = "" if match is None else (match.group(1) if spec.read_back_pattern.groups else match.group(0))
+        if not text:
+            return None
+        try:
+            return normalize_platform_id(text, "accelerator id")
+        except ValueError:
+            output = shown_output(result.stdout, result.stdout_bytes)
+            raise ProgrammingError(f"{what}: its output is not an accelerator id: stdout {output}") from None
+
+    # ------------------------------------------------------------- at start
+    async def read_back_all(self, slots: Sequence[Slot], timeout_s: float = READ_BACK_AT_START_S) -> None:
+        """Learn what the slots hold from their read-back commands (cards in parallel); a slot whose
+        read-back fails stays unknown (said once per slot)."""
+        by_card: dict[str, list[tuple[Slot, CommandSpec]]] = {}
+        for slot in slots:
+            spec = self.spec_for(slot)
+            if spec is not None and spec.read_back is not None:
+                by_card.setdefault(slot.card, []).append((slot, spec))
+        await asyncio.gather(*(self._read_card(card, found, timeout_s) for card, found in by_card.items()))
+
+    async def _read_card(self, card: str, found: list[tuple[Slot, CommandSpec]], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        for slot, spec in found:
+            deadline = loop.time() + timeout_s
+            try:
+                async with self._cards.hold(card, deadline):
+                    self._reported[slot.id] = loaded = await self._read_back(spec, slot, deadline)
+            except (ProgrammingError, TimeoutError) as exc:
+                logger.warning("slot %s: content unknown at start, read-back failed: %s", slot.id, exc)
+                continue
+            logger.info("slot %s: read-back at start reports %s", slot.id, loaded or "no accelerator")
+
+    # ------------------------------------------------------------------ reset
+    def _owe_reset(self, slot: Slot, reason: str) -> None:
+        """The card gets the slot's reset before its next operation, and soon in the background anyway."""
+        self._owed_resets[slot.card] = slot
+        logger.info("slot %s: reset owed after the failed programming (%s)", slot.id, reason)
+        task = asyncio.create_task(self._reset_soon(slot.card), name=f"reset card {slot.card}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _reset_soon(self, card: str) -> None:
+        deadline = asyncio.get_running_loop().time() + RESET_TIMEOUT_S
+        try:
+            async with self._cards.hold(card, deadline):
+                await self._settle_owed_reset(card, deadline)
+        except (ProgrammingError, TimeoutError) as exc:
+            logger.error("card %s: reset after a failed programming failed: %s", card, exc)
+
+    async def _settle_owed_reset(self, card: str, deadline: float) -> None:
+        """Run the reset the card owes, if any (the caller holds the card)."""
+        slot = self._owed_resets.get(card)
+        if slot is None:
+            return
+        spec = self.spec_for(slot)
+        assert spec is not None
+        assert spec.reset is not None
+        what = f"slot {slot.id}: reset with {os.path.basename(spec.reset.tool)}"
+        started = time.monotonic()
+        result = await run_tool(spec.reset.render(_slot_values(slot)), deadline, what, dict(spec.environment))
+        if result.status != 0:
+            raise ProgrammingError(
+                f"{what} after a failed programming: {spec.reset.tool} {result.ended()}: {result.output()}"
+            )
+        del self._owed_resets[card]
+        logger.info(
+            "slot %s: reset after the failed programming in %.0f ms", slot.id, (time.monotonic() - started) * 1000
+        )
+
+    async def close(self) -> None:
+        """Stop background resets (each kills its tool's process group)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _slot_values(slot: Slot) -> dict[str, str]:
+    return {"slot": slot.id, "card": slot.card, "region": slot.region, "control_node": slot.control_node}

@@ -1,0 +1,220 @@
+"""What a command programmer runs: argv templates for vendor tools, validated once at start.
+
+The ``command-programmers`` setting is a list of entries, each for some static slots
+(``slots: [id, ...]``) or for every static slot of a platform (``platform: <id>``)::
+
+    program:   [/opt/xilinx/xrt/bin/xbutil, program, --device, "{control_node}", --user, "{image}"]
+    read-back: [/opt/xilinx/xrt/bin/xbutil, examine, --device, "{control_node}", --report, dynamic-regions]
+    read-back-pattern: 'Xclbin UUID:\\s*([0-9a-fA-F-]{36})'
+    reset:     [...]                 # optional, run after a failed programming
+    failure-pattern: '...'           # optional: output that means failure even with exit status 0
+    environment: {XILINX_XRT: /opt/xilinx/xrt}   # optional, added to the tool's minimal environment
+
+Every argument is one argv element (no shell ever sees it); placeholders in braces are
+replaced by the slot's values. The tool is named by its absolute path: it runs with a
+minimal environment, so nothing is looked up in a PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: What a template may name, and where: the image and the accelerator only in ``program``.
+PLACEHOLDERS = ("image", "accelerator", "slot", "card", "region", "control_node")
+_SLOT_PLACEHOLDERS = frozenset(PLACEHOLDERS) - {"image", "accelerator"}
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_FIELDS = {
+    "slots",
+    "platform",
+    "program",
+    "read-back",
+    "read-back-pattern",
+    "reset",
+    "failure-pattern",
+    "environment",
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_ARGS = 64
+MAX_ARG_CHARS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ArgvTemplate:
+    """An argv whose elements may hold ``{placeholder}`` fields; element 0 is the tool's absolute path."""
+
+    argv: tuple[str, ...]
+
+    @property
+    def tool(self) -> str:
+        return self.argv[0]
+
+    def render(self, values: Mapping[str, str]) -> tuple[str, ...]:
+        """The argv with every placeholder replaced (each element stays one argument)."""
+        return tuple(_PLACEHOLDER.sub(lambda match: values[match.group(1)], arg) for arg in self.argv)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """The commands of one ``command-programmers`` entry and the slots it is for."""
+
+    program: ArgvTemplate
+    slots: tuple[str, ...] = ()
+    platform: str | None = None
+    read_back: ArgvTemplate | None = None
+    read_back_pattern: re.Pattern[str] | None = None
+    reset: ArgvTemplate | None = None
+    failure_pattern: re.Pattern[str] | None = None
+    environment: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    #: where it was declared, for messages: ``[0]``
+    where: str = ""
+
+    def templates(self) -> list[tuple[str, ArgvTemplate]]:
+        """Every command of the entry, by its key."""
+        found = [("program", self.program)]
+        if self.read_back is not None:
+            found.append(("read-back", self.read_back))
+        if self.reset is not None:
+            found.append(("reset", self.reset))
+        return found
+
+
+def _template(entry: Mapping[str, object], key: str, where: str, allowed: frozenset[str]) -> ArgvTemplate | None:
+    raw = entry.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, list | tuple) or not raw or len(raw) > MAX_ARGS:
+        raise ValueError(f"{where}.{key} must be a list of 1 to {MAX_ARGS} arguments (the tool first), got {raw!r}")
+    for arg in raw:
+        if not isinstance(arg, str) or len(arg) > MAX_ARG_CHARS or "\0" in arg:
+            raise ValueError(f"{where}.{key}: every argument must be a string without NUL bytes, got {arg!r}")
+        for name in _PLACEHOLDER.findall(arg):
+            if name not in allowed:
+                raise ValueError(
+                    f"{where}.{key}: unknown placeholder {{{name}}} in {arg!r}; "
+                    f"{key} may use {', '.join('{' + p + '}' for p in PLACEHOLDERS if p in allowed)}"
+                )
+        if _PLACEHOLDER.sub("", arg).count("{") or _PLACEHOLDER.sub("", arg).count("}"):
+            raise ValueError(f"{where}.{key}: unbalanced brace in {arg!r}")
+    tool = raw[0]
+    if _PLACEHOLDER.search(tool) or not os.path.isabs(tool):
+        raise ValueError(
+            f"{where}.{key}: the tool {tool!r} must be an absolute path (it runs with a minimal environment)"
+        )
+    return ArgvTemplate(tuple(raw))
+
+
+def _pattern(entry: Mapping[str, object], key: str, where: str) -> re.Pattern[str] | None:
+    raw = entry.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"{where}.{key} must be a regular expression, got {raw!r}")
+    try:
+        pattern = re.compile(raw, re.MULTILINE)
+    except re.error as exc:
+        raise ValueError(f"{where}.{key}: {raw!r} is not a regular expression: {exc}") from None
+    if pattern.groups > 1:
+        raise ValueError(f"{where}.{key}: {raw!r} may capture at most one group (the accelerator id)")
+    return pattern
+
+
+def _environment(entry: Mapping[str, object], where: str) -> tuple[tuple[str, str], ...]:
+    raw = entry.get("environment")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}.environment must be a mapping of variable names to values, got {raw!r}")
+    pairs = []
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{where}.environment: {name!r} is not an environment variable name")
+        if not isinstance(value, str | int | float) or isinstance(value, bool) or "\0" in str(value):
+            raise ValueError(f"{where}.environment.{name} must be a string, got {value!r}")
+        pairs.append((name, str(value)))
+    return tuple(sorted(pairs))
+
+
+def _selection(entry: Mapping[str, object], where: str) -> tuple[tuple[str, ...], str | None]:
+    slots, platform = entry.get("slots"), entry.get("platform")
+    if (slots is None) == (platform is None):
+        raise ValueError(f"{where} must name either slots (a list of static slot ids) or a platform, not both")
+    if platform is not None:
+        if not isinstance(platform, str) or not platform.strip():
+            raise ValueError(f"{where}.platform must be a non-empty string, got {platform!r}")
+        return (), platform.strip()
+    if isinstance(slots, str):
+        slots = [slots]
+    if not isinstance(slots, list | tuple) or not slots or not all(isinstance(s, str) and s for s in slots):
+        raise ValueError(f"{where}.slots must be a non-empty list of slot ids, got {slots!r}")
+    return tuple(slots), None
+
+
+def parse_command_programmers(data: object) -> tuple[CommandSpec, ...]:
+    """Validate the ``command-programmers`` list; errors name the entry and the field."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise ValueError(f"must be a list of command programmers, got {type(data).__name__}")
+    specs = []
+    for index, entry in enumerate(data):
+        where = f"[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} must be a mapping with slots or platform, and program")
+        unknown = set(map(str, entry)) - _FIELDS
+        if unknown:
+            raise ValueError(f"{where} has unknown field(s) {', '.join(sorted(unknown))}")
+        slots, platform = _selection(entry, where)
+        program = _template(entry, "program", where, frozenset(PLACEHOLDERS))
+        if program is None:
+            raise ValueError(f"{where}.program is required: the tool and its arguments")
+        read_back = _template(entry, "read-back", where, _SLOT_PLACEHOLDERS)
+        read_back_pattern = _pattern(entry, "read-back-pattern", where)
+        if read_back_pattern is not None and read_back is None:
+            raise ValueError(f"{where}.read-back-pattern needs a read-back command")
+        specs.append(
+            CommandSpec(
+                program=program,
+                slots=slots,
+                platform=platform,
+                read_back=read_back,
+                read_back_pattern=read_back_pattern,
+                reset=_template(entry, "reset", where, _SLOT_PLACEHOLDERS),
+                failure_pattern=_pattern(entry, "failure-pattern", where),
+                environment=_environment(entry, where),
+                where=where,
+            )
+        )
+    return tuple(specs)
+
+
+def check_selection(specs: Sequence[CommandSpec], slot_platforms: Mapping[str, str]) -> None:
+    """Every entry must select some declared static slot (``slot_platforms``: id -> platform), and a
+    slot may be named by one entry only; ValueError naming the entry otherwise."""
+    named: dict[str, str] = {}
+    for spec in specs:
+        for slot_id in spec.slots:
+            if slot_id not in slot_platforms:
+                known = ", ".join(sorted(slot_platforms)) or "none"
+                raise ValueError(f"{spec.where}.slots: {slot_id!r} is not a declared static slot (declared: {known})")
+            if slot_id in named:
+                raise ValueError(f"{spec.where}.slots: {slot_id!r} is already programmed by entry {named[slot_id]}")
+            named[slot_id] = spec.where
+        if spec.platform is not None and spec.platform not in slot_platforms.values():
+            raise ValueError(f"{spec.where}.platform: no declared static slot has platform {spec.platform!r}")
+
+
+def missing_tool(spec: CommandSpec) -> str | None:
+    """Why a tool of ``spec`` cannot be run here ('<key>: <path> ...'), or None when all can."""
+    for key, template in spec.templates():
+        path = Path(template.tool)
+        if not path.exists():
+            return f"{key}: {template.tool} is not in this image (no such file)"
+        if not path.is_file():
+            return f"{key}: {template.tool} is not a regular file"
+        if not os.access(path, os.X_OK):
+            return f"{key}: {template.tool} is not executable"
+    return None
