@@ -13,7 +13,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import Config
+from agent.config import Config, ListenAddress
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
@@ -31,9 +31,9 @@ from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dramode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
-from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
-from agent.extender.http import tls_context
-from agent.extender.server import extender_metrics
+from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, serve, start_probe
+from agent.extender.http import HttpServer, tls_context
+from agent.extender.server import ExtenderApp, extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.kube.bitstreamwatch import BitstreamWatcher
@@ -374,6 +374,13 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
         ) from None
 
 
+async def _start_probe(app: ExtenderApp, where: ListenAddress) -> HttpServer:
+    try:
+        return await start_probe(app, where.host, where.port)
+    except OSError as exc:
+        raise ConfigError(f"--probe-listen {where}: cannot listen: {exc.strerror or exc}") from None
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
@@ -396,7 +403,9 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply_declared,
         on_error=cache.declarations_failed,
     )
-    app = build_app(Extender(cache, config.score_weights, answer_limit=config.answer_limit), metrics=extender_metrics())
+    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    metrics = extender_metrics()
+    app = build_app(extender, metrics=metrics)
     logger.info(
         "scheduler extender starting (score weights %s, %s)",
         config.score_weights,
@@ -408,9 +417,14 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
 
             async def serve_http() -> None:
+                probe = None
                 try:
+                    if config.probe_listen is not None:
+                        probe = await _start_probe(build_probe_app(extender, metrics), config.probe_listen)
                     await serve(app, config.listen.host, config.listen.port, stop, tls)
                 finally:
+                    if probe is not None:
+                        await probe.cleanup()
                     watch.cancel()
                     declared.cancel()
 
