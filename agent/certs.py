@@ -78,6 +78,12 @@ def check_days(days: int) -> None:
         raise ConfigError(f"--days: must be between 1 and {MAX_DAYS}, got {days}")
 
 
+def check_client_name(name: str) -> None:
+    """ConfigError unless ``name`` can name the client (its common name and DNS name)."""
+    if len(name) > 63 or not _DNS_NAME.fullmatch(name):
+        raise ConfigError(f"--client-name: must be a lower-case DNS name of at most 63 characters, got {shown(name)}")
+
+
 def issue(
     server_names: Sequence[str],
     *,
@@ -88,6 +94,7 @@ def issue(
 ) -> Issued:
     """A fresh CA, a server certificate for ``server_names`` and a client certificate for ``client_name``."""
     check_days(days)
+    check_client_name(client_name)
     alt_names = subject_names(server_names)
     start = (now or datetime.datetime.now(datetime.UTC)) - CLOCK_SKEW
     end = start + CLOCK_SKEW + datetime.timedelta(days=days)
@@ -104,7 +111,9 @@ def issue(
         ca_cert, ca_key, server_key, server_names[0], start, end, ExtendedKeyUsageOID.SERVER_AUTH
     ).add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
     client_key = ec.generate_private_key(ec.SECP256R1())
-    client_cert = _leaf(ca_cert, ca_key, client_key, client_name, start, end, ExtendedKeyUsageOID.CLIENT_AUTH)
+    client_cert = _leaf(
+        ca_cert, ca_key, client_key, client_name, start, end, ExtendedKeyUsageOID.CLIENT_AUTH
+    ).add_extension(x509.SubjectAlternativeName([x509.DNSName(client_name)]), critical=False)
     return Issued(
         ca_cert=_pem(ca_cert),
         server_cert=_pem(server_cert.sign(ca_key, hashes.SHA256())),

@@ -34,7 +34,7 @@ from typing import Protocol
 from cryptography import x509
 
 from agent.atomicfile import fsync_directory
-from agent.certs import Issued, check_days, issue, service_names, subject_names
+from agent.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.kube import SecretReader, SecretWriter, build_api_client
 
@@ -195,6 +195,7 @@ def run_certs(args: argparse.Namespace) -> int:
         names = args.server_name or service_names(_check_name("--service", args.service), namespace)
         subject_names(names)
         check_days(args.days)
+        check_client_name(args.client_name)
 
         def make() -> Issued:
             return issue(names, client_name=args.client_name, days=args.days)
