@@ -111,10 +111,12 @@ class SecretStore:
         return {f"Secret {ns}/{name}": self.reader.read(name) is not None for name in (self.server, self.client)}
 
     def write(self, server: Mapping[str, bytes], client: Mapping[str, bytes]) -> None:
+        ns = self.writer.namespace
         for name, data in ((self.server, server), (self.client, client)):
             if not self.writer.create(name, SECRET_TYPE, data, LABELS):
                 raise FpgaSlotError(
-                    f"Secret {self.writer.namespace}/{name} was created by someone else meanwhile: run again"
+                    f"Secret {ns}/{name} was created by someone else meanwhile, so Secrets {ns}/{self.server} and "
+                    f"{ns}/{self.client} may not belong together: delete both and run again"
                 )
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from agent.certscommand import CLIENT_SECRET, SERVER_SECRET
+from agent.certs import Issued, issue
+from agent.certscommand import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
+from agent.errors import FpgaSlotError
+from agent.kube import SecretReader, SecretWriter, build_api_client
 from tests.fakes import run_fpga_agent
 from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
@@ -149,3 +152,24 @@ def test_out_dir_writes_the_same_sets_with_private_keys_private(tmp_path: Path) 
     assert code == 0, err
     assert "left as they are" in err
     assert (out / "server" / "tls.key").read_bytes() == before
+
+
+def test_a_secret_created_meanwhile_is_reported_not_overwritten(api: FakeKubeApiServer, tmp_path: Path) -> None:
+    """Another writer creates the client Secret between the check and the writes (here: while the certificates
+    are made): the command says so and replaces nothing."""
+    client = build_api_client(api.write_kubeconfig(tmp_path / "kubeconfig"))
+    store = SecretStore(SecretReader(client, NAMESPACE), SecretWriter(client, NAMESPACE), SERVER_SECRET, CLIENT_SECRET)
+    theirs = {"tls.crt": b"theirs", "tls.key": b"theirs", "ca.crt": b"theirs"}
+
+    def make_while_another_writes() -> Issued:
+        api.put_secret(NAMESPACE, CLIENT_SECRET, theirs, "kubernetes.io/tls")
+        return issue(["x"], client_name="fpga-scheduler", days=1)
+
+    try:
+        with pytest.raises(FpgaSlotError, match=r"was created by someone else meanwhile.*delete both and run again"):
+            make_certificates(store, make_while_another_writes, lambda _: None)
+    finally:
+        client.close()
+    stored = api.secret(NAMESPACE, CLIENT_SECRET)
+    assert stored is not None
+    assert decoded(stored) == theirs
