@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import Config
+from agent.config import Config, ListenAddress
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
@@ -31,8 +32,8 @@ from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dramode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
-from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
-from agent.extender.http import tls_context
+from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
+from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import extender_metrics
 from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
@@ -405,6 +406,15 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
         ) from None
 
 
+async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, HttpServer]) -> HttpServer:
+    """The started server; a refused bind is a ConfigError naming the flag."""
+    try:
+        return await starting
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
@@ -427,25 +437,31 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply_declared,
         on_error=cache.declarations_failed,
     )
-    app = build_app(Extender(cache, config.score_weights, answer_limit=config.answer_limit), metrics=extender_metrics())
+    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    metrics = extender_metrics()
+    app = build_app(extender, metrics=metrics)
     logger.info(
         "scheduler extender starting (score weights %s, %s)",
         config.score_weights,
         f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
     )
+    # The scheduler's port first, then the probe port: the probe answering means that one listens too.
+    servers: list[HttpServer] = []
     try:
+        listen = config.listen
+        servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))
+        if config.probe_listen is not None:
+            probe = config.probe_listen
+            probe_app = build_probe_app(extender, metrics)
+            servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
-
-            async def serve_http() -> None:
-                try:
-                    await serve(app, config.listen.host, config.listen.port, stop, tls)
-                finally:
-                    watch.cancel()
-                    declared.cancel()
-
-            group.create_task(serve_http(), name="extender-http")
+            await stop.wait()
+            watch.cancel()
+            declared.cancel()
     finally:
+        for server in reversed(servers):
+            await server.cleanup()
         await asyncio.to_thread(api_client.close)
     logger.info("scheduler extender stopped")

@@ -1,4 +1,4 @@
-"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | demo``."""
+"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | certs | demo``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agent import clusterview
 from agent.app import Agent, build_backend, connect_kube, log_enumeration, run_extender
+from agent.certscommand import add_certs_command, run_certs
 from agent.config import Config, add_arguments, load_config
 from agent.errors import FpgaSlotError, KubeError
 from agent.kube import SLOTS_ANNOTATION, build_api_client, list_nodes
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_command(commands)
     extender = commands.add_parser("extender", help="run the scheduler extender (HTTP, called by kube-scheduler)")
     add_arguments(extender)
+    add_certs_command(commands)
     demo = commands.add_parser("demo", help="the whole lifecycle on simulated slots with a kubelet stand-in")
     add_arguments(demo)
     return parser
@@ -60,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_catalog(config, args)
         elif args.command == "cluster":
             return run_cluster(config, args)
+        elif args.command == "certs":
+            return run_certs(args)
         elif args.command == "extender":
             asyncio.run(run_scheduler_extender(config))
         else:

@@ -66,7 +66,8 @@ class Config:
     program_timeout_s: float = 25.0
     kubeconfig: Path | None = None
     health_listen: ListenAddress | None = None
-    listen: ListenAddress = ListenAddress("0.0.0.0", 8888)
+    listen: ListenAddress = ListenAddress("127.0.0.1", 8888)
+    probe_listen: ListenAddress | None = None
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
     answer_limit: int = ANSWER_LIMIT
     sim_device_nodes: str = "char"
@@ -327,14 +328,21 @@ OPTIONS: tuple[_Option, ...] = (
     _Option(
         "health-listen",
         _parse_listen,
-        lambda env: "0.0.0.0:8095",
+        lambda env: "127.0.0.1:8095",
         "HTTP address of /healthz, /readyz (the kubelet's probes) and /metrics; empty: no endpoint",
     ),
     _Option(
         "listen",
         _parse_required_listen,
-        lambda env: "0.0.0.0:8888",
+        lambda env: "127.0.0.1:8888",
         "extender: HTTP address for kube-scheduler (/filter, /prioritize, /healthz)",
+    ),
+    _Option(
+        "probe-listen",
+        _parse_listen,
+        lambda env: "",
+        "extender: plain-HTTP address of /healthz and /metrics alone, for the kubelet's probes and Prometheus "
+        "beside an HTTPS --listen; empty: none",
     ),
     _Option(
         "tls-cert-file",

@@ -21,6 +21,8 @@ the real server where the agent depends on it:
   ADDED/DELETED (a pod bound to the node appears as ADDED); ``timeoutSeconds``
   ends the stream cleanly; BOOKMARK events on request;
 * ``GET /api/v1/namespaces/{ns}/secrets/{name}``: Secrets the test put (data base64-encoded);
+  ``POST /api/v1/namespaces/{ns}/secrets``: created (name, namespace, base64 data and, for
+  ``kubernetes.io/tls``, its two keys checked), 409 AlreadyExists when one of that name exists;
 * ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
@@ -851,6 +853,8 @@ class FakeKubeApiServer:
                 if content_type != "application/json":
                     raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
                 return 201, self._create_event(namespace, request.body)
+            if request.method == "POST" and resource == "secrets" and namespace is not None:
+                return 201, self._create_secret(namespace, request.body)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         match = _ITEM.match(request.path)
         if match:
@@ -1074,6 +1078,39 @@ class FakeKubeApiServer:
             raise ApiError(422, f'{_KINDS[resource]} "{key[1]}" is invalid: metadata.name: Invalid value')
         patched["metadata"]["uid"] = current["metadata"]["uid"]
         return self._store(resource, key, patched)
+
+    def secret(self, namespace: str, name: str) -> JSON | None:
+        """A stored Secret as the server serves it (data base64-encoded), None when there is none."""
+        with self._cond:
+            found = self._objects["secrets"].get((namespace, name))
+            return copy.deepcopy(found) if found else None
+
+    def _create_secret(self, namespace: str, body: Any) -> JSON:
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            raise ApiError(400, "the body is not a Secret")
+        name = body["metadata"].get("name", "")
+        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            raise ApiError(422, f'Secret "{name}" is invalid: metadata.name: Invalid value', "Invalid")
+        if body["metadata"].get("namespace", namespace) != namespace:
+            raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+        data = body.get("data") or {}
+        for key, value in data.items():
+            try:
+                base64.b64decode(value, validate=True)
+            except (ValueError, TypeError):
+                raise ApiError(400, f"data[{key}]: illegal base64 data") from None
+        if body.get("type") == "kubernetes.io/tls" and not {"tls.crt", "tls.key"} <= set(data):
+            raise ApiError(422, f'Secret "{name}" is invalid: data[tls.crt], data[tls.key]: Required value', "Invalid")
+        with self._cond:
+            if (namespace, name) in self._objects["secrets"]:
+                raise ApiError(
+                    409, f'secrets "{name}" already exists', "AlreadyExists", {"name": name, "kind": "secrets"}
+                )
+            obj = copy.deepcopy(body)
+            obj["metadata"]["namespace"] = namespace
+            obj["metadata"]["uid"] = str(uuid.uuid4())
+            obj["metadata"]["creationTimestamp"] = now_rfc3339()
+            return self._store("secrets", (namespace, name), obj)
 
     def _create_event(self, namespace: str | None, body: Any) -> JSON:
         assert namespace is not None

@@ -11,7 +11,8 @@ on their Nodes, without calling the API server:
 * :mod:`~agent.extender.scoring`: filter and prioritize, pure functions;
 * :mod:`~agent.extender.cache`: node name -> state, fed by a node watch that the
   wiring (``agent.cli``) takes from ``agent.kube``; this package imports no adapter;
-* :mod:`~agent.extender.server`: the aiohttp app (``/filter``, ``/prioritize``, ``/healthz``).
+* :mod:`~agent.extender.server`: the app (``/filter``, ``/prioritize``, ``/healthz``, ``/metrics``), and the
+  plain-HTTP probe port's (``/healthz``, ``/metrics``) beside an HTTPS one.
 """
 
 from agent.extender.cache import NodeCache, RequestNodes, WatchedNode, parse_watched_node
@@ -25,7 +26,7 @@ from agent.extender.scoring import (
     prioritize_nodes,
     score_node,
 )
-from agent.extender.server import Extender, bound_port, build_app, serve, start
+from agent.extender.server import Extender, bound_port, build_app, build_probe_app, serve, start, start_probe
 
 __all__ = [
     "ContainerDemand",
@@ -39,6 +40,7 @@ __all__ = [
     "WatchedNode",
     "bound_port",
     "build_app",
+    "build_probe_app",
     "filter_nodes",
     "parse_node_slots",
     "parse_score_weights",
@@ -48,4 +50,5 @@ __all__ = [
     "score_node",
     "serve",
     "start",
+    "start_probe",
 ]

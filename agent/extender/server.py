@@ -17,6 +17,11 @@ answer. With ``ignorable: true`` the scheduler then goes on without us.
 
 ``/healthz`` is the readiness check: 200 once the node cache has listed the nodes
 (names would all read as "no published state" before that), 503 until then.
+
+When the scheduler's port requires client certificates, the kubelet's probes and
+Prometheus (which have none) are answered on a second, plain-HTTP port that serves
+only ``GET /healthz`` and ``GET /metrics`` (:func:`build_probe_app`): nothing there
+scores, and nothing there is secret.
 """
 
 from __future__ import annotations
@@ -172,6 +177,14 @@ def build_app(
     return ExtenderApp(routes, metrics, max_body_bytes)
 
 
+def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> ExtenderApp:
+    """The probe port's routes: ``GET /healthz`` (and ``GET /metrics`` with ``metrics``), nothing that scores."""
+    routes: dict[tuple[str, str], Route] = {("GET", HEALTH_PATH): extender.healthz}
+    if metrics is not None:
+        routes["GET", METRICS_PATH] = metrics.serve
+    return ExtenderApp(routes, None, max_body_bytes=0)
+
+
 def extender_metrics() -> ExtenderMetrics:
     """Metrics labelled by the verbs kube-scheduler calls."""
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
@@ -182,6 +195,14 @@ async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | No
     server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
     scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
     logger.info("scheduler extender listening on %s, %s", ", ".join(_address(a) for a in server.addresses), scheme)
+    return server
+
+
+async def start_probe(app: ExtenderApp, host: str, port: int) -> HttpServer:
+    """Bind and serve the probe port (plain HTTP); the caller ends it with ``await server.cleanup()``."""
+    server = await start_server(app.handle, host, port, app.max_body_bytes)
+    where = ", ".join(_address(a) for a in server.addresses)
+    logger.info("extender probe endpoint on %s, http: %s", where, ", ".join(sorted(path for _m, path in app.routes)))
     return server
 
 

@@ -8,6 +8,7 @@
   patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
 * :class:`BitstreamWatcher`: the FpgaBitstream objects the cluster declares (list+watch);
   :class:`SecretReader`: the pull Secrets they name, in the agent's own namespace;
+  :class:`SecretWriter`: the extender's TLS Secrets, made once at install (``fpga-agent certs``);
 * for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
   driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
 
@@ -39,7 +40,7 @@ from agent.kube.nodes import (
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
-from agent.kube.secrets import SecretData, SecretReader
+from agent.kube.secrets import SecretData, SecretReader, SecretWriter
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
@@ -64,6 +65,7 @@ __all__ = [
     "ResourceSlicePublisher",
     "SecretData",
     "SecretReader",
+    "SecretWriter",
     "SliceDevice",
     "build_api_client",
     "list_nodes",

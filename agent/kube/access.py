@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 #: Who makes the request: the node agent (DaemonSet), the scheduler extender
-#: (Deployment), or a person running ``fpga-agent cluster`` with their own kubeconfig.
-Component = Literal["agent", "extender", "operator"]
+#: (Deployment), the install's certificates Job (``fpga-agent certs``), or a person
+#: running ``fpga-agent cluster`` with their own kubeconfig.
+Component = Literal["agent", "extender", "certs", "operator"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ class ApiAccess:
     why: str
     #: "" for a cluster-wide grant (the component's ClusterRole); else the namespace whose Role grants it
     namespace: str = ""
+    #: the objects the grant is limited to (RBAC resourceNames); () for any
+    names: tuple[str, ...] = ()
 
 
 API_ACCESS: tuple[ApiAccess, ...] = (
@@ -112,6 +115,25 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "secrets",
         frozenset({"get"}),
         "the pull Secret an FpgaBitstream names, in the agent's own namespace only",
+        namespace="fpga-slot",
+    ),
+    ApiAccess(
+        "secrets.SecretReader",
+        "certs",
+        "",
+        "secrets",
+        frozenset({"get"}),
+        "fpga-agent certs: whether the extender's TLS Secrets exist (then they are left as they are)",
+        namespace="fpga-slot",
+        names=("fpga-slot-extender-tls", "fpga-scheduler-extender-client"),
+    ),
+    ApiAccess(
+        "secrets.SecretWriter",
+        "certs",
+        "",
+        "secrets",
+        frozenset({"create"}),
+        "fpga-agent certs: the extender's TLS Secrets, when neither exists (RBAC cannot limit create to names)",
         namespace="fpga-slot",
     ),
     ApiAccess(

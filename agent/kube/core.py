@@ -73,6 +73,10 @@ class CoreCalls:
         path = "/api/v1/namespaces/{namespace}/secrets/{name}"
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
+    def create_namespaced_secret(self, namespace: str, body: object, **kwargs: Any) -> Any:
+        path = "/api/v1/namespaces/{namespace}/secrets"
+        return self._request("POST", path, {"namespace": namespace}, kwargs, body)
+
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
         """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)

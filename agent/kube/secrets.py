@@ -1,9 +1,12 @@
-"""Pull Secrets: the registry or HTTPS credentials an FpgaBitstream names, from the agent's own namespace.
+"""Secrets: the pull credentials an FpgaBitstream names, and the extender's TLS Secrets made at install.
 
 Only the Secret an FpgaBitstream names is read (one GET, when a pull needs it), and
 only in the namespace the agent runs in: a namespaced Role grants exactly that, so
 the agent can read no other namespace's Secrets. The values come back decoded
 (bytes per key); what they mean is the puller's business (``agent.bitstreams.secret``).
+
+:class:`SecretWriter` creates a Secret and never replaces one (``fpga-agent certs``,
+run by the install's Job: an existing Secret is left as it is).
 """
 
 from __future__ import annotations
@@ -69,3 +72,28 @@ def parse_secret(raw: object, name: str) -> SecretData:
             raise KubeError(f"Secret {name}: the value of {shown(key)} is not base64") from None
     secret_type = raw.get("type")
     return SecretData(name, str(secret_type) if secret_type else "Opaque", types.MappingProxyType(decoded))
+
+
+class SecretWriter:
+    """Creates Secrets of one namespace, never replacing one (blocking; call it off the event loop)."""
+
+    def __init__(self, api_client: ApiClient, namespace: str) -> None:
+        self._calls = CoreCalls(api_client)
+        self.namespace = namespace
+
+    def create(self, name: str, secret_type: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> bool:
+        """Create the Secret; False (nothing changed) when one of that name exists; KubeError otherwise."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": dict(labels)},
+            "type": secret_type,
+            "data": {key: base64.b64encode(value).decode("ascii") for key, value in data.items()},
+        }
+        try:
+            self._calls.create_namespaced_secret(self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            if api_status(exc) == 409:
+                return False
+            raise KubeError(f"Secret {self.namespace}/{name} cannot be created: {describe_api_error(exc)[1]}") from exc
+        return True

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import tomllib
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -123,8 +124,9 @@ def project_version() -> str:
 def test_our_image_is_the_package_version() -> None:
     (entry,) = [image for image in kustomization()["images"] if image["name"] == IMAGE]
     assert entry["newTag"] == project_version()
-    ours = [c["image"] for w in WORKLOADS for c in containers(w) if c["image"].split(":")[0] == IMAGE]
-    assert len(ours) == 2  # the agent and the extender: one image, two commands
+    jobs = Manifests(RENDERED).of_kind("Job")
+    ours = [c["image"] for w in WORKLOADS + jobs for c in containers(w) if c["image"].split(":")[0] == IMAGE]
+    assert len(ours) == 3  # the agent, the extender and the certificates' Job: one image, three commands
     assert set(ours) == {f"{IMAGE}:{project_version()}"}
 
 
@@ -174,13 +176,36 @@ def test_there_is_an_example_pod_and_deployment() -> None:
 
 
 def test_the_host_network_overlay_changes_only_where_the_scheduler_finds_the_extender() -> None:
-    """overlays/sim-hostnet has its own scheduler-config.yaml: it may differ from the shipped one in urlPrefix only."""
+    """overlays/sim-hostnet has its own scheduler-config.yaml: it may differ from the shipped one in urlPrefix and
+    in the name the extender's certificate is checked against (the shipped URL's host, the Service) only."""
     shipped = yaml.safe_load((DAEMONSET_DIR / "scheduler-config.yaml").read_text())
     overlay = yaml.safe_load((REPO / "overlays" / "sim-hostnet" / "scheduler-config.yaml").read_text())
     (extender,) = overlay["extenders"]
-    assert extender["urlPrefix"] == "http://127.0.0.1:8888"
+    shipped_url = urlsplit(shipped["extenders"][0]["urlPrefix"])
+    assert extender["urlPrefix"] == f"https://127.0.0.1:{shipped_url.port}"
+    assert extender["tlsConfig"].pop("serverName") == shipped_url.hostname
     extender["urlPrefix"] = shipped["extenders"][0]["urlPrefix"]
     assert overlay == shipped
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_the_host_network_overlay_keeps_the_extender_on_the_nodes_loopback() -> None:
+    """On the host network the pod's IP is the node's: the extender listens on 127.0.0.1 there instead, and the
+    certificates' Job, which needs the API server, runs on the host network as the other pods do."""
+    rendered = yaml.safe_load_all(
+        subprocess.run(
+            ["kubectl", "kustomize", str(REPO / "overlays" / "sim-hostnet")],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+    )  # fmt: skip
+    manifests = Manifests([doc for doc in rendered if doc is not None])
+    extender = manifests.get("Deployment", "fpga-slot-extender", NAMESPACE)
+    (container,) = containers(extender)
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["FPGA_AGENT_LISTEN"] == "127.0.0.1:8888"
+    assert env["FPGA_AGENT_PROBE_LISTEN"] == "$(POD_IP):8889"  # the kubelet probes the pod's (the node's) IP
+    assert extender["spec"]["template"]["spec"]["hostNetwork"] is True
+    assert manifests.get("Job", "fpga-slot-certs", NAMESPACE)["spec"]["template"]["spec"]["hostNetwork"] is True
 
 
 def test_the_sim_overlay_only_switches_the_agent_to_simulated_slots() -> None:

@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 
 import agent.kube
+from agent.certscommand import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
 from agent.kube.core import CoreCalls
 from tests.deploy.manifests import Manifests, Obj, render
@@ -188,7 +189,7 @@ def test_the_table_lists_every_request_the_code_makes_and_no_other() -> None:
 
 def test_every_table_entry_names_who_makes_it() -> None:
     for access in API_ACCESS:
-        assert access.component in ("agent", "extender", "operator")
+        assert access.component in ("agent", "extender", "certs", "operator")
         assert access.why
 
 
@@ -237,6 +238,42 @@ def test_the_role_is_bound_to_the_account_the_workload_runs_as(component: str) -
     assert subject["namespace"] == "fpga-slot"
     workload = manifests.get(kind, name, "fpga-slot")
     assert workload["spec"]["template"]["spec"]["serviceAccountName"] == account
+
+
+def test_the_certs_job_reads_its_two_secrets_by_name_and_creates_secrets_in_its_namespace_only() -> None:
+    """``fpga-agent certs`` as the Job runs it: a Role in fpga-slot, nothing cluster-wide, reads limited to the
+    two Secrets the command makes and the workloads mount."""
+    manifests = Manifests(render())
+    job = manifests.get("Job", "fpga-slot-certs", "fpga-slot")
+    account = job["spec"]["template"]["spec"]["serviceAccountName"]
+    wanted = {
+        (access.namespace, access.group, access.resource, verb, access.names)
+        for access in API_ACCESS
+        if access.component == "certs"
+        for verb in access.verbs
+    }
+    found = set()
+    for binding in manifests.of_kind("ClusterRoleBinding") + manifests.of_kind("RoleBinding"):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"]):
+            continue
+        assert binding["kind"] == "RoleBinding"
+        assert binding["roleRef"]["kind"] == "Role"
+        namespace = binding["metadata"]["namespace"]
+        for rule in manifests.get("Role", binding["roleRef"]["name"], namespace)["rules"]:
+            names = tuple(rule.get("resourceNames", ()))
+            found |= {
+                (namespace, g, r, v, names) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+            }
+    assert found == wanted
+    (read,) = [access for access in API_ACCESS if access.component == "certs" and "get" in access.verbs]
+    assert set(read.names) == {SERVER_SECRET, CLIENT_SECRET}
+    mounted = {
+        volume["secret"]["secretName"]
+        for kind, name in (("Deployment", "fpga-slot-extender"), ("Deployment", "fpga-scheduler"))
+        for volume in manifests.get(kind, name, "fpga-slot")["spec"]["template"]["spec"]["volumes"]
+        if "secret" in volume
+    }
+    assert mounted == {SERVER_SECRET, CLIENT_SECRET}
 
 
 def test_operator_requests_are_granted_to_no_workload() -> None:

@@ -10,13 +10,11 @@ cards' state on the host.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +39,7 @@ from tests.e2e.cluster import (
     is_ready,
     pick_node,
 )
+from tests.e2e.schedulerclient import SchedulerClient
 
 NAMESPACE = "fpga-slot"
 AGENT = "fpga-slot-agent"
@@ -50,7 +49,9 @@ EXTENDER = "fpga-slot-extender"
 FPGA_NODE_LABEL = "example.com/fpga"
 #: The agent's state directory on the host (the DaemonSet's hostPath).
 STATE_DIR = "/var/lib/fpga-agent"
-EXTENDER_PORT = 8888
+#: The extender's plain-HTTP port of /healthz and /metrics (its scheduler port takes HTTPS with the
+#: scheduler's certificate only: tests.e2e.schedulerclient calls that one).
+EXTENDER_PROBE_PORT = 8889
 #: Slots per node in the sim overlays.
 SLOTS = 2
 
@@ -158,52 +159,26 @@ class Deployment:
         return pod
 
     def extender_calls(self, verb: str) -> float:
-        """Requests the extender answered for ``verb`` (its /metrics, read through the API server's pod proxy)."""
+        """Requests the extender answered for ``verb`` (its /metrics on the probe port, read through the API
+        server's pod proxy)."""
         pod = self._extender_pod()
         text: str = self.cluster.core.connect_get_namespaced_pod_proxy_with_path(
-            f"{pod.metadata.name}:{EXTENDER_PORT}", NAMESPACE, "metrics"
+            f"{pod.metadata.name}:{EXTENDER_PROBE_PORT}", NAMESPACE, "metrics"
         )
         pattern = rf'^fpga_slot_extender_requests_total\{{[^}}]*verb="{verb}"[^}}]*\}} (\S+)$'
         return sum(float(value) for value in re.findall(pattern, text, re.MULTILINE))
 
     def wait_extender_prefers(self, node: str, others: list[str], bitstream: str) -> None:
-        """Until the extender, asked over HTTP as the scheduler asks it, scores ``node`` above ``others``.
+        """Until the extender, asked as the scheduler asks it (HTTPS, its client certificate), scores ``node``
+        above ``others``.
 
         The node's catalog reaches the extender through the agent's Node annotation and the
         extender's watch, a moment after the catalog changed; a pod created before that is
         scored as if the node could not program its bitstream.
         """
-        pod = self._extender_pod()
-        probe = {
-            "Pod": {
-                "metadata": {
-                    "name": "e2e-probe",
-                    "namespace": NAMESPACE,
-                    "annotations": {BITSTREAM_ANNOTATION: bitstream},
-                },
-                "spec": {"containers": [{"name": "c", "resources": {"limits": {RESOURCE_NAME: "1"}}}]},
-            },
-            "NodeNames": [node, *others],
-        }
-        api = self.cluster.api
-        last: object = None
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            request = api.param_serialize(
-                method="POST",
-                resource_path=f"/api/v1/namespaces/{NAMESPACE}/pods/{pod.metadata.name}:{EXTENDER_PORT}/proxy/prioritize",
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
-                body=probe,
-                auth_settings=["BearerToken"],
-            )
-            response = api.call_api(*request)
-            response.read()
-            last = json.loads(response.data)
-            scores = {entry["Host"]: entry["Score"] for entry in last} if isinstance(last, list) else {}
-            if scores.get(node, 0) > max((scores.get(other, 0) for other in others), default=0):
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"the extender never scored {node} above {others} for {bitstream}: last answer {last}")
+        result = SchedulerClient(self.cluster, self.suite.image).wait_prefers(probe_body(bitstream, [node, *others]),
+                                                                              node, others)  # fmt: skip
+        assert result["preferred"], f"the extender never scored {node} above {others} for {bitstream}: {result}"
 
     @contextlib.contextmanager
     def fake_nodes(self, count: int) -> Iterator[list[str]]:
@@ -217,6 +192,17 @@ class Deployment:
             for name in names:
                 with contextlib.suppress(ApiException):
                     self.cluster.core.delete_node(name)
+
+
+def probe_body(bitstream: str, nodes: list[str]) -> dict[str, object]:
+    """A prioritize request as kube-scheduler sends it: a pod asking for one slot and ``bitstream``."""
+    return {
+        "Pod": {
+            "metadata": {"name": "e2e-probe", "namespace": NAMESPACE, "annotations": {BITSTREAM_ANNOTATION: bitstream}},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {RESOURCE_NAME: "1"}}}]},
+        },
+        "NodeNames": nodes,
+    }
 
 
 def fake_node_body(name: str) -> dict[str, object]:

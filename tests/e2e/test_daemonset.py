@@ -1,5 +1,6 @@
-"""fpga-slot deployed from daemonset/ on a real node: the DaemonSet, its probes, the fpga-scheduler with
-the extender placing a pod, a rolling update, a SIGKILLed agent and a kubelet restart under running pods.
+"""fpga-slot deployed from daemonset/ on a real node: the DaemonSet, its probes, the extender answering the
+fpga-scheduler's certificate only, the fpga-scheduler with the extender placing a pod, a rolling update, a
+SIGKILLed agent and a kubelet restart under running pods.
 
 The tests run in this order and share the deployment (one simulated card with two slots on the node);
 each removes its pods before the next starts.
@@ -13,6 +14,7 @@ from contextlib import ExitStack
 
 import pytest
 
+from agent.certscommand import CLIENT_SECRET, SERVER_SECRET
 from agent.deviceplugin import RESOURCE_NAME
 from tests.e2e.cluster import (
     BITSTREAM,
@@ -24,7 +26,16 @@ from tests.e2e.cluster import (
     running,
     slots_of,
 )
-from tests.e2e.deployment import EXTENDER, NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy_as_configured
+from tests.e2e.deployment import (
+    EXTENDER,
+    NAMESPACE,
+    SCHEDULER,
+    SLOTS,
+    Deployment,
+    deploy_as_configured,
+    probe_body,
+)
+from tests.e2e.schedulerclient import SchedulerClient
 
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; ls -l "$FPGA_SLOT_0_DEVICE"; sleep 3600'
 SLOTS_ANNOTATION = "example.com/fpga-slots"
@@ -78,6 +89,26 @@ def test_the_daemonset_is_ready_and_the_node_shows_its_slots(deployment: Deploym
     assert is_ready(agent)  # the readiness probe (/readyz: registered) passes, so does liveness
     assert restarts(agent) == 0
     assert suite.registrations() >= 1
+
+
+def test_the_shipped_extender_answers_only_the_schedulers_certificate(deployment: Deployment) -> None:
+    """As shipped (no TLS step of the user's own): the certificates' Job made the two Secrets, the extender
+    serves HTTPS with client certificates and is Ready (its probes work with TLS on), and of four clients
+    calling it from where the scheduler runs, only the one with the scheduler's certificate is answered."""
+    deployment.wait_available(EXTENDER)
+    core = deployment.cluster.core
+    for name in (SERVER_SECRET, CLIENT_SECRET):
+        secret = core.read_namespaced_secret(name, NAMESPACE)
+        assert secret.type == "kubernetes.io/tls"
+        assert set(secret.data) == {"tls.crt", "tls.key", "ca.crt"}
+    client = SchedulerClient(deployment.cluster, deployment.suite.image)
+    outcomes = client.outcomes(probe_body(BITSTREAM, [deployment.suite.node]))
+    assert outcomes["scheduler"] == "200", outcomes
+    for refused in ("no-certificate", "other-ca", "plain-http"):
+        assert outcomes[refused].startswith("refused: "), outcomes
+    (extender,) = core.list_namespaced_pod(NAMESPACE, label_selector="app.kubernetes.io/component=extender").items
+    assert is_ready(extender)
+    assert restarts(extender) == 0
 
 
 def test_the_fpga_scheduler_with_the_extender_places_a_pod_where_its_bitstream_is(

@@ -36,7 +36,8 @@ def test_health_listen_parses(raw: str, expected: ListenAddress | None) -> None:
 
 
 def test_health_listen_default_and_environment() -> None:
-    assert load_config({"node_name": "n"}, env={}).health_listen == ListenAddress("0.0.0.0", 8095)
+    # Loopback unless told otherwise: the shipped DaemonSet says the node's own address.
+    assert load_config({"node_name": "n"}, env={}).health_listen == ListenAddress("127.0.0.1", 8095)
     config = load_config({"node_name": "n"}, env={"FPGA_AGENT_HEALTH_LISTEN": "10.0.0.1:81"})
     assert config.health_listen == ListenAddress("10.0.0.1", 81)
 

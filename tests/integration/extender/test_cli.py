@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -160,3 +161,18 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, args: list[str], messa
     result = run_fpga_agent(tmp_path, extender_env(), "extender", *args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_a_taken_probe_port_is_one_line_naming_the_flag(apiserver: FakeKubeApiServer, tmp_path: Path) -> None:
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_fpga_agent(
+            tmp_path, extender_env(), "extender", "--listen", "127.0.0.1:0", "--probe-listen", f"127.0.0.1:{port}",
+            "--kubeconfig", str(kubeconfig),
+        )  # fmt: skip
+    assert result.returncode == 1
+    assert f"--probe-listen 127.0.0.1:{port}: cannot listen: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr

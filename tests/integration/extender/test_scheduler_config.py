@@ -18,7 +18,7 @@ from tests.unit.extender.factories import slot
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
 CONFIG_FILE = Path(__file__).parents[3] / "daemonset" / "scheduler-config.yaml"
-SERVICE_URL = "http://fpga-slot-extender.fpga-slot.svc:8888"
+SERVICE_URL = "https://fpga-slot-extender.fpga-slot.svc:8888"
 #: Fields of kubescheduler.config.k8s.io/v1 (a typo would be rejected by kube-scheduler's strict decoding).
 TOP_LEVEL_FIELDS = {
     "apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
@@ -29,6 +29,7 @@ EXTENDER_FIELDS = {
     "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight", "enableHTTPS", "tlsConfig",
     "httpTimeout", "nodeCacheCapable", "managedResources", "ignorable",
 }  # fmt: skip
+TLS_FIELDS = {"insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData"}
 VERBS = ("filterVerb", "prioritizeVerb", "preemptVerb", "bindVerb")
 
 
@@ -65,7 +66,16 @@ def test_runs_beside_the_default_scheduler_without_touching_it(config: dict[str,
 def test_points_at_the_extender_service_on_the_default_listen_port(extender_config: dict[str, Any]) -> None:
     assert extender_config["urlPrefix"] == SERVICE_URL
     assert extender_config["urlPrefix"].endswith(f":{load_config({}, {}).listen.port}")
-    assert extender_config.get("enableHTTPS", False) is False
+
+
+def test_calls_the_extender_over_https_showing_its_client_certificate(extender_config: dict[str, Any]) -> None:
+    """The extender answers only clients with a certificate of the install's CA; the scheduler checks the
+    extender's against that CA (never ``insecure``)."""
+    assert extender_config["enableHTTPS"] is True
+    tls = extender_config["tlsConfig"]
+    assert set(tls) <= TLS_FIELDS
+    assert "insecure" not in tls
+    assert {"certFile", "keyFile", "caFile"} <= set(tls)
 
 
 def test_ships_prioritize_only_and_says_how_to_add_filter(extender_config: dict[str, Any]) -> None:

@@ -59,10 +59,11 @@ async def https_port(pki: Path) -> AsyncIterator[int]:
         await server.cleanup()
 
 
-async def prioritize(port: int, context: ssl.SSLContext | None) -> int:
-    """Status of one prioritize call over TLS with ``context`` (or plain TCP with None)."""
+async def prioritize(port: int, context: ssl.SSLContext | None, server_hostname: str | None = None) -> int:
+    """Status of one prioritize call over TLS with ``context`` (or plain TCP with None), checking the server's
+    certificate against ``server_hostname`` (default: 127.0.0.1)."""
     body = json.dumps({"Pod": pod("aes"), "NodeNames": ["a"]}).encode()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=server_hostname)
     try:
         writer.write(
             b"POST /prioritize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -12,7 +12,10 @@ from agent.extender import ScoreWeights
 
 def test_defaults() -> None:
     config = load_config({}, {})
-    assert config.listen == ListenAddress("0.0.0.0", 8888)
+    # Loopback unless told otherwise: the shipped Deployment says its pod's address (and HTTPS).
+    assert config.listen == ListenAddress("127.0.0.1", 8888)
+    assert config.probe_listen is None
+    assert config.tls_cert_file is None
     assert config.score_weights == ScoreWeights(loaded=10, empty=7, evict=1, neutral=5)
     assert config.answer_limit == 16
 
@@ -29,18 +32,19 @@ def test_the_answer_limit_from_flag_or_environment() -> None:
         pytest.param(
             {}, {"FPGA_AGENT_LISTEN": "[::1]:8889"}, ListenAddress("::1", 8889), ScoreWeights(), id="env-ipv6"
         ),
+        # Every address only when asked, by ":PORT" (or 0.0.0.0:PORT) as in Go's listeners.
         pytest.param({"listen": ":7000"}, {}, ListenAddress("0.0.0.0", 7000), ScoreWeights(), id="port-only"),
         pytest.param(
             {"score_weights": "evict=1"},
             {"FPGA_AGENT_SCORE_WEIGHTS": "evict=2"},
-            ListenAddress("0.0.0.0", 8888),
+            ListenAddress("127.0.0.1", 8888),
             ScoreWeights(evict=1),
             id="flag-over-env",
         ),
         pytest.param(
             {},
             {"FPGA_AGENT_SCORE_WEIGHTS": "loaded=9,neutral=0"},
-            ListenAddress("0.0.0.0", 8888),
+            ListenAddress("127.0.0.1", 8888),
             ScoreWeights(loaded=9, neutral=0),
             id="weights-env",
         ),
@@ -69,3 +73,22 @@ def test_flags_and_environment(
 def test_bad_values_name_the_flag(flags: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(flags, {})
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "expected"),
+    [
+        pytest.param({"probe_listen": "10.0.0.2:8889"}, {}, ListenAddress("10.0.0.2", 8889), id="flag"),
+        pytest.param({}, {"FPGA_AGENT_PROBE_LISTEN": "[fd00::2]:8889"}, ListenAddress("fd00::2", 8889), id="env"),
+        pytest.param({"probe_listen": ""}, {"FPGA_AGENT_PROBE_LISTEN": "10.0.0.2:1"}, None, id="empty-flag-is-off"),
+    ],
+)
+def test_the_probe_port_from_flag_or_environment(
+    flags: dict[str, str], env: dict[str, str], expected: ListenAddress | None
+) -> None:
+    assert load_config(flags, env).probe_listen == expected
+
+
+def test_a_bad_probe_address_names_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--probe-listen: must be HOST:PORT .*\(from environment FPGA_AGENT_PROBE"):
+        load_config({}, {"FPGA_AGENT_PROBE_LISTEN": "nowhere"})
