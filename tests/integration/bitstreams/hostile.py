@@ -33,6 +33,8 @@ TOKEN = "hostile-token"
 USER, PASSWORD = "alice", "wonderland"
 #: Bytes of each write when dripping or sending without end.
 ENDLESS_CHUNK = 64 * 1024
+#: Bytes after which even the endless body stops (a net under a client that never hangs up).
+ENDLESS_LIMIT = 1 << 30
 
 
 @dataclass
@@ -106,15 +108,19 @@ class HostileSource:
         if not self.endless:
             response.content_length = len(self.data)
         await response.prepare(request)
-        if self.endless:
-            while True:
+        if self.endless:  # until the client goes away, which a write into a lost connection does not always raise
+            while request.transport is not None and not request.transport.is_closing() and self.sent < ENDLESS_LIMIT:
                 await response.write(b"\0" * ENDLESS_CHUNK)
                 self.sent += ENDLESS_CHUNK
+                await asyncio.sleep(0)  # let the loop tell this handler of a lost connection
+            return response
         if self.drip_interval_s is None:
             await response.write(self.data)
             self.sent += len(self.data)
         else:
             for start in range(0, len(self.data), self.drip_bytes):
+                if request.transport is None or request.transport.is_closing():
+                    return response
                 await response.write(self.data[start : start + self.drip_bytes])
                 self.sent += len(self.data[start : start + self.drip_bytes])
                 await asyncio.sleep(self.drip_interval_s)

@@ -63,8 +63,9 @@ def oci(source: HostileSource, secret: str | None = None) -> Declaration:
     return Declaration("nlb", "p", "a", source.sha256, len(source.data), oci=reference, pull_secret=secret)
 
 
-def https(source: HostileSource, url: str | None = None) -> Declaration:
-    return Declaration("nlb", "p", "a", source.sha256, len(source.data), https=url or source.url("file.bin"))
+def https(source: HostileSource, url: str | None = None, secret: str | None = None) -> Declaration:
+    url = url or source.url("file.bin")
+    return Declaration("nlb", "p", "a", source.sha256, len(source.data), https=url, pull_secret=secret)
 
 
 def nothing_left(puller: BitstreamPuller, catalog: PulledCatalog) -> None:
@@ -103,6 +104,16 @@ async def test_a_token_reply_sent_in_two_writes_is_read_whole(
     assert (await hostile_puller.ensure("nlb")).sha256 == hostile.sha256
     basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     assert ("https", "/token", basic) in hostile.requests
+
+
+async def test_a_manifest_longer_than_the_cap_is_refused_by_its_content_length(
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+) -> None:
+    hostile.manifest = b"{" + b" " * (5 << 20) + b"}"
+    hostile_puller.declare(oci(hostile))
+    with pytest.raises(SourceUnreachable, match=r"the answer is 5242882 bytes, more than 4194304"):
+        await hostile_puller.ensure("nlb")
+    nothing_left(hostile_puller, catalog)
 
 
 # ----------------------------------------------------------------------- slow and endless
@@ -162,6 +173,17 @@ async def test_a_blob_redirected_down_to_plain_http_is_refused_and_one_to_https_
     hostile.redirect_to = hostile.url("file.bin")  # to storage over HTTPS, as registries do
     assert (await hostile_puller.ensure("nlb")).sha256 == hostile.sha256
     assert hostile.requests[-1][:2] == ("https", "/file.bin")
+
+
+async def test_credentials_go_only_to_the_origin_they_were_meant_for(
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+) -> None:
+    """A redirect to another origin (here the same server by another name) is followed without them."""
+    hostile.redirect_to = f"https://localhost:{hostile.tls_port}/file.bin"
+    hostile_puller.declare(https(hostile, hostile.url("moved/file.bin"), secret="creds"))
+    assert (await hostile_puller.ensure("nlb")).sha256 == hostile.sha256
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert hostile.requests == [("https", "/moved/file.bin", basic), ("https", "/file.bin", None)]
 
 
 # ------------------------------------------------------------------------------ token realm
