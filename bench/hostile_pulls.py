@@ -116,8 +116,8 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS")
 
 
-async def one_round(case: Case, cert: tuple[Path, Path], directory: Path) -> tuple[float, float, list[str]]:
-    """One pull of ``case``: (seconds, deadline, problems)."""
+async def one_round(case: Case, cert: tuple[Path, Path], directory: Path) -> tuple[float, float, int, list[str]]:
+    """One pull of ``case``: (seconds, deadline, bytes the source wrote, problems)."""
     data = os.urandom(SIZE)
     problems: list[str] = []
     async with serving_hostile(HostileSource(data), *cert) as source:
@@ -160,7 +160,7 @@ async def one_round(case: Case, cert: tuple[Path, Path], directory: Path) -> tup
                 problems.append("budget reservation held")
             if any(scheme == "http" for scheme, _, _ in source.requests):
                 problems.append("a plain-HTTP request was made")
-    return seconds, puller.deadline_s(SIZE), problems
+    return seconds, puller.deadline_s(SIZE), source.sent, problems
 
 
 async def soak_hostile_sources(rounds: int) -> list[Row]:
@@ -170,11 +170,14 @@ async def soak_hostile_sources(rounds: int) -> list[Row]:
         cert = make_certificate(root)
         for case in CASES:
             before = rss_mb()
-            slowest, deadline, problems = 0.0, 0.0, []
+            times: list[float] = []
+            deadline, sent, problems = 0.0, 0, []
             for index in range(rounds):
-                seconds, deadline, found = await one_round(case, cert, root / f"{case.name[:5]}-{index}")
-                slowest = max(slowest, seconds)
+                seconds, deadline, wrote, found = await one_round(case, cert, root / f"{case.name[:5]}-{index}")
+                times.append(seconds)
+                sent = max(sent, wrote)
                 problems += found
+            slowest = max(times)
             after = rss_mb()
             bounded = slowest <= deadline + SLACK_S
             if after - before > RSS_GROWTH_MB:
@@ -184,7 +187,8 @@ async def soak_hostile_sources(rounds: int) -> list[Row]:
             rows.append(
                 (
                     f"hostile source: {case.name} ({rounds}x)",
-                    f"{outcome}; slowest {slowest:.1f} s (deadline {deadline:.0f} s); RSS {before:.0f} -> "
+                    f"{outcome}; {min(times):.1f}-{slowest:.1f} s (deadline {deadline:.0f} s); the source wrote "
+                    f"<= {sent / 1024:.1f} KiB; RSS {before:.0f} -> "
                     f"{after:.0f} MB; bounded time and memory, nothing installed, budget intact: {verdict}",
                     "yes",
                 )
