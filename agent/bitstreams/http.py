@@ -118,7 +118,8 @@ async def open_following(
 
     A hop from ``https://`` to anything else is refused (SourceUnreachable naming both, without
     their userinfo) before it is requested; ``http://`` to ``http://`` is followed (a registry
-    configured as plain HTTP). The Authorization header goes only to the first request's origin.
+    configured as plain HTTP). The Authorization header goes only to the first request's origin,
+    and userinfo in a Location is dropped.
     """
     sent = dict(headers or {})
     origin = url.origin()
@@ -141,7 +142,7 @@ async def open_following(
             raise SourceUnreachable(f"{what}: redirected to {redacted_url(str(target))}, not an HTTP URL")
         if target.origin() != origin:
             sent.pop("Authorization", None)
-        url = target
+        url = target.with_user(None)  # credentials in a Location are never used
     raise SourceUnreachable(f"{what}: more than {MAX_REDIRECTS} redirects")
 
 

@@ -193,6 +193,8 @@ class RegistryClient:
         realm = params.get("realm")
         if not realm or not realm.startswith(("https://", "http://")) or not _PRINTABLE.fullmatch(realm):
             raise SourceAuthError(f"{what}: the bearer challenge has no usable realm: {shown(challenge)}")
+        if redacted_url(realm) != realm:
+            raise SourceAuthError(f"{what}: the token service {shown(redacted_url(realm))} carries userinfo; refused")
         if not realm.startswith("https://") and registry not in self.plain_http:
             raise SourceAuthError(
                 f"{what}: the registry sends the credentials to the token service {shown(redacted_url(realm))} "

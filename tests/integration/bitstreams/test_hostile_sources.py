@@ -218,3 +218,26 @@ async def test_a_plain_http_registry_may_use_a_plain_http_realm(
     finally:
         await puller.close()
     assert ("http", "/token") in [r[:2] for r in hostile.requests]
+
+
+async def test_a_realm_with_userinfo_is_refused_without_showing_it(
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+) -> None:
+    hostile.realm = f"https://eve:pa55word@{hostile.address()}/token"
+    hostile_puller.declare(oci(hostile, secret="creds"))
+    with pytest.raises(
+        SourceAuthError, match=r"token service 'https://\*\*\*@127\.0\.0\.1:\d+/token' carries userinfo"
+    ):
+        await hostile_puller.ensure("nlb")
+    assert [r for r in hostile.requests if r[1] == "/token"] == []
+    nothing_left(hostile_puller, catalog)
+
+
+async def test_userinfo_in_a_redirect_is_dropped(
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+) -> None:
+    hostile.redirect_to = f"https://eve:pa55word@{hostile.address()}/file.bin"
+    hostile_puller.declare(https(hostile, hostile.url("moved/file.bin"), secret="creds"))
+    assert (await hostile_puller.ensure("nlb")).sha256 == hostile.sha256
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert hostile.requests == [("https", "/moved/file.bin", basic), ("https", "/file.bin", basic)]
