@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 import time
+from typing import TextIO
 
 
 class JsonFormatter(logging.Formatter):
@@ -53,14 +54,20 @@ class OneLine(logging.Filter):
         return True
 
 
-def setup_logging(level: str, fmt: str) -> None:
-    """Configure the root logger once for the process."""
-    handler = logging.StreamHandler(sys.stderr)
+def log_handler(stream: TextIO, fmt: str) -> logging.Handler:
+    """The agent's handler: one line per record on ``stream``, as ``text`` or ``json``."""
+    handler = logging.StreamHandler(stream)
     handler.addFilter(OneLine(escape_breaks=fmt != "json"))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    return handler
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    """Configure the root logger once for the process."""
+    handler = log_handler(sys.stderr, fmt)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -14,6 +14,9 @@
 * **extender fuzz**: ``--cases`` bodies (the captured kube-scheduler request with one place
   replaced by any JSON, or raw bytes) over real HTTP on one kept-alive connection: a 200 or a
   4xx with an ``Error``, never a 5xx or a dropped connection; the process's RSS before and after.
+* **hostile sources** (``bench/hostile_pulls.py``, ``--fault-rounds`` times each): bitstream pulls from a
+  slow drip, split writes, an endless body, a redirect down to plain HTTP and a plain-HTTP token realm, each
+  ending in bounded time and memory, with nothing installed (or the right file) and the cache budget intact.
 * **node annotations** and **pod bitstream annotations**: ``--cases`` random texts each, through
   the extender's node-state reader and the catalog's name check: no exception escapes but the one
   the contract names, messages bounded.
@@ -56,6 +59,7 @@ from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Health, checkpoint  # noqa: E402
+from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
 from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
@@ -432,6 +436,7 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     rows += await soak_grpc(args.cases, rng)
     rows += await asyncio.to_thread(soak_extender, args.cases, rng)
     rows += soak_annotations(args.cases, rng)
+    rows += await soak_hostile_sources(args.fault_rounds)
     rows.append(("soak duration", f"{time.monotonic() - started:.0f} s", "-"))
     return rows
 

@@ -4,6 +4,11 @@
 checks it again as the CRD does: an apiserver that predates the CRD's validation, or
 an object written before it, must not make the agent pull something undeclared.
 Platform and accelerator ids are normalised as the node catalog stores them.
+
+An https:// source is printable ASCII without userinfo: credentials belong in the pull
+Secret, and a URL goes into logs, Events and ``kubectl get``; control characters could
+forge a log line or a terminal's output. :func:`redacted_url` is what messages show of
+any URL, declared or met on the way (a redirect's target).
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ PLURAL = "fpgabitstreams"
 MAX_ID_LEN = 256
 MAX_URL_LEN = 2048
 _PRINTABLE_ID = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
-_URL = re.compile(r"https://[A-Za-z0-9\[][^\s/?#]*(/\S*)?")
+#: spec.source.https, as the CRD's pattern: host[:port] (no userinfo), then a path of printable ASCII.
+URL_PATTERN = r"^https://[A-Za-z0-9\[][-A-Za-z0-9._~%:\[\]]*(/[!-~]*)?$"
+_URL = re.compile(URL_PATTERN)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SECRET = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -63,8 +72,27 @@ class Declaration:
 
     @property
     def source(self) -> str:
-        """The source as one string, for messages."""
-        return f"oci://{self.oci}" if self.oci is not None else str(self.https)
+        """The source as one string, for messages (a URL without userinfo)."""
+        return f"oci://{self.oci}" if self.oci is not None else redacted_url(str(self.https))
+
+
+def redacted_url(url: str) -> str:
+    """``url`` as messages show it: any userinfo (``user:password@``) replaced by ``***@``."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
+def validate_url(url: object) -> str:
+    """``url`` if it is an https:// URL the agent pulls from; CatalogError naming the problem, never the userinfo."""
+    if not isinstance(url, str):
+        raise CatalogError(f"spec.source.https {shown(url)} is not a string")
+    what = f"spec.source.https {shown(redacted_url(url))}"
+    if _USERINFO.match(url):
+        raise CatalogError(f"{what} carries credentials (user:password@); put them in the pull Secret")
+    if _CONTROL.search(url):
+        raise CatalogError(f"{what} contains control characters")
+    if len(url) > MAX_URL_LEN or not _URL.fullmatch(url):
+        raise CatalogError(f"{what} is not an https:// URL of at most {MAX_URL_LEN} printable ASCII characters")
+    return url
 
 
 def validate_secret_name(name: object) -> str:
@@ -115,8 +143,8 @@ def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
     oci, https = source.get("oci"), source.get("https")
     if (oci is None) == (https is None):
         raise CatalogError("spec.source needs exactly one of oci and https")
-    if https is not None and (not isinstance(https, str) or len(https) > MAX_URL_LEN or not _URL.fullmatch(https)):
-        raise CatalogError(f"spec.source.https {shown(https)} is not an https:// URL")
+    if https is not None:
+        validate_url(https)
     pull_secret = source.get("pullSecret")
     if pull_secret is not None:
         try:

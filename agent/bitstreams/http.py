@@ -1,8 +1,14 @@
-"""What the registry and HTTPS sources share: status and transport errors as our error tree, auth headers.
+"""What the registry and HTTPS sources share: status and transport errors as our error tree, auth headers,
+whole small bodies, and redirects that never leave HTTPS.
 
 Every aiohttp error is wrapped here once, so the rest of the package (and the agent)
 sees only SourceUnreachable, SourceAuthError and SourceNotFound, each naming the
 source and what it answered.
+
+Redirects are followed here, not by aiohttp, so that each hop is checked before it is
+requested: a source reached over HTTPS is never followed to plain ``http://`` (the
+credentials of the first request, and the promise of the declaration, would not hold),
+and the Authorization header goes to the origin it was meant for only.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
+from yarl import URL
 
-from agent.bitstreams.declaration import Credentials
-from agent.errors import SourceAuthError, SourceNotFound, SourceUnreachable
+from agent.bitstreams.declaration import Credentials, redacted_url
+from agent.errors import SourceAuthError, SourceNotFound, SourceUnreachable, shown
 
 #: Bytes read from the network per chunk while streaming a bitstream.
 CHUNK_BYTES = 1 << 20
@@ -23,6 +30,9 @@ MAX_SMALL_BODY_BYTES = 4 << 20
 #: Default timeouts: connecting, and silence between two reads of one response.
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
+#: Redirects followed for one request (registries redirect blobs to their storage once).
+MAX_REDIRECTS = 5
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 def client_timeout() -> aiohttp.ClientTimeout:
@@ -48,11 +58,20 @@ def preemptive_authorization(credentials: Credentials | None) -> str | None:
 
 
 async def read_small_body(response: aiohttp.ClientResponse, what: str) -> bytes:
-    """The whole body of a small response, refused past MAX_SMALL_BODY_BYTES."""
-    body = await response.content.read(MAX_SMALL_BODY_BYTES + 1)
-    if len(body) > MAX_SMALL_BODY_BYTES:
-        raise SourceUnreachable(f"{what}: the answer is larger than {MAX_SMALL_BODY_BYTES} bytes")
-    return body
+    """The whole body of a small response (to its end, however many writes it came in), refused past
+    MAX_SMALL_BODY_BYTES: at once when its Content-Length says so, else as soon as that many bytes arrived."""
+    declared = response.content_length
+    if declared is not None and declared > MAX_SMALL_BODY_BYTES:
+        raise SourceUnreachable(f"{what}: the answer is {declared} bytes, more than {MAX_SMALL_BODY_BYTES}")
+    parts: list[bytes] = []
+    received = 0
+    async with transport_errors(what):
+        while chunk := await response.content.read(MAX_SMALL_BODY_BYTES + 1 - received):
+            parts.append(chunk)
+            received += len(chunk)
+            if received > MAX_SMALL_BODY_BYTES:
+                raise SourceUnreachable(f"{what}: the answer is larger than {MAX_SMALL_BODY_BYTES} bytes")
+    return b"".join(parts)
 
 
 async def check_status(response: aiohttp.ClientResponse, what: str) -> None:
@@ -84,6 +103,47 @@ async def transport_errors(what: str) -> AsyncIterator[None]:
         raise SourceUnreachable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except TimeoutError as exc:
         raise SourceUnreachable(f"{what}: timed out") from exc
+
+
+@asynccontextmanager
+async def open_following(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: URL,
+    what: str,
+    headers: dict[str, str] | None = None,
+    data: object = None,
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """The response to ``method url``, redirects of a GET or HEAD followed one hop at a time.
+
+    A hop from ``https://`` to anything else is refused (SourceUnreachable naming both, without
+    their userinfo) before it is requested; ``http://`` to ``http://`` is followed (a registry
+    configured as plain HTTP). The Authorization header goes only to the first request's origin,
+    and userinfo in a Location is dropped.
+    """
+    sent = dict(headers or {})
+    origin = url.origin()
+    for _ in range(MAX_REDIRECTS + 1):
+        async with session.request(method, url, headers=sent, data=data, allow_redirects=False) as response:
+            location = response.headers.get("Location")
+            if response.status not in REDIRECT_STATUSES or method not in ("GET", "HEAD") or not location:
+                yield response
+                return
+            try:
+                target = url.join(URL(location))
+            except ValueError:
+                raise SourceUnreachable(f"{what}: a redirect to an unusable Location {shown(location)}") from None
+        if url.scheme == "https" and target.scheme != "https":
+            raise SourceUnreachable(
+                f"{what}: {redacted_url(str(url))} redirects to {redacted_url(str(target))}; "
+                "only https:// is followed from an https:// source"
+            )
+        if target.scheme not in ("https", "http"):
+            raise SourceUnreachable(f"{what}: redirected to {redacted_url(str(target))}, not an HTTP URL")
+        if target.origin() != origin:
+            sent.pop("Authorization", None)
+        url = target.with_user(None)  # credentials in a Location are never used
+    raise SourceUnreachable(f"{what}: more than {MAX_REDIRECTS} redirects")
 
 
 async def stream_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncIterator[bytes]:

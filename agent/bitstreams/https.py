@@ -1,7 +1,9 @@
 """Bitstreams from an https:// URL, streamed with the agent's HTTP client (aiohttp).
 
 Credentials from the pull Secret go along with the first request (basic auth, or a
-bearer token): the URL is HTTPS by declaration, so they are never sent in clear.
+bearer token): the URL is HTTPS by declaration, and redirects are followed only to
+other https:// URLs (the credentials only to the same origin), so they are never sent
+in clear. Messages name the URL without any userinfo.
 """
 
 from __future__ import annotations
@@ -10,9 +12,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiohttp
+from yarl import URL
 
-from agent.bitstreams.declaration import Credentials
-from agent.bitstreams.http import check_status, preemptive_authorization, stream_chunks, transport_errors
+from agent.bitstreams.declaration import Credentials, redacted_url
+from agent.bitstreams.http import (
+    check_status,
+    open_following,
+    preemptive_authorization,
+    stream_chunks,
+    transport_errors,
+)
 from agent.errors import SourceUnreachable
 
 
@@ -24,12 +33,16 @@ class HttpsSource:
 
     @asynccontextmanager
     async def open(self, url: str, credentials: Credentials | None) -> AsyncIterator[AsyncIterator[bytes]]:
+        what = redacted_url(url)
         if not url.startswith("https://"):
-            raise SourceUnreachable(f"{url}: only https:// URLs are pulled")
+            raise SourceUnreachable(f"{what}: only https:// URLs are pulled")
         headers = {}
         authorization = preemptive_authorization(credentials)
         if authorization:
             headers["Authorization"] = authorization
-        async with transport_errors(url), self.session.get(url, headers=headers) as response:
-            await check_status(response, url)
-            yield stream_chunks(response, url)
+        async with (
+            transport_errors(what),
+            open_following(self.session, "GET", URL(url), what, headers) as response,
+        ):
+            await check_status(response, what)
+            yield stream_chunks(response, what)

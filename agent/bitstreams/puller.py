@@ -13,6 +13,17 @@
   size and sha256 checked as the bytes arrive, then adopted by the catalog (which
   checks a GBS header against the declaration) by a rename.
 
+A pull has a deadline that follows from its declared size: the size at a floor rate
+(:data:`FLOOR_BYTES_PER_S`, 1 MiB/s: an order of magnitude below any registry or file
+server reached over a cluster's network, so only a broken or hostile source is that
+slow), plus a fixed :data:`ALLOWANCE_S` for connecting, the token and the manifest. The
+allowance is a minute because of the kubelet's retry rhythm: a start waits for a pull
+half of its 25 s, then the kubelet retries after 10 s and 20 s of back-off, so its third
+attempt, about a minute in, finds a pull that could not even begin ended with an error
+naming the source and the rate it achieved, and its next one starts afresh. The
+60 s limit on silence alone never ends a source that drips a byte at a time, and the
+cache budget's reservation would be held all along; the deadline releases it.
+
 Concurrent calls for one name share one ensure (:meth:`BitstreamPuller.pull` starts or
 joins it; the only place pulls are de-duplicated), and its end is reported once to
 the owner's listener (:class:`PullEnded`: Events, metrics, logs), before any caller
@@ -26,8 +37,8 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -45,10 +56,16 @@ from agent.errors import (
     PulledPlatformMismatch,
     PullStorageError,
     SourceAuthError,
+    SourceUnreachable,
     UndeclaredBitstream,
 )
 
 logger = logging.getLogger(__name__)
+
+#: The slowest average rate a pull may have: the deadline allows the declared size at this rate ...
+FLOOR_BYTES_PER_S = 1 << 20
+#: ... plus this much (connecting, the token, the manifest; about the kubelet's first three attempts).
+ALLOWANCE_S = 60.0
 
 #: The credentials a pull Secret (by name) holds for a host (a registry ``host[:port]`` or a URL's host);
 #: None when there is no such Secret. (``agent.bitstreams.secret`` reads them from the Secret's data.)
@@ -125,8 +142,12 @@ class BitstreamPuller:
         budget: CacheBudget,
         credentials: CredentialsLookup = _no_credentials,
         on_ended: PullListener = _no_listener,
+        floor_bytes_per_s: float = FLOOR_BYTES_PER_S,
+        allowance_s: float = ALLOWANCE_S,
     ) -> None:
         self.store = store
+        self.floor_bytes_per_s = floor_bytes_per_s
+        self.allowance_s = allowance_s
         self.registry = registry
         self.https = https
         self.budget = budget
@@ -268,8 +289,7 @@ class BitstreamPuller:
                 )
             with await asyncio.to_thread(self.store.stage) as staged:
                 try:
-                    async with self._open(declaration, credentials) as chunks:
-                        await download_verified(chunks, staged.stream, declaration.size, declaration.sha256, what)
+                    await self._download(declaration, credentials, staged, what)
                 except SourceAuthError as exc:
                     if declaration.pull_secret and credentials is None:
                         raise SourceAuthError(
@@ -292,6 +312,38 @@ class BitstreamPuller:
         self.budget.touch(name)
         logger.info("%s: pulled and verified (%d bytes, sha256 %s)", what, entry.size, entry.sha256)
         return entry
+
+    def deadline_s(self, size: int) -> float:
+        """How long a pull of ``size`` bytes may take, all of it (the token and manifest too)."""
+        return self.allowance_s + size / self.floor_bytes_per_s
+
+    async def _download(
+        self, declaration: Declaration, credentials: Credentials | None, staged: StagedFile, what: str
+    ) -> None:
+        """Stream the declared file into ``staged`` within :meth:`deadline_s`; SourceUnreachable naming the rate
+        when the source is slower than that."""
+        deadline_s = self.deadline_s(declaration.size)
+        received = [0]
+        started = time.monotonic()
+
+        async def counted(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+            async for chunk in chunks:
+                received[0] += len(chunk)
+                yield chunk
+
+        try:
+            async with asyncio.timeout(deadline_s) as limit:
+                async with self._open(declaration, credentials) as chunks, aclosing(counted(chunks)) as counting:
+                    await download_verified(counting, staged.stream, declaration.size, declaration.sha256, what)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            seconds = time.monotonic() - started
+            raise SourceUnreachable(
+                f"{what}: not pulled within its deadline of {deadline_s:.0f} s ({declaration.size} bytes at the floor "
+                f"rate of {self.floor_bytes_per_s:.0f} bytes/s, plus {self.allowance_s:.0f} s); the source sent "
+                f"{received[0]} bytes in {seconds:.0f} s ({received[0] / max(seconds, 1e-3):.0f} bytes/s)"
+            ) from None
 
     def _open(
         self, declaration: Declaration, credentials: Credentials | None

@@ -8,7 +8,13 @@ registry's challenge: ``Basic`` with the Secret's username and password, or
 ``Bearer`` with a token from the challenge's realm (the Docker token protocol), or
 the Secret's token as it is. Registries named in ``plain_http`` are spoken to over
 plain HTTP (a registry on localhost in tests, or an in-cluster one), every other one
-over HTTPS.
+over HTTPS; the credentials go to a token realm over HTTPS only (plain HTTP only for a
+registry that is itself configured as plain HTTP), and an HTTPS registry's redirects
+(a blob to its storage) are followed to HTTPS only.
+
+The artifact layout (media types, config, annotations) is described in
+docs/bitstream-artifacts.md; the puller reads only the manifest's one layer, so an
+artifact pushed by another tool (oras, without ``artifactType``) is pulled as well.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from agent.bitstreams.declaration import Credentials
+from agent.bitstreams.declaration import Credentials, redacted_url
 from agent.bitstreams.http import (
     basic_authorization,
     check_status,
+    open_following,
     read_small_body,
     stream_chunks,
     transport_errors,
@@ -43,6 +50,7 @@ ARTIFACT_TYPE = "application/vnd.example.fpga-bitstream.v1+json"
 LAYER_MEDIA_TYPE = "application/vnd.example.fpga-bitstream.layer.v1"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+_PRINTABLE = re.compile(r"[!-~]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,10 +155,12 @@ class RegistryClient:
                     sent["Authorization"] = self._authorizations[key]
                 body = data.open("rb") if isinstance(data, Path) else data
                 try:
-                    async with self.session.request(method, url, data=body, headers=sent) as response:
+                    async with open_following(self.session, method, url, what, sent, body) as response:
                         if response.status == 401 and attempt == 0:
                             challenge = response.headers.get("WWW-Authenticate", "")
-                            self._authorizations[key] = await self._answer(challenge, scope, credentials, what)
+                            self._authorizations[key] = await self._answer(
+                                challenge, reference.registry, scope, credentials, what
+                            )
                             continue
                         if not (ok_missing and response.status == 404):
                             await check_status(response, what)
@@ -161,7 +171,9 @@ class RegistryClient:
                         body.close()
         raise SourceAuthError(f"{what}: the registry refused the credentials")  # pragma: no cover
 
-    async def _answer(self, challenge: str, scope: str, credentials: Credentials | None, what: str) -> str:
+    async def _answer(
+        self, challenge: str, registry: str, scope: str, credentials: Credentials | None, what: str
+    ) -> str:
         """The Authorization header that answers a ``WWW-Authenticate`` challenge."""
         kind, _, rest = challenge.partition(" ")
         kind = kind.lower()
@@ -179,24 +191,35 @@ class RegistryClient:
             raise SourceAuthError(f"{what}: unsupported authentication challenge {shown(challenge)}")
         params = dict(_CHALLENGE_PARAM.findall(rest))
         realm = params.get("realm")
-        if not realm or not realm.startswith(("https://", "http://")):
+        if not realm or not realm.startswith(("https://", "http://")) or not _PRINTABLE.fullmatch(realm):
             raise SourceAuthError(f"{what}: the bearer challenge has no usable realm: {shown(challenge)}")
+        if redacted_url(realm) != realm:
+            raise SourceAuthError(f"{what}: the token service {shown(redacted_url(realm))} carries userinfo; refused")
+        if not realm.startswith("https://") and registry not in self.plain_http:
+            raise SourceAuthError(
+                f"{what}: the registry sends the credentials to the token service {shown(redacted_url(realm))} "
+                "over plain HTTP; refused (only a registry listed as plain HTTP may use a plain-HTTP token service)"
+            )
         query = {"scope": params.get("scope", scope)}
         if "service" in params:
             query["service"] = params["service"]
         token_headers = {}
         if credentials.username is not None:
             token_headers["Authorization"] = basic_authorization(credentials)
-        async with self.session.get(realm, params=query, headers=token_headers) as response:
-            await check_status(response, f"{what}: token from {realm}")
-            body = await read_small_body(response, what)
+        service = redacted_url(realm)
+        token_url = URL(realm).update_query(query)
+        async with open_following(
+            self.session, "GET", token_url, f"{what}: token from {service}", token_headers
+        ) as response:
+            await check_status(response, f"{what}: token from {service}")
+            body = await read_small_body(response, f"{what}: token from {service}")
         try:
             answer: Any = json.loads(body or b"null")
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SourceAuthError(f"{what}: the token service {realm} did not answer JSON: {exc}") from None
+            raise SourceAuthError(f"{what}: the token service {service} did not answer JSON: {exc}") from None
         token = answer.get("token") or answer.get("access_token") if isinstance(answer, dict) else None
         if not isinstance(token, str) or not token:
-            raise SourceAuthError(f"{what}: the token service {realm} gave no token")
+            raise SourceAuthError(f"{what}: the token service {service} gave no token")
         return f"Bearer {token}"
 
 

@@ -43,6 +43,7 @@ from agent.deviceplugin import constants as c
 from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
 from agent.dirwatch import DirEvent, DirWatcher
 from agent.errors import KubeletError, RegistrationError
+from agent.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ class PluginLifecycle:
             # must not see a deletion (which it would take for a kubelet restart) but a newer server.
             logger.info("replacing %s left by an earlier process", path)
         self._servicer.open_streams()
+        bound_undecodable_request_logs()
         server = grpc.aio.server(interceptors=self._interceptors)
         self._server = server  # from here on, _stop_server cleans it up whatever fails
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)

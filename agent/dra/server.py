@@ -33,6 +33,7 @@ from agent.dra.constants import (
 from agent.dra.health import HealthBoard, HealthServicer
 from agent.dra.service import ClaimPreparer, DraCore, DraV1beta1Servicer, DraV1Servicer, RegistrationServicer
 from agent.errors import KubeletError
+from agent.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
 _BIND_COUNTER = itertools.count()
@@ -82,6 +83,7 @@ class DraPluginServer:
     def start(self) -> None:
         """Serve the DRA socket, then the registration socket (the kubelet dials the first once it has
         found the second). KubeletError naming the path when one cannot be served; nothing is left."""
+        bound_undecodable_request_logs()
         try:
             self._start_one(self.sockets.dra, self._add_dra)
             self._start_one(self.sockets.registration, self._add_registration)

@@ -82,6 +82,10 @@ GOOD = [
     pytest.param(lambda o: o["spec"].pop("prefetch"), id="no-prefetch"),
     pytest.param(lambda o: o["spec"]["source"].pop("pullSecret"), id="no-pull-secret"),
     pytest.param(lambda o: o["spec"].update(source={"https": "https://files.example.com/b/nlb.gbs"}), id="https"),
+    pytest.param(
+        lambda o: o["spec"].update(source={"https": "https://[::1]:8443/b/a@b/nlb.gbs?x=1&y=%20#frag"}),
+        id="https-ipv6-query",
+    ),
     pytest.param(lambda o: o["spec"]["source"].update(oci="localhost:5000/nlb@sha256:" + SHA), id="oci-digest"),
     pytest.param(
         lambda o: o["spec"]["source"].update(oci=f"127.0.0.1:41234/a/b-c/d_e:v1@sha256:{SHA}"), id="tag+digest"
@@ -121,6 +125,21 @@ BAD = [
     ),
     pytest.param(
         lambda o: o["spec"].update(source={"https": "https://files example.com/x"}), "spec/source/https", id="url-space"
+    ),
+    pytest.param(
+        lambda o: o["spec"].update(source={"https": "https://user:s3cret@files.example.com/x"}),
+        "spec/source/https",
+        id="url-userinfo",
+    ),
+    pytest.param(
+        lambda o: o["spec"].update(source={"https": "https://files.example.com/x\x1b[2J"}),
+        "spec/source/https",
+        id="url-escape",
+    ),
+    pytest.param(
+        lambda o: o["spec"].update(source={"https": "https://files.example.com/x\x00"}),
+        "spec/source/https",
+        id="url-nul",
     ),
     pytest.param(lambda o: o["spec"]["source"].update(pullSecret="Creds"), "spec/source/pullSecret", id="bad-secret"),
     pytest.param(lambda o: o["spec"].update(prefetch="yes"), "spec/prefetch", id="prefetch-string"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -201,3 +202,67 @@ async def test_concurrent_asks_share_one_pull(
     first, second = await asyncio.gather(puller.ensure("shared"), puller.ensure("shared"))
     assert first == second
     assert len(listing(catalog)) == 2
+
+
+#: The empty config oras writes (``{}``) and its digest.
+ORAS_EMPTY_CONFIG = b"{}"
+
+
+def oras_manifest(layer_digest: str, size: int, image_spec: str) -> bytes:
+    """The manifest ``oras push registry/repo:tag nlb.bin`` writes (oras 1.x): with ``--image-spec v1.0``
+    no artifactType, an ``application/vnd.unknown.config.v1+json`` config; by default (v1.1) the artifact
+    type ``application/vnd.unknown.artifact.v1`` and the empty config. Either way one layer of media type
+    ``application/vnd.oci.image.layer.v1.tar`` titled with the file name."""
+    config_type = (
+        "application/vnd.unknown.config.v1+json" if image_spec == "v1.0" else "application/vnd.oci.empty.v1+json"
+    )
+    manifest: dict[str, object] = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": config_type,
+            "digest": "sha256:" + hashlib.sha256(ORAS_EMPTY_CONFIG).hexdigest(),
+            "size": len(ORAS_EMPTY_CONFIG),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer_digest,
+                "size": size,
+                "annotations": {"org.opencontainers.image.title": "nlb.bin"},
+            }
+        ],
+        "annotations": {"org.opencontainers.image.created": "2026-11-26T00:00:00Z"},
+    }
+    if image_spec == "v1.1":
+        manifest["artifactType"] = "application/vnd.unknown.artifact.v1"
+    return json.dumps(manifest, indent=3).encode()  # oras indents with three spaces
+
+
+@pytest.mark.parametrize("image_spec", ["v1.0", "v1.1"], ids=["oras-no-artifact-type", "oras-default"])
+async def test_an_artifact_pushed_by_oras_is_pulled(
+    puller: BitstreamPuller,
+    catalog: PulledCatalog,
+    session: aiohttp.ClientSession,
+    registry: Registry,
+    tmp_path: Path,
+    image_spec: str,
+) -> None:
+    """Another tool's artifact: any config and artifact type, the bitstream as the one layer."""
+    data = content(f"oras-{image_spec}")
+    sha256 = hashlib.sha256(data).hexdigest()
+    reference = parse_reference(f"{registry.address}/fpga/oras-{image_spec.replace('.', '-')}:1")
+    client = RegistryClient(session, [registry.address])
+    await client.push_blob(
+        reference, ORAS_EMPTY_CONFIG, "sha256:" + hashlib.sha256(ORAS_EMPTY_CONFIG).hexdigest(), None
+    )
+    await client.push_blob(reference, data, "sha256:" + sha256, None)
+    manifest = oras_manifest("sha256:" + sha256, len(data), image_spec)
+    assert ("artifactType" in json.loads(manifest)) == (image_spec == "v1.1")
+    digest = await client.push_manifest(reference, manifest, None)
+
+    pinned = dataclasses.replace(reference, digest=digest)
+    puller.declare(Declaration("oras", PLATFORM, "sim-accel", sha256, len(data), oci=pinned))
+    entry = await puller.ensure("oras")
+    assert (entry.sha256, entry.size) == (sha256, len(data))
+    assert catalog.catalog.read_image(catalog.catalog.resolve("oras")) == data

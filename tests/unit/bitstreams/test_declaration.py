@@ -7,9 +7,16 @@ from typing import Any
 
 import pytest
 
-from agent.bitstreams.declaration import Credentials, declaration_object, parse_declaration
+from agent.bitstreams.declaration import (
+    URL_PATTERN,
+    Credentials,
+    declaration_object,
+    parse_declaration,
+    redacted_url,
+)
 from agent.bitstreams.reference import parse_reference
 from agent.errors import CatalogError
+from tests.deploy.manifests import DAEMONSET_DIR, load_documents
 
 SHA = "12" * 32
 
@@ -95,3 +102,43 @@ def test_credentials_never_show_their_secrets() -> None:
 )
 def test_the_host_credentials_are_looked_up_for(source: dict[str, str], host: str) -> None:
     assert parse_declaration(obj(source=source)).host == host
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        pytest.param(
+            "https://user:s3cret@files.example.com/nlb.bin", "carries credentials .user:password@.", id="userinfo"
+        ),
+        pytest.param("https://s3cret@files.example.com/nlb.bin", "carries credentials", id="user-only"),
+        pytest.param("https://files.example.com/nlb\x1b[31m.bin", "contains control characters", id="escape"),
+        pytest.param("https://files.example.com/nlb\x00.bin", "contains control characters", id="nul"),
+        pytest.param("https://files.example.com/nlb\x85.bin", "contains control characters", id="c1-control"),
+        pytest.param("https://files.example.com/n\u00e4.bin", "printable ASCII", id="non-ascii"),
+    ],
+)
+def test_a_url_with_credentials_or_control_characters_is_refused_without_showing_them(url: str, message: str) -> None:
+    with pytest.raises(CatalogError, match=message) as refused:
+        parse_declaration(obj(source={"https": url}))
+    assert "s3cret" not in str(refused.value)
+    assert "\x1b" not in str(refused.value)
+    assert "\x00" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        pytest.param("https://user:s3cret@h.io/a", "https://***@h.io/a", id="userinfo"),
+        pytest.param("http://u:p#x@h.io/a@b", "http://***@h.io/a@b", id="odd-userinfo"),
+        pytest.param("https://h.io/a@b", "https://h.io/a@b", id="at-in-path"),
+    ],
+)
+def test_messages_show_a_url_without_its_userinfo(url: str, shown: str) -> None:
+    assert redacted_url(url) == shown
+
+
+def test_the_agent_checks_urls_with_the_crds_pattern() -> None:
+    (document,) = load_documents(DAEMONSET_DIR / "fpgabitstream-crd.yaml")
+    (version,) = document["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"]["properties"]["source"]["properties"]["https"]["pattern"] == URL_PATTERN
