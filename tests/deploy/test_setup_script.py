@@ -19,7 +19,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("apt-get", "sudo", "pip", "pip3")
 #: What scripts/setup runs besides the tools it checks for.
-BASE_TOOLS = ("bash", "dirname", "python3", "sha256sum", "cut", "touch", "rm", "mktemp", "id", "grep", "tail", "sleep", "cat")
+BASE_TOOLS = (
+    "bash",
+    "dirname",
+    "python3",
+    "sha256sum",
+    "cut",
+    "touch",
+    "rm",
+    "mktemp",
+    "id",
+    "grep",
+    "tail",
+    "sleep",
+    "cat",
+)
 
 
 def write_script(path: Path, body: str) -> None:
