@@ -1,4 +1,4 @@
-"""``fpga-agent demo [device-plugin | extender]``: the product's halves on simulated parts, narrated.
+"""``fpga-agent demo [device-plugin | extender | pull]``: the product's halves on simulated parts, narrated.
 
 Each demo runs the real code over real sockets in a temporary directory and needs
 no root, no cluster and no hardware. Options a demo cannot honour are refused up
@@ -17,6 +17,7 @@ from agent.errors import ConfigError
 DEMOS = {
     "device-plugin": "the device-plugin lifecycle against a kubelet stand-in (the default)",
     "extender": "the scheduler extender scoring six nodes over HTTP",
+    "pull": "a bitstream pushed to a registry, declared, and pulled into a node's catalog",
 }
 #: The device-plugin demo's pods hold four slots at once, two of them on one card.
 MIN_SLOTS = 4
@@ -71,6 +72,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
         from agent.demoextender import run_extender_demo
 
         return asyncio.run(run_extender_demo(config))
+    if args.which == "pull":
+        from agent.demopull import run_pull_demo
+
+        return asyncio.run(run_pull_demo())
     from agent.demo import run_demo
 
     return asyncio.run(run_demo(config))

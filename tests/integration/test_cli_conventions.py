@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent import cliflags
 from agent.cli import COMMANDS, build_parser, main, package_version
@@ -225,3 +226,18 @@ def test_kubeconfig_naming_a_missing_file_is_one_line(tmp_path: Path, command: s
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == f"fpga-agent {command}: $KUBECONFIG names {tmp_path / 'missing'}: no such file\n"
+
+
+def test_pull_demo_pulls_the_pushed_bitstream_and_refuses_a_tampered_copy(tmp_path: Path) -> None:
+    result = fpga_agent(tmp_path, "demo", "pull")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    declared = yaml.safe_load(out.split("the FpgaBitstream the push prints\n")[1].split("\n==")[0])
+    assert declared["kind"] == "FpgaBitstream"
+    assert declared["spec"]["size"] == 65536
+    pulled = out.split("== 3.")[1].split("== 4.")[0]
+    assert "pulled 65536 bytes in " in pulled
+    assert f"aes-v1  sim-pr-v1  65536  {declared['spec']['sha256'][:12]}" in pulled
+    assert "PulledHashMismatch: bitstream 'aes-v1-copy'" in out
+    assert "the node's catalog holds: aes-v1\n" in out  # the tampered copy left nothing behind
+    assert "\n== done" in out
