@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import build_parser
+from agent.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -80,3 +81,13 @@ def test_the_pages_carry_no_internal_issue_numbers() -> None:
 def test_commands_are_found() -> None:
     text = "```sh\nfpga-agent catalog add x.bin --name a \\\n    --replace   # comment\nls | fpga-agent cluster\n```\n"
     assert command_lines(text) == ["fpga-agent catalog add x.bin --name a --replace", "fpga-agent cluster"]
+
+
+def test_the_example_configuration_file_loads(tmp_path: Path) -> None:
+    text = (REPO / "docs" / "configuration.md").read_text()
+    (example,) = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    path = tmp_path / "fpga-agent.yaml"
+    path.write_text(example)
+    config = load_config({"config": str(path)}, env={})
+    assert (config.backend, config.log_format) == ("auto", "json")
+    assert [spec.card for spec in config.static_slots] == ["board0"]
