@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "daemonset" / "examples" / "bitstreams" / "aes-v1.bin"
-EXAMPLE = REPO / "daemonset" / "examples" / "fpgabitstream.yaml"
+EXAMPLE = REPO / "daemonset" / "examples" / "bitstreams" / "fpgabitstream.yaml"
 WALKTHROUGH = REPO / "docs" / "distribution.md"
 #: The registry the example object names (one on the node, as in the walkthrough).
 EXAMPLE_REGISTRY = "127.0.0.1:5000"
@@ -53,7 +53,7 @@ def test_the_walkthrough_names_the_sample_files_and_the_commands_tested_here() -
     text = WALKTHROUGH.read_text()
     for needle in (
         "daemonset/examples/bitstreams/aes-v1.bin",
-        "daemonset/examples/fpgabitstream.yaml",
+        "daemonset/examples/bitstreams/fpgabitstream.yaml",
         f"catalog push daemonset/examples/bitstreams/aes-v1.bin {EXAMPLE_REGISTRY}/fpga/aes-v1:1",
         "catalog add daemonset/examples/bitstreams/aes-v1.bin --name aes-v1",
     ):
