@@ -36,7 +36,7 @@ from agent.extender import Extender, NodeCache, build_app, build_probe_app, pars
 from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import extender_metrics
 from agent.health import HealthServer
-from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
+from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
@@ -147,9 +147,9 @@ class KubeAccess:
 
 
 def connect_kube(config: Config) -> KubeAccess | None:
-    """API access from ``--kubeconfig`` or the service account; None (said once) without it."""
+    """API access from the kubeconfig found as kubectl finds it, or the service account; None (said once) without it."""
     try:
-        api_client = build_api_client(config.kubeconfig)
+        api_client = connect_api(config.kubeconfig)
     except KubeError as exc:
         logger.warning(
             "no API server access (%s): pod annotations cannot be read, so slots are handed over "
@@ -421,7 +421,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     Without API access there is nothing to answer names from: KubeError, before anything listens.
     """
     tls = extender_tls(config)
-    api_client = build_api_client(config.kubeconfig)
+    api_client = connect_api(config.kubeconfig)
     cache = NodeCache()
     watcher = NodeWatcher(
         api_client,

@@ -35,8 +35,9 @@ from cryptography import x509
 
 from agent.atomicfile import fsync_directory
 from agent.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
+from agent.config import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
-from agent.kube import SecretReader, SecretWriter, build_api_client
+from agent.kube import SecretReader, SecretWriter, connect_api
 
 # Names of Secrets and a Secret type, not secrets:
 SERVER_SECRET = "fpga-slot-extender-tls"  # noqa: S105
@@ -57,11 +58,7 @@ def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         description="Make a CA, the extender's server certificate and the fpga-scheduler's client certificate, and "
         "store them as two Secrets (tls.crt, tls.key, ca.crt each); Secrets that exist are left as they are.",
     )
-    certs.add_argument(
-        "--namespace",
-        help="namespace of the Secrets and the extender's Service (env FPGA_AGENT_NAMESPACE, POD_NAMESPACE; "
-        "default fpga-slot)",
-    )
+    add_option_argument(certs, "namespace")
     certs.add_argument("--service", default=SERVICE, help=f"the extender's Service, named in the server certificate "
                        f"(default {SERVICE})")  # fmt: skip
     certs.add_argument(
@@ -79,11 +76,7 @@ def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     certs.add_argument("--client-name", default=CLIENT_NAME, help=f"client certificate's common name (default "
                        f"{CLIENT_NAME})")  # fmt: skip
     certs.add_argument("--days", type=int, default=DAYS, help=f"validity of the certificates (default {DAYS})")
-    certs.add_argument(
-        "--kubeconfig",
-        default=os.environ.get("FPGA_AGENT_KUBECONFIG"),
-        help="kubeconfig file (env FPGA_AGENT_KUBECONFIG); default: the pod's service account",
-    )
+    add_option_argument(certs, "kubeconfig")
     certs.add_argument(
         "--out-dir", type=Path, help="write DIR/server/ and DIR/client/ (PEM files) instead of Secrets; no API access"
     )
@@ -207,7 +200,8 @@ def run_certs(args: argparse.Namespace) -> int:
         else:
             server = _check_name("--server-secret", args.server_secret)
             client = _check_name("--client-secret", args.client_secret)
-            api_client = build_api_client(Path(args.kubeconfig) if args.kubeconfig else None)
+            kubeconfig = args.kubeconfig or os.environ.get("FPGA_AGENT_KUBECONFIG")
+            api_client = connect_api(Path(kubeconfig) if kubeconfig else None)
             store = SecretStore(
                 SecretReader(api_client, namespace), SecretWriter(api_client, namespace), server, client
             )

@@ -10,17 +10,14 @@ each shows as one row saying "no published state". A malformed annotation never
 stops the command: the node shows as one error row naming what is wrong, and the
 other nodes are listed as usual.
 
-It runs with an operator's credentials, found as kubectl finds them: ``--kubeconfig``
-(or ``FPGA_AGENT_KUBECONFIG``), else the first file in ``$KUBECONFIG``, else
-``~/.kube/config``, else the pod's service account when run inside the cluster.
+It runs with an operator's credentials, found as kubectl finds them
+(:func:`agent.kube.resolve_kubeconfig`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from agent.kube import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, NodeSummary
@@ -30,20 +27,6 @@ NO_STATE = "no published state"
 TABLE_COLUMNS = ["node", "slot", "platform", "bitstream", "state", "health"]
 #: ``--files``: which bitstream files each node holds (loaded or not), so which need no download there.
 FILE_COLUMNS = ["node", "files", "bitstreams"]
-
-
-def find_kubeconfig(given: Path | None, environ: Mapping[str, str], home: Path) -> Path | None:
-    """The kubeconfig to use: the given one, the first existing file of ``$KUBECONFIG``, ``~/.kube/config``.
-
-    None means in-cluster (the service account).
-    """
-    if given is not None:
-        return given
-    for entry in environ.get("KUBECONFIG", "").split(os.pathsep):
-        if entry and Path(entry).is_file():
-            return Path(entry)
-    default = home / ".kube" / "config"
-    return default if default.is_file() else None
 
 
 @dataclass(frozen=True, slots=True)

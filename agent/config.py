@@ -102,14 +102,21 @@ def _parse_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """Parse one of ``choices`` (case-insensitive); the command line shows them."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, raw: str) -> str:
         value = raw.strip().lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}, got {raw!r}")
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}, got {raw!r}")
         return value
 
-    return parse
+
+def _parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    return _Choice(choices)
 
 
 def _parse_path(raw: str) -> Path:
@@ -310,7 +317,7 @@ OPTIONS: tuple[_Option, ...] = (
         "kubeconfig",
         _parse_optional_path,
         lambda env: "",
-        "kubeconfig file for the API server; empty: the pod's service account (in-cluster)",
+        "kubeconfig file for the API server, found as kubectl finds it",
     ),
     _Option(
         "static-slots",
@@ -377,9 +384,50 @@ _BY_KEY = {opt.field: opt for opt in OPTIONS}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--config`` and every option as a flag whose default is 'not given'."""
-    parser.add_argument("--config", default=None, help=f"YAML config file (env {ENV_PREFIX}CONFIG)")
+    add_config_file_argument(parser)
     for opt in OPTIONS:
-        parser.add_argument(f"--{opt.flag}", dest=opt.field, default=None, help=f"{opt.help} (env {opt.env})")
+        add_option_argument(parser, opt.flag)
+
+
+def add_config_file_argument(container: argparse._ActionsContainer) -> None:
+    """``--config FILE``: the YAML file read after flags and environment."""
+    container.add_argument(
+        "--config", default=None, metavar="FILE", help=f"YAML file of option values (env {ENV_PREFIX}CONFIG)"
+    )
+
+
+def add_option_argument(container: argparse._ActionsContainer, flag: str) -> None:
+    """Add the option ``--flag`` (its default 'not given', so env and file still apply); help shows default and env.
+
+    A boolean option is an on/off flag (``--cdi``, ``--no-cdi``) that still takes a value (``--cdi false``).
+    """
+    opt = _BY_KEY[flag.replace("-", "_")]
+    default = _SHOWN_DEFAULTS.get(opt.flag) or opt.default({}) or "none"
+    where = f"default: {default}; env {opt.env}"
+    help_text = f"{opt.help} ({where})".replace("%", "%%")
+    if opt.parse is _parse_bool:
+        container.add_argument(
+            f"--{opt.flag}", dest=opt.field, nargs="?", const="true", default=None, metavar="BOOL", help=help_text
+        )
+        container.add_argument(
+            f"--no-{opt.flag}", dest=opt.field, action="store_const", const="false", help=f"--{opt.flag} false"
+        )
+        return
+    metavar = "{" + ",".join(opt.parse.choices) + "}" if isinstance(opt.parse, _Choice) else None
+    container.add_argument(f"--{opt.flag}", dest=opt.field, default=None, metavar=metavar, help=help_text)
+
+
+#: Defaults that depend on the environment, said in words.
+_SHOWN_DEFAULTS = {
+    "node-name": "$NODE_NAME, else the host name",
+    "namespace": "$POD_NAMESPACE, else fpga-slot",
+    "kubeconfig": "$KUBECONFIG, else ~/.kube/config, else the pod's service account",
+}
+
+
+def option_flags() -> tuple[str, ...]:
+    """Every option's flag name (without ``--``), in declaration order."""
+    return tuple(opt.flag for opt in OPTIONS)
 
 
 def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:

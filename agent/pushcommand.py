@@ -67,11 +67,18 @@ def run_push(args: argparse.Namespace) -> int:
     try:
         declaration = asyncio.run(_push(args))
     except FpgaSlotError as exc:
-        print(f"fpga-agent catalog push: {exc}", file=sys.stderr)
+        print(f"fpga-agent catalog push: {exc}{_hint(exc, args)}", file=sys.stderr)
         return 1
     print(f"pushed {args.file} as {declaration.oci} ({declaration.size} bytes)", file=sys.stderr)
     print(yaml.safe_dump(declaration_object(declaration), sort_keys=False), end="")
     return 0
+
+
+def _hint(exc: FpgaSlotError, args: argparse.Namespace) -> str:
+    """What to try when TLS met a registry that speaks plain HTTP (OpenSSL's WRONG_VERSION_NUMBER)."""
+    if "WRONG_VERSION_NUMBER" in str(exc) and not args.plain_http:
+        return " (the registry answers in plain HTTP, not TLS: give --plain-http)"
+    return ""
 
 
 async def _push(args: argparse.Namespace) -> Declaration:

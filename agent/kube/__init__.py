@@ -1,6 +1,7 @@
 """The only code that talks to the API server (through the ``kubernetes`` client).
 
-* :func:`build_api_client`: in-cluster service account or ``--kubeconfig``;
+* :func:`connect_api`: the kubeconfig found as kubectl finds it (:func:`resolve_kubeconfig`), or the
+  in-cluster service account; :func:`build_api_client` for a given file;
 * :class:`PodCache`: this node's pods (annotations, slot requests, phase) from one
   list+watch, with change callbacks for deletion-driven reconciling;
 * :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller;
@@ -19,7 +20,7 @@ here (``KubeError``) or logged here, never passed on as library exceptions.
 
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import AllocatedDevice, ClaimInfo, ClaimReader, parse_claim
-from agent.kube.client import build_api_client
+from agent.kube.client import KubeconfigChoice, build_api_client, connect_api, resolve_kubeconfig
 from agent.kube.events import EventRecorder, EventType
 from agent.kube.model import (
     SLOT_RESOURCE,
@@ -56,6 +57,7 @@ __all__ = [
     "ContainerSlots",
     "EventRecorder",
     "EventType",
+    "KubeconfigChoice",
     "NodePublisher",
     "NodeSummary",
     "PodCache",
@@ -68,7 +70,9 @@ __all__ = [
     "SecretWriter",
     "SliceDevice",
     "build_api_client",
+    "connect_api",
     "list_nodes",
     "parse_claim",
     "parse_pod",
+    "resolve_kubeconfig",
 ]

@@ -1,10 +1,12 @@
-"""Connect to the API server: in-cluster service account, or a kubeconfig file.
+"""Connect to the API server: a kubeconfig file, or the in-cluster service account.
 
-The agent runs as a DaemonSet pod, so the service account is the normal case;
-``--kubeconfig`` is for running it outside the cluster (development, the demo
-against a test cluster). Failing to build a client is not fatal to the agent: the
-caller gets a :class:`~agent.errors.KubeError` naming what is missing, serves slots
-anyway and says once that pod annotations cannot be read.
+Every command finds its credentials as kubectl does (:func:`resolve_kubeconfig`):
+``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``, else the pod's
+service account. The agent runs as a DaemonSet pod, so the service account is its
+normal case; a kubeconfig is for running it outside the cluster. Failing to build a
+client is not fatal to the agent: the caller gets a :class:`~agent.errors.KubeError`
+naming what is missing, serves slots anyway and says once that pod annotations cannot
+be read.
 
 Also here: :func:`describe_api_error`, the one place that turns the client's
 exceptions (``ApiException``, urllib3 errors) into short log text.
@@ -16,6 +18,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +38,55 @@ from agent.errors import KubeError
 logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+IN_CLUSTER = "in-cluster service account"
+
+
+@dataclass(frozen=True, slots=True)
+class KubeconfigChoice:
+    """Where the API server's address and credentials come from: a file (and why that one), or in-cluster."""
+
+    path: Path | None
+    #: "--kubeconfig", "$KUBECONFIG", "~/.kube/config" or IN_CLUSTER
+    origin: str
+
+
+def resolve_kubeconfig(
+    given: Path | None, environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> KubeconfigChoice:
+    """The kubeconfig every command uses, found as kubectl finds it.
+
+    ``given`` (the ``--kubeconfig`` flag or ``FPGA_AGENT_KUBECONFIG``), else the first
+    existing file of ``$KUBECONFIG`` (a path list; set, it replaces ``~/.kube/config``
+    as it does for kubectl), else ``~/.kube/config``, else the in-cluster service
+    account (path None). KubeError when ``$KUBECONFIG`` names only missing files.
+    """
+    environ = os.environ if environ is None else environ
+    if given is not None:
+        return KubeconfigChoice(given, "--kubeconfig")
+    entries = [entry for entry in environ.get("KUBECONFIG", "").split(os.pathsep) if entry]
+    if entries:
+        for entry in entries:
+            if Path(entry).is_file():
+                return KubeconfigChoice(Path(entry), "$KUBECONFIG")
+        raise KubeError(f"$KUBECONFIG names {os.pathsep.join(entries)}: no such file")
+    default = (Path.home() if home is None else home) / ".kube" / "config"
+    if default.is_file():
+        return KubeconfigChoice(default, "~/.kube/config")
+    return KubeconfigChoice(None, IN_CLUSTER)
+
+
+def connect_api(
+    given: Path | None, environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> client.ApiClient:
+    """An ApiClient for the kubeconfig :func:`resolve_kubeconfig` finds; KubeError saying what is missing."""
+    choice = resolve_kubeconfig(given, environ, home)
+    return build_api_client(choice.path, origin=choice.origin, environ=environ)
 
 
 def build_api_client(
     kubeconfig: Path | None = None,
     *,
+    origin: str = "--kubeconfig",
     environ: Mapping[str, str] | None = None,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
 ) -> client.ApiClient:
@@ -49,13 +96,14 @@ def build_api_client(
     client and closes it (``api_client.close()``).
     """
     if kubeconfig is not None:
-        return _from_kubeconfig(kubeconfig)
+        return _from_kubeconfig(kubeconfig, origin)
     return _in_cluster(os.environ if environ is None else environ, service_account_dir)
 
 
-def _from_kubeconfig(path: Path) -> client.ApiClient:
+def _from_kubeconfig(path: Path, origin: str) -> client.ApiClient:
+    named = f"--kubeconfig {path}" if origin == "--kubeconfig" else f"kubeconfig {path} (from {origin})"
     if not path.is_file():
-        raise KubeError(f"--kubeconfig {path}: no such file")
+        raise KubeError(f"{named}: no such file")
     configuration = client.Configuration()
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -63,7 +111,7 @@ def _from_kubeconfig(path: Path) -> client.ApiClient:
         )
     except (ConfigException, yaml.YAMLError, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise KubeError(f"--kubeconfig {path}: not a usable kubeconfig: {detail}") from exc
+        raise KubeError(f"{named}: not a usable kubeconfig: {detail}") from exc
     logger.info("API server %s (from kubeconfig %s)", configuration.host, path)
     return client.ApiClient(configuration)
 
@@ -72,7 +120,7 @@ def _in_cluster(environ: Mapping[str, str], service_account_dir: Path) -> client
     if not environ.get(SERVICE_HOST_ENV_NAME) or not environ.get(SERVICE_PORT_ENV_NAME):
         raise KubeError(
             f"no API server access: not running in a pod ({SERVICE_HOST_ENV_NAME}/{SERVICE_PORT_ENV_NAME} "
-            "unset) and no --kubeconfig given"
+            "unset) and no kubeconfig: none given (--kubeconfig), $KUBECONFIG unset, no ~/.kube/config"
         )
     configuration = client.Configuration()
     loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]

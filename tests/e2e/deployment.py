@@ -136,7 +136,7 @@ class Deployment:
         )
 
     def add_to_catalog(self) -> None:
-        """Put the test bitstream into the node's catalog through its agent pod, as the README says to."""
+        """Put the test bitstream into the node's catalog through its agent pod, as docs/operations.md says to."""
         kubectl(
             "exec",
             "-n",

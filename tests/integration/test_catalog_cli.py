@@ -17,6 +17,7 @@ from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build
 
 PLATFORM_UUID = "9A3D7C8E-1111-4F0A-8D1B-0123456789AB"
 PLATFORM_ID = "9a3d7c8e11114f0a8d1b0123456789ab"
+AES_ID = "a5e0000000000000000000000000a001"
 
 
 def catalog_env(bitstream_dir: Path) -> dict[str, str]:
@@ -78,7 +79,7 @@ def test_add_gbs_then_list(root: Path, gbs_file: Path) -> None:
 
 def test_add_raw_with_ids_and_replace(root: Path, raw_file: Path, gbs_file: Path) -> None:
     args = ("catalog", "add", str(raw_file), "--name", "aes")
-    ids = ("--platform", PLATFORM_UUID, "--accelerator-id", "aes-v1")
+    ids = ("--platform", PLATFORM_UUID, "--accelerator-id", AES_ID)
     assert fpga_agent(root, *args, *ids).returncode == 0
     again = fpga_agent(root, "catalog", "add", str(gbs_file), "--name", "aes")
     assert again.returncode == 1
@@ -95,7 +96,7 @@ def test_bitstream_dir_flag_beats_environment(root: Path, raw_file: Path) -> Non
     result = fpga_agent(
         root,
         *("catalog", "add", str(raw_file), "--name", "aes", "--bitstream-dir", str(flag_dir)),
-        *("--platform", PLATFORM_ID, "--accelerator-id", "aes"),
+        *("--platform", PLATFORM_ID, "--accelerator-id", AES_ID),
     )
     assert result.returncode == 0, result.stderr
     assert (flag_dir / "aes.json").is_file()
@@ -149,7 +150,7 @@ def test_add_errors_exit_1_with_one_clear_line(
 
 
 def test_list_reports_unusable_records_and_keeps_going(root: Path, raw_file: Path) -> None:
-    ids = ("--platform", PLATFORM_ID, "--accelerator-id", "aes")
+    ids = ("--platform", PLATFORM_ID, "--accelerator-id", AES_ID)
     assert fpga_agent(root, "catalog", "add", str(raw_file), "--name", "aes", *ids).returncode == 0
     (root / "bitstreams" / "bad.json").write_text('{"name": "bad"}')
     table = fpga_agent(root, "catalog", "list")
@@ -163,6 +164,7 @@ def test_list_reports_unusable_records_and_keeps_going(root: Path, raw_file: Pat
 
 
 def test_list_of_an_empty_catalog(root: Path) -> None:
+    (root / "bitstreams").mkdir()
     result = fpga_agent(root, "catalog", "list")
     assert result.returncode == 0
     assert result.stdout.split() == ["NAME", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
@@ -171,19 +173,31 @@ def test_list_of_an_empty_catalog(root: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "env", "message"),
     [
+        # an option the command does not take is still validated once from the environment
         pytest.param(
-            ["--program-timeout-s", "0"], "--program-timeout-s: must be between 1 and 120, got 0", id="timeout-0"
+            [],
+            {"FPGA_AGENT_PROGRAM_TIMEOUT_S": "0"},
+            "--program-timeout-s: must be between 1 and 120, got 0 (from environment",
+            id="timeout-0",
         ),
-        pytest.param(["--program-timeout-s", "121"], "must be between 1 and 120, got 121", id="timeout-121"),
         pytest.param(
-            ["--bitstream-dir", ""], "--bitstream-dir: must not be empty (from flag --bitstream-dir)", id="empty-dir"
+            [], {"FPGA_AGENT_PROGRAM_TIMEOUT_S": "121"}, "must be between 1 and 120, got 121", id="timeout-121"
+        ),
+        pytest.param(
+            ["--bitstream-dir", ""],
+            {},
+            "--bitstream-dir: must not be empty (from flag --bitstream-dir)",
+            id="empty-dir",
+        ),
+        pytest.param(
+            ["--program-timeout-s", "5"], {}, "unrecognized arguments: --program-timeout-s", id="not-its-option"
         ),
     ],
 )
-def test_bad_options_exit_2_naming_the_flag(root: Path, args: list[str], message: str) -> None:
-    result = fpga_agent(root, "catalog", "list", *args)
+def test_bad_options_exit_2_naming_the_flag(root: Path, args: list[str], env: dict[str, str], message: str) -> None:
+    result = fpga_agent(root, "catalog", "list", *args, env={**catalog_env(root / "bitstreams"), **env})
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from agent.clusterview import find_kubeconfig
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
 from tests.fakes import run_fpga_agent
 from tests.kubeapi import FakeKubeApiServer, running_apiserver
@@ -228,15 +227,3 @@ def test_an_api_server_that_cannot_be_read_is_one_clear_line_and_exit_1(
     assert last.startswith("fpga-agent cluster: ")
     assert message in last
     assert "urllib3" not in result.stderr  # its retry warnings are not repeated at the operator
-
-
-def test_find_kubeconfig_order(tmp_path: Path) -> None:
-    first, second = tmp_path / "first", tmp_path / "second"
-    second.write_text("{}")
-    home = tmp_path / "home"
-    (home / ".kube").mkdir(parents=True)
-    assert find_kubeconfig(first, {"KUBECONFIG": str(second)}, home) == first
-    assert find_kubeconfig(None, {"KUBECONFIG": f"{first}{os.pathsep}{second}"}, home) == second
-    assert find_kubeconfig(None, {}, home) is None
-    (home / ".kube" / "config").write_text("{}")
-    assert find_kubeconfig(None, {"KUBECONFIG": str(first)}, home) == home / ".kube" / "config"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.errors import KubeError
-from agent.kube import build_api_client
-from agent.kube.client import api_status, describe_api_error, is_transient
+from agent.kube import KubeconfigChoice, build_api_client, connect_api, resolve_kubeconfig
+from agent.kube.client import IN_CLUSTER, api_status, describe_api_error, is_transient
 from tests.kubeapi import FakeKubeApiServer
 
 
@@ -176,3 +177,50 @@ def test_describe_api_error(exc: BaseException, kind: str, text: str, transient:
     assert describe_api_error(exc) == (kind, text)
     assert is_transient(exc) is transient
     assert api_status(exc) == status
+
+
+# ------------------------------------------------------------------ which kubeconfig (as kubectl finds it)
+def test_resolve_kubeconfig_takes_the_flag_first(tmp_path: Path) -> None:
+    given = tmp_path / "given"
+    choice = resolve_kubeconfig(given, {"KUBECONFIG": str(tmp_path / "other")}, tmp_path)
+    assert choice == KubeconfigChoice(given, "--kubeconfig")  # not checked here: building the client says so
+
+
+def test_resolve_kubeconfig_takes_the_first_existing_file_of_the_kubeconfig_path(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    second.write_text("{}")
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("{}")
+    environ = {"KUBECONFIG": f"{first}{os.pathsep}{second}"}
+    assert resolve_kubeconfig(None, environ, tmp_path) == KubeconfigChoice(second, "$KUBECONFIG")
+    first.write_text("{}")
+    assert resolve_kubeconfig(None, environ, tmp_path) == KubeconfigChoice(first, "$KUBECONFIG")
+
+
+def test_resolve_kubeconfig_naming_only_missing_files_is_an_error_not_a_fallback(tmp_path: Path) -> None:
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("{}")  # kubectl does not fall back to it either
+    missing = f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"
+    with pytest.raises(KubeError) as info:
+        resolve_kubeconfig(None, {"KUBECONFIG": missing}, tmp_path)
+    assert str(info.value) == f"$KUBECONFIG names {missing}: no such file"
+
+
+def test_resolve_kubeconfig_then_home_then_in_cluster(tmp_path: Path) -> None:
+    assert resolve_kubeconfig(None, {"KUBECONFIG": ""}, tmp_path) == KubeconfigChoice(None, IN_CLUSTER)
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("{}")
+    assert resolve_kubeconfig(None, {}, tmp_path) == KubeconfigChoice(tmp_path / ".kube" / "config", "~/.kube/config")
+
+
+def test_connect_api_names_where_a_bad_kubeconfig_came_from(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "just: [text")
+    with pytest.raises(KubeError) as info:
+        connect_api(None, {"KUBECONFIG": str(bad)}, tmp_path)
+    assert str(info.value).startswith(f"kubeconfig {bad} (from $KUBECONFIG): not a usable kubeconfig")
+
+
+def test_connect_api_without_any_kubeconfig_outside_a_pod_says_what_was_tried(tmp_path: Path) -> None:
+    with pytest.raises(KubeError) as info:
+        connect_api(None, {}, tmp_path)
+    assert "none given (--kubeconfig), $KUBECONFIG unset, no ~/.kube/config" in str(info.value)

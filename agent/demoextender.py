@@ -1,0 +1,107 @@
+"""``fpga-agent demo extender``: the scheduler extender scoring a few nodes, narrated.
+
+The real extender (node cache, scoring, HTTP server) on a loopback port, fed the
+slot state that agents publish on their Nodes, answering the ``/prioritize`` and
+``/filter`` calls kube-scheduler makes. Needs no cluster: the node watch is replaced
+by the nodes below.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+from agent.config import Config
+from agent.extender import Extender, NodeCache, WatchedNode, bound_port, build_app, read_node_slots, start
+from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.tables import format_table
+
+PLATFORM = "9a3d7c8e11114f0a8d1b0123456789ab"
+CATALOG = {"aes-v1": PLATFORM, "sha-v2": PLATFORM}
+HOUR_S = 3600
+
+
+def say(step: str, text: str = "") -> None:
+    print(f"\n== {step}" if not text else f"   {text}", flush=True)
+
+
+def _slot(sid: str, bitstream: str | None, *, free: bool = True, idle_s: int | None = None) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "card": "card0",
+        "numa": 0,
+        "platform": PLATFORM,
+        "bitstream": bitstream,
+        "accelerator": None,
+        "free": free,
+        "healthy": True,
+        "last_used": None if idle_s is None else int(time.time()) - idle_s,
+    }
+
+
+#: node -> (its published slots or None for a node without an agent, what the demo says about it)
+NODES: dict[str, tuple[list[dict[str, Any]] | None, str]] = {
+    "node-a": ([_slot("card0-slot0", "aes-v1"), _slot("card0-slot1", None)], "aes-v1 loaded in a free slot"),
+    "node-b": ([_slot("card0-slot0", None)], "an empty slot"),
+    "node-c": ([_slot("card0-slot0", "sha-v2", idle_s=2 * HOUR_S)], "sha-v2, idle for two hours"),
+    "node-d": ([_slot("card0-slot0", "sha-v2", idle_s=10)], "sha-v2, used 10 s ago"),
+    "node-e": ([_slot("card0-slot0", "aes-v1", free=False)], "aes-v1 loaded, but the slot is held"),
+    "node-f": (None, "no agent: publishes nothing"),
+}
+
+
+def _annotations(slots: list[dict[str, Any]] | None) -> dict[str, str]:
+    if slots is None:
+        return {}
+    return {SLOTS_ANNOTATION: json.dumps(slots), BITSTREAMS_ANNOTATION: json.dumps(CATALOG)}
+
+
+def _pod(bitstream: str | None, count: int = 1) -> dict[str, Any]:
+    notes = {} if bitstream is None else {"example.com/fpga-bitstream": bitstream}
+    slots = {"example.com/fpga-slot": str(count)}
+    return {
+        "metadata": {"name": "demo", "namespace": "default", "uid": "demo-uid", "annotations": notes},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": slots, "requests": slots}}]},
+    }
+
+
+async def run_extender_demo(config: Config) -> int:
+    """Score the nodes above for two pods over real HTTP; returns the process exit code."""
+    cache = NodeCache()
+    cache.replace(
+        WatchedNode(name, read_node_slots(name, "1", _annotations(slots))) for name, (slots, _) in NODES.items()
+    )
+    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    server = await start(build_app(extender), "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{bound_port(server)}"
+    try:
+        say("1. The extender, on the slot state six nodes publish (example.com/fpga-slots)")
+        say("", f"listening on {url}; score weights {config.score_weights}")
+        async with aiohttp.ClientSession() as session:
+            for step, bitstream in (("2", "aes-v1"), ("3", None)):
+                asked = f"bitstream {bitstream}" if bitstream else "no bitstream"
+                say(f"{step}. kube-scheduler asks /prioritize for a pod with {asked}")
+                body = {"Pod": _pod(bitstream), "Nodes": None, "NodeNames": list(NODES)}
+                async with session.post(f"{url}/prioritize", json=body) as response:
+                    answer = await response.json()
+                scores = {entry["Host"]: entry["Score"] for entry in answer}
+                rows: list[dict[str, object]] = [
+                    {"node": name, "holds": text, "score": scores.get(name, 0)} for name, (_, text) in NODES.items()
+                ]
+                print(format_table(["node", "holds", "score"], rows), flush=True)
+            say("", "the lowest score is left out of the answer (0); kube-scheduler adds the rest to its own")
+            say("4. /filter for a pod with bitstream aes-v1 on 2 slots: nodes without 2 slots of its platform fail")
+            body = {"Pod": _pod("aes-v1", 2), "Nodes": None, "NodeNames": list(NODES)}
+            async with session.post(f"{url}/filter", json=body) as response:
+                result = await response.json()
+            say("", f"kept: {', '.join(result.get('NodeNames') or []) or 'none'}")
+            failed = {**(result.get("FailedNodes") or {}), **(result.get("FailedAndUnresolvableNodes") or {})}
+            for name, reason in sorted(failed.items()):
+                say("", f"filtered out {name}: {reason}")
+    finally:
+        await server.cleanup()
+    say("done")
+    return 0
