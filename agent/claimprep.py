@@ -45,7 +45,7 @@ from typing import Any, Protocol, TypeVar
 
 from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
-from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
+from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown, shown_claim
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
 from agent.slots import Slot, SlotId, SlotRegistry
@@ -130,7 +130,7 @@ class ClaimPreparation:
             ]
             if missing:
                 logger.info(
-                    "slots %s: held for claim %s/%s again (its record)", ",".join(missing), namespace, claim.name
+                    "slots %s: held for %s again (its record)", ",".join(missing), shown_claim(namespace, claim.name)
                 )
                 self._registry.set_holder(missing, namespace, pod, container)
 
@@ -140,7 +140,7 @@ class ClaimPreparation:
         registry and the Reconfigurer)."""
         deadline = time.monotonic() + self._timeout_s
         info = self._claims.read(claim.namespace, claim.name, claim.uid)
-        who = f"claim {claim.namespace}/{claim.name}"
+        who = shown_claim(claim.namespace, claim.name)
         prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
         return prepared
 
@@ -155,7 +155,7 @@ class ClaimPreparation:
             other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
             if other is not None:
                 raise ProgrammingError(
-                    f"{who}: slot {slot.id} is already prepared for claim {other.namespace}/{other.name}"
+                    f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
                 )
         pod = self._pod(info)
         wanted = {
@@ -215,7 +215,7 @@ class ClaimPreparation:
     # ------------------------------------------------------------------------- release
     def unprepare(self, claim: ClaimRef) -> None:
         """From a server thread; the slots are freed on the agent's loop."""
-        who = f"claim {claim.namespace}/{claim.name}"
+        who = shown_claim(claim.namespace, claim.name)
         self._run(self._unprepare(claim), time.monotonic() + self._timeout_s, who)
 
     async def _unprepare(self, claim: ClaimRef) -> None:

@@ -24,7 +24,7 @@ from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from agent._proto.pluginregistration.v1 import api_pb2 as reg
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.dra.constants import PLUGIN_TYPE, SUPPORTED_VERSIONS
-from agent.errors import FpgaSlotError, shown
+from agent.errors import FpgaSlotError, shown, shown_claim, shown_name
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class ClaimRef:
     name: str
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name} (uid {self.uid})"
+        return f"{shown_claim(self.namespace, self.name)} (uid {shown_name(self.uid)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,15 +99,15 @@ class DraCore:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
         for uid, ref in _refs(claims).items():
             if not uid:
-                answers[uid] = ((), f"claim {shown(ref.namespace)}/{shown(ref.name)} has no UID")
+                answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
                 continue
             try:
                 devices = self._preparer.prepare(ref)
             except FpgaSlotError as exc:
-                logger.warning("claim %s not prepared: %s", ref, exc)
+                logger.warning("%s not prepared: %s", ref, exc)
                 answers[uid] = ((), str(exc))
                 continue
-            logger.info("claim %s prepared: %d device(s)", ref, len(devices))
+            logger.info("%s prepared: %d device(s)", ref, len(devices))
             answers[uid] = (devices, "")
         return answers
 
@@ -117,10 +117,10 @@ class DraCore:
             try:
                 self._preparer.unprepare(ref)
             except FpgaSlotError as exc:
-                logger.warning("claim %s not released: %s", ref, exc)
+                logger.warning("%s not released: %s", ref, exc)
                 answers[uid] = str(exc)
                 continue
-            logger.info("claim %s released", ref)
+            logger.info("%s released", ref)
             answers[uid] = ""
         return answers
 

@@ -423,3 +423,24 @@ async def test_a_slot_going_unhealthy_reaches_the_kubelets_health_stream_and_the
             assert health[target] == (health_pb.UNHEALTHY, "port error")
             stream.cancel()
         await until("the slot unhealthy in the slice", lambda: node.devices()[target]["healthy"] is False)
+
+
+async def test_a_huge_claim_name_with_newlines_is_quoted_and_cut_in_answers_and_logs(
+    sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
+) -> None:
+    hostile = ("x\ninjected line " * 4096)[: 64 * 1024]
+    async with dra_node(sock_dir, bitstreams) as node:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            uid = "0b7b3a55-0c1d-4f0e-9a43-7d5be6b0c001"
+            prepared = await asyncio.to_thread(node.kubelet.prepare, (hostile, uid, hostile))
+            released = await asyncio.to_thread(node.kubelet.unprepare, (hostile, uid, hostile))
+        error = prepared.claims[uid].error
+        assert error
+        assert "\n" not in error
+        assert len(error) < 1024, len(error)
+        assert released.claims[uid].error == ""
+        text = "\n".join(record.getMessage() for record in caplog.records)
+        assert "injected line" in text  # the name is shown, quoted ...
+        assert "\ninjected line" not in text  # ... never as a line of its own
+        assert max(len(record.getMessage()) for record in caplog.records) < 2048
