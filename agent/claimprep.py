@@ -29,7 +29,8 @@ back is released. The kubelet's pod-resources API, which says who holds a slot i
 device-plugin mode, does not list DRA claims as devices, so it plays no part here.
 
 A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
-a DNS label; a name two slots share is the device of one of them, as in the slice).
+a DNS label; of two slots with one such label, the other has a name with a hash of its ID, as
+in the slice).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ register a device plugin; the scheduler allocates slots to ResourceClaims from t
 slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
 
 * Every slot is one device of the node's pool, named after the slot
-  (:func:`agent.dra.device_name`; of two slots with one name only one is offered, and
-  the other is logged as an error), with the attributes :func:`slice_devices` lists. The
+  (:func:`agent.dra.device_names`; of two slots with one name, one gets a name with a
+  hash of its ID, logged once), with the attributes :func:`slice_devices` lists. The
   slice follows every change of the registry (a slot programmed, its health, a card
   plugged in), and is put back when the kubelet deletes it: checked at once when the
   kubelet registers the driver (a starting kubelet deletes the node's slices), and
@@ -55,8 +55,8 @@ def eviction_order(state: SlotState) -> tuple[bool, float, str]:
 
 
 def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash]]:
-    """Slot ID -> device name of the slots offered as devices (all but those whose name another slot has,
-    :func:`agent.dra.device_names`), and the clashes that left slots out."""
+    """Slot ID -> device name of the slots offered as devices (:func:`agent.dra.device_names`), and the
+    clashes that gave slots a name of their own."""
     names, clashes = device_names(s.slot.id for s in states)
     return {slot_id: name for name, slot_id in names.items()}, clashes
 
@@ -189,14 +189,25 @@ class DraMode:
             self._slice_error = ""
 
     def _report_clashes(self, found: Sequence[NameClash]) -> None:
-        """An error for each pair of slots with one device name, once while it lasts."""
+        """A warning for each pair of slots with one plain device name, once while it lasts."""
         for clash in sorted(set(found) - self._clashes, key=lambda c: c.name):
-            logger.error(
-                "slots %s and %s have the same DRA device name %s: slot %s is left out of the ResourceSlice "
-                "and cannot be allocated",
-                clash.kept,
-                clash.left_out,
-                clash.name,
-                clash.left_out,
-            )
+            if clash.renamed_as:
+                logger.warning(
+                    "slots %s and %s have the same DRA device name %s: slot %s is device %s",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed_as,
+                )
+            else:
+                logger.error(
+                    "slots %s and %s have the same DRA device name %s, and the other name of %s is taken too: "
+                    "slot %s is left out of the ResourceSlice",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed,
+                )
         self._clashes = set(found)

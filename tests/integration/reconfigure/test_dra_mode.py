@@ -28,6 +28,7 @@ from agent.app import Agent, connect_kube
 from agent.bitstreams import declaration_object
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.naming import disambiguated_name
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
 from agent.simfpga.fabric import PLATFORM
@@ -241,28 +242,30 @@ async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_chan
         }
 
 
-async def test_a_slot_whose_device_name_another_slot_has_is_left_out_with_an_error_naming_both(
+async def test_two_slots_whose_ids_differ_only_in_a_dot_are_two_devices_each_prepared_on_its_own_slot(
     sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
 ) -> None:
     kept = slot(0, 0)
     twin = SlotId(kept.replace("-", ".", 1))  # "simcard0.slot0": the same DNS label as "simcard0-slot0"
+    twin_device = disambiguated_name(twin)
     async with dra_node(sock_dir, bitstreams) as node:
         await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
         registry = node.agent.registry
-        other = slot(1, 0)
         registry.upsert(dataclasses.replace(state(registry, kept).slot, id=twin))  # a card discovery reports
-        registry.upsert(dataclasses.replace(state(registry, other).slot, id=SlotId(other + "-new")))  # a later change
-        await until("the later change in the slice", lambda: f"{other}-new" in node.devices())
-        assert sorted(node.devices()) == sorted(s.slot.id for s in registry.snapshot() if s.slot.id != twin)
-        (error,) = [
-            r for r in caplog.records if r.levelno == logging.ERROR and "same DRA device name" in r.getMessage()
-        ]
-        assert f"slots {kept} and {twin} have the same DRA device name {kept}" in error.getMessage()
-        # The name is the kept slot's: a claim allocated it is prepared there.
-        ref = node.claim("fpga", [kept], {"bitstream": bitstreams.accel_a.name})
+        await until("the twin in the slice", lambda: twin_device in node.devices())
+        assert kept in node.devices()
+        assert len(node.devices()) == len(registry.snapshot())
+        (warning,) = [r for r in caplog.records if "same DRA device name" in r.getMessage()]
+        assert f"slot {twin} is device {twin_device}" in warning.getMessage()
+        # Each name is prepared on its own slot (the twin only in the registry: handed over as it is).
+        ref = node.claim("fpga", [twin_device])
         assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
-        assert state(registry, kept).bitstream == bitstreams.accel_a.name
-        assert state(registry, twin).holder is None
+        assert state(registry, twin).holder is not None
+        assert state(registry, kept).holder is None
+        other = node.claim("other", [kept], {"bitstream": bitstreams.accel_b.name})
+        assert (await asyncio.to_thread(node.kubelet.prepare, other)).claims[other[1]].error == ""
+        assert state(registry, kept).bitstream == bitstreams.accel_b.name
+        assert state(registry, kept).holder is not None
 
 
 async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driver_again(
