@@ -46,7 +46,7 @@ from typing import Any, Protocol, TypeVar
 
 from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
-from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown, shown_claim
+from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
 from agent.slots import Slot, SlotId, SlotRegistry
@@ -163,7 +163,10 @@ class ClaimPreparation:
             name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
         }
         if wanted:
-            await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            try:
+                await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            except UnknownBitstream as exc:
+                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
         cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
         record = PreparedClaim(
             claim.namespace,
@@ -176,6 +179,18 @@ class ClaimPreparation:
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+
+    def _unknown_hint(self) -> str:
+        """Why a bitstream the catalog lacks is final (the kubelet retries a failed prepare for ever)."""
+        declared = (
+            "no FpgaBitstream declares it either"
+            if self._reconfigurer.fetch_bitstream is not None
+            else "this node does not pull declared bitstreams"
+        )
+        return (
+            f"{declared}, so no retry can prepare the claim until the bitstream is added to the node's catalog "
+            "or declared; delete the pod to give back its allocated slot"
+        )
 
     def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
         slot = by_device.get(device.device)
