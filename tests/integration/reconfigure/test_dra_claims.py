@@ -216,7 +216,7 @@ async def test_a_bitstream_neither_in_the_catalog_nor_declared_is_refused_as_fin
             await node.prepare(ref)
         message = str(refused.value)
         assert "'nowhere' is not in the catalog" in message
-        assert "no retry can prepare the claim until the bitstream is added to the node's catalog or declared" in message
+        assert "no retry can prepare the claim until the bitstream is added" in message
         assert "delete the pod" in message
         assert "\n" not in message
         assert node.cdi.claims() == set()
