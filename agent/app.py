@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
+from agent.kube.uninstall import successor_expected
 from agent.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.nodestate import CatalogReader, publish_node_state
 from agent.programming import DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
@@ -50,6 +52,9 @@ from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
 
 logger = logging.getLogger(__name__)
+
+#: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
+EXPIRY_CHECK_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,12 +329,34 @@ class Agent:
                     assert self.lifecycle is not None  # device-plugin mode
                     plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
                 self._tasks = [*background, plugin]
+            if self.kube is not None:
+                await self._leave_node(self.kube)
         finally:
             await self.reconfigurer.close()
             await self.pod_resources.close()
             if self.kube is not None:
                 await asyncio.to_thread(self.kube.api_client.close)
         logger.info("agent stopped")
+
+    async def _leave_node(self, kube: KubeAccess) -> None:
+        """After a clean stop: the node's slot state, heartbeat and platform labels go when no agent pod
+        follows on this node (agent.kube.uninstall); else the next agent publishes over them."""
+        node = self.config.node_name
+        if self._superseded():
+            logger.info("slot state left on node %s: a newer agent serves it", node)
+            return
+        try:
+            follows, why = await asyncio.to_thread(
+                successor_expected, kube.api_client, self.config.namespace, self.config.pod_name
+            )
+        except KubeError as exc:
+            logger.warning("slot state left on node %s (readers ignore it once its heartbeat is old): %s", node, exc)
+            return
+        if follows:
+            logger.info("slot state left on node %s for the next agent: %s", node, why)
+            return
+        logger.info("no agent follows on node %s (%s): removing its slot state", node, why)
+        await kube.nodes.clear()
 
     async def _checkpoint_before_programming(self) -> None:
         """The checkpoint says a programming is under way before the hardware is touched."""
@@ -374,6 +401,13 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
         ) from None
 
 
+async def expire_gone_agents(cache: NodeCache, interval_s: float = EXPIRY_CHECK_S) -> None:
+    """Every ``interval_s``: the node cache forgets the nodes whose agent stopped renewing its heartbeat."""
+    while True:
+        await asyncio.sleep(interval_s)
+        cache.expire(time.time())
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
@@ -406,6 +440,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
+            expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
 
             async def serve_http() -> None:
                 try:
@@ -413,6 +448,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
                 finally:
                     watch.cancel()
                     declared.cancel()
+                    expiry.cancel()
 
             group.create_task(serve_http(), name="extender-http")
     finally:

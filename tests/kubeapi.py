@@ -21,6 +21,7 @@ the real server where the agent depends on it:
   ADDED/DELETED (a pod bound to the node appears as ADDED); ``timeoutSeconds``
   ends the stream cleanly; BOOKMARK events on request;
 * ``GET /api/v1/namespaces/{ns}/secrets/{name}``: Secrets the test put (data base64-encoded);
+* ``GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}``: DaemonSets the test put (metadata only);
 * ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
@@ -94,6 +95,7 @@ _KINDS = {
     "secrets": "Secret",
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
+    "daemonsets": "DaemonSet",
 }
 _NAMESPACED = {
     "pods": True,
@@ -103,6 +105,7 @@ _NAMESPACED = {
     "secrets": True,
     "resourceslices": False,
     "resourceclaims": True,
+    "daemonsets": True,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -113,6 +116,7 @@ _API = {
     "fpgabitstreams": "/apis/example.com/v1alpha1",
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
+    "daemonsets": "/apis/apps/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -129,6 +133,7 @@ _FIELDS = {
     "secrets": {"metadata.name", "metadata.namespace", "type"},
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
+    "daemonsets": {"metadata.name", "metadata.namespace"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -154,8 +159,8 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets)"
+_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1)"
+_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets)"
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 
@@ -573,6 +578,19 @@ class FakeKubeApiServer:
         obj: JSON = {"metadata": {"name": name, "namespace": namespace}, "type": secret_type, "data": encoded}
         with self._cond:
             return self._store("secrets", (namespace, name), obj)
+
+    def put_daemonset(self, namespace: str, name: str, *, deleting: bool = False) -> JSON:
+        """Create or replace a DaemonSet (metadata only; ``deleting``: with a deletionTimestamp)."""
+        meta: JSON = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        if deleting:
+            meta["deletionTimestamp"] = now_rfc3339()
+        with self._cond:
+            self.namespaces.add(namespace)
+            return self._store("daemonsets", (namespace, name), {"metadata": meta})
+
+    def delete_daemonset(self, namespace: str, name: str) -> None:
+        with self._cond:
+            self._remove("daemonsets", (namespace, name))
 
     def compact(self) -> int:
         """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.

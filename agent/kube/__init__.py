@@ -29,6 +29,7 @@ from agent.kube.model import (
 )
 from agent.kube.nodes import (
     BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
     SLOTS_ANNOTATION,
@@ -43,6 +44,7 @@ from agent.kube.secrets import SecretData, SecretReader
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
+    "HEARTBEAT_ANNOTATION",
     "PLATFORM_LABEL",
     "PLATFORM_LABEL_PREFIX",
     "SLOTS_ANNOTATION",
