@@ -201,7 +201,7 @@ class Agent:
         self._tasks: list[asyncio.Task[None]] = []
         #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
         self.health = (
-            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness)
+            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness, shared=config.mode == "dra")
             if config.health_listen is not None
             else None
         )
@@ -239,7 +239,7 @@ class Agent:
             pods=pods,
             claims=ClaimReader(self.kube.api_client, DRIVER_NAME),
             slices=ResourceSlicePublisher(self.kube.api_client, DRIVER_NAME, config.node_name),
-            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME),
+            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME, config.pod_uid),
             cdi_dir=config.cdi_dir,
             state_dir=config.state_dir,
             # The kubelet gives the whole call 45 s; reading the claim comes first.
@@ -250,7 +250,10 @@ class Agent:
         return 0 if self.lifecycle is None else self.lifecycle.registrations
 
     def _superseded(self) -> bool:
-        """Whether another agent serves the device-plugin socket (a rolling update): it owns the checkpoint."""
+        """Whether another agent serves the device-plugin socket, or registered the DRA driver after us (a rolling
+        update): it owns the checkpoint."""
+        if self.dra is not None:
+            return self.dra.server.superseded()
         return self.lifecycle is not None and self.lifecycle.superseded
 
     async def _read_hardware(self) -> Sequence[Slot]:

@@ -23,6 +23,11 @@ Release removes the spec and the record and frees the slots; the bitstream stays
 server's threads, one at a time; all but reading the claim runs on the agent's event
 loop, which owns the slot registry and the Reconfigurer.
 
+During an update two agent pods serve the driver (``agent.dra.PluginSockets`` per pod UID) and
+the kubelet may call either; each call runs under the node's DRA lock (``agent.dra.filelock``),
+and begins with :meth:`ClaimPreparation.refresh`: a record the other instance wrote since is read
+again, with the slot contents it recorded, so that what one pod prepared the other releases.
+
 The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
 the slots of the recorded claims are held, and any other holder the slot checkpoint brought
 back is released. The kubelet's pod-resources API, which says who holds a slot in
@@ -36,6 +41,7 @@ in the slice).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -73,6 +79,8 @@ class PreparedClaim:
     devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
     #: the pod the slots went to (the one reserved for the claim); "" when none was known
     pod: str = ""
+    #: (slot, bitstream, accelerator ID) of each slot that held a known bitstream once prepared
+    contents: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def holder(self) -> tuple[str, str, str]:
@@ -106,6 +114,8 @@ class ClaimPreparation:
         self._state_file = state_file
         self._timeout_s = timeout_s
         self._prepared: dict[str, PreparedClaim] = self._load_state()
+        #: The record file as last read or written here; another identity: another agent instance wrote it.
+        self._seen = _file_identity(state_file)
 
     def held_slots(self) -> set[str]:
         """The slots of every prepared claim."""
@@ -140,8 +150,9 @@ class ClaimPreparation:
         """From a server thread: the claim is read here, the rest runs on the agent's loop (which owns the
         registry and the Reconfigurer)."""
         deadline = time.monotonic() + self._timeout_s
-        info = self._claims.read(claim.namespace, claim.name, claim.uid)
         who = shown_claim(claim.namespace, claim.name)
+        self._run(self.refresh(), deadline, who)
+        info = self._claims.read(claim.namespace, claim.name, claim.uid)
         prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
         return prepared
 
@@ -176,6 +187,12 @@ class ClaimPreparation:
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
             pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
         )
+        contents = []
+        for slot in slots:
+            state = self._registry.get(slot.id)
+            if state is not None and state.bitstream and state.accelerator_id:
+                contents.append((str(slot.id), state.bitstream, state.accelerator_id))
+        record = dataclasses.replace(record, contents=tuple(contents))
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
@@ -232,7 +249,9 @@ class ClaimPreparation:
     def unprepare(self, claim: ClaimRef) -> None:
         """From a server thread; the slots are freed on the agent's loop."""
         who = shown_claim(claim.namespace, claim.name)
-        self._run(self._unprepare(claim), time.monotonic() + self._timeout_s, who)
+        deadline = time.monotonic() + self._timeout_s
+        self._run(self.refresh(), deadline, who)
+        self._run(self._unprepare(claim), deadline, who)
 
     async def _unprepare(self, claim: ClaimRef) -> None:
         await asyncio.to_thread(self._cdi.remove, claim.uid)
@@ -243,6 +262,29 @@ class ClaimPreparation:
         self._registry.release([SlotId(s) for s in record.slots])
 
     # ---------------------------------------------------------------------- the record
+    async def refresh(self) -> None:
+        """On the loop, under the node's DRA lock: when another agent instance (the old or new pod of an update)
+        wrote the record since we last did, read it again; the slots of claims it prepared or released are
+        held or freed here too, and hold what it programmed into them."""
+        seen = await asyncio.to_thread(_file_identity, self._state_file)
+        if seen == self._seen:
+            return
+        before = self._prepared
+        self._prepared = await asyncio.to_thread(self._load_state)
+        self._seen = seen
+        for uid, claim in self._prepared.items():
+            if before.get(uid) == claim:
+                continue
+            for slot_id, bitstream, accelerator in claim.contents:
+                if self._registry.get(SlotId(slot_id)) is not None:
+                    self._registry.record_content(SlotId(slot_id), bitstream, accelerator)
+        logger.info(
+            "prepared claims read again from %s (written by another instance of the driver): %d claim(s)",
+            self._state_file,
+            len(self._prepared),
+        )
+        self.restore_holders()
+
     async def _record(self, uid: str, record: PreparedClaim | None) -> None:
         """On the loop: the new set is taken from the current one and kept only once written (the write in a
         thread). A call cancelled at its deadline never assigns, so a later call cannot lose a record."""
@@ -254,6 +296,7 @@ class ClaimPreparation:
         data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
         try:
             await asyncio.to_thread(write_atomic, self._state_file, json.dumps(data, indent=1).encode())
+            self._seen = await asyncio.to_thread(_file_identity, self._state_file)
         except OSError as exc:
             raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc
         self._prepared = claims
@@ -276,12 +319,22 @@ class ClaimPreparation:
                     tuple(str(s) for s in raw["slots"]),
                     tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
                     str(raw.get("pod") or ""),  # not in records of earlier versions
+                    tuple((str(s), str(b), str(a)) for s, b, a in raw.get("contents") or ()),
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)
                 continue
             claims[record.uid] = record
         return claims
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of the record, None when there is none: a rename into place changes it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _bitstream(parameters: Mapping[str, Any], who: str) -> str | None:

@@ -15,6 +15,10 @@ slice, and the kubelet calls NodePrepareResources, where the slots are programme
 * The health of every device goes to the kubelet's resource-health stream, which shows
   it in the status of the pods that use the device.
 * The agent is ready once the kubelet has registered the driver.
+* Updates: with ``--pod-uid`` the sockets are named after the pod, so the new pod of a rolling
+  update serves beside the old one; calls are serialized across both through a file lock and
+  the shared record of prepared claims (``agent.claimprep``); the old pod, once superseded,
+  leaves the checkpoint and the Node's state to the new one and removes only its own sockets.
 """
 
 from __future__ import annotations

@@ -36,8 +36,11 @@ SHUTDOWN_TIMEOUT_S = 1.0
 class HealthServer:
     """``/healthz`` and ``/readyz`` on ``address``; ``start()`` binds, ``stop()`` closes."""
 
-    def __init__(self, address: ListenAddress, *, alive: Check, ready: Check) -> None:
+    def __init__(self, address: ListenAddress, *, alive: Check, ready: Check, shared: bool = False) -> None:
+        """``shared``: the port may be bound by another process as well (SO_REUSEPORT): in DRA mode the
+        agent pod of an update serves beside the old one on the host's network."""
         self.address = address
+        self._shared = shared
         self._alive = alive
         self._ready = ready
         self.app = web.Application()
@@ -56,7 +59,7 @@ class HealthServer:
 
     async def start(self) -> int:
         """Listen and serve; returns the bound port. A refused bind is a ConfigError naming the flag."""
-        sock = _bind(self.address)
+        sock = _bind(self.address, self._shared)
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         self._runner = runner
@@ -91,7 +94,7 @@ def _answer(problem: str | None, fine: str) -> web.Response:
     return web.Response(status=503, text=f"{problem}\n")
 
 
-def _bind(address: ListenAddress) -> socket.socket:
+def _bind(address: ListenAddress, shared: bool = False) -> socket.socket:
     """A listening-ready TCP socket on ``address`` (IPv4 or IPv6, as the host says)."""
     where = f"--health-listen {address}"
     try:
@@ -102,6 +105,8 @@ def _bind(address: ListenAddress) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(sockaddr)
     except OSError as exc:
         sock.close()

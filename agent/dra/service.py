@@ -9,10 +9,12 @@ does not know is a success: the kubelet may ask again after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
@@ -24,6 +26,7 @@ from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from agent._proto.pluginregistration.v1 import api_pb2 as reg
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.dra.constants import PLUGIN_TYPE, SUPPORTED_VERSIONS
+from agent.dra.filelock import locked
 from agent.errors import FpgaSlotError, shown, shown_claim, shown_name
 
 logger = logging.getLogger(__name__)
@@ -81,19 +84,26 @@ def _refs(claims: Sequence[_Claims]) -> dict[str, ClaimRef]:
 
 
 class DraCore:
-    """Both API versions' calls on one preparer, one call at a time; answers as plain data."""
+    """Both API versions' calls on one preparer, one call at a time; answers as plain data.
 
-    def __init__(self, preparer: ClaimPreparer) -> None:
+    With ``lock_file``, one call at a time on the whole node: the file is locked for each call, so
+    that the agent pod of an update and the old one never prepare at once (:mod:`agent.dra.filelock`)."""
+
+    def __init__(self, preparer: ClaimPreparer, lock_file: Path | None = None) -> None:
         self._preparer = preparer
         self._lock = threading.Lock()
+        self._lock_file = lock_file
 
     def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        with self._lock:
+        with self._lock, self._node_lock():
             return self._prepare(claims)
 
     def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        with self._lock:
+        with self._lock, self._node_lock():
             return self._unprepare(claims)
+
+    def _node_lock(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file)
 
     def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}

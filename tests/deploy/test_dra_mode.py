@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from agent.config import MODES, load_config
-from agent.dra import DRIVER_NAME
+from agent.dra import DRIVER_NAME, PluginSockets
 from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
 
 COMPONENT = DAEMONSET_DIR / "dra-mode"
@@ -52,8 +52,7 @@ def daemonset_operations() -> list[Obj]:
 
 
 def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -> None:
-    operations = daemonset_operations()
-    assert {op["op"] for op in operations} == {"add"}
+    operations = [op for op in daemonset_operations() if op["op"] == "add"]
     env = [op["value"] for op in operations if op["path"].endswith("/env/-")]
     assert env == [{"name": "FPGA_AGENT_MODE", "value": "dra"}]
     assert "dra" in MODES
@@ -140,3 +139,21 @@ def test_the_dra_overlays_render_the_agent_in_dra_mode_without_the_extender(over
     assert {"name": "FPGA_AGENT_MODE", "value": "dra"} in agent["env"]
     (config_map,) = [o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("fpga-sch")]
     assert "DynamicResources" in config_map["data"]["scheduler-config.yaml"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_the_agent_is_updated_beside_the_old_pod_with_sockets_of_its_own() -> None:
+    daemonset = next(o for o in kustomize(REPO / "overlays" / "dra") if o["kind"] == "DaemonSet")
+    assert daemonset["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert "ports" not in container  # a host port would keep the second pod off the node
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_UID"] == "metadata.uid"
+    (command,) = container["readinessProbe"]["exec"]["command"][2:]
+    sockets = PluginSockets(DEFAULTS.dra_registry_dir, DEFAULTS.dra_plugins_dir, DRIVER_NAME, "${POD_UID}")
+    assert f'"{sockets.registration}"' in command
+    listen = next(e["value"] for e in container["env"] if e["name"] == "FPGA_AGENT_HEALTH_LISTEN")
+    assert container["livenessProbe"]["httpGet"]["port"] == int(listen.rsplit(":", 1)[1])
