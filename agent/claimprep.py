@@ -9,7 +9,9 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
    slot would be two pods on one region);
 3. the bitstream of each device is ``bitstream`` in the driver's parameters for its
    request, else the annotation ``example.com/fpga-bitstream`` of the pod the claim is
-   reserved for; none: the slots are handed over as they are;
+   reserved for (``example.com/fpga-bitstream.<container>`` first when the claim is the one
+   the scheduler made for a pod asking for ``example.com/fpga-slot``, whose requests map to
+   containers); none: the slots are handed over as they are;
 4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
    bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
    the agent's event loop;
@@ -54,7 +56,7 @@ from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.kube.claims import AllocatedDevice, ClaimInfo
-from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
+from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer, wanted_bitstream
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.checkpoint import read_no_follow, write_atomic
 
@@ -231,7 +233,8 @@ class ClaimPreparation:
         for device, slot in zip(devices, slots, strict=True):
             name = _bitstream(info.parameters_for(device), who)
             if name is None and pod is not None:
-                name = pod.annotations.get(ANNOTATION) or None
+                container = _container_of(pod, device.parent)
+                name = wanted_bitstream(pod, container) if container else pod.annotations.get(ANNOTATION) or None
             if name is not None:
                 groups.setdefault(name, []).append(slot)
         return groups
@@ -326,6 +329,13 @@ class ClaimPreparation:
                 continue
             claims[record.uid] = record
         return claims
+
+
+def _container_of(pod: PodView, request: str) -> str | None:
+    """The container a request of the claim serves, when the scheduler made the claim for a pod that asks for
+    the extended resource (``agent.kube.PodInfo.request_containers``); None otherwise."""
+    mappings: Mapping[str, str] = getattr(pod, "request_containers", None) or {}
+    return mappings.get(request)
 
 
 def _file_identity(path: Path) -> tuple[int, int, int] | None:

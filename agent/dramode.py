@@ -33,12 +33,14 @@ from agent.claimprep import ClaimLookup, ClaimPreparation
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import KubeError
-from agent.kube.resourceslices import SliceDevice
+from agent.kube.resourceslices import DeviceTaint, SliceDevice
 from agent.reconfigure import PodDirectory, Reconfigurer
 from agent.slots import Health, SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 
+#: The taint key of a slot that is not healthy (effect NoSchedule).
+UNHEALTHY_TAINT = f"{DRIVER_NAME}/unhealthy"
 #: The file (in the state directory) that records the prepared claims.
 CLAIMS_FILE = "dra-claims.json"
 
@@ -70,7 +72,9 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
 
     ``platform`` (the PR interface ID a bitstream must match), ``card``, ``region``, ``numa``
     (when known), ``bitstream`` and ``accelerator`` (the catalog name and accelerator ID loaded;
-    "" when empty, unknown or being programmed), ``healthy``.
+    "" when empty, unknown or being programmed), ``healthy``. A slot that is not healthy carries the
+    NoSchedule taint ``UNHEALTHY_TAINT``: the scheduler allocates it to no claim (the DeviceClass needs
+    no health clause); it loses the taint when it recovers.
 
     The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
     devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
@@ -97,7 +101,8 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
         }
         if slot.numa is not None:
             attributes["numa"] = slot.numa
-        devices.append(SliceDevice(names[slot.id], attributes))
+        taints = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+        devices.append(SliceDevice(names[slot.id], attributes, taints))
     return devices
 
 

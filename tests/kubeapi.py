@@ -126,6 +126,7 @@ _RESOURCE_PATH = re.compile(
 )
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
@@ -1429,6 +1430,17 @@ def _valid_resource_slice(body: object) -> JSON:
                 raise _invalid(name, f"{where}.attributes[{key}]", "Invalid value: exactly one value must be given")
             if kinds[0] == "string" and len(value["string"]) > 64:
                 raise _invalid(name, f"{where}.attributes[{key}].string", "Too long: may not be more than 64 bytes")
+        taints = device.get("taints") or []
+        if len(taints) > 16:
+            raise _invalid(name, f"{where}.taints", "Too many: must have at most 16 items")
+        for t_index, taint in enumerate(taints):
+            at = f"{where}.taints[{t_index}]"
+            if not _QUALIFIED_NAME.match(str(taint.get("key", ""))):
+                raise _invalid(name, f"{at}.key", "Invalid value: a qualified name")
+            if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+                raise _invalid(name, f"{at}.effect", 'Unsupported value: supported values: "NoExecute", "NoSchedule"')
+            if "value" in taint and not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$", taint["value"]):
+                raise _invalid(name, f"{at}.value", "Invalid value: a label value")
     return obj
 
 

@@ -29,11 +29,13 @@ from agent.bitstreams import declaration_object
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.naming import disambiguated_name
+from agent.dramode import UNHEALTHY_TAINT
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
+from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
-from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from tests.fakes import RESOURCE_NAME, DraKubelet, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
     Bitstreams,
@@ -44,7 +46,7 @@ from tests.integration.reconfigure.support import (
     wait_registry,
 )
 from tests.integration.reconfigure.support import until as wait_until
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
 SLICE = f"{DEFAULT_NODE}-{DRIVER_NAME}"
@@ -426,6 +428,16 @@ async def test_a_slot_going_unhealthy_reaches_the_kubelets_health_stream_and_the
             assert health[target] == (health_pb.UNHEALTHY, "port error")
             stream.cancel()
         await until("the slot unhealthy in the slice", lambda: node.devices()[target]["healthy"] is False)
+        assert taints(node) == {target: [{"key": UNHEALTHY_TAINT, "effect": "NoSchedule"}]}
+        fabric.set_health(card, region, True, "")
+        await until("the taint gone again", lambda: taints(node) == {})
+
+
+def taints(node: DraNode) -> dict[str, Any]:
+    """The taints of the devices in the published slice, by device (devices without any left out)."""
+    found = node.api.resource_slice(SLICE)
+    assert found is not None
+    return {d["name"]: d["taints"] for d in found["spec"]["devices"] if d.get("taints")}
 
 
 async def test_a_huge_claim_name_with_newlines_is_quoted_and_cut_in_answers_and_logs(
@@ -447,3 +459,48 @@ async def test_a_huge_claim_name_with_newlines_is_quoted_and_cut_in_answers_and_
         assert "injected line" in text  # the name is shown, quoted ...
         assert "\ninjected line" not in text  # ... never as a line of its own
         assert max(len(record.getMessage()) for record in caplog.records) < 2048
+
+
+async def test_a_claim_the_scheduler_made_for_a_device_plugin_pod_takes_each_containers_bitstream(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """DRAExtendedResource: a pod asks for example.com/fpga-slot on a DRA node; the scheduler makes a claim with one
+    request per container (no config), reserved for the pod, whose status maps requests to containers."""
+    async with dra_node(sock_dir, bitstreams) as node:
+        pod = make_pod(
+            "dp-style",
+            namespace=NS,
+            slots={"a": 1, "b": 1},
+            annotations={ANNOTATION: bitstreams.accel_a.name, f"{ANNOTATION}.b": bitstreams.accel_b.name},
+        )
+        claim_name = "dp-style-extended-resources-8x2kq"
+        pod["status"]["extendedResourceClaimStatus"] = {
+            "resourceClaimName": claim_name,
+            "requestMappings": [
+                {"containerName": c, "resourceName": RESOURCE_NAME, "requestName": f"container-{i}-request-0"}
+                for i, c in enumerate(("a", "b"))
+            ],
+        }
+        stored = node.api.put_pod(pod)
+        body = make_resource_claim(
+            claim_name,
+            namespace=NS,
+            driver=DRIVER_NAME,
+            devices=[
+                ("container-0-request-0", DEFAULT_NODE, slot(0, 0)),
+                ("container-1-request-0", DEFAULT_NODE, slot(0, 1)),
+            ],
+            reserved_for=[("dp-style", stored["metadata"]["uid"])],
+        )
+        ref = (NS, node.api.put_resource_claim(body)["metadata"]["uid"], claim_name)
+        kube = node.agent.kube
+        assert kube is not None
+        await until("the pod in the agent's cache", lambda: kube.pods.get(NS, "dp-style") is not None)
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        assert state(node.agent.registry, slot(0, 0)).bitstream == bitstreams.accel_a.name
+        assert state(node.agent.registry, slot(0, 1)).bitstream == bitstreams.accel_b.name
+        assert [list(d.cdi_device_ids) for d in answer.claims[ref[1]].devices] == [
+            [f"{DRIVER_NAME}/slot={ref[1]}-{slot(0, 0)}"],
+            [f"{DRIVER_NAME}/slot={ref[1]}-{slot(0, 1)}"],
+        ]
