@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import secrets
 import socket
 from collections.abc import Callable
 from concurrent import futures
@@ -176,7 +177,9 @@ class DraPluginServer:
 
     def _start_one(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")  # the watcher skips dot names
+        # A short name used once (the watcher skips dot names): a socket path has at most 107 bytes, and the
+        # per-pod names are long; pids repeat across containers, so the name is random.
+        bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
         add(server)
         old_umask = os.umask(0o177)  # created 0600, never briefly wider
