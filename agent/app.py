@@ -190,6 +190,8 @@ class Agent:
         self.dra: DraMode | None = None
         if config.mode == "dra":
             self.dra = self._dra_mode(pods)
+            if self.kube is not None:  # an update's new pod publishes the Node's state and the slice: not both
+                self.kube.nodes.standby = self._superseded
         else:
             self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
             self.lifecycle = PluginLifecycle(
@@ -238,7 +240,7 @@ class Agent:
             reconfigurer=self.reconfigurer,
             pods=pods,
             claims=ClaimReader(self.kube.api_client, DRIVER_NAME),
-            slices=ResourceSlicePublisher(self.kube.api_client, DRIVER_NAME, config.node_name),
+            slices=self._slices(self.kube.api_client, config.node_name),
             sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME, config.pod_uid),
             cdi_dir=config.cdi_dir,
             state_dir=config.state_dir,
@@ -248,6 +250,11 @@ class Agent:
 
     def _device_plugin_registrations(self) -> int:
         return 0 if self.lifecycle is None else self.lifecycle.registrations
+
+    def _slices(self, api_client: Any, node: str) -> ResourceSlicePublisher:
+        publisher = ResourceSlicePublisher(api_client, DRIVER_NAME, node)
+        publisher.standby = self._superseded
+        return publisher
 
     def _superseded(self) -> bool:
         """Whether another agent serves the device-plugin socket, or registered the DRA driver after us (a rolling

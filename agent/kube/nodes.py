@@ -186,6 +186,8 @@ class NodePublisher:
         self._heartbeat_s = heartbeat_s
         self._clock = clock
         self._beat: int | None = None
+        #: While this says True, nothing is patched (a newer agent on the node publishes: an update's overlap).
+        self.standby: Callable[[], bool] = lambda: False
         self._core = CoreCalls(api_client)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
@@ -269,7 +271,7 @@ class NodePublisher:
             self._failures.succeeded()
 
     def _has_work(self) -> bool:
-        if self._desired is None:
+        if self._desired is None or self.standby():
             return False
         return self._current is None or patch_body(self._desired, self._current) is not None
 

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +128,8 @@ class ResourceSlicePublisher:
         self._spec: dict[str, Any] | None = None
         self._changed = asyncio.Event()
         self._owner: dict[str, Any] | None = None
+        #: While this says True, the slice is left alone (a newer instance of the driver keeps it: an update).
+        self.standby: Callable[[], bool] = lambda: False
 
     def set_devices(self, devices: Sequence[SliceDevice]) -> None:
         """The devices to publish, on the event loop (checked now: KubeError naming the bad one; the last
@@ -150,6 +152,8 @@ class ResourceSlicePublisher:
             spec = self._spec
         if spec is None:
             return "nothing to publish"
+        if self.standby():
+            return "left to a newer instance"
         timeout = REQUEST_TIMEOUT_S
         try:
             current = self._calls.read_resource_slice(self.name, _request_timeout=timeout)

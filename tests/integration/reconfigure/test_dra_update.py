@@ -87,6 +87,11 @@ async def test_the_new_pod_serves_beside_the_old_one_and_releases_what_the_old_o
                 assert new.dra is not None
                 assert old.dra.server.superseded()
                 assert not new.dra.server.superseded()
+                # The old pod leaves the Node's state (and the slice) to the new one.
+                assert old.kube is not None
+                assert new.kube is not None
+                assert old.kube.nodes.standby()
+                assert not new.kube.nodes.standby()
                 # A call the old pod still had in flight when the new one came: the new one learns of it.
                 during = claim(api, "during", slot(1, 0), bitstreams.accel_b.name)
                 answer = await asyncio.to_thread(old_kubelet.prepare, during)
