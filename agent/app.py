@@ -6,6 +6,7 @@ The only module (with ``cli`` and ``demo``) that knows every adapter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -35,7 +36,7 @@ from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, parse_watched_node, serve
 from agent.extender.http import tls_context
 from agent.extender.server import extender_metrics
-from agent.health import HealthServer
+from agent.health import HealthServer, PortInUse
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, build_api_client
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
@@ -269,13 +270,24 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; the socket is removed on the way out.
 
-        The health endpoint (``--health-listen``) answers from the start to the end.
+        The health endpoint (``--health-listen``) answers from the start to the end; in DRA mode, where the
+        new pod of an update starts beside the old one, as soon as the port is free if it is taken.
         """
+        binding: asyncio.Task[None] | None = None
         if self.health is not None:
-            await self.health.start()
+            try:
+                await self.health.start()
+            except PortInUse:
+                if self.dra is None:
+                    raise
+                binding = asyncio.create_task(self.health.start_when_free(), name="health-endpoint")
         try:
             await self._run(stop)
         finally:
+            if binding is not None:
+                binding.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await binding
             if self.health is not None:
                 await self.health.stop()
 

@@ -15,6 +15,7 @@ through :meth:`HealthServer.add_routes` before it starts.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 from collections.abc import Callable, Iterable
@@ -31,6 +32,10 @@ Check = Callable[[], str | None]
 
 #: How long open probe connections may take to finish when the server stops.
 SHUTDOWN_TIMEOUT_S = 1.0
+
+
+class PortInUse(ConfigError):
+    """The health port is taken by another process."""
 
 
 class HealthServer:
@@ -74,6 +79,20 @@ class HealthServer:
         logger.info("health endpoint on %s port %d: /healthz, /readyz", self.address.host, self.port)
         return self.port
 
+    async def start_when_free(self, retry_s: float = 2.0) -> None:
+        """:meth:`start`, and while the port is taken without ``SO_REUSEPORT`` (the old agent of an update, of a
+        version before shared ports, still holds it), again every ``retry_s`` until it is free."""
+        said = False
+        while True:
+            try:
+                await self.start()
+                return
+            except PortInUse as exc:
+                if not said:
+                    logger.warning("%s; trying again every %.0f s (the old agent of an update holds it)", exc, retry_s)
+                said = True
+            await asyncio.sleep(retry_s)
+
     async def stop(self) -> None:
         """Stop listening and close open connections."""
         self.serving.clear()
@@ -110,5 +129,6 @@ def _bind(address: ListenAddress, shared: bool = False) -> socket.socket:
         sock.bind(sockaddr)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"{where}: cannot listen: {exc.strerror}") from None
+        error = PortInUse if exc.errno == errno.EADDRINUSE else ConfigError
+        raise error(f"{where}: cannot listen: {exc.strerror}") from None
     return sock
