@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: The taint key of a slot that is not healthy (effect NoSchedule).
 UNHEALTHY_TAINT = f"{DRIVER_NAME}/unhealthy"
+#: How often the record of prepared claims is checked for another instance's changes.
+RECORD_POLL_S = 2.0
 #: The file (in the state directory) that records the prepared claims.
 CLAIMS_FILE = "dra-claims.json"
 
@@ -171,12 +173,21 @@ class DraMode:
         try:
             async with asyncio.TaskGroup() as group:
                 follow = group.create_task(self._follow_slots(), name="dra-slots")
+                record = group.create_task(self._follow_record(), name="dra-record")
                 group.create_task(self._slices.run(stop), name="resource-slice")
                 await stop.wait()
                 follow.cancel()
+                record.cancel()
         finally:
             await asyncio.to_thread(self.server.stop)
             logger.info("DRA driver %s stopped serving", DRIVER_NAME)
+
+    async def _follow_record(self) -> None:
+        """During an update the other instance may release a claim between our calls: its record is read
+        every ``RECORD_POLL_S`` (one stat when nothing changed), so the freed slot shows here at once."""
+        while True:
+            await asyncio.sleep(RECORD_POLL_S)
+            await self.preparation.refresh()
 
     async def _follow_slots(self) -> None:
         version = self._registry.version

@@ -55,7 +55,10 @@ def churn(suite: Suite, done: list[str], errors: list[str]) -> None:
             name = f"churn-{index}"
             claim_pod(suite, name, BITSTREAM)
             suite.cluster.wait_pod(suite.namespace, name, running, "Running")
-            suite.delete_pod(name)
+            # A graceful delete: the pod goes once the kubelet has unprepared its claim (a forced one would let
+            # the next pod's claim reach the slot first, and be refused until then).
+            suite.cluster.core.delete_namespaced_pod(name, suite.namespace, grace_period_seconds=1)
+            suite.cluster.wait_pod_gone(suite.namespace, name)
             done.append(name)
     except Exception as exc:  # reported by the test thread
         errors.append(f"{type(exc).__name__}: {exc}")

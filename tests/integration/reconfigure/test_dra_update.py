@@ -96,6 +96,11 @@ async def test_the_new_pod_serves_beside_the_old_one_and_releases_what_the_old_o
                 during = claim(api, "during", slot(1, 0), bitstreams.accel_b.name)
                 answer = await asyncio.to_thread(old_kubelet.prepare, during)
                 assert answer.claims[during[1]].error == ""
+                # The new pod follows the shared record between calls too: the slot is held there at once.
+                await until(
+                    "the old pod's claim held by the new pod",
+                    lambda: state(new.registry, slot(1, 0)).holder is not None,
+                )
                 # The old pod stops (SIGTERM): its sockets go, the new pod's stay, the node keeps its slot state.
                 await old_pod.aclose()
                 assert live_sockets(registry_dir) == [f"{DRIVER_NAME}-{NEW_UID}-reg.sock"]
