@@ -6,9 +6,11 @@ The only module (with ``cli`` and ``demo``) that knows every adapter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,13 +37,14 @@ from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
 from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import extender_metrics
-from agent.health import HealthServer
+from agent.health import HealthServer, PortInUse
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
+from agent.kube.uninstall import successor_expected
 from agent.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.nodestate import CatalogReader, publish_node_state
 from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
@@ -52,6 +55,9 @@ from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
 
 logger = logging.getLogger(__name__)
+
+#: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
+EXPIRY_CHECK_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,8 @@ class Agent:
         self.dra: DraMode | None = None
         if config.mode == "dra":
             self.dra = self._dra_mode(pods)
+            if self.kube is not None:  # an update's new pod publishes the Node's state and the slice: not both
+                self.kube.nodes.standby = self._superseded
         else:
             self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
             self.lifecycle = PluginLifecycle(
@@ -222,7 +230,7 @@ class Agent:
         self._tasks: list[asyncio.Task[None]] = []
         #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
         self.health = (
-            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness)
+            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness, shared=config.mode == "dra")
             if config.health_listen is not None
             else None
         )
@@ -259,8 +267,8 @@ class Agent:
             reconfigurer=self.reconfigurer,
             pods=pods,
             claims=ClaimReader(self.kube.api_client, DRIVER_NAME),
-            slices=ResourceSlicePublisher(self.kube.api_client, DRIVER_NAME, config.node_name),
-            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME),
+            slices=self._slices(self.kube.api_client, config.node_name),
+            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME, config.pod_uid),
             cdi_dir=config.cdi_dir,
             state_dir=config.state_dir,
             # The kubelet gives the whole call 45 s; reading the claim comes first.
@@ -270,8 +278,16 @@ class Agent:
     def _device_plugin_registrations(self) -> int:
         return 0 if self.lifecycle is None else self.lifecycle.registrations
 
+    def _slices(self, api_client: Any, node: str) -> ResourceSlicePublisher:
+        publisher = ResourceSlicePublisher(api_client, DRIVER_NAME, node)
+        publisher.standby = self._superseded
+        return publisher
+
     def _superseded(self) -> bool:
-        """Whether another agent serves the device-plugin socket (a rolling update): it owns the checkpoint."""
+        """Whether another agent serves the device-plugin socket, or registered the DRA driver after us (a rolling
+        update): it owns the checkpoint."""
+        if self.dra is not None:
+            return self.dra.server.superseded()
         return self.lifecycle is not None and self.lifecycle.superseded
 
     async def _read_hardware(self) -> Sequence[Slot]:
@@ -280,13 +296,24 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set; the socket is removed on the way out.
 
-        The health endpoint (``--health-listen``) answers from the start to the end.
+        The health endpoint (``--health-listen``) answers from the start to the end; in DRA mode, where the
+        new pod of an update starts beside the old one, as soon as the port is free if it is taken.
         """
+        binding: asyncio.Task[None] | None = None
         if self.health is not None:
-            await self.health.start()
+            try:
+                await self.health.start()
+            except PortInUse:
+                if self.dra is None:
+                    raise
+                binding = asyncio.create_task(self.health.start_when_free(), name="health-endpoint")
         try:
             await self._run(stop)
         finally:
+            if binding is not None:
+                binding.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await binding
             if self.health is not None:
                 await self.health.stop()
 
@@ -354,6 +381,8 @@ class Agent:
                     assert self.lifecycle is not None  # device-plugin mode
                     plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
                 self._tasks = [*background, plugin]
+            if self.kube is not None:
+                await self._leave_node(self.kube)
         finally:
             await self.reconfigurer.close()
             if self.backend.commands is not None:
@@ -362,6 +391,26 @@ class Agent:
             if self.kube is not None:
                 await asyncio.to_thread(self.kube.api_client.close)
         logger.info("agent stopped")
+
+    async def _leave_node(self, kube: KubeAccess) -> None:
+        """After a clean stop: the node's slot state, heartbeat and platform labels go when no agent pod
+        follows on this node (agent.kube.uninstall); else the next agent publishes over them."""
+        node = self.config.node_name
+        if self._superseded():
+            logger.info("slot state left on node %s: a newer agent serves it", node)
+            return
+        try:
+            follows, why = await asyncio.to_thread(
+                successor_expected, kube.api_client, self.config.namespace, self.config.pod_name
+            )
+        except KubeError as exc:
+            logger.warning("slot state left on node %s (readers ignore it once its heartbeat is old): %s", node, exc)
+            return
+        if follows:
+            logger.info("slot state left on node %s for the next agent: %s", node, why)
+            return
+        logger.info("no agent follows on node %s (%s): removing its slot state", node, why)
+        await kube.nodes.clear()
 
     async def _checkpoint_before_programming(self) -> None:
         """The checkpoint says a programming is under way before the hardware is touched."""
@@ -415,6 +464,13 @@ async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any,
         raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
 
 
+async def expire_gone_agents(cache: NodeCache, interval_s: float = EXPIRY_CHECK_S) -> None:
+    """Every ``interval_s``: the node cache forgets the nodes whose agent stopped renewing its heartbeat."""
+    while True:
+        await asyncio.sleep(interval_s)
+        cache.expire(time.time())
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
@@ -457,9 +513,11 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
+            expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
             await stop.wait()
             watch.cancel()
             declared.cancel()
+            expiry.cancel()
     finally:
         for server in reversed(servers):
             await server.cleanup()

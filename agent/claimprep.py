@@ -9,7 +9,9 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
    slot would be two pods on one region);
 3. the bitstream of each device is ``bitstream`` in the driver's parameters for its
    request, else the annotation ``example.com/fpga-bitstream`` of the pod the claim is
-   reserved for; none: the slots are handed over as they are;
+   reserved for (``example.com/fpga-bitstream.<container>`` first when the claim is the one
+   the scheduler made for a pod asking for ``example.com/fpga-slot``, whose requests map to
+   containers); none: the slots are handed over as they are;
 4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
    bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
    the agent's event loop;
@@ -23,18 +25,25 @@ Release removes the spec and the record and frees the slots; the bitstream stays
 server's threads, one at a time; all but reading the claim runs on the agent's event
 loop, which owns the slot registry and the Reconfigurer.
 
+During an update two agent pods serve the driver (``agent.dra.PluginSockets`` per pod UID) and
+the kubelet may call either; each call runs under the node's DRA lock (``agent.dra.filelock``),
+and begins with :meth:`ClaimPreparation.refresh`: a record the other instance wrote since is read
+again, with the slot contents it recorded, so that what one pod prepared the other releases.
+
 The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
 the slots of the recorded claims are held, and any other holder the slot checkpoint brought
 back is released. The kubelet's pod-resources API, which says who holds a slot in
 device-plugin mode, does not list DRA claims as devices, so it plays no part here.
 
 A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
-a DNS label; a name two slots share is the device of one of them, as in the slice).
+a DNS label; of two slots with one such label, the other has a name with a hash of its ID, as
+in the slice).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -45,9 +54,9 @@ from typing import Any, Protocol, TypeVar
 
 from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
-from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
+from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.kube.claims import AllocatedDevice, ClaimInfo
-from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
+from agent.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer, wanted_bitstream
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.checkpoint import read_no_follow, write_atomic
 
@@ -72,6 +81,8 @@ class PreparedClaim:
     devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
     #: the pod the slots went to (the one reserved for the claim); "" when none was known
     pod: str = ""
+    #: (slot, bitstream, accelerator ID) of each slot that held a known bitstream once prepared
+    contents: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def holder(self) -> tuple[str, str, str]:
@@ -105,6 +116,8 @@ class ClaimPreparation:
         self._state_file = state_file
         self._timeout_s = timeout_s
         self._prepared: dict[str, PreparedClaim] = self._load_state()
+        #: The record file as last read or written here; another identity: another agent instance wrote it.
+        self._seen = _file_identity(state_file)
 
     def held_slots(self) -> set[str]:
         """The slots of every prepared claim."""
@@ -130,7 +143,7 @@ class ClaimPreparation:
             ]
             if missing:
                 logger.info(
-                    "slots %s: held for claim %s/%s again (its record)", ",".join(missing), namespace, claim.name
+                    "slots %s: held for %s again (its record)", ",".join(missing), shown_claim(namespace, claim.name)
                 )
                 self._registry.set_holder(missing, namespace, pod, container)
 
@@ -139,8 +152,9 @@ class ClaimPreparation:
         """From a server thread: the claim is read here, the rest runs on the agent's loop (which owns the
         registry and the Reconfigurer)."""
         deadline = time.monotonic() + self._timeout_s
+        who = shown_claim(claim.namespace, claim.name)
+        self._run(self.refresh(), deadline, who)
         info = self._claims.read(claim.namespace, claim.name, claim.uid)
-        who = f"claim {claim.namespace}/{claim.name}"
         prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
         return prepared
 
@@ -155,14 +169,17 @@ class ClaimPreparation:
             other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
             if other is not None:
                 raise ProgrammingError(
-                    f"{who}: slot {slot.id} is already prepared for claim {other.namespace}/{other.name}"
+                    f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
                 )
         pod = self._pod(info)
         wanted = {
             name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
         }
         if wanted:
-            await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            try:
+                await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            except UnknownBitstream as exc:
+                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
         cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
         record = PreparedClaim(
             claim.namespace,
@@ -172,9 +189,27 @@ class ClaimPreparation:
             tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
             pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
         )
+        contents = []
+        for slot in slots:
+            state = self._registry.get(slot.id)
+            if state is not None and state.bitstream and state.accelerator_id:
+                contents.append((str(slot.id), state.bitstream, state.accelerator_id))
+        record = dataclasses.replace(record, contents=tuple(contents))
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+
+    def _unknown_hint(self) -> str:
+        """Why a bitstream the catalog lacks is final (the kubelet retries a failed prepare for ever)."""
+        declared = (
+            "no FpgaBitstream declares it either"
+            if self._reconfigurer.fetch_bitstream is not None
+            else "this node does not pull declared bitstreams"
+        )
+        return (
+            f"{declared}, so no retry can prepare the claim until the bitstream is added to the node's catalog "
+            "or declared; delete the pod to give back its allocated slot"
+        )
 
     def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
         slot = by_device.get(device.device)
@@ -198,7 +233,8 @@ class ClaimPreparation:
         for device, slot in zip(devices, slots, strict=True):
             name = _bitstream(info.parameters_for(device), who)
             if name is None and pod is not None:
-                name = pod.annotations.get(ANNOTATION) or None
+                container = _container_of(pod, device.parent)
+                name = wanted_bitstream(pod, container) if container else pod.annotations.get(ANNOTATION) or None
             if name is not None:
                 groups.setdefault(name, []).append(slot)
         return groups
@@ -215,8 +251,10 @@ class ClaimPreparation:
     # ------------------------------------------------------------------------- release
     def unprepare(self, claim: ClaimRef) -> None:
         """From a server thread; the slots are freed on the agent's loop."""
-        who = f"claim {claim.namespace}/{claim.name}"
-        self._run(self._unprepare(claim), time.monotonic() + self._timeout_s, who)
+        who = shown_claim(claim.namespace, claim.name)
+        deadline = time.monotonic() + self._timeout_s
+        self._run(self.refresh(), deadline, who)
+        self._run(self._unprepare(claim), deadline, who)
 
     async def _unprepare(self, claim: ClaimRef) -> None:
         await asyncio.to_thread(self._cdi.remove, claim.uid)
@@ -227,6 +265,29 @@ class ClaimPreparation:
         self._registry.release([SlotId(s) for s in record.slots])
 
     # ---------------------------------------------------------------------- the record
+    async def refresh(self) -> None:
+        """On the loop, under the node's DRA lock: when another agent instance (the old or new pod of an update)
+        wrote the record since we last did, read it again; the slots of claims it prepared or released are
+        held or freed here too, and hold what it programmed into them."""
+        seen = await asyncio.to_thread(_file_identity, self._state_file)
+        if seen == self._seen:
+            return
+        before = self._prepared
+        self._prepared = await asyncio.to_thread(self._load_state)
+        self._seen = seen
+        for uid, claim in self._prepared.items():
+            if before.get(uid) == claim:
+                continue
+            for slot_id, bitstream, accelerator in claim.contents:
+                if self._registry.get(SlotId(slot_id)) is not None:
+                    self._registry.record_content(SlotId(slot_id), bitstream, accelerator)
+        logger.info(
+            "prepared claims read again from %s (written by another instance of the driver): %d claim(s)",
+            self._state_file,
+            len(self._prepared),
+        )
+        self.restore_holders()
+
     async def _record(self, uid: str, record: PreparedClaim | None) -> None:
         """On the loop: the new set is taken from the current one and kept only once written (the write in a
         thread). A call cancelled at its deadline never assigns, so a later call cannot lose a record."""
@@ -238,6 +299,7 @@ class ClaimPreparation:
         data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
         try:
             await asyncio.to_thread(write_atomic, self._state_file, json.dumps(data, indent=1).encode())
+            self._seen = await asyncio.to_thread(_file_identity, self._state_file)
         except OSError as exc:
             raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc
         self._prepared = claims
@@ -260,12 +322,29 @@ class ClaimPreparation:
                     tuple(str(s) for s in raw["slots"]),
                     tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
                     str(raw.get("pod") or ""),  # not in records of earlier versions
+                    tuple((str(s), str(b), str(a)) for s, b, a in raw.get("contents") or ()),
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)
                 continue
             claims[record.uid] = record
         return claims
+
+
+def _container_of(pod: PodView, request: str) -> str | None:
+    """The container a request of the claim serves, when the scheduler made the claim for a pod that asks for
+    the extended resource (``agent.kube.PodInfo.request_containers``); None otherwise."""
+    mappings: Mapping[str, str] = getattr(pod, "request_containers", None) or {}
+    return mappings.get(request)
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of the record, None when there is none: a rename into place changes it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _bitstream(parameters: Mapping[str, Any], who: str) -> str | None:

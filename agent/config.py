@@ -82,6 +82,8 @@ class Config:
     bitstream_plain_http: tuple[str, ...] = ()
     bitstream_ca_file: Path | None = None
     namespace: str = "fpga-slot"
+    pod_name: str = ""
+    pod_uid: str = ""
 
     @property
     def sim_dev_dir(self) -> Path:
@@ -177,6 +179,18 @@ def _parse_namespace(raw: str) -> str:
     if len(value) > 63 or not _NAMESPACE.fullmatch(value):
         raise ValueError(f"must be a namespace name (lower-case letters, digits and '-'), got {raw!r}")
     return value
+
+
+def _parse_pod_field(pattern: str, what: str) -> Callable[[str], str]:
+    compiled = re.compile(pattern)
+
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if value and not compiled.fullmatch(value):
+            raise ValueError(f"must be {what} or empty, got {raw!r}")
+        return value
+
+    return parse
 
 
 def _parse_listen(raw: str) -> ListenAddress | None:
@@ -306,6 +320,20 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_namespace,
         lambda env: env.get("POD_NAMESPACE") or "fpga-slot",
         "the agent's own namespace (the downward API's POD_NAMESPACE): pull Secrets of FpgaBitstreams are read there",
+    ),
+    _Option(
+        "pod-name",
+        _parse_pod_field(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a pod name"),
+        lambda env: env.get("POD_NAME") or "",
+        "the agent's own pod (the downward API's POD_NAME): on a clean stop its DaemonSet says whether another "
+        "agent follows on the node; empty: not in a pod",
+    ),
+    _Option(
+        "pod-uid",
+        _parse_pod_field(r"[0-9a-f][-0-9a-f]{0,63}", "a pod UID"),
+        lambda env: env.get("POD_UID") or "",
+        "the agent pod's UID (the downward API's POD_UID): DRA mode names its sockets after it, so that an "
+        "updated agent can serve beside the old one",
     ),
     _Option(
         "program-timeout-s",

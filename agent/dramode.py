@@ -6,8 +6,8 @@ register a device plugin; the scheduler allocates slots to ResourceClaims from t
 slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
 
 * Every slot is one device of the node's pool, named after the slot
-  (:func:`agent.dra.device_name`; of two slots with one name only one is offered, and
-  the other is logged as an error), with the attributes :func:`slice_devices` lists. The
+  (:func:`agent.dra.device_names`; of two slots with one name, one gets a name with a
+  hash of its ID, logged once), with the attributes :func:`slice_devices` lists. The
   slice follows every change of the registry (a slot programmed, its health, a card
   plugged in), and is put back when the kubelet deletes it: checked at once when the
   kubelet registers the driver (a starting kubelet deletes the node's slices), and
@@ -15,6 +15,10 @@ slice, and the kubelet calls NodePrepareResources, where the slots are programme
 * The health of every device goes to the kubelet's resource-health stream, which shows
   it in the status of the pods that use the device.
 * The agent is ready once the kubelet has registered the driver.
+* Updates: with ``--pod-uid`` the sockets are named after the pod, so the new pod of a rolling
+  update serves beside the old one; calls are serialized across both through a file lock and
+  the shared record of prepared claims (``agent.claimprep``); the old pod, once superseded,
+  leaves the checkpoint and the Node's state to the new one and removes only its own sockets.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ from agent.claimprep import ClaimLookup, ClaimPreparation
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import KubeError
-from agent.kube.resourceslices import SliceDevice
+from agent.kube.resourceslices import DeviceTaint, SliceDevice
 from agent.reconfigure import PodDirectory, Reconfigurer
 from agent.slots import Health, SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 
+#: The taint key of a slot that is not healthy (effect NoSchedule).
+UNHEALTHY_TAINT = f"{DRIVER_NAME}/unhealthy"
+#: How often the record of prepared claims is checked for another instance's changes.
+RECORD_POLL_S = 2.0
 #: The file (in the state directory) that records the prepared claims.
 CLAIMS_FILE = "dra-claims.json"
 
@@ -55,8 +63,8 @@ def eviction_order(state: SlotState) -> tuple[bool, float, str]:
 
 
 def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash]]:
-    """Slot ID -> device name of the slots offered as devices (all but those whose name another slot has,
-    :func:`agent.dra.device_names`), and the clashes that left slots out."""
+    """Slot ID -> device name of the slots offered as devices (:func:`agent.dra.device_names`), and the
+    clashes that gave slots a name of their own."""
     names, clashes = device_names(s.slot.id for s in states)
     return {slot_id: name for name, slot_id in names.items()}, clashes
 
@@ -66,7 +74,9 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
 
     ``platform`` (the PR interface ID a bitstream must match), ``card``, ``region``, ``numa``
     (when known), ``bitstream`` and ``accelerator`` (the catalog name and accelerator ID loaded;
-    "" when empty, unknown or being programmed), ``healthy``.
+    "" when empty, unknown or being programmed), ``healthy``. A slot that is not healthy carries the
+    NoSchedule taint ``UNHEALTHY_TAINT``: the scheduler allocates it to no claim (the DeviceClass needs
+    no health clause); it loses the taint when it recovers.
 
     The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
     devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
@@ -93,7 +103,8 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
         }
         if slot.numa is not None:
             attributes["numa"] = slot.numa
-        devices.append(SliceDevice(names[slot.id], attributes))
+        taints = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+        devices.append(SliceDevice(names[slot.id], attributes, taints))
     return devices
 
 
@@ -162,12 +173,21 @@ class DraMode:
         try:
             async with asyncio.TaskGroup() as group:
                 follow = group.create_task(self._follow_slots(), name="dra-slots")
+                record = group.create_task(self._follow_record(), name="dra-record")
                 group.create_task(self._slices.run(stop), name="resource-slice")
                 await stop.wait()
                 follow.cancel()
+                record.cancel()
         finally:
             await asyncio.to_thread(self.server.stop)
             logger.info("DRA driver %s stopped serving", DRIVER_NAME)
+
+    async def _follow_record(self) -> None:
+        """During an update the other instance may release a claim between our calls: its record is read
+        every ``RECORD_POLL_S`` (one stat when nothing changed), so the freed slot shows here at once."""
+        while True:
+            await asyncio.sleep(RECORD_POLL_S)
+            await self.preparation.refresh()
 
     async def _follow_slots(self) -> None:
         version = self._registry.version
@@ -189,14 +209,25 @@ class DraMode:
             self._slice_error = ""
 
     def _report_clashes(self, found: Sequence[NameClash]) -> None:
-        """An error for each pair of slots with one device name, once while it lasts."""
+        """A warning for each pair of slots with one plain device name, once while it lasts."""
         for clash in sorted(set(found) - self._clashes, key=lambda c: c.name):
-            logger.error(
-                "slots %s and %s have the same DRA device name %s: slot %s is left out of the ResourceSlice "
-                "and cannot be allocated",
-                clash.kept,
-                clash.left_out,
-                clash.name,
-                clash.left_out,
-            )
+            if clash.renamed_as:
+                logger.warning(
+                    "slots %s and %s have the same DRA device name %s: slot %s is device %s",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed_as,
+                )
+            else:
+                logger.error(
+                    "slots %s and %s have the same DRA device name %s, and the other name of %s is taken too: "
+                    "slot %s is left out of the ResourceSlice",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed,
+                )
         self._clashes = set(found)

@@ -39,6 +39,7 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 #: Characters of an untrusted value shown in a message, a log line or an Event.
@@ -56,6 +57,26 @@ def shown(value: object) -> str:
     if len(value) <= SHOWN_CHARS:
         return repr(value)
     return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+#: A Kubernetes object name (a DNS subdomain, at most 253 characters): shown as it is.
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def is_object_name(value: str) -> bool:
+    """Whether ``value`` can name a Kubernetes object (a DNS subdomain: lower case, digits, ``-``, ``.``)."""
+    return _OBJECT_NAME.fullmatch(value) is not None
+
+
+def shown_name(value: str) -> str:
+    """A Kubernetes name from an untrusted caller: as it is when it is a valid object name, else :func:`shown`
+    (so the usual case reads plainly and anything else can neither grow a message nor forge a line)."""
+    return value if is_object_name(value) else shown(value)
+
+
+def shown_claim(namespace: str, name: str) -> str:
+    """``claim <namespace>/<name>`` for messages, each part through :func:`shown_name`."""
+    return f"claim {shown_name(namespace)}/{shown_name(name)}"
 
 
 def shown_list(values: Iterable[object]) -> str:

@@ -15,6 +15,7 @@ through :meth:`HealthServer.add_routes` before it starts.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 from collections.abc import Callable, Iterable
@@ -33,11 +34,18 @@ Check = Callable[[], str | None]
 SHUTDOWN_TIMEOUT_S = 1.0
 
 
+class PortInUse(ConfigError):
+    """The health port is taken by another process."""
+
+
 class HealthServer:
     """``/healthz`` and ``/readyz`` on ``address``; ``start()`` binds, ``stop()`` closes."""
 
-    def __init__(self, address: ListenAddress, *, alive: Check, ready: Check) -> None:
+    def __init__(self, address: ListenAddress, *, alive: Check, ready: Check, shared: bool = False) -> None:
+        """``shared``: the port may be bound by another process as well (SO_REUSEPORT): in DRA mode the
+        agent pod of an update serves beside the old one on the host's network."""
         self.address = address
+        self._shared = shared
         self._alive = alive
         self._ready = ready
         self.app = web.Application()
@@ -56,7 +64,7 @@ class HealthServer:
 
     async def start(self) -> int:
         """Listen and serve; returns the bound port. A refused bind is a ConfigError naming the flag."""
-        sock = _bind(self.address)
+        sock = _bind(self.address, self._shared)
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         self._runner = runner
@@ -70,6 +78,20 @@ class HealthServer:
         self.serving.set()
         logger.info("health endpoint on %s port %d: /healthz, /readyz", self.address.host, self.port)
         return self.port
+
+    async def start_when_free(self, retry_s: float = 2.0) -> None:
+        """:meth:`start`, and while the port is taken without ``SO_REUSEPORT`` (the old agent of an update, of a
+        version before shared ports, still holds it), again every ``retry_s`` until it is free."""
+        said = False
+        while True:
+            try:
+                await self.start()
+                return
+            except PortInUse as exc:
+                if not said:
+                    logger.warning("%s; trying again every %.0f s (the old agent of an update holds it)", exc, retry_s)
+                said = True
+            await asyncio.sleep(retry_s)
 
     async def stop(self) -> None:
         """Stop listening and close open connections."""
@@ -91,7 +113,7 @@ def _answer(problem: str | None, fine: str) -> web.Response:
     return web.Response(status=503, text=f"{problem}\n")
 
 
-def _bind(address: ListenAddress) -> socket.socket:
+def _bind(address: ListenAddress, shared: bool = False) -> socket.socket:
     """A listening-ready TCP socket on ``address`` (IPv4 or IPv6, as the host says)."""
     where = f"--health-listen {address}"
     try:
@@ -102,8 +124,11 @@ def _bind(address: ListenAddress) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(sockaddr)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"{where}: cannot listen: {exc.strerror}") from None
+        error = PortInUse if exc.errno == errno.EADDRINUSE else ConfigError
+        raise error(f"{where}: cannot listen: {exc.strerror}") from None
     return sock

@@ -23,6 +23,7 @@ the real server where the agent depends on it:
 * ``GET /api/v1/namespaces/{ns}/secrets/{name}``: Secrets the test put (data base64-encoded);
   ``POST /api/v1/namespaces/{ns}/secrets``: created (name, namespace, base64 data and, for
   ``kubernetes.io/tls``, its two keys checked), 409 AlreadyExists when one of that name exists;
+* ``GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}``: DaemonSets the test put (metadata only);
 * ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
@@ -96,6 +97,7 @@ _KINDS = {
     "secrets": "Secret",
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
+    "daemonsets": "DaemonSet",
 }
 _NAMESPACED = {
     "pods": True,
@@ -105,6 +107,7 @@ _NAMESPACED = {
     "secrets": True,
     "resourceslices": False,
     "resourceclaims": True,
+    "daemonsets": True,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -115,6 +118,7 @@ _API = {
     "fpgabitstreams": "/apis/example.com/v1alpha1",
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
+    "daemonsets": "/apis/apps/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -124,6 +128,7 @@ _RESOURCE_PATH = re.compile(
 )
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
@@ -131,6 +136,7 @@ _FIELDS = {
     "secrets": {"metadata.name", "metadata.namespace", "type"},
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
+    "daemonsets": {"metadata.name", "metadata.namespace"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -156,8 +162,8 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets)"
+_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1)"
+_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets)"
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 
@@ -575,6 +581,19 @@ class FakeKubeApiServer:
         obj: JSON = {"metadata": {"name": name, "namespace": namespace}, "type": secret_type, "data": encoded}
         with self._cond:
             return self._store("secrets", (namespace, name), obj)
+
+    def put_daemonset(self, namespace: str, name: str, *, deleting: bool = False) -> JSON:
+        """Create or replace a DaemonSet (metadata only; ``deleting``: with a deletionTimestamp)."""
+        meta: JSON = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        if deleting:
+            meta["deletionTimestamp"] = now_rfc3339()
+        with self._cond:
+            self.namespaces.add(namespace)
+            return self._store("daemonsets", (namespace, name), {"metadata": meta})
+
+    def delete_daemonset(self, namespace: str, name: str) -> None:
+        with self._cond:
+            self._remove("daemonsets", (namespace, name))
 
     def compact(self) -> int:
         """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.
@@ -1448,6 +1467,17 @@ def _valid_resource_slice(body: object) -> JSON:
                 raise _invalid(name, f"{where}.attributes[{key}]", "Invalid value: exactly one value must be given")
             if kinds[0] == "string" and len(value["string"]) > 64:
                 raise _invalid(name, f"{where}.attributes[{key}].string", "Too long: may not be more than 64 bytes")
+        taints = device.get("taints") or []
+        if len(taints) > 16:
+            raise _invalid(name, f"{where}.taints", "Too many: must have at most 16 items")
+        for t_index, taint in enumerate(taints):
+            at = f"{where}.taints[{t_index}]"
+            if not _QUALIFIED_NAME.match(str(taint.get("key", ""))):
+                raise _invalid(name, f"{at}.key", "Invalid value: a qualified name")
+            if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+                raise _invalid(name, f"{at}.effect", 'Unsupported value: supported values: "NoExecute", "NoSchedule"')
+            if "value" in taint and not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$", taint["value"]):
+                raise _invalid(name, f"{at}.value", "Invalid value: a label value")
     return obj
 
 

@@ -7,44 +7,67 @@ at most 63 characters already, and lower case.
 
 Two slot IDs that differ only there (``0000-3b-00.0-p1`` and ``0000-3b-00-0-p1``) would
 be one device name: the scheduler could not tell them apart, and a claim for one could
-be prepared on the other. :func:`device_names` gives the name to one of them only (the
-slot whose ID is the name itself, else the first by ID) and reports the other as a clash.
+be prepared on the other. :func:`device_names` gives the plain name to one of them (the
+slot whose ID is the name itself, else the first by ID) and a name of its own to each
+other one: the plain name cut to leave room, ``-``, and the first 8 hex digits of the
+SHA-256 of its slot ID. That name depends only on the slot ID and on which IDs clash,
+so it stays the same across restarts while the node's slots do; every slot is offered.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 _NOT_IN_LABEL = re.compile(r"[^a-z0-9-]")
+MAX_NAME = 63
+#: Hex digits of the slot ID's hash in a disambiguated name.
+SUFFIX_DIGITS = 8
 
 
 def device_name(slot_id: str) -> str:
-    """The DRA device name of the slot ``slot_id``."""
+    """The DRA device name of the slot ``slot_id`` when no other slot has the same one."""
     return _NOT_IN_LABEL.sub("-", slot_id.lower()).strip("-")
+
+
+def disambiguated_name(slot_id: str) -> str:
+    """The device name of ``slot_id`` when another slot has its plain name."""
+    digest = hashlib.sha256(slot_id.encode()).hexdigest()[:SUFFIX_DIGITS]
+    stem = device_name(slot_id)[: MAX_NAME - SUFFIX_DIGITS - 1].rstrip("-")
+    return f"{stem}-{digest}" if stem else digest
 
 
 @dataclass(frozen=True, slots=True)
 class NameClash:
-    """Two slots with one device name: ``kept`` is the device, ``left_out`` is not offered."""
+    """Two slots with one plain device name: ``kept`` has it, ``renamed`` is offered as ``renamed_as`` ("": not
+    offered, that name being taken too)."""
 
     name: str
     kept: str
-    left_out: str
+    renamed: str
+    renamed_as: str
 
 
 def device_names(slot_ids: Iterable[str]) -> tuple[dict[str, str], list[NameClash]]:
-    """Device name -> slot ID for every slot that has a name of its own, and the slots left out.
+    """Device name -> slot ID for every slot, and the clashes that gave slots a disambiguated name.
 
-    Which slot keeps a contested name does not depend on the order given: the one whose ID is
-    the name, else the first by ID."""
+    Which slot keeps a contested plain name does not depend on the order given: the one whose ID
+    is the name, else the first by ID."""
     slots: dict[str, str] = {}
     clashes = []
-    for slot_id in sorted(set(slot_ids), key=lambda s: (device_name(s) != s, s)):
+    ordered = sorted(set(slot_ids), key=lambda s: (device_name(s) != s, s))
+    plain = {device_name(s) for s in ordered}
+    for slot_id in ordered:
         name = device_name(slot_id)
-        if name in slots:
-            clashes.append(NameClash(name, slots[name], slot_id))
-        else:
+        if name not in slots:
             slots[name] = slot_id
+            continue
+        other = disambiguated_name(slot_id)
+        if other in slots or other in plain:  # another slot's name already (next to impossible): not offered
+            clashes.append(NameClash(name, slots[name], slot_id, ""))
+            continue
+        slots[other] = slot_id
+        clashes.append(NameClash(name, slots[name], slot_id, other))
     return slots, clashes

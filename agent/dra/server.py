@@ -8,9 +8,12 @@ still ours (same inode): a newer agent that took the path over keeps it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
+import secrets
+import socket
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -43,19 +46,29 @@ WORKERS = 4
 
 @dataclass(frozen=True, slots=True)
 class PluginSockets:
-    """Where the sockets go: ``<registry>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``."""
+    """Where the sockets go: ``<registry>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``, or with an
+    ``instance`` (the pod UID) ``<driver>-<instance>-reg.sock`` and ``dra-<instance>.sock``, so that the pod
+    of an update serves beside the old one (the kubelet, since 1.33, uses the newest registration and falls
+    back to the older while it is there)."""
 
     registry_dir: Path = Path(PLUGINS_REGISTRY_DIR)
     plugins_dir: Path = Path(PLUGINS_DIR)
     driver: str = DRIVER_NAME
+    instance: str = ""
 
     @property
     def registration(self) -> Path:
-        return self.registry_dir / f"{self.driver}-reg.sock"
+        middle = f"-{self.instance}" if self.instance else ""
+        return self.registry_dir / f"{self.driver}{middle}-reg.sock"
 
     @property
     def dra(self) -> Path:
-        return self.plugins_dir / self.driver / "dra.sock"
+        return self.plugins_dir / self.driver / (f"dra-{self.instance}.sock" if self.instance else "dra.sock")
+
+    @property
+    def lock(self) -> Path:
+        """The file every instance of the driver on this node locks for each call (one call at a time)."""
+        return self.plugins_dir / self.driver / "serialize.lock"
 
 
 class DraPluginServer:
@@ -71,7 +84,7 @@ class DraPluginServer:
         """With ``health``, the resource-health stream is served (and advertised) too; ``on_registered`` is
         called (on a server thread) each time the kubelet registers the driver, e.g. after its restart."""
         self.sockets = sockets or PluginSockets()
-        core = DraCore(preparer)
+        core = DraCore(preparer, self.sockets.lock)
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
         self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions, on_registered)
         self.health = health
@@ -79,12 +92,51 @@ class DraPluginServer:
         self._v1beta1 = DraV1beta1Servicer(core)
         self._servers: list[grpc.Server] = []
         self._placed: list[tuple[Path, tuple[int, int]]] = []
+        #: When our registration socket was placed (its mtime, ns): kept after stop, for superseded().
+        self._placed_at: int | None = None
+
+    def superseded(self) -> bool:
+        """Whether another instance of the driver placed its registration socket after ours: the new pod of an
+        update, which the kubelet now uses (it takes the newest registration)."""
+        mine = self._placed_at
+        if mine is None:
+            return False
+        for other in self._other_registrations():
+            try:
+                if other.stat().st_mtime_ns > mine:
+                    return True
+            except FileNotFoundError:
+                continue
+        return False
+
+    def _other_registrations(self) -> list[Path]:
+        found = self.sockets.registry_dir.glob(f"{self.sockets.driver}-*reg.sock")
+        return sorted(p for p in found if p != self.sockets.registration)
+
+    def remove_dead_instances(self) -> list[Path]:
+        """Remove the sockets of the driver's instances that are gone (a killed pod leaves its per-pod sockets;
+        the kubelet would keep trying them): those that refuse a connection. The removed paths."""
+        removed = []
+        prefix = f"{self.sockets.driver}-"
+        for registration in self._other_registrations():
+            if not _refuses(registration):
+                continue
+            instance = registration.name.removeprefix(prefix).removesuffix("reg.sock").rstrip("-")
+            dra = dataclasses.replace(self.sockets, instance=instance).dra
+            for path in (registration, dra):
+                if path.is_socket() and _refuses(path):
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        if removed:
+            logger.info("removed the sockets of stopped driver instances: %s", ", ".join(map(str, removed)))
+        return removed
 
     def start(self) -> None:
         """Serve the DRA socket, then the registration socket (the kubelet dials the first once it has
         found the second). KubeletError naming the path when one cannot be served; nothing is left."""
         bound_undecodable_request_logs()
         try:
+            self.remove_dead_instances()
             self._start_one(self.sockets.dra, self._add_dra)
             self._start_one(self.sockets.registration, self._add_registration)
         except OSError as exc:
@@ -93,6 +145,7 @@ class DraPluginServer:
         except Exception:
             self.stop()
             raise
+        self._placed_at = self.sockets.registration.stat().st_mtime_ns
         logger.info(
             "serving DRA driver %s on %s, registration on %s",
             self.sockets.driver,
@@ -126,7 +179,9 @@ class DraPluginServer:
 
     def _start_one(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")  # the watcher skips dot names
+        # A short name used once (the watcher skips dot names): a socket path has at most 107 bytes, and the
+        # per-pod names are long; pids repeat across containers, so the name is random.
+        bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
         add(server)
         old_umask = os.umask(0o177)  # created 0600, never briefly wider
@@ -141,6 +196,19 @@ class DraPluginServer:
         self._servers.append(server)
         os.replace(bound, path)
         self._placed.append((path, _identity(path)))
+
+
+def _refuses(path: Path) -> bool:
+    """Whether nothing listens on the unix socket ``path`` (connection refused)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            return False
+    return False
 
 
 def _identity(path: Path) -> tuple[int, int]:

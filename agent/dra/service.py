@@ -9,10 +9,12 @@ does not know is a success: the kubelet may ask again after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
@@ -24,7 +26,8 @@ from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from agent._proto.pluginregistration.v1 import api_pb2 as reg
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.dra.constants import PLUGIN_TYPE, SUPPORTED_VERSIONS
-from agent.errors import FpgaSlotError, shown
+from agent.dra.filelock import locked
+from agent.errors import FpgaSlotError, shown, shown_claim, shown_name
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +41,7 @@ class ClaimRef:
     name: str
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name} (uid {self.uid})"
+        return f"{shown_claim(self.namespace, self.name)} (uid {shown_name(self.uid)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,33 +84,40 @@ def _refs(claims: Sequence[_Claims]) -> dict[str, ClaimRef]:
 
 
 class DraCore:
-    """Both API versions' calls on one preparer, one call at a time; answers as plain data."""
+    """Both API versions' calls on one preparer, one call at a time; answers as plain data.
 
-    def __init__(self, preparer: ClaimPreparer) -> None:
+    With ``lock_file``, one call at a time on the whole node: the file is locked for each call, so
+    that the agent pod of an update and the old one never prepare at once (:mod:`agent.dra.filelock`)."""
+
+    def __init__(self, preparer: ClaimPreparer, lock_file: Path | None = None) -> None:
         self._preparer = preparer
         self._lock = threading.Lock()
+        self._lock_file = lock_file
 
     def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        with self._lock:
+        with self._lock, self._node_lock():
             return self._prepare(claims)
 
     def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        with self._lock:
+        with self._lock, self._node_lock():
             return self._unprepare(claims)
+
+    def _node_lock(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file)
 
     def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
         for uid, ref in _refs(claims).items():
             if not uid:
-                answers[uid] = ((), f"claim {shown(ref.namespace)}/{shown(ref.name)} has no UID")
+                answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
                 continue
             try:
                 devices = self._preparer.prepare(ref)
             except FpgaSlotError as exc:
-                logger.warning("claim %s not prepared: %s", ref, exc)
+                logger.warning("%s not prepared: %s", ref, exc)
                 answers[uid] = ((), str(exc))
                 continue
-            logger.info("claim %s prepared: %d device(s)", ref, len(devices))
+            logger.info("%s prepared: %d device(s)", ref, len(devices))
             answers[uid] = (devices, "")
         return answers
 
@@ -117,10 +127,10 @@ class DraCore:
             try:
                 self._preparer.unprepare(ref)
             except FpgaSlotError as exc:
-                logger.warning("claim %s not released: %s", ref, exc)
+                logger.warning("%s not released: %s", ref, exc)
                 answers[uid] = str(exc)
                 continue
-            logger.info("claim %s released", ref)
+            logger.info("%s released", ref)
             answers[uid] = ""
         return answers
 

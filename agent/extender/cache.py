@@ -19,6 +19,7 @@ that the same node is parsed once, not once per pod.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -140,6 +141,15 @@ class NodeCache:
         else:
             self._changes.append(node.name)
 
+    def expire(self, now: float) -> list[str]:
+        """Drop the nodes whose agent is gone (heartbeat too old, :meth:`NodeSlots.stale`); their names."""
+        gone = [name for name, state in self._nodes.items() if state.stale(now)]
+        for name in gone:
+            self.apply("DELETED", WatchedNode(name, None))
+        if gone:
+            logger.info("ignoring the slot state of %d node(s) whose agent is gone: %s", len(gone), ", ".join(gone[:8]))
+        return gone
+
     def set_declared(self, declared: Mapping[str, str]) -> None:
         """The cluster's declared bitstreams (FpgaBitstream: name -> platform), which nodes can pull: every
         node's state is derived again and the score tables start afresh (declarations change rarely)."""
@@ -196,7 +206,8 @@ class RequestNodes:
             version = node_resource_version(node)
             key = (name, version)
             if version and key in self._memo:
-                found[name] = self._memo[key]
+                known = self._memo[key]
+                found[name] = None if known is not None and known.stale(time.time()) else known
                 continue
             state = read_node_slots(name, version, node_annotations(node))
             if version:

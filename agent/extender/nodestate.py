@@ -13,7 +13,11 @@ counted here, once per node update (in the node watch's worker thread, or once p
 scoring functions only look numbers up.
 
 A node without both annotations has no published state (``None``): an agent that
-has not started yet, or a node without FPGAs. A malformed annotation is the same as
+has not started yet, or a node without FPGAs. Nor has a node whose agent is gone: the
+agent renews ``example.com/fpga-agent-heartbeat`` (epoch seconds) every 5 minutes, and
+a state whose heartbeat is older than ``STALE_AFTER_S`` is none (an agent killed, or
+uninstalled without the clean stop that removes its keys). A state without a heartbeat
+comes from an agent that predates it and is taken as it is. A malformed annotation is the same as
 none, logged once per node and resourceVersion, because a broken publisher must not
 make the extender fail nodes it knows nothing reliable about.
 """
@@ -25,6 +29,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -33,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 SLOTS_ANNOTATION = "example.com/fpga-slots"
 BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
+#: The agent's heartbeat and how old it may be (agent.kube.nodes: renewed every 300 s, three may be missed).
+HEARTBEAT_ANNOTATION = "example.com/fpga-agent-heartbeat"
+STALE_AFTER_S = 960.0
 #: Nodes remembered as already reported malformed (cleared when full; a repeat costs one log line).
 MALFORMED_MEMORY = 10_000
 #: Distinct catalog annotations remembered, parsed (cleared when full).
@@ -109,8 +117,14 @@ class NodeSlots:
     catalog: Mapping[str, str] = field(default_factory=dict)
     #: Names in ``bitstreams`` that the node must pull first (declared in the cluster, not in its catalog).
     downloads: frozenset[str] = frozenset()
+    #: The agent's latest heartbeat (epoch seconds); None: an agent that publishes none.
+    heartbeat: float | None = None
     #: Answers already worked out for this state (scoring's memo; the state itself never changes).
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def stale(self, now: float) -> bool:
+        """Whether the agent that published this is gone: its heartbeat older than ``STALE_AFTER_S``."""
+        return self.heartbeat is not None and now - self.heartbeat > STALE_AFTER_S
 
     def packing(self, count: int) -> int:
         """kube-scheduler's MostAllocated score (0..100) of this node's slots for a pod asking ``count``:
@@ -227,7 +241,17 @@ def parse_node_slots(name: str, resource_version: str, annotations: Mapping[str,
         raise NodeStateError(f"{missing} is missing (the agent publishes both annotations together)")
     if not isinstance(slots_text, str) or not isinstance(bitstreams_text, str):
         raise NodeStateError("the annotations are not strings")
-    return NodeSlots.build(name, resource_version, parse_slots_annotation(slots_text), _catalog(bitstreams_text))
+    state = NodeSlots.build(name, resource_version, parse_slots_annotation(slots_text), _catalog(bitstreams_text))
+    heartbeat = annotations.get(HEARTBEAT_ANNOTATION)
+    if heartbeat is None:
+        return state
+    try:
+        beat = float(heartbeat) if isinstance(heartbeat, str) and len(heartbeat) <= 20 else float("nan")
+    except ValueError:
+        beat = float("nan")
+    if beat != beat:  # NaN: not a number
+        raise NodeStateError(f"{HEARTBEAT_ANNOTATION} is not epoch seconds")
+    return dataclasses.replace(state, heartbeat=beat)
 
 
 #: Catalog annotation text -> its parsed mapping, shared by every node that publishes the same text.
@@ -275,13 +299,15 @@ MALFORMED = MalformedLog()
 def read_node_slots(
     name: str, resource_version: str, annotations: Mapping[str, str], *, log: MalformedLog = MALFORMED
 ) -> NodeSlots | None:
-    """Like :func:`parse_node_slots`, but a malformed state is logged (once) and read as none.
+    """Like :func:`parse_node_slots`, but a malformed state is logged (once) and read as none, and so is the
+    state of an agent that is gone (:meth:`NodeSlots.stale`).
 
     Whatever one node's annotations hold costs only that node: any failure to read them,
     not only the ones foreseen, makes it a node without published state.
     """
     try:
-        return parse_node_slots(name, resource_version, annotations)
+        state = parse_node_slots(name, resource_version, annotations)
+        return None if state is not None and state.stale(time.time()) else state
     except NodeStateError as exc:
         log.report(name, resource_version, exc)
     except Exception as exc:  # a parser bug or a case nobody thought of: never the whole node cache

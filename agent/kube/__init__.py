@@ -31,6 +31,7 @@ from agent.kube.model import (
 )
 from agent.kube.nodes import (
     BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
     SLOTS_ANNOTATION,
@@ -45,6 +46,7 @@ from agent.kube.secrets import SecretData, SecretReader, SecretWriter
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
+    "HEARTBEAT_ANNOTATION",
     "PLATFORM_LABEL",
     "PLATFORM_LABEL_PREFIX",
     "SLOTS_ANNOTATION",

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
-from agent.errors import KubeError, shown
+from agent.errors import KubeError, is_object_name, shown, shown_claim
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
 
@@ -89,7 +89,7 @@ def parse_claim(raw: Mapping[str, Any], driver: str) -> ClaimInfo:
     """The claim's devices and configs of ``driver``; KubeError when it is malformed or not allocated."""
     meta = _mapping(raw.get("metadata"), "metadata")
     namespace, name, uid = (str(meta.get(k) or "") for k in ("namespace", "name", "uid"))
-    who = f"claim {namespace}/{name}"
+    who = shown_claim(namespace, name)
     status = _mapping(raw.get("status"), f"{who}: status")
     allocation = status.get("allocation")
     if allocation is None:
@@ -137,7 +137,9 @@ class ClaimReader:
 
     def read(self, namespace: str, name: str, uid: str) -> ClaimInfo:
         """The claim; KubeError when it is gone, was replaced (another UID), or is not allocated."""
-        who = f"claim {namespace}/{name}"
+        who = shown_claim(namespace, name)
+        if not (is_object_name(namespace) and is_object_name(name)):
+            raise KubeError(f"{who} cannot exist: a namespace and a claim name are DNS names")
         try:
             raw = self._calls.read_namespaced_resource_claim(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
         except Exception as exc:

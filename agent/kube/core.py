@@ -77,6 +77,14 @@ class CoreCalls:
         path = "/api/v1/namespaces/{namespace}/secrets"
         return self._request("POST", path, {"namespace": namespace}, kwargs, body)
 
+    def read_namespaced_pod(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/api/v1/namespaces/{namespace}/pods/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def read_namespaced_daemon_set(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
         """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)

@@ -49,6 +49,9 @@ class PodInfo:
     containers: tuple[ContainerSlots, ...] = ()
     deleted: bool = False
     init_containers: tuple[ContainerSlots, ...] = ()
+    #: For a pod given slots through DRA's extended-resource bridge: the request of the claim the scheduler
+    #: made -> the container it serves (``status.extendedResourceClaimStatus.requestMappings``).
+    request_containers: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def key(self) -> PodKey:
@@ -129,4 +132,15 @@ def parse_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> PodInfo:
         containers=_containers(spec.get("containers")),
         deleted=deleted,
         init_containers=_containers(spec.get("initContainers")),
+        request_containers=types.MappingProxyType(_request_containers(status)),
     )
+
+
+def _request_containers(status: Mapping[str, Any]) -> dict[str, str]:
+    found = {}
+    for mapping in _mapping(status.get("extendedResourceClaimStatus")).get("requestMappings") or []:
+        mapping = _mapping(mapping)
+        request, container = mapping.get("requestName"), mapping.get("containerName")
+        if mapping.get("resourceName") == SLOT_RESOURCE and isinstance(request, str) and isinstance(container, str):
+            found[request] = container
+    return found

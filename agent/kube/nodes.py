@@ -5,11 +5,14 @@ own Node (the wire contract; the extender reads exactly this):
 
 * annotation ``example.com/fpga-slots``: compact JSON list, one object per slot;
 * annotation ``example.com/fpga-bitstreams``: compact JSON object, catalog name -> platform;
+* annotation ``example.com/fpga-agent-heartbeat``: epoch seconds, renewed every
+  ``HEARTBEAT_S``: readers take a state whose heartbeat is older than ``STALE_AFTER_S``
+  for the state of an agent that is gone (killed, or uninstalled without its clean stop);
 * label ``example.com/fpga-platform=<platform>`` when all slots share one platform, and
   ``fpga-platform.example.com/<platform>: "true"`` for every platform, so that the
   scheduler's own NodeAffinity filter can check platform fit without calling anyone.
 
-The agent owns exactly these keys (the two annotations, the one label and every label
+The agent owns exactly these keys (the three annotations, the one label and every label
 under the ``fpga-platform.example.com/`` prefix) and never touches the node's other
 labels and annotations: every write is a JSON merge patch of the owned keys that
 changed, a removed platform's label being ``null`` in the patch.
@@ -29,6 +32,9 @@ failure, and every ``RESYNC_S``, the Node is read again (a Node object deleted a
 re-created by its kubelet comes back without our keys). The calls are ``get`` and
 ``patch`` on nodes, which is all the RBAC role grants.
 
+:meth:`NodePublisher.clear` removes every owned key: the agent's clean stop when it is
+uninstalled, so that a node without an agent no longer looks like an FPGA node.
+
 :func:`list_nodes` is the one read of all Nodes, for the cluster view (operators'
 credentials, not the agent's).
 """
@@ -39,7 +45,8 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping, Set
+import time
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +70,14 @@ BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
 PLATFORM_LABEL = "example.com/fpga-platform"
 #: ``fpga-platform.example.com/<platform>: "true"`` for every platform the node's slots have.
 PLATFORM_LABEL_PREFIX = "fpga-platform.example.com/"
-OWNED_ANNOTATIONS: frozenset[str] = frozenset((SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION))
+#: Epoch seconds of the agent's latest renewal of its state (see HEARTBEAT_S).
+HEARTBEAT_ANNOTATION = "example.com/fpga-agent-heartbeat"
+OWNED_ANNOTATIONS: frozenset[str] = frozenset((SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION, HEARTBEAT_ANNOTATION))
+#: How often the heartbeat is renewed without any other change: every Node write reaches every watcher of
+#: Nodes, so as seldom as the kubelet's own status report (5 minutes): one more Node update per node then.
+HEARTBEAT_S = 300.0
+#: Readers ignore a state whose heartbeat is older: three renewals missed, and a minute for clocks apart.
+STALE_AFTER_S = 3 * HEARTBEAT_S + 60.0
 
 #: Patches start at least this far apart (about two per second); changes in between are folded together.
 MIN_PATCH_INTERVAL_S = 0.5
@@ -139,6 +153,16 @@ def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | N
     return {"metadata": metadata} if metadata else None
 
 
+def clear_body(current: OwnedFields) -> dict[str, Any] | None:
+    """The merge patch that removes every owned key the Node has; None when it has none."""
+    metadata: dict[str, Any] = {}
+    if current.annotations:
+        metadata["annotations"] = dict.fromkeys(current.annotations)
+    if current.labels:
+        metadata["labels"] = dict.fromkeys(current.labels)
+    return {"metadata": metadata} if metadata else None
+
+
 class NodePublisher:
     """Keeps this node's owned annotations and labels equal to the latest :meth:`update`.
 
@@ -154,8 +178,16 @@ class NodePublisher:
         backoff: Backoff = PUBLISH_BACKOFF,
         resync_s: float = RESYNC_S,
         timeout_s: float = REQUEST_TIMEOUT_S,
+        heartbeat_s: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: epoch seconds, for the heartbeat."""
         self.node_name = node_name
+        self._heartbeat_s = heartbeat_s
+        self._clock = clock
+        self._beat: int | None = None
+        #: While this says True, nothing is patched (a newer agent on the node publishes: an update's overlap).
+        self.standby: Callable[[], bool] = lambda: False
         self._core = CoreCalls(api_client)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
@@ -188,8 +220,15 @@ class NodePublisher:
                     MAX_LABEL_LEN,
                     SLOTS_ANNOTATION,
                 )
+        if self._beat is None:
+            self._beat = int(self._clock())
         desired = OwnedFields(
-            {SLOTS_ANNOTATION: slots_json, BITSTREAMS_ANNOTATION: bitstreams_json}, platform_labels(platforms)
+            {
+                SLOTS_ANNOTATION: slots_json,
+                BITSTREAMS_ANNOTATION: bitstreams_json,
+                HEARTBEAT_ANNOTATION: str(self._beat),
+            },
+            platform_labels(platforms),
         )
         if desired == self._desired:
             return
@@ -232,20 +271,65 @@ class NodePublisher:
             self._failures.succeeded()
 
     def _has_work(self) -> bool:
-        if self._desired is None:
+        if self._desired is None or self.standby():
             return False
         return self._current is None or patch_body(self._desired, self._current) is not None
 
     async def _wait_for_work(self) -> None:
-        while not self._has_work():
+        while True:
+            self._renew_heartbeat()
+            if self._has_work():
+                return
             self._settled.set()
             self._wake.clear()
+            loop = asyncio.get_running_loop()
+            resync_at = loop.time() + self._resync_s
             try:
-                async with asyncio.timeout(self._resync_s):
+                async with asyncio.timeout(min(self._resync_s, self._until_heartbeat())):
                     await self._wake.wait()
             except TimeoutError:
-                if self._desired is not None:
+                if self._desired is not None and loop.time() >= resync_at:
                     self._current = None  # read the Node again and put right what differs
+
+    def _until_heartbeat(self) -> float:
+        return self._heartbeat_s if self._beat is None else max(0.0, self._beat + self._heartbeat_s - self._clock())
+
+    def _renew_heartbeat(self) -> None:
+        """A new heartbeat in the desired state once the last one is ``heartbeat_s`` old."""
+        desired = self._desired
+        if desired is None or self._beat is None or self._until_heartbeat() > 0:
+            return
+        self._beat = int(self._clock())
+        self._desired = OwnedFields({**desired.annotations, HEARTBEAT_ANNOTATION: str(self._beat)}, desired.labels)
+        self._settled.clear()
+
+    def _adopt_heartbeat(self, current: OwnedFields) -> None:
+        """Before the first patch: a heartbeat on the Node younger than ``heartbeat_s`` (an agent restarted a
+        moment ago) is kept, so that a restart with unchanged slots writes nothing."""
+        desired = self._desired
+        try:
+            beat = int(current.annotations.get(HEARTBEAT_ANNOTATION, ""))
+        except ValueError:
+            return
+        if desired is None or not 0 <= self._clock() - beat < self._heartbeat_s:
+            return
+        self._beat = beat
+        self._desired = OwnedFields({**desired.annotations, HEARTBEAT_ANNOTATION: str(beat)}, desired.labels)
+
+    async def clear(self) -> bool:
+        """Remove every owned key from the Node (the agent's stop when uninstalled; call it once ``run`` has
+        ended). False, with a warning naming the failure, when the Node could not be read or patched."""
+        try:
+            current = await asyncio.to_thread(self._read)
+            body = clear_body(current)
+            if body is not None:
+                await asyncio.to_thread(self._patch, body)
+        except Exception as exc:
+            kind, text = describe_api_error(exc)
+            logger.warning("node %s: slot state not removed (%s: %s)", self.node_name, kind, text)
+            return False
+        logger.info("removed the slot state, heartbeat and platform labels from node %s", self.node_name)
+        return True
 
     async def _pace(self) -> None:
         if self._last_patch is None:
@@ -258,6 +342,8 @@ class NodePublisher:
         if self._current is None:
             self.reads += 1
             self._current = await asyncio.to_thread(self._read)
+            if self.patches == 0:
+                self._adopt_heartbeat(self._current)
         desired = self._desired
         assert desired is not None
         body = patch_body(desired, self._current)

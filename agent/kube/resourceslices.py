@@ -9,6 +9,10 @@ driver's slices 30 s after the driver's last connection drops, so the publisher
 checks the slice every ``interval_s`` and at once after every change of the devices,
 and puts it back.
 
+A device may carry taints (``DeviceTaint``): an unhealthy slot has one, so the scheduler skips it
+without a health clause in the DeviceClass (one CEL term less on every device of every node it
+filters).
+
 Attribute names and values are checked here against the API's limits (a C identifier
 of at most 32 characters; strings of at most 64), so that one bad value is a clear
 error naming the device, not a refused slice.
@@ -20,7 +24,7 @@ import asyncio
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ GROUP_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128
 MAX_ATTRIBUTES = 32
 MAX_STRING = 64
+MAX_TAINTS = 16
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 #: How often the slice is checked without a change of the devices: a safety net only, since a kubelet
@@ -48,12 +53,26 @@ REQUEST_TIMEOUT_S = 10.0
 AttributeValue = str | int | bool
 
 
+#: The effects a device taint may have: NoSchedule keeps new claims off the device, NoExecute also evicts.
+TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """A taint on a device (DRADeviceTaints, beta in 1.36): the scheduler allocates no claim to a device with a
+    NoSchedule taint the claim does not tolerate, without any CEL in the class."""
+
+    key: str
+    effect: str = "NoSchedule"
+
+
 @dataclass(frozen=True, slots=True)
 class SliceDevice:
-    """One device of the pool: its name (a DNS label) and its attributes."""
+    """One device of the pool: its name (a DNS label), its attributes and its taints."""
 
     name: str
     attributes: Mapping[str, AttributeValue]
+    taints: tuple[DeviceTaint, ...] = ()
 
 
 def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, AttributeValue]:
@@ -79,7 +98,14 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
         if len(device.attributes) > MAX_ATTRIBUTES:
             raise KubeError(f"device {shown(device.name)} has more than {MAX_ATTRIBUTES} attributes")
         attributes = {k: _attribute(device.name, k, v) for k, v in sorted(device.attributes.items())}
-        rendered.append({"name": device.name, "attributes": attributes})
+        entry: dict[str, Any] = {"name": device.name, "attributes": attributes}
+        if device.taints:
+            if len(device.taints) > MAX_TAINTS or any(t.effect not in TAINT_EFFECTS for t in device.taints):
+                raise KubeError(
+                    f"device {shown(device.name)}: at most {MAX_TAINTS} taints, each NoSchedule or NoExecute"
+                )
+            entry["taints"] = [{"key": t.key, "effect": t.effect} for t in device.taints]
+        rendered.append(entry)
     return {
         "driver": driver,
         "nodeName": node,
@@ -102,6 +128,8 @@ class ResourceSlicePublisher:
         self._spec: dict[str, Any] | None = None
         self._changed = asyncio.Event()
         self._owner: dict[str, Any] | None = None
+        #: While this says True, the slice is left alone (a newer instance of the driver keeps it: an update).
+        self.standby: Callable[[], bool] = lambda: False
 
     def set_devices(self, devices: Sequence[SliceDevice]) -> None:
         """The devices to publish, on the event loop (checked now: KubeError naming the bad one; the last
@@ -124,6 +152,8 @@ class ResourceSlicePublisher:
             spec = self._spec
         if spec is None:
             return "nothing to publish"
+        if self.standby():
+            return "left to a newer instance"
         timeout = REQUEST_TIMEOUT_S
         try:
             current = self._calls.read_resource_slice(self.name, _request_timeout=timeout)

@@ -92,6 +92,8 @@ def test_other_settings_are_known_options_and_leave_the_paths_at_their_defaults(
     from_fields = {
         "NODE_NAME",
         "POD_NAMESPACE",
+        "POD_NAME",
+        "POD_UID",
         "HOST_IP",
     }  # the downward API: read directly or expanded into other values
     settings = {entry["name"]: entry.get("value") for entry in container["env"] if entry["name"] not in from_fields}

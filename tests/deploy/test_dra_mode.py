@@ -18,7 +18,9 @@ import pytest
 import yaml
 
 from agent.config import MODES, load_config
-from agent.dra import DRIVER_NAME
+from agent.deviceplugin import RESOURCE_NAME
+from agent.dra import DRIVER_NAME, PluginSockets
+from agent.reconfigure import ANNOTATION
 from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
 
 COMPONENT = DAEMONSET_DIR / "dra-mode"
@@ -52,8 +54,7 @@ def daemonset_operations() -> list[Obj]:
 
 
 def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -> None:
-    operations = daemonset_operations()
-    assert {op["op"] for op in operations} == {"add"}
+    operations = [op for op in daemonset_operations() if op["op"] == "add"]
     env = [op["value"] for op in operations if op["path"].endswith("/env/-")]
     assert env == [{"name": "FPGA_AGENT_MODE", "value": "dra"}]
     assert "dra" in MODES
@@ -71,13 +72,14 @@ def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -
     }
 
 
-def test_the_device_class_selects_the_drivers_healthy_slots() -> None:
+def test_the_device_class_selects_the_drivers_slots_with_one_term_and_serves_the_extended_resource() -> None:
     (device_class,) = load_documents(COMPONENT / "deviceclass.yaml")
     kubernetes_validate.validate(device_class, KUBERNETES_VERSION, strict=True)
     (selector,) = device_class["spec"]["selectors"]
-    expression = selector["cel"]["expression"]
-    assert f'device.driver == "{DRIVER_NAME}"' in expression
-    assert f'device.attributes["{DRIVER_NAME}"].healthy' in expression
+    # Health is a taint on the device (agent.dramode.UNHEALTHY_TAINT), not a term evaluated per device.
+    assert selector["cel"]["expression"] == f'device.driver == "{DRIVER_NAME}"'
+    # Pods written for the device plugin: the scheduler maps the extended resource to this class.
+    assert device_class["spec"]["extendedResourceName"] == RESOURCE_NAME
 
 
 def test_the_scheduler_profile_drops_the_extender_and_lets_a_cached_slot_win_over_spreading() -> None:
@@ -95,6 +97,11 @@ def test_the_scheduler_profile_drops_the_extender_and_lets_a_cached_slot_win_ove
 @pytest.mark.parametrize("example", EXAMPLES, ids=object_id)
 def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(example: Obj) -> None:
     kubernetes_validate.validate(example, KUBERNETES_VERSION, strict=True)
+    if example["kind"] == "Pod" and "resourceClaims" not in example["spec"]:  # written for the device plugin
+        (container,) = example["spec"]["containers"]
+        assert container["resources"]["limits"] == {RESOURCE_NAME: "1"}
+        assert ANNOTATION in example["metadata"]["annotations"]
+        return
     if example["kind"] == "Pod":
         (claim,) = example["spec"]["resourceClaims"]
         for container in example["spec"]["containers"]:
@@ -111,7 +118,7 @@ def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(ex
 
 def test_there_is_an_example_per_use() -> None:
     names = {path.name for path in (DAEMONSET_DIR / "examples" / "dra").glob("*.yaml")}
-    assert names == {"one-slot.yaml", "two-slots-one-card.yaml", "cached-first.yaml"}
+    assert names == {"one-slot.yaml", "two-slots-one-card.yaml", "cached-first.yaml", "device-plugin-pod.yaml"}
     templates = {e["metadata"]["name"]: e["spec"]["spec"]["devices"] for e in EXAMPLES if e["kind"] != "Pod"}
     assert any("firstAvailable" in r for d in templates.values() for r in d["requests"])
     assert any(
@@ -140,3 +147,21 @@ def test_the_dra_overlays_render_the_agent_in_dra_mode_without_the_extender(over
     assert {"name": "FPGA_AGENT_MODE", "value": "dra"} in agent["env"]
     (config_map,) = [o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("fpga-sch")]
     assert "DynamicResources" in config_map["data"]["scheduler-config.yaml"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_the_agent_is_updated_beside_the_old_pod_with_sockets_of_its_own() -> None:
+    daemonset = next(o for o in kustomize(REPO / "overlays" / "dra") if o["kind"] == "DaemonSet")
+    assert daemonset["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert "ports" not in container  # a host port would keep the second pod off the node
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_UID"] == "metadata.uid"
+    (command,) = container["readinessProbe"]["exec"]["command"][2:]
+    sockets = PluginSockets(DEFAULTS.dra_registry_dir, DEFAULTS.dra_plugins_dir, DRIVER_NAME, "${POD_UID}")
+    assert f'"{sockets.registration}"' in command
+    listen = next(e["value"] for e in container["env"] if e["name"] == "FPGA_AGENT_HEALTH_LISTEN")
+    assert container["livenessProbe"]["httpGet"]["port"] == int(listen.rsplit(":", 1)[1])

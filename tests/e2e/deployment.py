@@ -106,7 +106,34 @@ class Deployment:
         return live[0]
 
     def wait_rolled_out(self) -> Obj:
-        """Wait until the DaemonSet's current template runs Ready on every node it selects; the node's agent pod."""
+        """Wait until the DaemonSet's current template runs Ready on every node it selects; the node's agent pod.
+        When it does not, the failure shows the agent pods' state, Events and log tails."""
+        try:
+            self._wait_daemon_set()
+        except AssertionError as exc:
+            raise AssertionError(f"{str(exc)[:2000]}\n{self.agent_diagnosis()}") from None
+        pod = self.agent_pod()
+        self.suite.agent_pod = pod.metadata.name
+        return pod
+
+    def agent_diagnosis(self) -> str:
+        """The node's agent pods: phase, container state, Events and the end of each log."""
+        lines = []
+        pods = self.cluster.core.list_namespaced_pod(
+            NAMESPACE,
+            label_selector="app.kubernetes.io/component=agent",
+            field_selector=f"spec.nodeName={self.suite.node}",
+        ).items
+        for pod in pods:
+            name = pod.metadata.name
+            lines.append(f"--- agent pod {name}: {pod.status.phase}, {pod.status.container_statuses}")
+            events = self.cluster.core.list_namespaced_event(NAMESPACE, field_selector=f"involvedObject.name={name}")
+            lines += [f"event {e.reason}: {e.message}" for e in events.items]
+            with contextlib.suppress(ApiException):
+                lines += self.cluster.logs(NAMESPACE, name).splitlines()[-40:]
+        return "\n".join(lines)
+
+    def _wait_daemon_set(self) -> None:
         self.cluster.wait_daemon_set(
             NAMESPACE,
             AGENT,
@@ -119,9 +146,6 @@ class Deployment:
             ),
             "rolled out and Ready",
         )
-        pod = self.agent_pod()
-        self.suite.agent_pod = pod.metadata.name
-        return pod
 
     def wait_available(self, name: str) -> Obj:
         return self.cluster.wait_deployment(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from agent.dra import DeviceHealth
-from agent.dramode import device_health, slice_devices
-from agent.kube.resourceslices import slice_spec
+from agent.dra.naming import disambiguated_name
+from agent.dramode import UNHEALTHY_TAINT, device_health, slice_devices
+from agent.kube.resourceslices import DeviceTaint, slice_spec
 from agent.slots import Health, SlotId, SlotRegistry
 from tests.unit.slots.factories import make_slot
 
@@ -61,13 +62,25 @@ def test_the_slice_lists_empty_slots_first_then_the_least_recently_used() -> Non
     assert [d.name for d in slice_devices(registry.snapshot())] == ["c0-p2", "c0-p1", "c0-p0", "c0-p3"]
 
 
-def test_of_two_slots_with_one_device_name_only_one_is_a_device_or_in_the_health_list() -> None:
+def test_two_slots_with_one_plain_device_name_are_both_devices_and_in_the_health_list() -> None:
     registry = SlotRegistry()
     # Cards named so that the slot IDs differ only in a '.' and a '-': one DNS label for both.
     registry.replace_all([make_slot("0000:3b:00.0", "p1"), make_slot("0000:3b:00-0", "p1"), make_slot("c0", "p0")])
-    assert [d.name for d in slice_devices(registry.snapshot())] == ["0000-3b-00-0-p1", "c0-p0"]
-    assert [(h.device, h.healthy) for h in device_health("node-a", registry.snapshot())] == [
-        ("0000-3b-00-0-p1", True),
-        ("c0-p0", True),
-    ]
+    dotted = disambiguated_name("0000-3b-00.0-p1")
+    assert sorted(d.name for d in slice_devices(registry.snapshot())) == sorted(["0000-3b-00-0-p1", dotted, "c0-p0"])
+    assert sorted((h.device, h.healthy) for h in device_health("node-a", registry.snapshot())) == sorted(
+        [("0000-3b-00-0-p1", True), (dotted, True), ("c0-p0", True)]
+    )
     slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))  # the API takes it: no duplicate
+
+
+def test_an_unhealthy_slot_carries_the_no_schedule_taint_and_loses_it_when_it_recovers() -> None:
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("c0", "p0"), make_slot("c0", "p1", health=Health.UNHEALTHY, reason="crashed")])
+    taints = {d.name: d.taints for d in slice_devices(registry.snapshot())}
+    assert taints == {"c0-p0": (), "c0-p1": (DeviceTaint(UNHEALTHY_TAINT, "NoSchedule"),)}
+    spec = slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))
+    rendered = {d["name"]: d.get("taints") for d in spec["devices"]}
+    assert rendered == {"c0-p0": None, "c0-p1": [{"key": "fpga.example.com/unhealthy", "effect": "NoSchedule"}]}
+    registry.upsert(make_slot("c0", "p1"))  # healthy again
+    assert all(d.taints == () for d in slice_devices(registry.snapshot()))

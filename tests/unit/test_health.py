@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -183,3 +184,20 @@ async def test_unknown_host_is_a_config_error_naming_the_flag() -> None:
     health = HealthServer(ListenAddress("no-such-host.invalid", 0), alive=lambda: None, ready=lambda: None)
     with pytest.raises(ConfigError, match=r"^--health-listen no-such-host\.invalid:0: unknown host"):
         await health.start()
+
+
+async def test_a_shared_endpoint_waits_for_a_port_another_process_holds_without_sharing() -> None:
+    """The old agent of an update, of a version that did not share its port, holds it until it stops."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        server = HealthServer(ListenAddress("127.0.0.1", port), alive=lambda: None, ready=lambda: None, shared=True)
+        waiting = asyncio.create_task(server.start_when_free(retry_s=0.05))
+        await asyncio.sleep(0.2)
+        assert not server.serving.is_set()
+    async with asyncio.timeout(5):
+        await waiting
+    assert server.serving.is_set()
+    assert server.port == port
+    await server.stop()

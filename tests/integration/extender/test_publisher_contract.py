@@ -8,10 +8,18 @@ agent's side). Both ends meet here: what one writes, the other reads as meant.
 from __future__ import annotations
 
 from agent.extender import ContainerDemand, PodDemand, ScoreWeights, parse_node_slots, score_node
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, LoadedSlot
+from agent.extender.nodestate import (
+    BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
+    SLOTS_ANNOTATION,
+    STALE_AFTER_S,
+    LoadedSlot,
+)
 from agent.extender.scoring import check_node
 from agent.kube import BITSTREAMS_ANNOTATION as PUBLISHED_BITSTREAMS
+from agent.kube import HEARTBEAT_ANNOTATION as PUBLISHED_HEARTBEAT
 from agent.kube import SLOTS_ANNOTATION as PUBLISHED_SLOTS
+from agent.kube.nodes import STALE_AFTER_S as PUBLISHED_STALE_AFTER_S
 from agent.nodestate import render_bitstreams, render_slots
 from agent.programming.catalog import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry
@@ -48,6 +56,11 @@ def published_registry() -> SlotRegistry:
 
 def test_both_ends_name_the_same_annotations() -> None:
     assert (SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION) == (PUBLISHED_SLOTS, PUBLISHED_BITSTREAMS)
+
+
+def test_both_ends_agree_on_the_heartbeat_and_when_it_is_stale() -> None:
+    assert HEARTBEAT_ANNOTATION == PUBLISHED_HEARTBEAT
+    assert STALE_AFTER_S == PUBLISHED_STALE_AFTER_S
 
 
 def test_what_the_agent_publishes_the_extender_reads_as_meant() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Set
@@ -16,6 +17,7 @@ from kubernetes import client
 from agent.errors import KubeError
 from agent.kube import (
     BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
     SLOTS_ANNOTATION,
@@ -94,7 +96,7 @@ async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
     )
     before = meta(apiserver)
 
-    async with publishing(api_client) as publisher:
+    async with publishing(api_client, clock=lambda: 1_700_000_000.5) as publisher:
         await publish(publisher)
 
     after = meta(apiserver)
@@ -102,6 +104,7 @@ async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
         **before["annotations"],
         SLOTS_ANNOTATION: SLOTS_A,
         BITSTREAMS_ANNOTATION: BITSTREAMS,
+        HEARTBEAT_ANNOTATION: "1700000000",
     }
     assert other_labels(apiserver) == {
         k: v for k, v in before["labels"].items() if k not in (PLATFORM_LABEL_PREFIX + "old-pr", PLATFORM_LABEL)
@@ -111,7 +114,11 @@ async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
     assert patch.headers["content-type"] == "application/merge-patch+json"
     assert patch.body == {
         "metadata": {
-            "annotations": {SLOTS_ANNOTATION: SLOTS_A, BITSTREAMS_ANNOTATION: BITSTREAMS},
+            "annotations": {
+                SLOTS_ANNOTATION: SLOTS_A,
+                BITSTREAMS_ANNOTATION: BITSTREAMS,
+                HEARTBEAT_ANNOTATION: "1700000000",
+            },
             "labels": {
                 PLATFORM_LABEL_PREFIX + SIM: "true",
                 PLATFORM_LABEL: SIM,
@@ -340,3 +347,46 @@ async def test_list_nodes_from_an_unreachable_api_server_is_a_kube_error(tmp_pat
 def test_slot_json_in_this_module_is_compact() -> None:
     """The fixtures above are what the agent renders (compact JSON), so the byte comparisons mean something."""
     assert json.dumps(json.loads(SLOTS_A), separators=(",", ":")) == SLOTS_A
+
+
+async def test_the_heartbeat_is_renewed_alone_once_it_is_due_and_nothing_else_changed(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    apiserver.add_node(DEFAULT_NODE)
+    now = [1_700_000_000.0]
+    async with publishing(api_client, clock=lambda: now[0], heartbeat_s=0.2) as publisher:
+        await publish(publisher)
+        assert meta(apiserver)["annotations"][HEARTBEAT_ANNOTATION] == "1700000000"
+        now[0] += 60.0
+        async with asyncio.timeout(TIMEOUT_S):
+            for _ in itertools.count():
+                if meta(apiserver)["annotations"].get(HEARTBEAT_ANNOTATION) == "1700000060":
+                    break
+                await asyncio.sleep(0.05)
+    renewal = patches(apiserver)[-1]
+    assert renewal.body == {"metadata": {"annotations": {HEARTBEAT_ANNOTATION: "1700000060"}}}
+
+
+async def test_clear_removes_every_owned_key_and_leaves_the_others(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    apiserver.add_node(DEFAULT_NODE, labels={"team": "fpga"}, annotations={"owner": "ops"})
+    async with publishing(api_client) as publisher:
+        await publish(publisher)
+    assert owned_labels(apiserver)
+    assert await publisher.clear()
+    after = meta(apiserver)
+    assert {k: v for k, v in after["annotations"].items() if k.startswith("example.com/")} == {}
+    assert after["annotations"]["owner"] == "ops"
+    assert owned_labels(apiserver) == {}
+    assert other_labels(apiserver)["team"] == "fpga"
+    assert await publisher.clear()  # nothing left: no patch
+    assert patches(apiserver)[-1].body["metadata"]["labels"]  # the last patch was the clearing one
+
+
+async def test_clear_that_is_refused_says_so_and_returns_false(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    publisher = NodePublisher(api_client, "no-such-node", backoff=FAST_BACKOFF)
+    assert not await publisher.clear()
+    assert any("slot state not removed" in m for m in our_warnings(caplog))

@@ -201,3 +201,28 @@ async def test_one_bad_bitstream_of_a_claim_leaves_even_its_good_slots_untouched
     with fabric_log(node.harness.fabric) as log, pytest.raises(CatalogError, match="no-such-bitstream"):
         await node.prepare(ref_of(node, "mixed"))
     assert log.programming() == []
+
+
+async def test_a_bitstream_neither_in_the_catalog_nor_declared_is_refused_as_final_with_an_event_and_no_state(
+    node: Node,
+) -> None:
+    node.pods.add(NS, "lost", {"main": 0})
+    node.claims.put(
+        NS, "lost", [("fpga", slot(0, 0))], pool=POOL, configs=(((), {"bitstream": "nowhere"}),), pods=("lost",)
+    )
+    ref = ref_of(node, "lost")
+    for _attempt in range(2):  # the kubelet retries: each attempt is refused the same way and keeps nothing
+        with pytest.raises(CatalogError) as refused:
+            await node.prepare(ref)
+        message = str(refused.value)
+        assert "'nowhere' is not in the catalog" in message
+        assert "no retry can prepare the claim until the bitstream is added" in message
+        assert "delete the pod" in message
+        assert "\n" not in message
+        assert node.cdi.claims() == set()
+        assert node.preparation.held_slots() == set()
+        assert state(node.harness.agent.registry, slot(0, 0)).holder is None
+        assert not node.state_file.exists() or json.loads(node.state_file.read_text())["claims"] == []
+    events = [e for e in node.pods.events if e.reason == "FpgaBitstreamRejected"]
+    assert len(events) == 2
+    assert all("nowhere" in e.message for e in events)

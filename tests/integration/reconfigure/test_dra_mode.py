@@ -28,11 +28,14 @@ from agent.app import Agent, connect_kube
 from agent.bitstreams import declaration_object
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.naming import disambiguated_name
+from agent.dramode import UNHEALTHY_TAINT
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
+from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
-from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from tests.fakes import RESOURCE_NAME, DraKubelet, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
     Bitstreams,
@@ -43,7 +46,7 @@ from tests.integration.reconfigure.support import (
     wait_registry,
 )
 from tests.integration.reconfigure.support import until as wait_until
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
 SLICE = f"{DEFAULT_NODE}-{DRIVER_NAME}"
@@ -241,28 +244,30 @@ async def test_a_claim_with_a_bad_bitstream_fails_prepare_with_its_name_and_chan
         }
 
 
-async def test_a_slot_whose_device_name_another_slot_has_is_left_out_with_an_error_naming_both(
+async def test_two_slots_whose_ids_differ_only_in_a_dot_are_two_devices_each_prepared_on_its_own_slot(
     sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
 ) -> None:
     kept = slot(0, 0)
     twin = SlotId(kept.replace("-", ".", 1))  # "simcard0.slot0": the same DNS label as "simcard0-slot0"
+    twin_device = disambiguated_name(twin)
     async with dra_node(sock_dir, bitstreams) as node:
         await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
         registry = node.agent.registry
-        other = slot(1, 0)
         registry.upsert(dataclasses.replace(state(registry, kept).slot, id=twin))  # a card discovery reports
-        registry.upsert(dataclasses.replace(state(registry, other).slot, id=SlotId(other + "-new")))  # a later change
-        await until("the later change in the slice", lambda: f"{other}-new" in node.devices())
-        assert sorted(node.devices()) == sorted(s.slot.id for s in registry.snapshot() if s.slot.id != twin)
-        (error,) = [
-            r for r in caplog.records if r.levelno == logging.ERROR and "same DRA device name" in r.getMessage()
-        ]
-        assert f"slots {kept} and {twin} have the same DRA device name {kept}" in error.getMessage()
-        # The name is the kept slot's: a claim allocated it is prepared there.
-        ref = node.claim("fpga", [kept], {"bitstream": bitstreams.accel_a.name})
+        await until("the twin in the slice", lambda: twin_device in node.devices())
+        assert kept in node.devices()
+        assert len(node.devices()) == len(registry.snapshot())
+        (warning,) = [r for r in caplog.records if "same DRA device name" in r.getMessage()]
+        assert f"slot {twin} is device {twin_device}" in warning.getMessage()
+        # Each name is prepared on its own slot (the twin only in the registry: handed over as it is).
+        ref = node.claim("fpga", [twin_device])
         assert (await asyncio.to_thread(node.kubelet.prepare, ref)).claims[ref[1]].error == ""
-        assert state(registry, kept).bitstream == bitstreams.accel_a.name
-        assert state(registry, twin).holder is None
+        assert state(registry, twin).holder is not None
+        assert state(registry, kept).holder is None
+        other = node.claim("other", [kept], {"bitstream": bitstreams.accel_b.name})
+        assert (await asyncio.to_thread(node.kubelet.prepare, other)).claims[other[1]].error == ""
+        assert state(registry, kept).bitstream == bitstreams.accel_b.name
+        assert state(registry, kept).holder is not None
 
 
 async def test_a_deleted_slice_is_back_as_soon_as_the_kubelet_registers_the_driver_again(
@@ -423,3 +428,79 @@ async def test_a_slot_going_unhealthy_reaches_the_kubelets_health_stream_and_the
             assert health[target] == (health_pb.UNHEALTHY, "port error")
             stream.cancel()
         await until("the slot unhealthy in the slice", lambda: node.devices()[target]["healthy"] is False)
+        assert taints(node) == {target: [{"key": UNHEALTHY_TAINT, "effect": "NoSchedule"}]}
+        fabric.set_health(card, region, True, "")
+        await until("the taint gone again", lambda: taints(node) == {})
+
+
+def taints(node: DraNode) -> dict[str, Any]:
+    """The taints of the devices in the published slice, by device (devices without any left out)."""
+    found = node.api.resource_slice(SLICE)
+    assert found is not None
+    return {d["name"]: d["taints"] for d in found["spec"]["devices"] if d.get("taints")}
+
+
+async def test_a_huge_claim_name_with_newlines_is_quoted_and_cut_in_answers_and_logs(
+    sock_dir: Path, bitstreams: Bitstreams, caplog: pytest.LogCaptureFixture
+) -> None:
+    hostile = ("x\ninjected line " * 4096)[: 64 * 1024]
+    async with dra_node(sock_dir, bitstreams) as node:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            uid = "0b7b3a55-0c1d-4f0e-9a43-7d5be6b0c001"
+            prepared = await asyncio.to_thread(node.kubelet.prepare, (hostile, uid, hostile))
+            released = await asyncio.to_thread(node.kubelet.unprepare, (hostile, uid, hostile))
+        error = prepared.claims[uid].error
+        assert error
+        assert "\n" not in error
+        assert len(error) < 1024, len(error)
+        assert released.claims[uid].error == ""
+        text = "\n".join(record.getMessage() for record in caplog.records)
+        assert "injected line" in text  # the name is shown, quoted ...
+        assert "\ninjected line" not in text  # ... never as a line of its own
+        assert max(len(record.getMessage()) for record in caplog.records) < 2048
+
+
+async def test_a_claim_the_scheduler_made_for_a_device_plugin_pod_takes_each_containers_bitstream(
+    sock_dir: Path, bitstreams: Bitstreams
+) -> None:
+    """DRAExtendedResource: a pod asks for example.com/fpga-slot on a DRA node; the scheduler makes a claim with one
+    request per container (no config), reserved for the pod, whose status maps requests to containers."""
+    async with dra_node(sock_dir, bitstreams) as node:
+        pod = make_pod(
+            "dp-style",
+            namespace=NS,
+            slots={"a": 1, "b": 1},
+            annotations={ANNOTATION: bitstreams.accel_a.name, f"{ANNOTATION}.b": bitstreams.accel_b.name},
+        )
+        claim_name = "dp-style-extended-resources-8x2kq"
+        pod["status"]["extendedResourceClaimStatus"] = {
+            "resourceClaimName": claim_name,
+            "requestMappings": [
+                {"containerName": c, "resourceName": RESOURCE_NAME, "requestName": f"container-{i}-request-0"}
+                for i, c in enumerate(("a", "b"))
+            ],
+        }
+        stored = node.api.put_pod(pod)
+        body = make_resource_claim(
+            claim_name,
+            namespace=NS,
+            driver=DRIVER_NAME,
+            devices=[
+                ("container-0-request-0", DEFAULT_NODE, slot(0, 0)),
+                ("container-1-request-0", DEFAULT_NODE, slot(0, 1)),
+            ],
+            reserved_for=[("dp-style", stored["metadata"]["uid"])],
+        )
+        ref = (NS, node.api.put_resource_claim(body)["metadata"]["uid"], claim_name)
+        kube = node.agent.kube
+        assert kube is not None
+        await until("the pod in the agent's cache", lambda: kube.pods.get(NS, "dp-style") is not None)
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        assert state(node.agent.registry, slot(0, 0)).bitstream == bitstreams.accel_a.name
+        assert state(node.agent.registry, slot(0, 1)).bitstream == bitstreams.accel_b.name
+        assert [list(d.cdi_device_ids) for d in answer.claims[ref[1]].devices] == [
+            [f"{DRIVER_NAME}/slot={ref[1]}-{slot(0, 0)}"],
+            [f"{DRIVER_NAME}/slot={ref[1]}-{slot(0, 1)}"],
+        ]

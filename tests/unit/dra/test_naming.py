@@ -7,6 +7,7 @@ import re
 import pytest
 
 from agent.dra import NameClash, device_name, device_names
+from agent.dra.naming import disambiguated_name
 from agent.slots import make_slot_id
 
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -32,13 +33,24 @@ def test_a_slot_id_becomes_a_dns_label(card: str, region: str, expected: str) ->
     [["0000-3b-00.0-p1", "0000-3b-00-0-p1", "c0-p0"], ["c0-p0", "0000-3b-00-0-p1", "0000-3b-00.0-p1"]],
     ids=["dotted-first", "label-first"],
 )
-def test_two_slots_with_one_name_give_it_to_one_of_them_whatever_the_order(order: list[str]) -> None:
+def test_two_slots_with_one_plain_name_both_get_a_device_name_whatever_the_order(order: list[str]) -> None:
     names, clashes = device_names(order)
-    assert names == {"0000-3b-00-0-p1": "0000-3b-00-0-p1", "c0-p0": "c0-p0"}  # the ID that is the name keeps it
-    assert clashes == [NameClash("0000-3b-00-0-p1", kept="0000-3b-00-0-p1", left_out="0000-3b-00.0-p1")]
+    dotted = disambiguated_name("0000-3b-00.0-p1")
+    assert names == {"0000-3b-00-0-p1": "0000-3b-00-0-p1", dotted: "0000-3b-00.0-p1", "c0-p0": "c0-p0"}
+    assert clashes == [NameClash("0000-3b-00-0-p1", "0000-3b-00-0-p1", "0000-3b-00.0-p1", dotted)]
+    assert dotted.startswith("0000-3b-00-0-p1-")
+    assert all(LABEL.fullmatch(name) for name in names)
 
 
-def test_among_slots_none_of_whose_ids_is_the_name_the_first_by_id_keeps_it() -> None:
+def test_among_slots_none_of_whose_ids_is_the_name_the_first_by_id_keeps_it_and_the_others_differ() -> None:
     names, clashes = device_names(["a.b.c", "a.b-c", "a-b.c"])
-    assert names == {"a-b-c": "a-b.c"}
-    assert clashes == [NameClash("a-b-c", "a-b.c", "a.b-c"), NameClash("a-b-c", "a-b.c", "a.b.c")]
+    assert names == {"a-b-c": "a-b.c", disambiguated_name("a.b-c"): "a.b-c", disambiguated_name("a.b.c"): "a.b.c"}
+    assert [(c.kept, c.renamed) for c in clashes] == [("a-b.c", "a.b-c"), ("a-b.c", "a.b.c")]
+
+
+def test_a_disambiguated_name_of_a_63_character_id_is_still_a_label() -> None:
+    slot_id = "a" * 30 + "." + "b" * 32
+    name = disambiguated_name(slot_id)
+    assert len(name) == 63
+    assert LABEL.fullmatch(name)
+    assert name != disambiguated_name("a" * 30 + "-" + "b" * 32)

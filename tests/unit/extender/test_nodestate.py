@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
 
 import agent.extender.nodestate
+from agent.extender.cache import NodeCache, RequestNodes, WatchedNode
 from agent.extender.nodestate import (
     BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
     SLOTS_ANNOTATION,
+    STALE_AFTER_S,
     LoadedSlot,
     MalformedLog,
     NodeStateError,
@@ -165,3 +169,38 @@ def test_malformed_memory_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
         for name in ("a", "b", "c", "a"):
             read_node_slots(name, "1", bad, log=log)
     assert len(caplog.records) == 4  # "a" was forgotten when the memory filled up
+
+
+@pytest.mark.parametrize(
+    ("age_s", "read"),
+    [(None, True), (0.0, True), (STALE_AFTER_S - 1, True), (STALE_AFTER_S + 1, False)],
+    ids=["no-heartbeat", "fresh", "nearly-stale", "agent-gone"],
+)
+def test_the_state_of_an_agent_whose_heartbeat_is_too_old_reads_as_none(age_s: float | None, read: bool) -> None:
+    given = annotations([slot("s0")])
+    if age_s is not None:
+        given[HEARTBEAT_ANNOTATION] = str(int(time.time() - age_s))
+    state = read_node_slots("n1", "7", given)
+    assert (state is not None) is read
+    cache = RequestNodes()
+    body = [{"metadata": {"name": "n1", "resourceVersion": "7", "annotations": given}}]
+    assert (cache.index(body)["n1"] is not None) is read
+    assert (cache.index(body)["n1"] is not None) is read  # from the memo: checked again
+
+
+def test_a_heartbeat_that_is_not_epoch_seconds_is_malformed() -> None:
+    with pytest.raises(NodeStateError, match="not epoch seconds"):
+        parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: "yesterday"})
+
+
+def test_the_node_cache_forgets_a_node_once_its_agent_stops_renewing_the_heartbeat() -> None:
+    cache = NodeCache()
+    beat = 1_700_000_000
+    fresh = parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: str(beat)})
+    legacy = parse_node_slots("n2", "1", annotations([slot("s0")]))
+    cache.replace([WatchedNode("n1", fresh), WatchedNode("n2", legacy)])
+    assert cache.expire(beat + STALE_AFTER_S) == []
+    assert cache.expire(beat + STALE_AFTER_S + 1) == ["n1"]
+    assert cache.get("n1") is None
+    assert cache.get("n2") is not None  # an agent without heartbeats is taken as it is
+    assert list(cache.changes) == ["n1"]

@@ -1,0 +1,94 @@
+"""The agent's clean stop in either mode: its slot state, heartbeat and platform labels leave the Node when no
+agent pod follows on the node (uninstalled, or not run in a pod), and stay for the next agent when its
+DaemonSet goes on (an update: the successor publishes over them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.app import Agent, connect_kube
+from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from tests.integration.reconfigure.support import Bitstreams
+from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
+
+WAIT_S = 10.0
+NAMESPACE = "fpga-slot"
+DAEMONSET = "fpga-slot-agent"
+POD = "fpga-slot-agent-x7k2p"
+
+
+def owned(api: FakeKubeApiServer) -> dict[str, str]:
+    """The Node's annotations and labels that belong to the agent."""
+    meta = api.node(DEFAULT_NODE)["metadata"]
+    keys = {**meta.get("annotations", {}), **meta.get("labels", {})}
+    return {k: v for k, v in keys.items() if k.startswith(("example.com/fpga-", PLATFORM_LABEL_PREFIX))}
+
+
+def agent_pod(api: FakeKubeApiServer) -> None:
+    pod: dict[str, Any] = make_pod(POD, namespace=NAMESPACE, slots=())
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DAEMONSET, "uid": "u-1", "controller": True}
+    ]
+    api.put_pod(pod)
+
+
+@contextlib.asynccontextmanager
+async def agent_stopping(
+    root: Path, bitstreams: Bitstreams, mode: str, pod_name: str
+) -> AsyncIterator[FakeKubeApiServer]:
+    """The agent in ``mode`` publishing on its Node; on leaving the block it is stopped (as on SIGTERM)."""
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE, labels={"team": "fpga"}, annotations={"owner": "ops"})
+        config = dataclasses.replace(
+            test_config(root, node_name=DEFAULT_NODE, mode=mode),
+            kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
+            namespace=NAMESPACE,
+            pod_name=pod_name,
+        )
+        config.dra_registry_dir.mkdir(parents=True, exist_ok=True)
+        kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+        await kubelet.start()
+        agent = Agent(config, catalog=bitstreams.catalog, kube=connect_kube(config))
+        stop = asyncio.Event()
+        task = asyncio.create_task(agent.run(stop), name="agent-under-test")
+        try:
+            if mode == "dra":
+                dra = DraKubelet(config.dra_registry_dir)
+                await api.until(lambda: bool(dra.sockets()), WAIT_S)
+                await asyncio.to_thread(dra.register, dra.sockets()[0])
+            await api.until(lambda: SLOTS_ANNOTATION in owned(api), WAIT_S)
+            yield api
+        finally:
+            stop.set()
+            async with asyncio.timeout(WAIT_S):
+                await task
+            await kubelet.stop()
+
+
+@pytest.mark.parametrize("mode", ["device-plugin", "dra"])
+@pytest.mark.parametrize(
+    ("situation", "stays"),
+    [("not-in-a-pod", False), ("daemonset-goes-on", True), ("daemonset-deleted", False), ("daemonset-deleting", False)],
+)
+async def test_a_clean_stop_removes_the_nodes_fpga_keys_unless_the_daemonset_starts_another_agent(
+    sock_dir: Path, bitstreams: Bitstreams, mode: str, situation: str, stays: bool
+) -> None:
+    async with agent_stopping(sock_dir, bitstreams, mode, "" if situation == "not-in-a-pod" else POD) as api:
+        if situation != "not-in-a-pod":
+            agent_pod(api)
+        if situation in ("daemonset-goes-on", "daemonset-deleting"):
+            api.put_daemonset(NAMESPACE, DAEMONSET, deleting=situation == "daemonset-deleting")
+        published = owned(api)
+        assert {SLOTS_ANNOTATION, HEARTBEAT_ANNOTATION, "example.com/fpga-platform"} <= set(published)
+    after = api.node(DEFAULT_NODE)["metadata"]
+    assert owned(api) == (published if stays else {})
+    assert after["annotations"]["owner"] == "ops"
+    assert after["labels"]["team"] == "fpga"
