@@ -30,9 +30,11 @@ from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
+from agent.kubeletsim import DraKubelet
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
-from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from tests.fakes import KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
     Bitstreams,
@@ -43,7 +45,6 @@ from tests.integration.reconfigure.support import (
     wait_registry,
 )
 from tests.integration.reconfigure.support import until as wait_until
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
 SLICE = f"{DEFAULT_NODE}-{DRIVER_NAME}"
