@@ -30,8 +30,6 @@ from agent.simfpga.fabric import PLATFORM
 NODE = "demo-node"
 BITSTREAM = "aes-v1"
 ACCELERATOR = "a5e0000000000000000000000000c0de"
-#: The claims of the demo hold two slots at once (one prepared, one refused on another slot).
-MIN_SLOTS = 2
 
 
 def say(step: str, text: str = "") -> None:
