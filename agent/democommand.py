@@ -1,4 +1,4 @@
-"""``fpga-agent demo [device-plugin | extender | pull]``: the product's halves on simulated parts, narrated.
+"""``fpga-agent demo [device-plugin | extender | pull | dra]``: the product's halves on simulated parts, narrated.
 
 Each demo runs the real code over real sockets in a temporary directory and needs
 no root, no cluster and no hardware. Options a demo cannot honour are refused up
@@ -18,10 +18,15 @@ DEMOS = {
     "device-plugin": "the device-plugin lifecycle against a kubelet stand-in (the default)",
     "extender": "the scheduler extender scoring six nodes over HTTP",
     "pull": "a bitstream pushed to a registry, declared, and pulled into a node's catalog",
+    "dra": "the DRA driver: its ResourceSlice, claims prepared and released through a kubelet stand-in",
 }
 #: The device-plugin demo's pods hold four slots at once, two of them on one card.
 MIN_SLOTS = 4
 MIN_SLOTS_PER_CARD = 2
+#: The DRA demo's claims hold two slots at once (one prepared, one refused on another slot).
+MIN_DRA_SLOTS = 2
+#: The demos that run the agent on simulated slots (and so take the --sim-* options).
+SIMULATING = ("device-plugin", "dra")
 SIM_FLAGS = ("sim_cards", "sim_slots_per_card", "sim_program_ms")
 
 
@@ -49,8 +54,13 @@ def check_demo_options(which: str, args: argparse.Namespace, config: Config) -> 
     if which not in DEMOS:
         raise ConfigError(f"no demo named {which!r}: choose from {', '.join(DEMOS)}")
     given = [name for name in SIM_FLAGS if getattr(args, name, None) is not None]
-    if which != "device-plugin" and given:
-        raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin demo simulates slots")
+    if which not in SIMULATING and given:
+        raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin and dra demos simulate slots")
+    if which == "dra" and config.sim_cards * config.sim_slots_per_card < MIN_DRA_SLOTS:
+        raise ConfigError(
+            f"--sim-cards x --sim-slots-per-card: the dra demo's claims hold {MIN_DRA_SLOTS} slots at once, "
+            f"got {config.sim_cards} x {config.sim_slots_per_card}"
+        )
     if which != "device-plugin":
         return
     if config.sim_slots_per_card < MIN_SLOTS_PER_CARD:
@@ -76,6 +86,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
         from agent.demopull import run_pull_demo
 
         return asyncio.run(run_pull_demo())
+    if args.which == "dra":
+        from agent.demodra import run_dra_demo
+
+        return asyncio.run(run_dra_demo(config))
     from agent.demo import run_demo
 
     return asyncio.run(run_demo(config))

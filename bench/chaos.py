@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.simfpga.fabric import PLATFORM, STATE_FILE  # noqa: E402
 from agent.slots import checkpoint  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.fakes import RESOURCE_NAME, Catalog, KubeletStandIn  # noqa: E402
 from tests.integration.test_rolling_update import Node, agent_process, wait_serving  # noqa: E402
-from tests.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 
 BITSTREAMS = {f"accel-{i}": f"{i:x}" * 32 for i in range(8)}  # more than slots: misses are common
 SLOTS_ANNOTATION = "example.com/fpga-slots"

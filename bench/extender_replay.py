@@ -33,10 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.kubeletsim.kubeapi import FakeKubeApiServer  # noqa: E402
 from bench.extender import RawConnection, Server, start_server  # noqa: E402
 from bench.extender_handler import NODES, node_annotations, request_body  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
-from tests.kubeapi import FakeKubeApiServer  # noqa: E402
 
 NOOP = ROOT / "bench" / "noop_extender.py"
 

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from agent.kube import build_api_client
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import AgentHarness, short_tmpdir
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -81,7 +81,7 @@ def no_leaked_threads() -> Iterator[None]:
 
 @pytest.fixture
 def apiserver() -> Iterator[FakeKubeApiServer]:
-    """The HTTP-level fake API server (tests/kubeapi.py), stopped with its threads afterwards."""
+    """The HTTP-level fake API server (agent/kubeletsim/kubeapi), stopped with its threads afterwards."""
     with running_apiserver() as server:
         yield server
 

@@ -4,8 +4,8 @@
   uses it too), re-exported here;
 * FPGA hardware: :class:`agent.simfpga.SimFabric` (stateful simulated cards);
 * :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly;
-* the kubelet's DRA side: :class:`DraKubelet` (plugin watcher and DRA client), and
-  :class:`FakeClaimPreparer` for what preparing a claim does on the node.
+* the kubelet's DRA side: :class:`agent.kubeletsim.DraKubelet` (shipped, for ``fpga-agent demo dra``);
+  here :class:`FakeClaimPreparer` for what preparing a claim does on the node.
 """
 
 from __future__ import annotations
@@ -21,16 +21,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
-import grpc
-
-from agent._proto.dra.v1 import api_pb2 as dra_v1
-from agent._proto.dra.v1 import api_pb2_grpc as dra_v1_grpc
-from agent._proto.dra.v1beta1 import api_pb2 as dra_v1beta1
-from agent._proto.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
-from agent._proto.pluginregistration.v1 import api_pb2 as reg
-from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.app import Agent
 from agent.config import Config, load_config
 from agent.deviceplugin import RESOURCE_NAME
@@ -45,7 +36,6 @@ __all__ = [
     "RESOURCE_NAME",
     "AgentHarness",
     "Catalog",
-    "DraKubelet",
     "FakeClaimPreparer",
     "FakeClaims",
     "KubeletStandIn",
@@ -167,7 +157,14 @@ class AgentHarness:
                 await kubelet.stop()
 
 
-from tests.kubeapi import JSON, FakeKubeApiServer, make_node, make_pod, make_resource_claim, running_apiserver  # noqa: E402, F401
+from agent.kubeletsim.kubeapi import (  # noqa: E402, F401
+    JSON,
+    FakeKubeApiServer,
+    make_node,
+    make_pod,
+    make_resource_claim,
+    running_apiserver,
+)
 
 #: Long enough for a loaded machine; a hung command fails the test instead of the run.
 CLI_TIMEOUT_S = 60.0
@@ -218,53 +215,6 @@ class FakeClaimPreparer:
         self.prepared.pop(claim.uid, None)
 
 
-class DraKubelet:
-    """The kubelet's side of a DRA plugin as v1.36 does it: it finds the registration socket, asks
-    GetInfo (1 s deadline), checks the type and picks the first advertised service it knows, says
-    whether it registered the plugin, then calls the plugin's endpoint with that API version."""
-
-    KNOWN = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-
-    def __init__(self, registry_dir: Path, known: tuple[str, ...] = KNOWN) -> None:
-        self.registry_dir = registry_dir
-        self.known = known
-        self.version = ""
-        self.endpoint = ""
-
-    def sockets(self) -> list[Path]:
-        """What the plugin watcher would see: sockets, names starting with '.' ignored."""
-        return sorted(p for p in self.registry_dir.iterdir() if not p.name.startswith(".") and p.is_socket())
-
-    def register(self, socket: Path, *, accept: bool = True, error: str = "") -> reg.PluginInfo:
-        with grpc.insecure_channel(f"unix://{socket}") as channel:
-            stub = reg_grpc.RegistrationStub(channel)
-            info: reg.PluginInfo = stub.GetInfo(reg.InfoRequest(), timeout=1.0)
-            chosen = next((v for v in info.supported_versions if v in self.known), "")
-            ok = accept and info.type == "DRAPlugin" and bool(chosen)
-            stub.NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=ok, error=error), timeout=1.0)
-        self.version, self.endpoint = chosen, info.endpoint
-        return info
-
-    def _stub(self, channel: grpc.Channel) -> Any:
-        return (dra_v1_grpc if self.version == "v1.DRAPlugin" else dra_v1beta1_grpc).DRAPluginStub(channel)
-
-    def _pb(self) -> Any:
-        return dra_v1 if self.version == "v1.DRAPlugin" else dra_v1beta1
-
-    def prepare(self, *claims: tuple[str, str, str]) -> Any:
-        """``claims``: (namespace, uid, name) each."""
-        pb = self._pb()
-        request = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
-        with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
-            return self._stub(channel).NodePrepareResources(request, timeout=45.0)
-
-    def unprepare(self, *claims: tuple[str, str, str]) -> Any:
-        pb = self._pb()
-        request = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
-        with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
-            return self._stub(channel).NodeUnprepareResources(request, timeout=45.0)
-
-
 class FakeClaims:
     """ResourceClaims as the API server holds them, read as ``agent.kube.ClaimReader`` reads them: the stored
     JSON goes through the reader's own parser, and a claim that is gone, replaced (another UID), not allocated
@@ -287,7 +237,7 @@ class FakeClaims:
         first_available: dict[str, list[str]] | None = None,
     ) -> JSON:
         """A claim made (again: a new UID) and allocated: ``devices`` as (request, device) in ``pool``, configs
-        as (requests, parameters), reserved for ``pods`` (see :func:`tests.kubeapi.make_resource_claim`)."""
+        as (requests, parameters), reserved for ``pods`` (see :func:`agent.kubeletsim.kubeapi.make_resource_claim`)."""
         claim = make_resource_claim(
             name,
             namespace=namespace,

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 import tests.e2e.cluster
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.e2e.cluster import (
     SLOT,
     Cluster,
@@ -29,7 +30,6 @@ from tests.e2e.cluster import (
     workload_pod_body,
 )
 from tests.e2e.deployment import REPO, fake_node_body, split_image, write_kustomization
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 VERSION = kubernetes_validate.latest_version()
 WAIT_S = 30

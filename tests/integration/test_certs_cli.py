@@ -16,8 +16,8 @@ from agent.certs import Issued, issue
 from agent.certscommand import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
 from agent.errors import FpgaSlotError
 from agent.kube import SecretReader, SecretWriter, build_api_client
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 NAMESPACE = "fpga-slot"
 SECRETS_PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets"

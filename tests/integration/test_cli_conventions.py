@@ -156,8 +156,13 @@ def test_an_unknown_option_shows_the_commands_usage(capsys: pytest.CaptureFixtur
         pytest.param(["dra-mode"], "fpga-agent demo: no demo named 'dra-mode'", id="unknown-demo"),
         pytest.param(
             ["extender", "--sim-cards", "2"],
-            "fpga-agent demo: --sim-cards: only the device-plugin demo simulates slots",
+            "fpga-agent demo: --sim-cards: only the device-plugin and dra demos simulate slots",
             id="sim-flag-elsewhere",
+        ),
+        pytest.param(
+            ["dra", "--sim-cards", "1", "--sim-slots-per-card", "1"],
+            "--sim-cards x --sim-slots-per-card: the dra demo's claims hold 2 slots at once, got 1 x 1",
+            id="dra-one-slot",
         ),
     ],
 )

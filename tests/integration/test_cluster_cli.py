@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 SIM = "sim-pr-v1"
 SLOTS: list[dict[str, Any]] = [

@@ -16,7 +16,8 @@ from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets
 from agent.dra.server import WORKERS
-from tests.fakes import DraKubelet, FakeClaimPreparer, short_tmpdir
+from agent.kubeletsim import DraKubelet
+from tests.fakes import FakeClaimPreparer, short_tmpdir
 from tests.integration import foreign_wire as wire
 
 

@@ -31,6 +31,7 @@ import aiohttp
 import pytest
 
 from agent.app import Agent
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
@@ -38,7 +39,6 @@ from agent.slots.checkpoint import SlotRecord
 from agent.slots.model import SlotId
 from tests.fakes import RESOURCE_NAME, AgentHarness, Catalog, KubeletStandIn
 from tests.integration.test_lifecycle import log_watch
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 

@@ -26,7 +26,7 @@ from agent.extender.http import HttpServer
 from agent.extender.nodestate import read_node_slots
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import ExtenderApp, extender_metrics
-from tests.kubeapi import make_node
+from agent.kubeletsim.kubeapi import make_node
 from tests.unit.extender.factories import annotations
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"

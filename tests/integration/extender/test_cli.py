@@ -15,9 +15,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.fakes import run_fpga_agent
 from tests.integration.extender.conftest import pod
-from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import CATALOG, PAC, annotations, slot
 
 PROCESS_TIMEOUT_S = 60.0

@@ -18,8 +18,8 @@ from agent.extender import NodeCache, WatchedNode, parse_watched_node
 from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, shifted
-from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import annotations, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")

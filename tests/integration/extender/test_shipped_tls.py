@@ -21,10 +21,10 @@ import yaml
 
 from agent.certs import issue, service_names
 from agent.certscommand import DirectoryStore, make_certificates
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, render
 from tests.integration.extender.test_cli import ExtenderProcess, extender_env
 from tests.integration.extender.test_tls import prioritize
-from tests.kubeapi import FakeKubeApiServer
 from tests.unit.extender.factories import annotations, slot
 
 MANIFESTS = Manifests(render())

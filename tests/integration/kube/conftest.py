@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from agent.kube import Backoff, PodCache, PodEventKind, PodInfo
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer
 
 #: Short backoff so that recovery paths run quickly; the logic is the same.
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)

@@ -14,7 +14,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.kubeapi import FakeKubeApiServer
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 
 
 @pytest.fixture

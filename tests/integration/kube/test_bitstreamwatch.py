@@ -15,7 +15,7 @@ from agent.errors import CatalogError
 from agent.kube import Backoff
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.reflector import WatchEventKind
-from tests.kubeapi import FakeKubeApiServer
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
 

@@ -9,7 +9,7 @@ from kubernetes import client
 from agent.dra import DRIVER_NAME
 from agent.errors import KubeError
 from agent.kube.claims import AllocatedDevice, ClaimReader
-from tests.kubeapi import DEFAULT_NODE, ApiError, FakeKubeApiServer, make_resource_claim
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, ApiError, FakeKubeApiServer, make_resource_claim
 
 NS = "team"
 CACHED_FIRST = {"fpga": ["cached", "any"]}

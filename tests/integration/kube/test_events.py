@@ -16,8 +16,8 @@ from kubernetes import client
 
 from agent.kube import EventRecorder, build_api_client
 from agent.kube.events import PodEvent
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.integration.kube.conftest import TIMEOUT_S
-from tests.kubeapi import FakeKubeApiServer, running_apiserver
 
 EVENTS = "/api/v1/namespaces/default/events"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

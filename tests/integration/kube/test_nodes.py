@@ -25,8 +25,8 @@ from agent.kube import (
     build_api_client,
     list_nodes,
 )
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from tests.integration.kube.conftest import FAST_BACKOFF, TIMEOUT_S
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 
 NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"
 SIM = "sim-pr-v1"

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from agent.kube import PodCache, PodEventKind, PodInfo
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.integration.kube.conftest import TIMEOUT_S, Seen
-from tests.kubeapi import FakeKubeApiServer
 
 NS = "default"
 

@@ -14,7 +14,7 @@ from agent.bitstreams.secret import DOCKER_CONFIG_JSON, credentials_from_secret
 from agent.errors import KubeError
 from agent.kube import build_api_client
 from agent.kube.secrets import SecretReader, parse_secret
-from tests.kubeapi import FakeKubeApiServer
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
 
 NAMESPACE = "fpga-slot"
 

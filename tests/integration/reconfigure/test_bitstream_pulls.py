@@ -28,6 +28,7 @@ from agent.bitstreams import Credentials, Declaration, RegistryClient, declarati
 from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import CatalogScan
@@ -50,7 +51,6 @@ from tests.integration.reconfigure.support import (
     wait_registry,
 )
 from tests.integration.reconfigure.support import until as wait_until
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 
 WAIT_S = 20.0
 SIZE = 64 * 1024

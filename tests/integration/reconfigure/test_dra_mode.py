@@ -32,10 +32,12 @@ from agent.dra.naming import disambiguated_name
 from agent.dramode import UNHEALTHY_TAINT
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
+from agent.kubeletsim import DraKubelet
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
-from tests.fakes import RESOURCE_NAME, DraKubelet, KubeletStandIn, test_config
+from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (
     Bitstreams,
@@ -46,7 +48,6 @@ from tests.integration.reconfigure.support import (
     wait_registry,
 )
 from tests.integration.reconfigure.support import until as wait_until
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 
 WAIT_S = 10.0
 SLICE = f"{DEFAULT_NODE}-{DRIVER_NAME}"

@@ -18,7 +18,8 @@ from pathlib import Path
 from agent.app import Agent
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.kube import SLOTS_ANNOTATION
-from tests.fakes import DraKubelet
+from agent.kubeletsim import DraKubelet
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 from tests.integration.reconfigure.support import Bitstreams, slot, state
 from tests.integration.reconfigure.test_dra_mode import (
     NS,
@@ -27,7 +28,6 @@ from tests.integration.reconfigure.test_dra_mode import (
     device_plugin_kubelet,
     until,
 )
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 
 OLD_UID = "0a0a0a0a-0000-4000-8000-000000000001"
 NEW_UID = "0b0b0b0b-0000-4000-8000-000000000002"

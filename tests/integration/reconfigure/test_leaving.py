@@ -15,9 +15,10 @@ import pytest
 
 from agent.app import Agent, connect_kube
 from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from tests.fakes import DraKubelet, KubeletStandIn, test_config
+from agent.kubeletsim import DraKubelet
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
+from tests.fakes import KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 
 WAIT_S = 10.0
 NAMESPACE = "fpga-slot"

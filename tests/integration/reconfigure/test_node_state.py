@@ -17,11 +17,11 @@ from typing import Any
 
 from agent.app import Agent, connect_kube
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
-from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 
 WAIT_S = 10.0
 NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"

@@ -1,0 +1,189 @@
+"""``fpga-agent demo dra``: the DRA mode on simulated slots, narrated.
+
+Runs the real agent in ``--mode dra`` (sim backend) in a temporary directory: the kubelet's
+DRA side (:class:`agent.kubeletsim.DraKubelet`) registers the driver through the plugin
+registry and calls NodePrepareResources / NodeUnprepareResources over real unix sockets;
+the API server is the HTTP-level stand-in (:mod:`agent.kubeletsim.kubeapi`), which the
+agent reads and writes with the real kubernetes client. The demo plays the scheduler: it
+allocates each claim from the published ResourceSlice as the cache-aware claim of
+``daemonset/examples/dra/cached-first.yaml`` asks (a slot holding the bitstream, else any
+slot of the platform). Needs no root and no cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+from agent.app import Agent, connect_kube
+from agent.config import Config
+from agent.demodraclaims import NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
+from agent.dra import DRIVER_NAME
+from agent.kubeletsim import DraKubelet
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
+from agent.programming.catalog import Catalog
+from agent.simfpga.fabric import PLATFORM
+
+NODE = "demo-node"
+BITSTREAM = "aes-v1"
+ACCELERATOR = "a5e0000000000000000000000000c0de"
+
+
+def say(step: str, text: str = "") -> None:
+    print(f"\n== {step}" if not text else f"   {text}", flush=True)
+
+
+def ms_since(start: float) -> str:
+    return f"{(time.monotonic() - start) * 1000:.1f} ms"
+
+
+async def run_dra_demo(base: Config) -> int:
+    """Run the narrated DRA demo; returns the process exit code."""
+    api = FakeKubeApiServer().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fpga-slot-dra-demo-") as tmp:
+            root = Path(tmp)
+            api.add_node(NODE)
+            config = dataclasses.replace(
+                base,
+                mode="dra",
+                backend="sim",
+                sim_device_nodes="file",  # the demo needs no root and starts no container
+                node_name=NODE,
+                kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
+                device_plugin_dir=root / "device-plugins",
+                pod_resources_socket=root / "pod-resources" / "kubelet.sock",
+                dra_registry_dir=root / "plugins_registry",
+                dra_plugins_dir=root / "plugins",
+                cdi_dir=root / "cdi",
+                state_dir=root / "state",
+                health_listen=None,  # the demo is not probed: take no port
+            )
+            config.dra_registry_dir.mkdir(parents=True)
+            catalog = Catalog(root / "bitstreams")
+            image = root / f"{BITSTREAM}.bin"
+            image.write_bytes(bytes(range(256)) * 64)
+            catalog.add(image, BITSTREAM, platform=PLATFORM, accelerator_id=ACCELERATOR)
+            agent = Agent(config, catalog=catalog, kube=connect_kube(config))
+            stop = asyncio.Event()
+            task = asyncio.create_task(agent.run(stop), name="agent")
+            try:
+                await _narrate(config, api, agent, stop, task)
+            finally:
+                stop.set()
+                await task
+    finally:
+        await asyncio.to_thread(api.stop)
+    say("done")
+    return 0
+
+
+async def _narrate(
+    config: Config, api: FakeKubeApiServer, agent: Agent, stop: asyncio.Event, task: asyncio.Task[None]
+) -> None:
+    say(f"1. Start the agent in DRA mode on simulated slots: it registers as DRA driver {DRIVER_NAME}")
+    shape = f"{config.sim_cards} cards x {config.sim_slots_per_card} slots"
+    say("", f"{shape}; kubelet plugin registry {config.dra_registry_dir}; API server stand-in at {api.url}")
+    started = time.monotonic()
+    kubelet = DraKubelet(config.dra_registry_dir)
+    await until("the registration socket", lambda: bool(kubelet.sockets()))
+    info = await asyncio.to_thread(kubelet.register, kubelet.sockets()[0])
+    say("", f"the kubelet's plugin watcher found {kubelet.sockets()[0].name} after {ms_since(started)}")
+    say("", f"GetInfo: type {info.type}, name {info.name}, versions {', '.join(info.supported_versions)}")
+    say("", f"endpoint {info.endpoint}; the kubelet speaks {kubelet.version}")
+    await until("the agent to be ready", lambda: agent.readiness() is None)
+    say("", "the agent is ready (the kubelet registered the driver); no device plugin was registered")
+
+    slices = SliceView(api, f"{NODE}-{DRIVER_NAME}")
+    expected = config.sim_cards * config.sim_slots_per_card
+    await until("the ResourceSlice", lambda: len(slices.devices()) == expected)
+    say("2. Its ResourceSlice: one device per slot, with the attributes a claim selects on")
+    say("", slices.summary())
+    print(slices.table(), flush=True)
+
+    claims = ClaimRun(api, kubelet, agent, NODE)
+    cdi = CdiView(config.cdi_dir)
+    say(f"3. A pod's claim asks for {BITSTREAM}, cached first (daemonset/examples/dra/cached-first.yaml)")
+    first = await _allocate_and_prepare(claims, slices, "aes-1")
+    say("", f"NodePrepareResources returned after {first.took_ms:.1f} ms: CDI device {', '.join(first.cdi_ids)}")
+    for line in cdi.describe(first.uid):
+        say("", line)
+    await _show_events(api, "aes-1-pod")
+    await until("the bitstream in the slice", lambda: slices.attribute(first.device, "bitstream") == BITSTREAM)
+    say("", f"the slice now shows {first.device} with bitstream={BITSTREAM}")
+
+    say("4. The pod ends: NodeUnprepareResources releases the slot; the bitstream stays loaded (the cache)")
+    released = await claims.unprepare(first)
+    say("", f"claim {NAMESPACE}/aes-1 released{': ' + released if released else ''}")
+    say("", f"CDI spec exists: {cdi.exists(first.uid)}; slot {first.device} held by {claims.holder(first.device)}")
+    say("", f"slot {first.device} still holds {claims.loaded(first.device)}")
+
+    say(f"5. A second pod's claim for {BITSTREAM}: the slot that holds it is allocated, nothing is programmed")
+    second = await _allocate_and_prepare(claims, slices, "aes-2")
+    say("", f"NodePrepareResources returned after {second.took_ms:.1f} ms: CDI device {', '.join(second.cdi_ids)}")
+    await _show_events(api, "aes-2-pod")
+
+    say("6. A claim for a bitstream the node does not have is refused clearly and changes nothing")
+    device, subrequest = allocate(slices.devices(), "aes-v9", taken=claims.allocated)
+    typo = await claims.prepare("typo", device, subrequest, "aes-v9")
+    say("", f"claim {NAMESPACE}/typo on {typo.device}: NodePrepareResources error: {typo.error}")
+    say(
+        "",
+        f"slot {typo.device} held by {claims.holder(typo.device)}, holds {claims.loaded(typo.device)}; "
+        f"CDI spec exists: {cdi.exists(typo.uid)}",
+    )
+    await _show_events(api, "typo-pod")
+
+    say("7. The second pod ends: NodeUnprepareResources, and the slot is free again")
+    released = await claims.unprepare(second)
+    say("", f"claim {NAMESPACE}/aes-2 released{': ' + released if released else ''}")
+    say("", f"slot {second.device} held by {claims.holder(second.device)}, holds {claims.loaded(second.device)}")
+
+    fabric = agent.backend.fabric
+    if fabric is not None:
+        victim = list(slices.devices())[-1]
+        slot = next(s.slot for s in agent.registry.snapshot() if s.slot.id == victim)
+        say("8. A slot fails and recovers: the slice follows its health")
+        failed = time.monotonic()
+        fabric.set_health(slot.card, slot.region, healthy=False, reason="demo: configuration CRC error")
+        await until("the unhealthy slot in the slice", lambda: bool(slices.taints(victim)))
+        say("", f"{victim}: tainted {', '.join(slices.taints(victim))} in the slice after {ms_since(failed)}")
+        say("", f"healthy={str(slices.attribute(victim, 'healthy')).lower()}; no claim is allocated a tainted device")
+        recovered = time.monotonic()
+        fabric.set_health(slot.card, slot.region, healthy=True)
+        await until("the recovered slot in the slice", lambda: not slices.taints(victim))
+        healthy = str(slices.attribute(victim, "healthy")).lower()
+        say("", f"{victim}: untainted, healthy={healthy} after {ms_since(recovered)}")
+
+    say("9. SIGTERM: the driver stops serving and removes its sockets")
+    stop.set()
+    await task
+    say("", f"registration socket exists: {bool(kubelet.sockets())}; endpoint exists: {_exists(info.endpoint)}")
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+async def _allocate_and_prepare(claims: ClaimRun, slices: SliceView, name: str) -> PreparedClaim:
+    device, subrequest = allocate(slices.devices(), BITSTREAM, taken=claims.allocated)
+    say("", f"the allocator tries fpga/cached (bitstream == {BITSTREAM!r}), then fpga/any (platform == {PLATFORM!r})")
+    say("", f"claim {NAMESPACE}/{name} allocated {device} through fpga/{subrequest}")
+    prepared = await claims.prepare(name, device, subrequest, BITSTREAM)
+    if prepared.error:
+        raise RuntimeError(f"demo: claim {name} was not prepared: {prepared.error}")
+    return prepared
+
+
+async def _show_events(api: FakeKubeApiServer, pod: str) -> None:
+    """The Events the agent posted on ``pod`` (posted in the background: wait for the first)."""
+
+    def posted() -> list[dict[str, object]]:
+        return [e for e in api.events(NAMESPACE) if e["involvedObject"]["name"] == pod]
+
+    await until(f"an Event on pod {pod}", lambda: bool(posted()))
+    for event in posted():
+        say("", f"event on {NAMESPACE}/{pod}: {event['type']} {event['reason']}: {event['message']}")

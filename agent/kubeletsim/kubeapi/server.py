@@ -1,0 +1,388 @@
+"""The fake API server over HTTP on 127.0.0.1: connections, authentication, injected faults, routing
+and watch streams (see :mod:`agent.kubeletsim.kubeapi`)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from agent.kubeletsim.kubeapi.matching import _parse_rv, _selector, _watch_event
+from agent.kubeletsim.kubeapi.objects import (
+    _COLLECTION,
+    _DISCONNECT_CHECK_S,
+    _ITEM,
+    _KINDS,
+    _RESOURCE_PATH,
+    JSON,
+    ApiError,
+    _api_version,
+    status_object,
+)
+from agent.kubeletsim.kubeapi.serving import RequestHandling
+from agent.kubeletsim.kubeapi.store import RecordedRequest, _Watch
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close() joins every handler thread
+    block_on_close = True
+    api: FakeKubeApiServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.api._connection_opened(self.connection)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        self.server.api._connection_closed(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.api._handle(self, "GET")
+
+    def do_POST(self) -> None:
+        self.server.api._handle(self, "POST")
+
+    def do_PATCH(self) -> None:
+        self.server.api._handle(self, "PATCH")
+
+    def do_PUT(self) -> None:
+        self.server.api._handle(self, "PUT")
+
+    def do_DELETE(self) -> None:
+        self.server.api._handle(self, "DELETE")
+
+
+class FakeKubeApiServer(RequestHandling):
+    """The fake API server; ``with FakeKubeApiServer() as api:`` starts it and stops it cleanly."""
+
+    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = ("default", "kube-system")) -> None:  # noqa: S107
+        super().__init__(token=token, namespaces=namespaces)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> FakeKubeApiServer:
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.api = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Cut every watch and connection, stop serving, join every thread."""
+        if self._server is None:
+            return
+        with self._cond:
+            self._stopping = True
+            for watch in self._watches:
+                watch.action = "drop"
+            self._cond.notify_all()
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self._server.shutdown()
+        self._server.server_close()
+        assert self._thread is not None
+        self._thread.join()
+        self._server = None
+
+    def __enter__(self) -> FakeKubeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def write_kubeconfig(self, path: Path, *, token: str | None = None, namespace: str = "default") -> Path:
+        """A kubeconfig (JSON is YAML) pointing at this server with a bearer token."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fpga-agent", "user": {"token": self.token if token is None else token}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fpga-agent", "namespace": namespace}}
+            ],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(config, indent=2))
+        return path
+
+    # --- connections --------------------------------------------------------------------
+
+    def _connection_opened(self, conn: socket.socket) -> None:
+        with self._cond:
+            self._connections.add(conn)
+            stopping = self._stopping
+            self._cond.notify_all()
+        if stopping:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def _connection_closed(self, conn: socket.socket) -> None:
+        with self._cond:
+            self._connections.discard(conn)
+            self._cond.notify_all()
+
+    # --- requests -----------------------------------------------------------------------
+
+    def _handle(self, handler: _Handler, method: str) -> None:
+        url = urlsplit(handler.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        raw = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = RecordedRequest(method, url.path, query, {k.lower(): v for k, v in handler.headers.items()}, body)
+        with self._cond:
+            self._requests.append(request)
+            self._cond.notify_all()
+        try:
+            self._authenticate(request)
+            self._inject_fault(request)
+            if request.is_watch and method == "GET":
+                self._serve_watch(handler, request)
+                return
+            code, answer = self._route(request)
+        except ApiError as exc:
+            code, answer = exc.code, exc.status
+        self._send_json(handler, code, answer)
+
+    def _authenticate(self, request: RecordedRequest) -> None:
+        if self.token and request.headers.get("authorization", "") != f"Bearer {self.token}":
+            raise ApiError(401, "Unauthorized")
+
+    def _inject_fault(self, request: RecordedRequest) -> None:
+        with self._cond:
+            for fault in self._faults:
+                if (
+                    fault.method == request.method
+                    and fault.path == request.path
+                    and fault.times > 0
+                    and (fault.watch is None or fault.watch == request.is_watch)
+                ):
+                    fault.times -= 1
+                    if fault.times == 0:
+                        self._faults.remove(fault)
+                    raise ApiError(fault.status["code"], fault.status["message"], fault.status["reason"])
+
+    def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
+        match = _RESOURCE_PATH.match(request.path)
+        if match:
+            return self._route_resource(request, match["res"], match["ns"], match["name"])
+        match = _COLLECTION.match(request.path)
+        if match:
+            resource, namespace = match["res"], match["ns"]
+            self._check_scope(resource, namespace, match["api"])
+            if request.method == "GET":
+                return 200, self._list(resource, namespace, request.query)
+            if request.method == "POST" and resource == "events":
+                # Without a Content-Type the API server reads its first media type, JSON.
+                content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+                if content_type != "application/json":
+                    raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
+                return 201, self._create_event(namespace, request.body)
+            if request.method == "POST" and resource == "secrets" and namespace is not None:
+                return 201, self._create_secret(namespace, request.body)
+            raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
+        match = _ITEM.match(request.path)
+        if match:
+            resource, namespace, name = match["res"], match["ns"], match["name"]
+            self._check_scope(resource, namespace, match["api"])
+            key = (namespace or "", name)
+            with self._cond:
+                if request.method == "GET":
+                    return 200, copy.deepcopy(self._get(resource, key))
+                if request.method == "PATCH" and resource in ("pods", "nodes"):
+                    return 200, self._patch(resource, key, request)
+            raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
+        raise ApiError(404, "the server could not find the requested resource")
+
+    def _serve_watch(self, handler: _Handler, request: RecordedRequest) -> None:
+        match = _COLLECTION.match(request.path)
+        if not match:
+            raise ApiError(404, "the server could not find the requested resource")
+        resource, namespace = match["res"], match["ns"]
+        self._check_scope(resource, namespace, match["api"])
+        matches = _selector(resource, namespace, request.query)
+        version = request.query.get("resourceVersion", "")
+        timeout_s = float(request.query.get("timeoutSeconds") or 1800)
+        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+        watch = _Watch(resource, request.query)
+        pending: list[JSON] = []
+        with self._cond:
+            if version in ("", "0"):
+                cursor = self._rv
+                for obj in self._objects[resource].values():
+                    if matches(obj):
+                        pending.append({"type": "ADDED", "object": copy.deepcopy(obj)})
+            else:
+                cursor = _parse_rv(version)
+                if cursor < self._compacted_rv:
+                    # The real server answers 200 and sends the 410 as the stream's only event.
+                    message = f"too old resource version: {cursor} ({self._compacted_rv})"
+                    expired = {"type": "ERROR", "object": status_object(410, message, "Expired")}
+                    self._start_stream(handler)
+                    with contextlib.suppress(OSError):
+                        _write_chunk(handler, json.dumps(expired).encode() + b"\n")
+                        handler.wfile.write(b"0\r\n\r\n")
+                    return
+            watch.bookmarks_seen = self._bookmarks
+            self._watches.append(watch)
+            self._cond.notify_all()
+        try:
+            self._start_stream(handler)
+            self._stream(handler, watch, matches, cursor, pending, bookmarks, time.monotonic() + timeout_s)
+        except OSError:
+            handler.close_connection = True
+        finally:
+            with self._cond:
+                self._watches.remove(watch)
+                self._cond.notify_all()
+
+    @staticmethod
+    def _start_stream(handler: _Handler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+    def _stream(
+        self,
+        handler: _Handler,
+        watch: _Watch,
+        matches: Callable[[JSON], bool],
+        cursor: int,
+        pending: list[JSON],
+        bookmarks: bool,
+        deadline: float,
+    ) -> None:
+        while True:
+            for event in pending:
+                _write_chunk(handler, json.dumps(event).encode() + b"\n")
+            pending = []
+            with self._cond:
+                while True:
+                    # Wake now and then to notice a client that went away, as the real server does.
+                    def due(since: int = cursor) -> bool:
+                        return (
+                            watch.action is not None
+                            or self._rv > since
+                            or (bookmarks and self._bookmarks > watch.bookmarks_seen)
+                        )
+
+                    woken = self._cond.wait_for(
+                        due, timeout=min(_DISCONNECT_CHECK_S, max(0.0, deadline - time.monotonic()))
+                    )
+                    if woken:
+                        break
+                    if time.monotonic() >= deadline:
+                        watch.action = "end"  # timeoutSeconds passed
+                        break
+                    if _client_gone(handler.connection):
+                        watch.action = "gone"
+                        break
+                if watch.action == "gone":
+                    handler.close_connection = True
+                    return
+                for change in self._history:
+                    if change.rv > cursor and change.resource == watch.resource:
+                        found = _watch_event(change, matches)
+                        if found is not None:
+                            pending.append(found)
+                cursor = self._rv
+                if bookmarks and self._bookmarks > watch.bookmarks_seen:
+                    watch.bookmarks_seen = self._bookmarks
+                    kind = _KINDS[watch.resource]
+                    pending.append(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": kind,
+                                "apiVersion": _api_version(watch.resource),
+                                "metadata": {"resourceVersion": str(self._rv)},
+                            },
+                        }
+                    )
+                action = watch.action
+            if action is None:
+                continue
+            if action == "expire":
+                pending.append({"type": "ERROR", "object": status_object(410, "too old resource version", "Expired")})
+            if action == "drop":
+                handler.close_connection = True
+                with contextlib.suppress(OSError):
+                    handler.connection.shutdown(socket.SHUT_RDWR)
+                return
+            for event in pending:
+                _write_chunk(handler, json.dumps(event).encode() + b"\n")
+            handler.wfile.write(b"0\r\n\r\n")
+            return
+
+    @staticmethod
+    def _send_json(handler: _Handler, code: int, body: JSON) -> None:
+        data = json.dumps(body).encode()
+        try:
+            handler.send_response(code)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except OSError:
+            handler.close_connection = True
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _client_gone(conn: socket.socket) -> bool:
+    """Whether the client closed its end (readable with nothing to read). A watch client sends nothing."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+def _write_chunk(handler: _Handler, data: bytes) -> None:
+    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+@contextlib.contextmanager
+def running_apiserver(**kwargs: Any) -> Iterator[FakeKubeApiServer]:
+    """A started fake API server, stopped (threads joined) afterwards."""
+    server = FakeKubeApiServer(**kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
