@@ -178,6 +178,8 @@ def _wait(
 
 #: How often :func:`wait_for` looks again.
 POLL_S = 0.2
+#: How long a node whose agent just stopped may still show its slots as allocatable.
+FREED_NODE_WAIT_S = 60
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
@@ -381,6 +383,19 @@ def has_agent(node: Obj) -> bool:
     return slots_of(node, "allocatable") not in (None, "0")
 
 
+def free_nodes(cluster: Cluster) -> list[Obj]:
+    """Ready, schedulable Linux nodes (not the benchmark's fake ones) where no agent serves slots."""
+    return [
+        n
+        for n in cluster.core.list_node().items
+        if FAKE_NODE_LABEL not in (n.metadata.labels or {})
+        and node_is_ready(n)
+        and not n.spec.unschedulable
+        and n.metadata.labels.get("kubernetes.io/os") == "linux"
+        and not has_agent(n)
+    ]
+
+
 def pick_node(cluster: Cluster, wanted: str) -> str:
     """The node to test on: the one asked for, else the first Ready, schedulable Linux node without an agent."""
     nodes = [n for n in cluster.core.list_node().items if FAKE_NODE_LABEL not in (n.metadata.labels or {})]
@@ -389,17 +404,13 @@ def pick_node(cluster: Cluster, wanted: str) -> str:
         if node is None:
             raise AssertionError(f"--e2e-node {wanted}: no such node")
     else:
-        candidates = [
-            n
-            for n in nodes
-            if node_is_ready(n)
-            and not n.spec.unschedulable
-            and n.metadata.labels.get("kubernetes.io/os") == "linux"
-            and not has_agent(n)
-        ]
-        if not candidates:
-            raise AssertionError("no Ready, schedulable Linux node without an fpga-slot agent to test on")
-        node = candidates[0]
+        # An agent that stopped a moment ago (the test before) keeps its slots allocatable until the
+        # kubelet has seen its stream end: give the node that long.
+        node = wait_for(
+            "a Ready, schedulable Linux node without an fpga-slot agent to test on",
+            lambda: next(iter(free_nodes(cluster)), None),
+            timeout=FREED_NODE_WAIT_S,
+        )
     if has_agent(node):
         pytest.skip(f"node {node.metadata.name} has allocatable {RESOURCE_NAME} (an agent runs there): left alone")
     name: str = node.metadata.name
