@@ -12,9 +12,10 @@ could have found a free copy missed it, ``bench/placement_scale.py``).
 
 So for a one-slot pod whose answer tops with a node holding a free copy:
 
-* that node alone keeps the top score; other nodes holding a copy at the same score
-  get one point less (the scheduler then takes the predicted node, whatever its own
-  packing of pods it placed but the nodes have not published yet adds);
+* one node keeps the top score alone (of the nodes that tie for the top by score and
+  packing, where the scheduler would pick at random, one chosen by the pod's name);
+  other nodes at the same score get one point less, so the scheduler takes the chosen
+  node, whatever its own count of pods it placed but the nodes have not published yet adds;
 * the copy is **promised** to the pod: for later pods, a node whose free copies of the
   bitstream are all promised is scored as if it held none (``OneSlotIndex``'s hits
   leave it out);
@@ -27,6 +28,7 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -87,17 +89,26 @@ class Promises:
         self._release(pod)
         if not answer:
             return answer
-        top_name, top_score = answer[0]
-        node = cache.nodes.get(top_name)
-        if node is None or free_copies(node, bitstream) <= self._taken.get(bitstream, {}).get(top_name, 0):
+        nodes, promised = cache.nodes, self._taken.get(bitstream, {})
+        first = nodes.get(answer[0][0])
+        if first is None or free_copies(first, bitstream) <= promised.get(answer[0][0], 0):
             return answer
-        self._by_pod[pod] = _Promise(bitstream, top_name, now + PROMISE_TTL_S)
-        self._on_node.setdefault(top_name, set()).add(pod)
+        top_score, packing = answer[0][1], first.packing(1)
+        # The nodes the scheduler would choose among at random (same score, same packing): one of them,
+        # spread by the pod's name as the scheduler's random pick would spread them, not always the first.
+        tied = [
+            name
+            for name, score in answer
+            if score == top_score and (node := nodes.get(name)) is not None and node.packing(1) == packing
+        ]
+        chosen = tied[zlib.crc32(pod.encode()) % len(tied)]
+        self._by_pod[pod] = _Promise(bitstream, chosen, now + PROMISE_TTL_S)
+        self._on_node.setdefault(chosen, set()).add(pod)
         per_node = self._taken.setdefault(bitstream, {})
-        per_node[top_name] = per_node.get(top_name, 0) + 1
-        settled: Scores = [answer[0]]
-        for name, score in answer[1:]:
-            if score == top_score:
+        per_node[chosen] = per_node.get(chosen, 0) + 1
+        settled: Scores = []
+        for name, score in answer:
+            if score == top_score and name != chosen:
                 score -= 1
             if score > 0:
                 settled.append((name, score))

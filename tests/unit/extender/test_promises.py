@@ -71,3 +71,20 @@ def test_without_promises_the_same_copy_is_offered_to_every_pod() -> None:
     cache, board = cluster(), ScoreBoard(ScoreWeights(), promises=False)
     tops = {ask(board, cache, f"default/p{i}")[0] for i in range(3)}
     assert len(tops) == 1
+
+
+def test_nodes_that_tie_for_the_top_are_chosen_by_the_pod_not_always_the_first() -> None:
+    cache = NodeCache()
+    names = [f"n{i}" for i in range(8)]
+    watched = [WatchedNode(n, node(n, [slot(f"{n}-0", bitstream="aes"), slot(f"{n}-1")])) for n in names]
+    cache.replace([*watched, WatchedNode("x", node("x", [slot("x-0"), slot("x-1")]))])  # x holds no copy
+    names.append("x")
+    tops = set()
+    for i in range(8):
+        board = ScoreBoard(ScoreWeights())  # a board each: no promise of one pod shadows another's choice
+        pod = replace(demand(("main", 1, "aes")), pod=f"default/p{i}")
+        answer = board.prioritize(cache, pod, names, cache.lookup(), NOW)
+        best = max(score for _, score in answer)
+        (top,) = [name for name, score in answer if score == best]  # exactly one node keeps the top score
+        tops.add(top)
+    assert len(tops) > 1
