@@ -14,7 +14,8 @@ cold-miss lower bound. (b) and (c) run the project's real code.
 
 Usage:
   python bench/cluster_sim.py [--nodes 100 --slots 4 --bitstreams 40 --zipf 1.1 --pods 20000 ...]
-  python bench/cluster_sim.py --grid      # the fixed workload grid, one row per point
+  python bench/cluster_sim.py --grid      # the fixed workload grid, one row per point, and the large clusters
+  python bench/cluster_sim.py --scale     # only the large clusters (1000 to 5000 nodes, the scheduler's sample)
   python bench/cluster_sim.py --cache-gap # per grid point, what clairvoyance is worth in a single cache
 """
 
@@ -35,6 +36,7 @@ from agent.extender.scoring import parse_score_weights  # noqa: E402
 from bench.sim.cachegap import cache_gap  # noqa: E402
 from bench.sim.engine import percentile  # noqa: E402
 from bench.sim.grid import GRID, INFORMED, ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
+from bench.sim.scale import run_scale, scale_table  # noqa: E402
 from bench.sim.workload import Shape  # noqa: E402
 
 
@@ -45,6 +47,9 @@ def main() -> None:
         "--cache-gap",
         action="store_true",
         help="per grid point: the best online cache rule (A0) against Belady's on its popularity law",
+    )
+    parser.add_argument(
+        "--scale", action="store_true", help="only the large-cluster points (the scheduler's sample of the nodes)"
     )
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="grid points run in parallel")
     parser.add_argument("--nodes", type=int, default=100)
@@ -90,6 +95,10 @@ def main() -> None:
         points = run_grid(args.seed, args.scheduler_config, args.processes, args.score_weights, args.answer_limit)
         print(f"workload grid, seed {args.seed}, mean pod duration 300 s, 20-80 MB bitstreams at 100 MB/s")
         print(grid_tables(points))
+    if args.grid or args.scale:
+        print("\nLarge clusters: the scheduler's sample of the nodes (reconfigurations per pod)\n")
+        print(scale_table(run_scale(args.seed, args.scheduler_config, args.processes)))
+    if args.grid or args.scale:
         print(f"simulated in {time.monotonic() - started:.0f} s")
         return
 

@@ -35,7 +35,7 @@ rebuilds it, about 10 ms per 1000 nodes when nodes share catalogs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 
@@ -108,9 +108,11 @@ class OneSlotIndex:
         keep_version: int,
         now: float,
         limit: int,
+        shadowed: Collection[str] = frozenset(),
     ) -> Scores | None:
         """The best ``limit`` shifted scores of ``names`` for a pod asking one slot of ``bitstream``;
-        None when the catalogs disagree about it (then score per name)."""
+        None when the catalogs disagree about it (then score per name). Nodes in ``shadowed`` score as if
+        their free copies of it were gone (promised to other pods: ``agent.extender.promises``)."""
         self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
         agreed = self._agreement(bitstream)
         if agreed is None:
@@ -126,6 +128,8 @@ class OneSlotIndex:
             unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
             keys, distinct = [unknown if key < 0 else _less(key, penalty) for key in keys], None
         hits = self._hits.get((bitstream, platform))
+        if hits and shadowed:
+            hits = hits.difference(shadowed)
         if hits and not hits.isdisjoint(names):
             loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
             for at in compress(range(len(names)), map(hits.__contains__, names)):

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
+from agent.extender.promises import Promises
 from agent.extender.scoretable import ANSWER_LIMIT, RANK_SCALE, ChangeLog, Scores, ScoreTable, best_ranked, ranks_of
 from agent.extender.scoring import (
     CLOCK_STEP_S,
@@ -76,8 +77,16 @@ def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
 class ScoreBoard:
     """Prioritize for names from the node cache, with a score table per kind of pod (see the module docstring)."""
 
-    def __init__(self, weights: ScoreWeights, facts: ClusterFacts | None = None, limit: int = ANSWER_LIMIT) -> None:
+    def __init__(
+        self,
+        weights: ScoreWeights,
+        facts: ClusterFacts | None = None,
+        limit: int = ANSWER_LIMIT,
+        promises: bool = True,
+    ) -> None:
         self._weights = weights
+        #: Free copies promised to one-slot pods being placed (``agent.extender.promises``); None: off.
+        self.promises = Promises() if promises else None
         #: Names this board's own values in the node states' memos (which every board shares).
         self._token = next(_BOARDS)
         self.facts = facts if facts is not None else ClusterFacts()
@@ -111,9 +120,11 @@ class ScoreBoard:
             scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
             return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
         if demand.single[1] == 1 and not demand.unnamed:
-            answer = self._one_slot.prioritize(cache, demand.single[0], names, keep, facts.version, now, self.limit)
+            bitstream, promises = demand.single[0], self.promises
+            shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
+            answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit, shadowed)
             if answer is not None:
-                return answer
+                return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
         return best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
 
     def _single_ranks(

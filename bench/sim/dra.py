@@ -4,7 +4,8 @@ What kube-scheduler v1.36 does with the claim of daemonset/examples/dra/cached-f
 (``firstAvailable``: ``cached``, N slots holding the bitstream; else ``any``, N slots of the
 platform) and the shipped DRA profile (daemonset/dra-mode/scheduler-config.yaml):
 
-* Filter: a node fits when N of its slots are free.
+* Filter: a node fits when N of its slots are free; only the nodes the scheduler's search
+  finds are filtered and scored (``bench.sim.sampling``).
 * Score: DynamicResources gives 8 to a node where the first alternative fits and 7 where
   only the second does, normalised to 0..100 by the highest (100 and 87.5), times the
   profile's weight (25). The other scorers see no slots (DRA devices are not node
@@ -21,6 +22,7 @@ from __future__ import annotations
 import random
 
 from bench.sim.engine import Placement, SimNode
+from bench.sim.sampling import Sampler
 from bench.sim.workload import Pod
 
 #: daemonset/dra-mode/scheduler-config.yaml
@@ -41,9 +43,13 @@ def slice_order(node: SimNode, lru: bool) -> list[int]:
     return sorted(free, key=lambda i: (node.slots[i].bitstream is not None, node.slots[i].last_used, i))
 
 
-def dra(rng: random.Random, weight: int = DYNAMIC_RESOURCES_WEIGHT, lru: bool = False) -> Placement:
+def dra(
+    rng: random.Random, weight: int = DYNAMIC_RESOURCES_WEIGHT, lru: bool = False, sampler: Sampler | None = None
+) -> Placement:
+    search = sampler if sampler is not None else Sampler()
+
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        fitting = [n for n in nodes if len(n.free()) >= pod.slots]
+        fitting = search.feasible(nodes, lambda n: len(n.free()) >= pod.slots)
         if not fitting:
             return None
         raw = {n.name: FIRST if len(cached_slots(n, pod)) >= pod.slots else SECOND for n in fitting}

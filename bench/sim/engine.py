@@ -1,14 +1,17 @@
 """The discrete-event engine: pods arrive, are placed by a policy, run, and leave.
 
 Deterministic for a workload and a policy. Programming a slot takes the bitstream's
-size divided by the configuration bandwidth, and the pod starts after it. A pod that
-fits nowhere waits, first in first out, until slots free up; the start delay of a pod
-is its wait plus its programming.
+size divided by the configuration bandwidth, and the pod starts after it. The queue
+is kube-scheduler's: an arriving pod is tried at once, whether or not others wait; a pod
+that fits nowhere waits until slots free up, and whenever a pod leaves, the waiting pods
+are tried again in the order they arrived, each on its own (one that still fits nowhere
+holds back none behind it). The start delay of a pod is its wait plus its programming.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -28,9 +31,16 @@ class SimNode:
     slots: list[SimSlot]
     #: Whatever a policy derived from this node's slots (dropped whenever they change).
     cached: object | None = None
+    #: Every node whose slots changed, in order, shared by the nodes of one simulation (``changed``).
+    journal: list[SimNode] = field(default_factory=list)
 
     def free(self) -> list[int]:
         return [i for i, s in enumerate(self.slots) if s.holder is None]
+
+    def changed(self) -> None:
+        """Drop what policies derived from the slots, and log the change for those that follow the journal."""
+        self.cached = None
+        self.journal.append(self)
 
 
 Placement = Callable[[list[SimNode], Pod, float], "tuple[SimNode, list[int]] | None"]
@@ -51,8 +61,10 @@ class Result:
 
 
 def make_nodes(workload: Workload) -> list[SimNode]:
+    journal: list[SimNode] = []
     return [
-        SimNode(f"node{n:03d}", [SimSlot() for _ in range(size)]) for n, size in enumerate(workload.shape.node_sizes())
+        SimNode(f"node{n:03d}", [SimSlot() for _ in range(size)], journal=journal)
+        for n, size in enumerate(workload.shape.node_sizes())
     ]
 
 
@@ -84,7 +96,7 @@ def simulate(workload: Workload, place: Placement) -> Result:
                 slot.bitstream = pod.bitstream
             slot.holder = pod.index
             slot.last_used = now
-        node.cached = None
+        node.changed()
         result.reconfiguration_s += programming
         result.delays.append(now - pod.arrival + programming)
         end = now + programming + pod.duration
@@ -100,20 +112,32 @@ def simulate(workload: Workload, place: Placement) -> Result:
         result.end = now
         if kind == 1:
             pod = workload.pods[index]
-            if waiting or not start(pod, now):
+            if not start(pod, now):
                 waiting.append(pod)
             continue
         node, chosen = running.pop(index)
         for i in chosen:
             node.slots[i].holder = None
             node.slots[i].last_used = now
-        node.cached = None
-        still: list[Pod] = []
-        for pod in waiting:
-            if still or not start(pod, now):
-                still.append(pod)
-        waiting = still
+        node.changed()
+        waiting = retry(waiting, start, now)
     return result
+
+
+def retry(waiting: list[Pod], start: Callable[[Pod, float], bool], now: float) -> list[Pod]:
+    """The waiting pods that still do not start, each tried in order.
+
+    A pod fits where enough slots are free, and a pod that did not start changed
+    nothing, so one that asks at least as many slots as one that just failed is not
+    tried again in the same pass (its search would examine every node and find none).
+    """
+    still: list[Pod] = []
+    failed_at = math.inf
+    for pod in waiting:
+        if pod.slots >= failed_at or not start(pod, now):
+            failed_at = min(failed_at, pod.slots)
+            still.append(pod)
+    return still
 
 
 def fitting(nodes: list[SimNode], pod: Pod) -> Iterator[tuple[SimNode, list[int], list[int]]]:

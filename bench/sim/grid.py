@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from bench.sim.engine import Placement, Result, best_of, percentile, simulate
 from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, exact
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
 from bench.sim.policies import PLATFORM, WithExtender, bitstream_name, first_fit, ours, plain
+from bench.sim.sampling import Sampler
 from bench.sim.workload import Shape, Workload, cold_miss_bound, make_workload
 
 #: The clairvoyant variants that keep (c)'s placement: slots chosen knowing the future, or (c)'s own slot
@@ -109,6 +111,25 @@ def profile_settings(path: Path) -> tuple[int, bool]:
     return int(extender["weight"]), most_allocated
 
 
+def percentage_to_score(path: Path) -> int | None:
+    """The configuration's percentageOfNodesToScore for its one profile: the profile's, else the top level's
+    (None: adaptive)."""
+    config = yaml.safe_load(path.read_text())
+    (profile,) = config["profiles"]
+    value = profile.get("percentageOfNodesToScore", config.get("percentageOfNodesToScore"))
+    return None if value is None else int(value)
+
+
+def dra_config(scheduler_config: Path) -> Path:
+    """The DRA profile shipped beside the extender one (daemonset/dra-mode/scheduler-config.yaml)."""
+    return scheduler_config.parent / "dra-mode" / "scheduler-config.yaml"
+
+
+def dra_percentage(scheduler_config: Path) -> int | None:
+    path = dra_config(scheduler_config)
+    return percentage_to_score(path) if path.exists() else None
+
+
 def run_point(
     shape: Shape,
     seed: int,
@@ -124,14 +145,10 @@ def run_point(
     def rng() -> random.Random:
         return random.Random(seed + 1)
 
-    policies = {
-        A: plain(rng(), first_fit),
-        B: plain(rng(), ours),
-        C: WithExtender(rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs),
-        C2: WithExtender(rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=not packs),
-        DRA: dra(rng(), lru=True),
+    results = {
+        name: simulate(workload, place)
+        for name, place in online_policies(scheduler_config, catalog, rng, weights, answer_limit).items()
     }
-    results = {name: simulate(workload, place) for name, place in policies.items()}
     online_placement = WithExtender(
         rng(), clairvoyant_slots(workload), weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs
     )
@@ -160,6 +177,36 @@ def run_point(
         {f"(r), {name}": run for name, run in told_runs.items()},
     )
     return PointResult(shape, results, variant, cold_miss_bound(workload), informed_variant)
+
+
+def online_policies(
+    scheduler_config: Path,
+    catalog: dict[str, str],
+    rng: Callable[[], random.Random],
+    weights: ScoreWeights,
+    answer_limit: int = ANSWER_LIMIT,
+    percentage: int | None = None,
+) -> dict[str, Placement]:
+    """(a), (b), (c), (c') and (e), each with its own scheduler's search of the nodes: the shipped profile's
+    percentageOfNodesToScore (DRA's from its own profile), or ``percentage`` for all of them."""
+    weight, packs = profile_settings(scheduler_config)
+    extender = percentage if percentage is not None else percentage_to_score(scheduler_config)
+    in_dra = percentage if percentage is not None else dra_percentage(scheduler_config)
+
+    def search() -> Sampler:
+        return Sampler(extender)
+
+    return {
+        A: plain(rng(), first_fit, sampler=search()),
+        B: plain(rng(), ours, sampler=search()),
+        C: WithExtender(
+            rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs, sampler=search()
+        ),
+        C2: WithExtender(
+            rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=not packs, sampler=search()
+        ),
+        DRA: dra(rng(), lru=True, sampler=Sampler(in_dra)),
+    }
 
 
 def best_oracle(

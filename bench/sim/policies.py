@@ -9,6 +9,9 @@
                        slots by the agent's policy
 (c') the other packing (c) with the opposite NodeResourcesFit strategy (spreading if (c) packs, and the
                        other way round), to show what the shipped choice is worth
+
+Each of them sees only the nodes kube-scheduler's search finds for the pod (``bench.sim.sampling``):
+the sample, not the cluster, is filtered, scored and sent to the extender.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
+from bench.sim.sampling import Sampler
 from bench.sim.workload import Pod
 
 PLATFORM = "sim-pr-v1"
@@ -108,6 +112,11 @@ def agent_order(node: SimNode, pod: Pod, now: float) -> list[int]:
     return [int(sid.rsplit("slot", 1)[1]) for sid in chosen]
 
 
+def fits(pod: Pod) -> Callable[[SimNode], bool]:
+    """NodeResourcesFit's filter for the pod: enough free slots."""
+    return lambda node: sum(1 for s in node.slots if s.holder is None) >= pod.slots
+
+
 def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random.Random) -> list[tuple[float, SimNode]]:
     """kube-scheduler's NodeResourcesFit score (0..100) over the nodes where the pod fits.
 
@@ -128,9 +137,13 @@ def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random
     return out
 
 
-def plain(rng: random.Random, choose: SlotChoice, most_allocated: bool = False) -> Placement:
+def plain(
+    rng: random.Random, choose: SlotChoice, most_allocated: bool = False, sampler: Sampler | None = None
+) -> Placement:
+    search = sampler if sampler is not None else Sampler()
+
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        scored = fit_scores(nodes, pod, most_allocated, rng)
+        scored = fit_scores(search.feasible(nodes, fits(pod)), pod, most_allocated, rng)
         if not scored:
             return None
         node = max(scored, key=lambda pair: pair[0])[1]
@@ -150,9 +163,19 @@ class SimNodeCache:
         self.nodes: dict[str, NodeSlots] = {}
         self.generation = 0
         self.changes: list[str] = []
+        self._journal: list[SimNode] | None = None
+        self._read = 0
 
     def refresh(self, nodes: list[SimNode], catalog: dict[str, str]) -> None:
-        for node in nodes:
+        """Every node at first, then those the nodes' journal logged as changed since (``SimNode.changed``)."""
+        journal = nodes[0].journal if nodes else None
+        if journal is None or journal is not self._journal:
+            changed: list[SimNode] = nodes
+            self._journal = journal
+        else:
+            changed = journal[self._read :]
+        self._read = len(journal) if journal is not None else 0
+        for node in changed:
             if not isinstance(node.cached, NodeSlots) or self.nodes.get(node.name) is not node.cached:
                 self.nodes[node.name] = published(node, catalog)
                 self.changes.append(node.name)
@@ -180,14 +203,16 @@ class WithExtender:
         most_allocated: bool,
         facts: ClusterFacts | None = None,
         answer_limit: int = ANSWER_LIMIT,
+        sampler: Sampler | None = None,
     ) -> None:
         self.rng, self.choose, self.weights, self.weight = rng, choose, weights, weight
+        self.sampler = sampler if sampler is not None else Sampler()
         self.catalog, self.most_allocated = catalog, most_allocated
         self.board = ScoreBoard(weights, facts, answer_limit)
         self.cache = SimNodeCache()
 
     def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        scored = fit_scores(nodes, pod, self.most_allocated, self.rng)
+        scored = fit_scores(self.sampler.feasible(nodes, fits(pod)), pod, self.most_allocated, self.rng)
         if not scored:
             return None
         if len(scored) >= 2:

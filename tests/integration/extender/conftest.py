@@ -102,6 +102,18 @@ def shifted(scores: Sequence[int]) -> list[int]:
     return [score - floor for score in scores]
 
 
+def settled(got: Sequence[int], expected: Sequence[int]) -> bool:
+    """``got`` is ``expected`` (the shifted per-name scores) as a one-slot pod's answer settles it
+    (``agent.extender.promises``): of several nodes at the top score one keeps it, the others are one lower."""
+    top = max(expected, default=0)
+    at_top = [i for i, score in enumerate(expected) if score == top]
+    if len(at_top) <= 1 or top == 0:
+        return list(got) == list(expected)
+    kept = [i for i in at_top if got[i] == top]
+    lowered = [score - 1 if score == top and i not in kept else score for i, score in enumerate(expected)]
+    return len(kept) == 1 and list(got) == lowered
+
+
 def extender_args(the_pod: Mapping[str, Any], names: Sequence[str], mode: Mode, cluster: Cluster) -> dict[str, Any]:
     """ExtenderArgs as kube-scheduler marshals them for either nodeCacheCapable setting."""
     if mode == "names":
