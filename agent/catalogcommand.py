@@ -9,11 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from agent import cliflags
-from agent.bitstreamfile import normalize_id128
 from agent.errors import CatalogError
+from agent.files.bitstream import normalize_id128
+from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
 from agent.pushcommand import add_push_command, run_push
-from agent.tables import format_table
 
 
 def accelerator_id(raw: str) -> str:

@@ -33,10 +33,10 @@ from typing import Protocol
 
 from cryptography import x509
 
-from agent.atomicfile import fsync_directory
 from agent.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.config import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
+from agent.files.atomic import fsync_directory
 from agent.kube import SecretReader, SecretWriter, connect_api
 
 # Names of Secrets and a Secret type, not secrets:

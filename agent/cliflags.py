@@ -13,7 +13,7 @@ import argparse
 from typing import TypeAlias
 
 from agent.config import Config, add_config_file_argument, add_option_argument, load_config
-from agent.logsetup import setup_logging
+from agent.output.logs import setup_logging
 
 #: What a subcommand module adds its parser to (``add_<name>_command(commands)``).
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

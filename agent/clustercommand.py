@@ -9,7 +9,7 @@ import sys
 
 from agent import cliflags, clusterview
 from agent.kube import SLOTS_ANNOTATION, connect_api, list_nodes
-from agent.tables import format_table
+from agent.output.tables import format_table
 
 
 def add_cluster_command(commands: cliflags.Subparsers) -> None:

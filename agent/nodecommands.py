@@ -12,9 +12,9 @@ import sys
 from agent import cliflags
 from agent.app import Agent, build_backend, connect_kube, log_enumeration
 from agent.config import Config
+from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
 from agent.slots import Slot
-from agent.tables import format_table
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from agent.dirwatch import DirWatcher
 from agent.errors import CatalogError
+from agent.files.dirwatch import DirWatcher
 from agent.programming.catalog import Catalog, CatalogEntry
 from agent.slots import Health, SlotRegistry, SlotState
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from agent.bitstreamfile import validate_name
 from agent.bitstreams import Credentials, RegistryClient, declaration_object, parse_reference
 from agent.bitstreams.declaration import Declaration, validate_secret_name
 from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
 from agent.errors import BitstreamFileError, FpgaSlotError
+from agent.files.bitstream import validate_name
 from agent.programming.catalog import describe_bitstream, normalize_given_id
 
 PASSWORD_ENV = "FPGA_AGENT_REGISTRY_PASSWORD"  # noqa: S105 - the name of the variable, not a password

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
+from agent.files.atomic import StagedFile
 from agent.programming.catalog import (
     GBS_SUFFIX,
     RAW_SUFFIX,

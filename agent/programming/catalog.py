@@ -30,9 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from agent.atomicfile import StagedFile, fsync_directory, write_atomically
-from agent.bitstreamfile import copy_hashing, is_sha256, is_valid_name, normalize_id128
-from agent.bitstreamfile import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.errors import (
     BitstreamFileError,
     BitstreamHashError,
@@ -41,6 +38,9 @@ from agent.errors import (
     UnknownBitstream,
     shown,
 )
+from agent.files.atomic import StagedFile, fsync_directory, write_atomically
+from agent.files.bitstream import copy_hashing, is_sha256, is_valid_name, normalize_id128
+from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.programming.gbs import HEADER_KEYS, GbsFormatError, is_gbs, mismatched_id, parse_gbs_header, read_gbs_header
 from agent.slots import Slot
 from agent.slots.checkpoint import read_no_follow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.atomicfile import TEMP_PREFIX, StagedFile
+from agent.files.atomic import TEMP_PREFIX, StagedFile
 
 
 class FullDisk(io.RawIOBase):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.logsetup import MAX_MESSAGE_CHARS, JsonFormatter, setup_logging
+from agent.output.logs import MAX_MESSAGE_CHARS, JsonFormatter, setup_logging
 
 
 @pytest.fixture
