@@ -27,7 +27,6 @@ from agent.discovery import (
     fpga_region_source,
     static_source,
 )
-from agent.distribution import Distribution, parse_object
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dramode import DraMode
@@ -35,19 +34,20 @@ from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
 from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import extender_metrics
-from agent.health import HealthServer
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
-from agent.metrics import AgentMetrics, RpcTimer, metrics_route
-from agent.nodestate import CatalogReader, publish_node_state
+from agent.node.distribution import Distribution, parse_object
+from agent.node.health import HealthServer
+from agent.node.metrics import AgentMetrics, RpcTimer, metrics_route
+from agent.node.nodestate import CatalogReader, publish_node_state
+from agent.node.reconfigure import EventSink, PodDirectory, Reconfigurer
 from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.programming.commandspec import missing_tool
-from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
 from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.kube import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, NodeSummary
-from agent.nodestate import PublishedSlot, parse_bitstreams, parse_slots
+from agent.node.nodestate import PublishedSlot, parse_bitstreams, parse_slots
 
 NO_STATE = "no published state"
 TABLE_COLUMNS = ["node", "slot", "platform", "bitstream", "state", "health"]

@@ -30,7 +30,7 @@ from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, N
 from agent.dra.cdi import CdiSpecs
 from agent.errors import KubeError
 from agent.kube.resourceslices import SliceDevice
-from agent.reconfigure import PodDirectory, Reconfigurer
+from agent.node.reconfigure import PodDirectory, Reconfigurer
 from agent.slots import Health, SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ import aiohttp  # noqa: E402
 from agent.app import Agent, connect_kube  # noqa: E402
 from agent.bitstreams import declaration_object  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming import Catalog  # noqa: E402
-from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.fakes import KubeletStandIn, short_tmpdir, test_config  # noqa: E402
@@ -48,7 +48,7 @@ POLL_S = 0.002
 
 
 def declared(agent: Agent, name: str) -> bool:
-    return agent.distribution is not None and agent.distribution.puller.declared(name) is not None
+    return agent.node.distribution is not None and agent.node.distribution.puller.declared(name) is not None
 
 
 def in_catalog(catalog: Catalog, name: str) -> bool:

@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 
 from agent.app import Agent
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from agent.slots.checkpoint import SlotRecord

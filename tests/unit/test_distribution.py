@@ -1,4 +1,4 @@
-"""The pure parts of agent.distribution: which names a pod's annotations ask for, metric labels of failures."""
+"""The pure parts of agent.node.distribution: which names a pod's annotations ask for, metric labels of failures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agent.distribution import annotated_bitstreams, parse_object, pull_result
 from agent.errors import (
     CacheFullError,
     DeclarationConflict,
@@ -18,6 +17,7 @@ from agent.errors import (
     SourceAuthError,
     SourceUnreachable,
 )
+from agent.node.distribution import annotated_bitstreams, parse_object, pull_result
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from agent.config import ListenAddress, load_config
 from agent.errors import ConfigError
-from agent.health import HealthServer
+from agent.node.health import HealthServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics import AgentMetrics
+from agent.node.metrics import AgentMetrics
 from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.nodestate import (
+from agent.node.nodestate import (
     CatalogReader,
     PublishedSlot,
     parse_bitstreams,

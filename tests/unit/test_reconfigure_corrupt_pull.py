@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.errors import BitstreamHashError, UnknownBitstream
+from agent.node.reconfigure import Reconfigurer
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
-from agent.reconfigure import Reconfigurer
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot, reconfigurer
 

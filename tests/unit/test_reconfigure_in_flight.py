@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import CatalogEntry
-from agent.reconfigure import Reconfigurer
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as make_reconfigurer

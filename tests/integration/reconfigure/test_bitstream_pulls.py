@@ -28,10 +28,10 @@ from agent.bitstreams import Credentials, Declaration, RegistryClient, declarati
 from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
+from agent.node.reconfigure import ANNOTATION
 from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import CatalogScan
-from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import (
@@ -69,12 +69,12 @@ def reasons(api: FakeKubeApiServer, pod: str) -> list[tuple[str, str, str]]:
 
 
 def pulls(agent: Agent, result: str) -> float:
-    value = agent.metrics.registry.get_sample_value("fpga_slot_bitstream_pulls_total", {"result": result})
+    value = agent.node.metrics.registry.get_sample_value("fpga_slot_bitstream_pulls_total", {"result": result})
     return value or 0.0
 
 
 def pulled_bytes(agent: Agent) -> float:
-    return agent.metrics.registry.get_sample_value("fpga_slot_bitstream_pulled_bytes_total") or 0.0
+    return agent.node.metrics.registry.get_sample_value("fpga_slot_bitstream_pulled_bytes_total") or 0.0
 
 
 def in_catalog(catalog: Catalog, name: str) -> bool:

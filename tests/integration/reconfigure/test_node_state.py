@@ -17,7 +17,7 @@ from typing import Any
 
 from agent.app import Agent, connect_kube
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams

@@ -18,7 +18,7 @@ import pytest
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent, connect_kube
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams, wait_registry
 from tests.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
@@ -128,7 +128,7 @@ async def test_without_api_access_slots_are_served_and_the_agent_says_why_once(
     kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
     await kubelet.start()
     agent = Agent(config, kube=kube)
-    assert agent.distribution is None  # nothing to watch declarations with: the local catalog only
+    assert agent.node.distribution is None  # nothing to watch declarations with: the local catalog only
     assert agent.reconfigurer.fetch_bitstream is None
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))

@@ -38,7 +38,7 @@ from agent.errors import (
     ProgrammingTimeout,
     shown,
 )
-from agent.metrics import AgentMetrics
+from agent.node.metrics import AgentMetrics
 from agent.programming.base import FileProgrammer
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry

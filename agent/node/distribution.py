@@ -4,7 +4,7 @@ early pulls for pods bound here, prefetch, Events and metrics.
 Wiring between the kube adapter (the FpgaBitstream watch, pull Secrets from the agent's
 namespace), the bitstreams adapter (the puller, its registry and HTTPS clients, the cache
 budget), the node catalog (``PulledCatalog``, the puller's store) and reconfiguration (the
-fetch hook of :class:`agent.reconfigure.Reconfigurer`), so it may import all of them.
+fetch hook of :class:`agent.node.reconfigure.Reconfigurer`), so it may import all of them.
 
 * The watch replaces or changes the puller's declarations as the cluster's objects change;
   only a declaration that is new or changed is acted on (a relist that changes nothing
@@ -71,10 +71,10 @@ from agent.errors import (
 )
 from agent.kube import BitstreamWatcher, PodInfo, SecretReader
 from agent.kube.reflector import WatchEventKind
-from agent.metrics import AgentMetrics
+from agent.node.metrics import AgentMetrics
+from agent.node.reconfigure import ANNOTATION, EventSink, PodDirectory, PodView
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
-from agent.reconfigure import ANNOTATION, EventSink, PodDirectory, PodView
 from agent.slots import SlotRegistry
 
 logger = logging.getLogger(__name__)
