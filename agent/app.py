@@ -29,7 +29,7 @@ from agent.discovery import (
 )
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
-from agent.dramode import DraMode
+from agent.dra.mode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
 from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
 from agent.extender.http import HttpServer, tls_context

@@ -455,7 +455,7 @@ class Reconfigurer:
 
         There is no Deallocate: a slot is free again when no container holds it in
         pod-resources. The bitstream stays loaded (that is the cache). In DRA mode the
-        prepared claims hold the slots (``agent.claimprep``) and this is not run.
+        prepared claims hold the slots (``agent.dra.claimprep``) and this is not run.
         """
         refs = await self._containers.list_containers()
         held: set[str] = set()

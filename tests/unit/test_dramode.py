@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.dra import DeviceHealth
-from agent.dramode import device_health, slice_devices
+from agent.dra.mode import device_health, slice_devices
 from agent.kube.resourceslices import slice_spec
 from agent.slots import Health, SlotId, SlotRegistry
 from tests.unit.slots.factories import make_slot

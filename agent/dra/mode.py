@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent.claimprep import ClaimLookup, ClaimPreparation
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
 from agent.dra.cdi import CdiSpecs
+from agent.dra.claimprep import ClaimLookup, ClaimPreparation
 from agent.errors import KubeError
 from agent.kube.resourceslices import SliceDevice
 from agent.node.reconfigure import PodDirectory, Reconfigurer
