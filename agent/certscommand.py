@@ -33,9 +33,9 @@ from typing import Protocol
 
 from cryptography import x509
 
-from agent.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.config import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
+from agent.extender.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.files.atomic import fsync_directory
 from agent.kube import SecretReader, SecretWriter, connect_api
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from agent.certs import Issued, issue
 from agent.certscommand import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
 from agent.errors import FpgaSlotError
+from agent.extender.certs import Issued, issue
 from agent.kube import SecretReader, SecretWriter, build_api_client
 from tests.fakes import run_fpga_agent
 from tests.kubeapi import FakeKubeApiServer, running_apiserver

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 import yaml
 
-from agent.certs import issue, service_names
 from agent.certscommand import DirectoryStore, make_certificates
+from agent.extender.certs import issue, service_names
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, render
 from tests.integration.extender.test_cli import ExtenderProcess, extender_env
 from tests.integration.extender.test_tls import prioritize
