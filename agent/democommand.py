@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from agent import cliflags
+import agent.cli.flags as cliflags
 from agent.config import Config
 from agent.errors import ConfigError
 

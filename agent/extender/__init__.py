@@ -10,7 +10,7 @@ on their Nodes, without calling the API server:
   a frozen :class:`~agent.extender.nodestate.NodeSlots`;
 * :mod:`~agent.extender.scoring`: filter and prioritize, pure functions;
 * :mod:`~agent.extender.cache`: node name -> state, fed by a node watch that the
-  wiring (``agent.cli``) takes from ``agent.kube``; this package imports no adapter;
+  wiring (``agent.cli.main``) takes from ``agent.kube``; this package imports no adapter;
 * :mod:`~agent.extender.server`: the app (``/filter``, ``/prioritize``, ``/healthz``, ``/metrics``), and the
   plain-HTTP probe port's (``/healthz``, ``/metrics``) beside an HTTPS one.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from agent.certscommand import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
+from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
 from agent.errors import FpgaSlotError
 from agent.extender.certs import Issued, issue
 from agent.kube import SecretReader, SecretWriter, build_api_client

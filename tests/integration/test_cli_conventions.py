@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import cliflags
-from agent.cli import COMMANDS, build_parser, main, package_version
+import agent.cli.flags as cliflags
+from agent.cli.main import COMMANDS, build_parser, main, package_version
 from agent.config import option_flags
 from tests.fakes import run_fpga_agent
 

@@ -169,7 +169,7 @@ async def agent_process(node: Node, name: str) -> AsyncIterator[AgentProcess]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "run",
         env=node.env(),
         cwd=node.root,

@@ -114,7 +114,7 @@ async def cluster_json(kubeconfig: Path, cwd: Path) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "cluster",
         "--json",
         "--kubeconfig",

@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 
-from agent import cliflags
+import agent.cli.flags as cliflags
 from agent.app import Agent, build_backend, connect_kube, log_enumeration
 from agent.config import Config
 from agent.output.tables import format_table

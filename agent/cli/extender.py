@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 
-from agent import cliflags
+import agent.cli.flags as cliflags
 from agent.app import run_extender
 from agent.config import Config
 

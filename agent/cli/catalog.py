@@ -8,12 +8,12 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from agent import cliflags
+import agent.cli.flags as cliflags
+from agent.cli.push import add_push_command, run_push
 from agent.errors import CatalogError
 from agent.files.bitstream import normalize_id128
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
-from agent.pushcommand import add_push_command, run_push
 
 
 def accelerator_id(raw: str) -> str:

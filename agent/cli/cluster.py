@@ -7,8 +7,8 @@ import json
 import logging
 import sys
 
+import agent.cli.flags as cliflags
 import agent.cluster.view as clusterview
-from agent import cliflags
 from agent.kube import SLOTS_ANNOTATION, connect_api, list_nodes
 from agent.output.tables import format_table
 

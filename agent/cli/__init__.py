@@ -1,0 +1,6 @@
+"""The command line, ``fpga-agent``: one module per subcommand, each with its own options.
+
+``main`` parses the command line and dispatches; ``flags`` holds the options and the
+parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``catalog``,
+``push``, ``certs`` and ``cluster`` are the subcommands.
+"""
