@@ -44,7 +44,8 @@ from agent.node.distribution import Distribution, parse_object
 from agent.node.health import HealthServer
 from agent.node.metrics import AgentMetrics, RpcTimer, metrics_route
 from agent.node.nodestate import CatalogReader, publish_node_state
-from agent.node.reconfigure import EventSink, PodDirectory, Reconfigurer
+from agent.node.pods import EventSink, PodDirectory
+from agent.node.reconfigure import Reconfigurer
 from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
 from agent.programming.catalog import Catalog
 from agent.programming.commandspec import missing_tool

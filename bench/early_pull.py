@@ -48,7 +48,7 @@ POLL_S = 0.002
 
 
 def declared(agent: Agent, name: str) -> bool:
-    return agent.node.distribution is not None and agent.node.distribution.puller.declared(name) is not None
+    return agent.distribution is not None and agent.distribution.puller.declared(name) is not None
 
 
 def in_catalog(catalog: Catalog, name: str) -> bool:

@@ -118,7 +118,7 @@ async def measure(kind: str, pods_n: int, program_ms: int, image_kb: int) -> dic
         backend = "sim" if kind == "sim" else "static"
         inner = agent.backend.programmers[backend]
         timed = TimedProgrammer(inner) if kind == "sim" else TimedFileProgrammer(inner)
-        agent.reconfigurer._programmers = {backend: timed}  # measure what the programmer spends
+        agent.reconfigurer.loader._programmers = {backend: timed}  # measure what the programmer spends
         stop = asyncio.Event()
         task = asyncio.create_task(agent.run(stop))
         results: dict[str, list[float]] = {"miss": [], "hit": [], "tool": []}

@@ -47,7 +47,8 @@ from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, shown
 from agent.kube.claims import AllocatedDevice, ClaimInfo
-from agent.node.reconfigure import ANNOTATION, PodDirectory, PodView, Reconfigurer
+from agent.node.pods import PodDirectory, PodView
+from agent.node.reconfigure import ANNOTATION, Reconfigurer
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.checkpoint import read_no_follow, write_atomic
 

@@ -30,7 +30,8 @@ from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
 from agent.errors import KubeError
 from agent.kube.resourceslices import SliceDevice
-from agent.node.reconfigure import PodDirectory, Reconfigurer
+from agent.node.pods import PodDirectory
+from agent.node.reconfigure import Reconfigurer
 from agent.slots import Health, SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)

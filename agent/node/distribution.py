@@ -72,7 +72,8 @@ from agent.errors import (
 from agent.kube import BitstreamWatcher, PodInfo, SecretReader
 from agent.kube.reflector import WatchEventKind
 from agent.node.metrics import AgentMetrics
-from agent.node.reconfigure import ANNOTATION, EventSink, PodDirectory, PodView
+from agent.node.pods import EventSink, PodDirectory, PodView
+from agent.node.reconfigure import ANNOTATION
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.slots import SlotRegistry

@@ -7,13 +7,15 @@ API names the pod and container holding them. From there:
    by ``example.com/fpga-bitstream.<container>``) from the node's pod cache;
 2. resolve the name in the node's catalog (never as a path) and check the platform
    of every slot and the file's sha256, before anything is touched;
-3. program every slot that does not already hold the accelerator (a hit skips the
-   work: that is the cache), cards in parallel, one slot per card at a time;
-4. verify what the slot reports afterwards and record it; post a Kubernetes Event.
+3. hand the checked request to :class:`~agent.node.slotloader.SlotLoader`, which programs
+   every slot that does not already hold the accelerator, verifies what it reports
+   afterwards, posts a Kubernetes Event, and taints and recovers a slot whose
+   programming failed.
 
-Everything happens inside a deadline well below the kubelet's 30 s. A failed or
-timed-out programming taints the slot (Unhealthy, content unknown) until a later
-programming succeeds; the agent retries that in the background with backoff.
+Everything happens inside a deadline well below the kubelet's 30 s. This module also
+releases slots whose holders are gone (device-plugin mode) and guesses the accelerator
+of the pod being admitted (GetPreferredAllocation). The pod interfaces are in
+``agent.node.pods``.
 """
 
 from __future__ import annotations
@@ -23,23 +25,18 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
 
 from agent.errors import (
-    BitstreamHashError,
     CatalogError,
-    DiscoveryError,
-    FpgaSlotError,
     KubeletError,
     PlatformMismatch,
     PodLookupError,
-    ProgrammingError,
-    ProgrammingTimeout,
     shown,
 )
 from agent.node.metrics import AgentMetrics
-from agent.programming.base import FileProgrammer
+from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDirectory, PodView
+from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry
 
@@ -54,65 +51,8 @@ PENDING_POD_WAIT_S = 0.5
 RECONCILE_INTERVAL_S = 30.0
 #: A holder allocated this recently may not show in pod-resources yet: keep it.
 RECONCILE_GRACE_S = 10.0
-#: Background re-programming of a tainted slot: first delay and ceiling.
-RECOVERY_DELAY_S = 2.0
-RECOVERY_DELAY_MAX_S = 300.0
 
 
-class PodView(Protocol):
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def uid(self) -> str: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def created(self) -> float: ...
-    @property
-    def annotations(self) -> Mapping[str, str]: ...
-    @property
-    def containers(self) -> Sequence[tuple[str, int]]: ...
-
-
-class PodDirectory(Protocol):
-    """This node's pods as the API server knows them (a watch-fed cache)."""
-
-    def get(self, namespace: str, name: str) -> PodView | None: ...
-    def pods(self) -> Sequence[PodView]: ...
-    async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodView | None: ...
-    async def wait_until(self, predicate: Callable[[list[Any]], bool], timeout_s: float) -> bool: ...
-
-
-class EventSink(Protocol):
-    async def post(
-        self, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, type: str = "Normal"
-    ) -> None: ...
-
-
-class Programmer(Protocol):
-    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
-
-
-class ContainerFinder(Protocol):
-    async def find_container(self, device_ids: Sequence[str]) -> ContainerRefLike | None: ...
-    async def list_containers(self) -> Sequence[ContainerRefLike]: ...
-
-
-class ContainerRefLike(Protocol):
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def pod(self) -> str: ...
-    @property
-    def container(self) -> str: ...
-    @property
-    def device_ids(self) -> frozenset[str]: ...
-
-
-#: Re-reads what the hardware reports for the slots (a rescan of the backend).
-HardwareReader = Callable[[], Awaitable[Sequence[Slot]]]
 #: Makes a bitstream the cluster declares present in the catalog before it is resolved:
 #: ``(pod, name, platform of the slots or None, deadline)``; raises CatalogError (nothing is changed then).
 BitstreamFetcher = Callable[[PodView | None, str, str | None, float], Awaitable[None]]
@@ -143,7 +83,6 @@ class Reconfigurer:
         """``before_programming`` runs after a slot is marked as being programmed and before the
         hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
         the slot's content unknown, never the old one believed."""
-        self._before_programming = before_programming
         #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
         #: FpgaBitstreams are watched); without it only the local catalog counts.
         self.fetch_bitstream: BitstreamFetcher | None = None
@@ -155,13 +94,18 @@ class Reconfigurer:
         self._containers = containers
         self._pods = pods
         self._catalog = catalog
-        self._programmers = programmers
-        self._read_hardware = read_hardware
-        self._events = events
+        #: What programs the slots once a request is checked.
+        self.loader = SlotLoader(
+            registry,
+            catalog=catalog,
+            programmers=programmers,
+            read_hardware=read_hardware,
+            events=events,
+            timeout_s=timeout_s,
+            metrics=metrics,
+            before_programming=before_programming,
+        )
         self._timeout_s = timeout_s
-        self._metrics = metrics
-        self._slot_locks: dict[SlotId, asyncio.Lock] = {}
-        self._recovering: dict[SlotId, asyncio.Task[None]] = {}
         self._reconcile_now = asyncio.Event()
 
     # --------------------------------------------------------- PreStartContainer
@@ -226,10 +170,10 @@ class Reconfigurer:
             try:
                 checked.append(self._check(name, slot_ids, who))
             except CatalogError as exc:
-                await self._post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
                 raise
         for entry, slots in checked:
-            await self._load(pod, who, entry, slots, deadline)
+            await self.loader.load(pod, who, entry, slots, deadline)
 
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
         """The container holding the slots; None only when pods cannot be read anyway."""
@@ -266,188 +210,14 @@ class Reconfigurer:
                 check_platform(entry, state.slot)
             except PlatformMismatch as exc:
                 raise PlatformMismatch(f"{who}: {exc}") from exc
-            programmer = self._programmers.get(state.slot.backend)
-            if programmer is None or (
-                isinstance(programmer, FileProgrammer) and not programmer.can_program(state.slot)
-            ):
+            if not self.loader.can_program(state.slot):
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
         return entry, slots
 
-    async def _load(
-        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
-    ) -> None:
-        hits: list[Slot] = []
-        misses: list[Slot] = []
-        for slot in slots:
-            (hits if self._holds(slot.id, entry) else misses).append(slot)
-        image = b""
-        if misses:
-            # Read and verify the image before anything is recorded: a bad file changes nothing.
-            try:
-                image = await asyncio.to_thread(self._read_image, entry)
-            except CatalogError as exc:
-                message = f"{who}: {exc}"
-                if entry.source and isinstance(exc, BitstreamHashError):
-                    # A pulled file that no longer matches: taken out, so the kubelet's next attempt pulls it anew.
-                    assert self._catalog is not None
-                    await asyncio.to_thread(self._catalog.remove, entry)
-                    message += "; it came from a pull, so it is removed from the catalog and pulled again"
-                await self._post(pod, "FpgaBitstreamRejected", message, "Warning")
-                raise type(exc)(message) from exc
-        for slot in hits:
-            await self._hit(pod, who, slot, entry)
-        if not misses:
-            return
-        results = await asyncio.gather(
-            *(self._program_one(pod, who, entry, image, slot, deadline) for slot in misses),
-            return_exceptions=True,
-        )
-        failures = [r for r in results if isinstance(r, BaseException)]
-        for failure in failures:
-            if not isinstance(failure, FpgaSlotError):
-                raise failure
-        if failures:
-            raise failures[0]
-
-    def _holds(self, slot_id: SlotId, entry: CatalogEntry) -> bool:
-        """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under
-        way (another start may be loading something else into it: until that ends, its content is unknown)."""
-        state = self._registry.get(slot_id)
-        return (
-            state is not None
-            and state.programming is None
-            and state.taint is None
-            and state.accelerator_id == entry.accelerator_id
-        )
-
-    async def _hit(self, pod: PodView | None, who: str, slot: Slot, entry: CatalogEntry) -> None:
-        self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-        self._count_lookup("hit")
-        logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
-        await self._post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
-
-    def _read_image(self, entry: CatalogEntry) -> bytes:
-        assert self._catalog is not None
-        return self._catalog.read_image(entry)
-
-    async def _program_one(
-        self, pod: PodView | None, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
-    ) -> None:
-        lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
-        await self._acquire(lock, who, slot, deadline)
-        try:
-            if self._holds(slot.id, entry):  # a programming that held the lock loaded this very bitstream
-                await self._hit(pod, who, slot, entry)
-                return
-            self._count_lookup("miss")
-            remaining = deadline - time.monotonic()
-            try:
-                if remaining <= 0:
-                    raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
-                await self._begin_programming(slot.id, entry)
-                took = await self._run_programmer(slot, entry, image, remaining)
-                await self._verify(slot, entry)
-            except ProgrammingError as exc:
-                self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-                message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
-                self._registry.taint(slot.id, f"content unknown after failed programming: {exc}")
-                await self._post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
-                self._start_recovery(slot.id, entry)
-                raise type(exc)(message) from exc
-            except asyncio.CancelledError:
-                # Interrupted half-way (the agent stops, the call was cancelled): the content is unknown.
-                self._registry.taint(slot.id, f"content unknown: programming with {entry.name} was interrupted")
-                self._start_recovery(slot.id, entry)
-                raise
-            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-            self._count_reconfiguration("programmed", took)
-            await self._post(
-                pod,
-                "FpgaSlotProgrammed",
-                f"Programmed slot {slot.id} with {entry.name} in {took * 1000:.0f} ms",
-            )
-        finally:
-            lock.release()
-
-    async def _run_programmer(self, slot: Slot, entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
-        """The slot's programmer, given the image's bytes, or the catalog's file (just verified by reading
-        ``image``) when it hands the file to a tool."""
-        programmer = self._programmers[slot.backend]
-        if isinstance(programmer, FileProgrammer):
-            assert self._catalog is not None
-            image_file = self._catalog.directory / entry.file
-            return await programmer.program_file(slot, image_file, entry.accelerator_id, timeout_s)
-        return await programmer.program(slot, image, entry.accelerator_id, timeout_s)
-
-    async def _acquire(self, lock: asyncio.Lock, who: str, slot: Slot, deadline: float) -> None:
-        """Wait for the slot's lock, but not past the deadline (another start may be programming it)."""
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                await lock.acquire()
-        except TimeoutError:
-            raise ProgrammingTimeout(
-                f"{who}: slot {slot.id} is still being programmed for another start; no time left before the deadline"
-            ) from None
-
-    async def _verify(self, slot: Slot, entry: CatalogEntry) -> None:
-        """Read the slot back; a slot that reports something else, or cannot be read, is a failed programming."""
-        try:
-            fresh = {s.id: s for s in await self._read_hardware()}
-        except DiscoveryError as exc:
-            raise ProgrammingError(f"slot {slot.id} could not be read back after programming: {exc}") from exc
-        now = fresh.get(slot.id)
-        if now is None:
-            raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")
-        self._registry.upsert(now)
-        if now.loaded is not None and now.loaded != entry.accelerator_id:
-            raise ProgrammingError(
-                f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {entry.accelerator_id}"
-            )
-
-    # ------------------------------------------------------------------ recovery
-    def _start_recovery(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        if slot_id not in self._recovering or self._recovering[slot_id].done():
-            self._recovering[slot_id] = asyncio.create_task(
-                self._recover(slot_id, entry), name=f"recover slot {slot_id}"
-            )
-
-    async def _begin_programming(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        self._registry.begin_programming(slot_id, entry.name, entry.accelerator_id)
-        if self._before_programming is not None:
-            await self._before_programming()
-
-    async def _recover(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        """Re-program a tainted slot with the same bitstream until it succeeds or the slot goes."""
-        delay = RECOVERY_DELAY_S
-        while True:
-            await asyncio.sleep(delay)
-            state = self._registry.get(slot_id)
-            if state is None or state.taint is None:
-                return
-            try:
-                image = await asyncio.to_thread(self._read_image, entry)
-                async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
-                    await self._begin_programming(slot_id, entry)
-                    took = await self._run_programmer(state.slot, entry, image, self._timeout_s)
-                    await self._verify(state.slot, entry)
-            except FpgaSlotError as exc:
-                if isinstance(exc, ProgrammingError):
-                    self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-                delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
-                logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
-                continue
-            self._count_reconfiguration("programmed", took)
-            self._registry.record_content(slot_id, entry.name, entry.accelerator_id)
-            logger.info("slot %s recovered: programmed with %s again, Healthy", slot_id, entry.name)
-            return
-
     async def close(self) -> None:
         """Cancel background recoveries (on shutdown)."""
-        for task in self._recovering.values():
-            task.cancel()
-        await asyncio.gather(*self._recovering.values(), return_exceptions=True)
-        self._recovering.clear()
+        await self.loader.close()
 
     # ----------------------------------------------------------------- release
     async def reconcile(self) -> None:
@@ -532,19 +302,3 @@ class Reconfigurer:
             return self._catalog.resolve(name).accelerator_id
         except CatalogError:
             return None if self.declared_accelerator is None else self.declared_accelerator(name)
-
-    # ------------------------------------------------------------------- metrics
-    def _count_lookup(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.cache_lookups.labels(result=result).inc()
-
-    def _count_reconfiguration(self, result: str, seconds: float | None = None) -> None:
-        if self._metrics is not None:
-            self._metrics.reconfigurations.labels(result=result).inc()
-            if seconds is not None:
-                self._metrics.reconfiguration_seconds.observe(seconds)
-
-    # -------------------------------------------------------------------- events
-    async def _post(self, pod: PodView | None, reason: str, message: str, type: str = "Normal") -> None:
-        if self._events is not None and pod is not None:
-            await self._events.post(pod.namespace, pod.name, pod.uid, reason, message, type)

@@ -24,11 +24,11 @@ WAIT_S = 10.0
 
 
 async def probe(agent: Agent, path: str) -> tuple[int, str]:
-    assert agent.node.health is not None
-    await asyncio.wait_for(agent.node.health.serving.wait(), WAIT_S)
+    assert agent.health is not None
+    await asyncio.wait_for(agent.health.serving.wait(), WAIT_S)
     async with (
         aiohttp.ClientSession() as session,
-        session.get(f"http://127.0.0.1:{agent.node.health.port}{path}") as response,
+        session.get(f"http://127.0.0.1:{agent.health.port}{path}") as response,
     ):
         return response.status, await response.text()
 
@@ -74,9 +74,9 @@ async def test_endpoint_closes_when_the_agent_stops(sock_dir: Path) -> None:
     agent = Agent(test_config(sock_dir))
     async with agent_running(agent):
         assert (await probe(agent, "/healthz"))[0] == 200
-        port = agent.node.health.port if agent.node.health is not None else None
-    assert agent.node.health is not None
-    assert not agent.node.health.serving.is_set()
+        port = agent.health.port if agent.health is not None else None
+    assert agent.health is not None
+    assert not agent.health.serving.is_set()
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientConnectionError):
             await session.get(f"http://127.0.0.1:{port}/healthz")

@@ -53,7 +53,7 @@ async def test_a_corrupt_pulled_file_is_removed_so_that_it_is_pulled_again(tmp_p
     corrupt(catalog, "nlb")
     agent, slot = agent_with(catalog)
     with pytest.raises(BitstreamHashError, match="removed from the catalog and pulled again"):
-        await agent._load(None, WHO, catalog.resolve("nlb"), [slot], time.monotonic() + 5)
+        await agent.loader.load(None, WHO, catalog.resolve("nlb"), [slot], time.monotonic() + 5)
     with pytest.raises(UnknownBitstream):
         catalog.resolve("nlb")
     assert os.listdir(tmp_path) == []
@@ -66,6 +66,6 @@ async def test_a_corrupt_local_file_stays(tmp_path: Path) -> None:
     corrupt(catalog, "local")
     agent, slot = agent_with(catalog)
     with pytest.raises(BitstreamHashError) as info:
-        await agent._load(None, WHO, catalog.resolve("local"), [slot], time.monotonic() + 5)
+        await agent.loader.load(None, WHO, catalog.resolve("local"), [slot], time.monotonic() + 5)
     assert "pulled again" not in str(info.value)
     assert catalog.resolve("local").name == "local"

@@ -29,12 +29,12 @@ async def test_busy_slot_times_out_at_the_callers_deadline_and_changes_nothing()
 
     reconfigurer = configured(registry, NeverCalled(), read_hardware)
     entry = CatalogEntry("accel", "accel.bin", 1, "0" * 64, "p", "acc", "2026-01-01T00:00:00Z")
-    lock = reconfigurer._slot_locks.setdefault(slot.id, asyncio.Lock())
+    lock = reconfigurer.loader._slot_locks.setdefault(slot.id, asyncio.Lock())
     await lock.acquire()  # another start is programming this slot and does not let go
     version = registry.version
     try:
         with pytest.raises(ProgrammingTimeout, match="still being programmed"):
-            await reconfigurer._program_one(
+            await reconfigurer.loader._program_one(
                 None,
                 "pod ns/p container c (slots card0-slot0)",
                 entry,

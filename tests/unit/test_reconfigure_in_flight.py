@@ -35,7 +35,7 @@ def reconfigurer(registry: SlotRegistry, programmer: Recorder) -> Reconfigurer:
         return [replace(held.slot, loaded=programmer.loaded[-1] if programmer.loaded else held.slot.loaded)]
 
     configured = make_reconfigurer(registry, programmer, read_hardware)
-    configured._read_image = lambda entry: b"image"  # type: ignore[method-assign]
+    configured.loader._read_image = lambda entry: b"image"  # type: ignore[method-assign]
     return configured
 
 
@@ -52,11 +52,11 @@ async def test_a_start_waits_for_the_programming_under_way_then_checks_again(
     registry.record_content(slot.id, OLD.name, OLD.accelerator_id)
     programmer = Recorder()
     agent = reconfigurer(registry, programmer)
-    lock = agent._slot_locks.setdefault(slot.id, asyncio.Lock())
+    lock = agent.loader._slot_locks.setdefault(slot.id, asyncio.Lock())
     await lock.acquire()  # the other start programs the slot
     registry.begin_programming(slot.id, other.name, other.accelerator_id)
 
-    start = asyncio.create_task(agent._load(None, WHO, OLD, [slot], time.monotonic() + 5))
+    start = asyncio.create_task(agent.loader.load(None, WHO, OLD, [slot], time.monotonic() + 5))
     await asyncio.sleep(0.05)
     assert not start.done()  # not a hit: it waits for the slot
     registry.upsert(replace(slot, loaded=other.accelerator_id))  # the other start ends: the slot reads back

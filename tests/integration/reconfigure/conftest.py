@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 
 import agent.node.reconfigure
+import agent.node.slotloader
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from tests.fakes import Catalog, NodePods
@@ -27,7 +28,7 @@ def fast_background(monkeypatch: pytest.MonkeyPatch) -> None:
 
     Tests that depend on the recovery not having happened yet say so themselves.
     """
-    monkeypatch.setattr(agent.node.reconfigure, "RECOVERY_DELAY_S", 0.05)
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 0.05)
     monkeypatch.setattr(agent.node.reconfigure, "RECONCILE_GRACE_S", 0.0)
     monkeypatch.setattr(checkpoint, "WRITE_INTERVAL_S", 0.01)
 

@@ -69,12 +69,12 @@ def reasons(api: FakeKubeApiServer, pod: str) -> list[tuple[str, str, str]]:
 
 
 def pulls(agent: Agent, result: str) -> float:
-    value = agent.node.metrics.registry.get_sample_value("fpga_slot_bitstream_pulls_total", {"result": result})
+    value = agent.metrics.registry.get_sample_value("fpga_slot_bitstream_pulls_total", {"result": result})
     return value or 0.0
 
 
 def pulled_bytes(agent: Agent) -> float:
-    return agent.node.metrics.registry.get_sample_value("fpga_slot_bitstream_pulled_bytes_total") or 0.0
+    return agent.metrics.registry.get_sample_value("fpga_slot_bitstream_pulled_bytes_total") or 0.0
 
 
 def in_catalog(catalog: Catalog, name: str) -> bool:

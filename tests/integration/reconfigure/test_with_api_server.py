@@ -128,7 +128,7 @@ async def test_without_api_access_slots_are_served_and_the_agent_says_why_once(
     kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
     await kubelet.start()
     agent = Agent(config, kube=kube)
-    assert agent.node.distribution is None  # nothing to watch declarations with: the local catalog only
+    assert agent.distribution is None  # nothing to watch declarations with: the local catalog only
     assert agent.reconfigurer.fetch_bitstream is None
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))
