@@ -16,10 +16,9 @@ on their Nodes, without calling the API server:
 """
 
 from agent.extender.cache import NodeCache, RequestNodes, WatchedNode, parse_watched_node
+from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.nodestate import NodeSlots, PublishedSlot, parse_node_slots, read_node_slots
 from agent.extender.scoring import (
-    ContainerDemand,
-    PodDemand,
     ScoreWeights,
     filter_nodes,
     parse_score_weights,
