@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.config import Config, ListenAddress
+from agent.config import Config
+from agent.configvalues import ListenAddress
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
-from agent.config import ListenAddress
+from agent.configvalues import ListenAddress
 from agent.errors import ConfigError
 
 logger = logging.getLogger(__name__)

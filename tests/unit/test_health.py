@@ -9,7 +9,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agent.config import ListenAddress, load_config
+from agent.config import load_config
+from agent.configvalues import ListenAddress
 from agent.errors import ConfigError
 from agent.node.health import HealthServer
 
