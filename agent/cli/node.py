@@ -10,8 +10,9 @@ import signal
 import sys
 
 import agent.cli.flags as cliflags
-from agent.app import Agent, build_backend, connect_kube, log_enumeration
+from agent.app import Agent, connect_kube
 from agent.config import Config
+from agent.node.backend import build_backend, log_enumeration
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
 from agent.slots import Slot
