@@ -2,5 +2,6 @@
 
 ``main`` parses the command line and dispatches; ``flags`` holds the options and the
 parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``catalog``,
-``push``, ``certs`` and ``cluster`` are the subcommands.
+``push``, ``certs``, ``cluster`` and ``demo`` are the subcommands (the narrated demos
+themselves are ``agent.demo*``).
 """
