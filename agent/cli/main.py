@@ -20,10 +20,10 @@ from agent import __version__
 from agent.cli.catalog import add_catalog_command, run_catalog
 from agent.cli.certs import add_certs_command, run_certs
 from agent.cli.cluster import add_cluster_command, run_cluster
+from agent.cli.demo import add_demo_command, run_demo_command
 from agent.cli.extender import add_extender_command, run_extender_command
 from agent.cli.flags import Subparsers
 from agent.cli.node import add_discover_command, add_run_command, run_discover, run_run
-from agent.democommand import add_demo_command, run_demo_command
 from agent.errors import ConfigError, FpgaSlotError
 
 logger = logging.getLogger(__name__)
