@@ -173,6 +173,6 @@ def test_a_taken_probe_port_is_one_line_naming_the_flag(apiserver: FakeKubeApiSe
             tmp_path, extender_env(), "extender", "--listen", "127.0.0.1:0", "--probe-listen", f"127.0.0.1:{port}",
             "--kubeconfig", str(kubeconfig),
         )  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error: the address given cannot be used
     assert f"--probe-listen 127.0.0.1:{port}: cannot listen: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr

@@ -315,7 +315,7 @@ def test_command_programmer_tool_missing_from_the_image_is_an_error_at_start(tmp
         f"--bitstream-dir={tmp_path / 'catalog'}",
         "--health-listen=",
     )
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr  # a configuration error, as every other bad option
     assert (
         "--command-programmers [0].program: /opt/xilinx/xrt/bin/xbutil is not in this image (no such file)"
         in result.stderr
