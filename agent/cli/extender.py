@@ -7,7 +7,7 @@ import asyncio
 import signal
 
 import agent.cli.flags as cliflags
-from agent.app import run_extender
+from agent.cluster.extenderservice import run_extender
 from agent.config import Config
 
 

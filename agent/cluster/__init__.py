@@ -1,6 +1,6 @@
-"""The cluster side seen from outside the nodes: what every node's agent has published.
+"""The cluster side outside the scheduler's request path: running the extender, and the cluster view.
 
-``view`` reads the slot nodes and their published state through ``agent.kube`` for
-``fpga-agent cluster``; the scheduler extender (``agent.extender``) reads the same
-state in its own cache.
+``extenderservice`` runs the scheduler extender (``agent.extender``) as a service: the
+Node and FpgaBitstream watches (``agent.kube``) feeding its cache, its HTTP and probe
+servers. ``view`` reads the slot nodes and their published state for ``fpga-agent cluster``.
 """
