@@ -33,7 +33,7 @@ from typing import Protocol
 
 from cryptography import x509
 
-from agent.config import add_option_argument
+from agent.cli.options import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.extender.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.files.atomic import fsync_directory

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import TypeAlias
 
-from agent.config import Config, add_config_file_argument, add_option_argument, load_config
+from agent.cli.options import add_config_file_argument, add_option_argument
+from agent.config import Config, load_config
 from agent.output.logs import setup_logging
 
 #: What a subcommand module adds its parser to (``add_<name>_command(commands)``).

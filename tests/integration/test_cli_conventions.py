@@ -14,7 +14,7 @@ import yaml
 
 import agent.cli.flags as cliflags
 from agent.cli.main import COMMANDS, build_parser, main, package_version
-from agent.config import option_flags
+from agent.cli.options import option_flags
 from tests.fakes import run_fpga_agent
 
 #: Each command line, and the options its --help must list (besides --help and --config).

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import add_arguments, load_config
+from agent.cli.options import add_arguments
+from agent.config import load_config
 from agent.errors import ConfigError
 
 WriteYaml = Callable[..., Path]
