@@ -8,138 +8,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import ssl
-import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from agent.config import Config, ListenAddress
+from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
-from agent.discovery import (
-    CompositeSource,
-    DeviceSource,
-    Enumeration,
-    SimSource,
-    dfl_source,
-    fpga_region_source,
-    static_source,
-)
-from agent.distribution import Distribution, parse_object
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
-from agent.dramode import DraMode
+from agent.dra.mode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
-from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
-from agent.extender.http import HttpServer, tls_context
-from agent.extender.server import extender_metrics
-from agent.health import HealthServer, PortInUse
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
-from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
-from agent.kube.nodewatch import NodeWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.kube.uninstall import successor_expected
-from agent.metrics import AgentMetrics, RpcTimer, metrics_route
-from agent.nodestate import CatalogReader, publish_node_state
-from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
+from agent.node.backend import Backend, build_backend, log_enumeration
+from agent.node.distribution import Distribution
+from agent.node.health import HealthServer, PortInUse
+from agent.node.metrics import AgentMetrics, RpcTimer, metrics_route
+from agent.node.nodestate import CatalogReader, publish_node_state
+from agent.node.pods import EventSink, PodDirectory
+from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
-from agent.programming.commandspec import missing_tool
-from agent.reconfigure import EventSink, PodDirectory, Reconfigurer
-from agent.simfpga import SimFabric
 from agent.slots import Slot, SlotRegistry, checkpoint
 
 logger = logging.getLogger(__name__)
-
-#: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
-EXPIRY_CHECK_S = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Backend:
-    """A discovery source and the programmers (by slot backend) for the same hardware."""
-
-    source: DeviceSource
-    programmers: Mapping[str, Programmer] = field(default_factory=dict)
-    fabric: SimFabric | None = None
-    #: the vendor tools programming static slots (``--command-programmers``), None without any
-    commands: CommandProgrammer | None = None
-
-    @property
-    def learn_contents(self) -> Callable[[Sequence[Slot]], Awaitable[None]] | None:
-        """Reads what the slots hold at start (the command programmers' read-backs), when anything can."""
-        return None if self.commands is None else self.commands.read_back_all
-
-
-def build_commands(config: Config) -> CommandProgrammer | None:
-    """The command programmer of the static slots; ConfigError at start when a tool is not in this image."""
-    if not config.command_programmers:
-        return None
-    for spec in config.command_programmers:
-        problem = missing_tool(spec)
-        if problem is not None:
-            raise ConfigError(
-                f"--command-programmers {spec.where}.{problem}: install the vendor tool in the agent's image "
-                "or mount it into its container"
-            )
-    return CommandProgrammer(config.command_programmers)
-
-
-def build_backend(config: Config) -> Backend:
-    """The backend the configuration names; ``auto`` runs every hardware backend side by side."""
-    if config.backend == "sim":
-        try:
-            fabric = SimFabric(
-                config.sim_dev_dir,
-                config.sim_cards,
-                config.sim_slots_per_card,
-                config.sim_program_ms / 1000,
-                device_nodes=config.sim_device_nodes == "char",
-            )
-        except PermissionError as exc:
-            raise ConfigError(
-                f"--sim-device-nodes char: cannot create the simulated slots' character devices in "
-                f"{config.sim_dev_dir} ({exc.strerror}): that needs root, as the DaemonSet runs the agent; "
-                "--sim-device-nodes file makes regular files instead, which no container can be given"
-            ) from None
-        return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
-    # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
-    commands = build_commands(config)
-    hardware: dict[str, DeviceSource] = {
-        "dfl": dfl_source(),
-        "fpga-region": fpga_region_source(),
-        "static": static_source(config.static_slots, None if commands is None else commands.reported),
-    }
-    programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
-    if commands is not None:
-        programmers["static"] = commands
-    if config.backend == "auto":
-        sources = [hardware["dfl"], hardware["fpga-region"]]
-        if config.static_slots:
-            sources.append(hardware["static"])
-        return Backend(CompositeSource("auto", sources), programmers, commands=commands)
-    chosen = {name: p for name, p in programmers.items() if name == config.backend}
-    return Backend(hardware[config.backend], chosen, commands=commands if "static" in chosen else None)
-
-
-def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
-    """One line for what was found (per backend), one per skipped device."""
-    counts = Counter(slot.backend for slot in enumeration.slots)
-    found = ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
-    logger.info("backend %s found %d slots (%s)", source.name, len(enumeration.slots), found)
-    for skipped in enumeration.skipped:
-        logger.warning("backend %s skipped %s: %s", source.name, skipped.device, skipped.reason)
-    if not enumeration.slots:
-        logger.warning(
-            "no FPGA slots found by backend %s (no usable DFL port, FPGA-manager region or static slot): "
-            "registering with 0 slots; hot-plugged cards are picked up when udev reports them",
-            source.name,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,87 +335,3 @@ class Agent:
         finally:
             for task in background:
                 task.cancel()
-
-
-def extender_tls(config: Config) -> ssl.SSLContext | None:
-    """The extender's TLS context from the configuration; ConfigError naming the flag when files are bad."""
-    if config.tls_cert_file is None or config.tls_key_file is None:
-        return None
-    client_ca = None if config.tls_client_ca_file is None else str(config.tls_client_ca_file)
-    try:
-        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"--tls-cert-file/--tls-key-file/--tls-client-ca-file: cannot load {config.tls_cert_file}, "
-            f"{config.tls_key_file}{', ' + client_ca if client_ca else ''}: {exc}"
-        ) from None
-
-
-async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, HttpServer]) -> HttpServer:
-    """The started server; a refused bind is a ConfigError naming the flag."""
-    try:
-        return await starting
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
-
-
-async def expire_gone_agents(cache: NodeCache, interval_s: float = EXPIRY_CHECK_S) -> None:
-    """Every ``interval_s``: the node cache forgets the nodes whose agent stopped renewing its heartbeat."""
-    while True:
-        await asyncio.sleep(interval_s)
-        cache.expire(time.time())
-
-
-async def run_extender(config: Config, stop: asyncio.Event) -> None:
-    """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
-
-    Without API access there is nothing to answer names from: KubeError, before anything listens.
-    """
-    tls = extender_tls(config)
-    api_client = connect_api(config.kubeconfig)
-    cache = NodeCache()
-    watcher = NodeWatcher(
-        api_client,
-        parse=parse_watched_node,
-        on_replace=cache.replace,
-        on_event=cache.apply,
-        on_error=cache.failed,
-    )
-    bitstreams = BitstreamWatcher(
-        api_client,
-        parse=parse_object,
-        on_replace=cache.replace_declared,
-        on_event=cache.apply_declared,
-        on_error=cache.declarations_failed,
-    )
-    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
-    metrics = extender_metrics()
-    app = build_app(extender, metrics=metrics)
-    logger.info(
-        "scheduler extender starting (score weights %s, %s)",
-        config.score_weights,
-        f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
-    )
-    # The scheduler's port first, then the probe port: the probe answering means that one listens too.
-    servers: list[HttpServer] = []
-    try:
-        listen = config.listen
-        servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))
-        if config.probe_listen is not None:
-            probe = config.probe_listen
-            probe_app = build_probe_app(extender, metrics)
-            servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
-        async with asyncio.TaskGroup() as group:
-            watch = group.create_task(watcher.run(), name="node-watch")
-            declared = group.create_task(bitstreams.run(), name="bitstream-watch")
-            expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
-            await stop.wait()
-            watch.cancel()
-            declared.cancel()
-            expiry.cancel()
-    finally:
-        for server in reversed(servers):
-            await server.cleanup()
-        await asyncio.to_thread(api_client.close)
-    logger.info("scheduler extender stopped")

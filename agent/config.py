@@ -7,10 +7,8 @@ came from, so nothing later has to re-check it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,11 +17,25 @@ from typing import Any
 
 import yaml
 
-from agent.discovery.static import StaticSlotSpec, parse_static_slots
+from agent.configvalues import ListenAddress
+from agent.configvalues import parse_bool as _parse_bool
+from agent.configvalues import parse_choice as _parse_choice
+from agent.configvalues import parse_commands as _parse_commands
+from agent.configvalues import parse_hosts as _parse_hosts
+from agent.configvalues import parse_int as _parse_int
+from agent.configvalues import parse_listen as _parse_listen
+from agent.configvalues import parse_name as _parse_name
+from agent.configvalues import parse_namespace as _parse_namespace
+from agent.configvalues import parse_optional_path as _parse_optional_path
+from agent.configvalues import parse_path as _parse_path
+from agent.configvalues import parse_pod_field as _parse_pod_field
+from agent.configvalues import parse_required_listen as _parse_required_listen
+from agent.configvalues import parse_static as _parse_static
+from agent.discovery.static import StaticSlotSpec
 from agent.errors import ConfigError
 from agent.extender.scoretable import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights, parse_score_weights
-from agent.programming.commandspec import CommandSpec, check_selection, parse_command_programmers
+from agent.programming.commandspec import CommandSpec, check_selection
 
 ENV_PREFIX = "FPGA_AGENT_"
 BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
@@ -31,18 +43,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
 MODES = ("device-plugin", "dra")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-@dataclass(frozen=True, slots=True)
-class ListenAddress:
-    """A TCP address to serve on; port 0 asks the kernel for a free one."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,129 +89,6 @@ class Config:
     def sim_dev_dir(self) -> Path:
         """Where the simulated cards keep their device files and contents."""
         return self.state_dir / "sim-dev"
-
-
-def _parse_int(low: int, high: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"must be an integer, got {raw!r}") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    return parse
-
-
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    """Parse one of ``choices`` (case-insensitive); the command line shows them."""
-
-    choices: tuple[str, ...]
-
-    def __call__(self, raw: str) -> str:
-        value = raw.strip().lower()
-        if value not in self.choices:
-            raise ValueError(f"must be one of {', '.join(self.choices)}, got {raw!r}")
-        return value
-
-
-def _parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    return _Choice(choices)
-
-
-def _parse_path(raw: str) -> Path:
-    if not raw.strip():
-        raise ValueError("must not be empty")
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = Path.cwd() / path
-    return path
-
-
-def _parse_optional_path(raw: str) -> Path | None:
-    return _parse_path(raw) if raw.strip() else None
-
-
-def _parse_bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"must be true or false, got {raw!r}")
-
-
-def _parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
-    return parse_static_slots(data)
-
-
-def _parse_commands(raw: str) -> tuple[CommandSpec, ...]:
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
-    return parse_command_programmers(data)
-
-
-def _parse_name(raw: str) -> str:
-    value = raw.strip()
-    if not value or len(value) > 253:
-        raise ValueError(f"must be a node name of 1 to 253 characters, got {raw!r}")
-    return value
-
-
-def _parse_hosts(raw: str) -> tuple[str, ...]:
-    hosts = tuple(part.strip() for part in raw.split(",") if part.strip())
-    for host in hosts:
-        if any(c.isspace() or c in "/@?#" for c in host) or len(host) > 255:
-            raise ValueError(f"must be a comma-separated list of registries as host[:port], got {raw!r}")
-    return hosts
-
-
-def _parse_namespace(raw: str) -> str:
-    value = raw.strip()
-    if len(value) > 63 or not _NAMESPACE.fullmatch(value):
-        raise ValueError(f"must be a namespace name (lower-case letters, digits and '-'), got {raw!r}")
-    return value
-
-
-def _parse_pod_field(pattern: str, what: str) -> Callable[[str], str]:
-    compiled = re.compile(pattern)
-
-    def parse(raw: str) -> str:
-        value = raw.strip()
-        if value and not compiled.fullmatch(value):
-            raise ValueError(f"must be {what} or empty, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _parse_listen(raw: str) -> ListenAddress | None:
-    value = raw.strip()
-    if not value:
-        return None
-    host, colon, port = value.rpartition(":")
-    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535 (empty: off), got {raw!r}")
-    host = host.removeprefix("[").removesuffix("]")
-    return ListenAddress(host or "0.0.0.0", int(port))
-
-
-def _parse_required_listen(raw: str) -> ListenAddress:
-    try:
-        address = _parse_listen(raw)
-    except ValueError:
-        address = None
-    if address is None:
-        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535, got {raw!r}")
-    return address
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,54 +285,6 @@ OPTIONS: tuple[_Option, ...] = (
     ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and every option as a flag whose default is 'not given'."""
-    add_config_file_argument(parser)
-    for opt in OPTIONS:
-        add_option_argument(parser, opt.flag)
-
-
-def add_config_file_argument(container: argparse._ActionsContainer) -> None:
-    """``--config FILE``: the YAML file read after flags and environment."""
-    container.add_argument(
-        "--config", default=None, metavar="FILE", help=f"YAML file of option values (env {ENV_PREFIX}CONFIG)"
-    )
-
-
-def add_option_argument(container: argparse._ActionsContainer, flag: str) -> None:
-    """Add the option ``--flag`` (its default 'not given', so env and file still apply); help shows default and env.
-
-    A boolean option is an on/off flag (``--cdi``, ``--no-cdi``) that still takes a value (``--cdi false``).
-    """
-    opt = _BY_KEY[flag.replace("-", "_")]
-    default = _SHOWN_DEFAULTS.get(opt.flag) or opt.default({}) or "none"
-    where = f"default: {default}; env {opt.env}"
-    help_text = f"{opt.help} ({where})".replace("%", "%%")
-    if opt.parse is _parse_bool:
-        container.add_argument(
-            f"--{opt.flag}", dest=opt.field, nargs="?", const="true", default=None, metavar="BOOL", help=help_text
-        )
-        container.add_argument(
-            f"--no-{opt.flag}", dest=opt.field, action="store_const", const="false", help=f"--{opt.flag} false"
-        )
-        return
-    metavar = "{" + ",".join(opt.parse.choices) + "}" if isinstance(opt.parse, _Choice) else None
-    container.add_argument(f"--{opt.flag}", dest=opt.field, default=None, metavar=metavar, help=help_text)
-
-
-#: Defaults that depend on the environment, said in words.
-_SHOWN_DEFAULTS = {
-    "node-name": "$NODE_NAME, else the host name",
-    "namespace": "$POD_NAMESPACE, else fpga-slot",
-    "kubeconfig": "$KUBECONFIG, else ~/.kube/config, else the pod's service account",
-}
-
-
-def option_flags() -> tuple[str, ...]:
-    """Every option's flag name (without ``--``), in declaration order."""
-    return tuple(opt.flag for opt in OPTIONS)
 
 
 def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:

@@ -19,10 +19,10 @@ from agent.app import Agent
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
+from agent.node.reconfigure import ANNOTATION
+from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
-from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
-from agent.tables import format_table
 
 WAIT_S = 10.0
 DEMO_BITSTREAM = "aes-v1"

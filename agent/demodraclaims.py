@@ -20,8 +20,8 @@ from agent.app import Agent
 from agent.dra import DRIVER_NAME
 from agent.kubeletsim import DraKubelet
 from agent.kubeletsim.kubeapi import JSON, FakeKubeApiServer, make_resource_claim
+from agent.output.tables import format_table
 from agent.simfpga.fabric import PLATFORM
-from agent.tables import format_table
 
 NAMESPACE = "default"
 #: The request of the claim and its alternatives, in the order the allocator tries them.

@@ -17,7 +17,7 @@ import aiohttp
 from agent.config import Config
 from agent.extender import Extender, NodeCache, WatchedNode, bound_port, build_app, read_node_slots, start
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
-from agent.tables import format_table
+from agent.output.tables import format_table
 
 PLATFORM = "9a3d7c8e11114f0a8d1b0123456789ab"
 CATALOG = {"aes-v1": PLATFORM, "sha-v2": PLATFORM}

@@ -28,10 +28,10 @@ from agent.bitstreams import (
 from agent.bitstreams.publish import push_bitstream
 from agent.demoregistry import DemoRegistry
 from agent.errors import PullError
+from agent.output.tables import format_table
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
-from agent.tables import format_table
 
 NAME = "aes-v1"
 ACCELERATOR = "a5e0000000000000000000000000c0de"

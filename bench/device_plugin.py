@@ -57,7 +57,7 @@ async def bench_agent(args: argparse.Namespace, api: FakeKubeApiServer) -> list[
     env = dict(os.environ, GRPC_VERBOSITY="ERROR")
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli", "run", "--backend", "sim",
+        sys.executable, "-m", "agent.cli.main", "run", "--backend", "sim",
         "--sim-cards", str(args.cards), "--sim-slots-per-card", str(args.slots_per_card),
         "--device-plugin-dir", str(root / "dp"), "--pod-resources-socket", str(root / "pr" / "kubelet.sock"),
         "--state-dir", str(root / "state"), "--sim-device-nodes", "file", "--log-level", "warning",

@@ -126,7 +126,7 @@ class Server:
 async def start_server(kubeconfig: Path, cpu: int) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FPGA_AGENT_")}
     process = await asyncio.create_subprocess_exec(
-        "taskset", "-c", str(cpu), sys.executable, "-m", "agent.cli", "extender",
+        "taskset", "-c", str(cpu), sys.executable, "-m", "agent.cli.main", "extender",
         "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig), "--log-level", "info",
         env=env, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, cwd=ROOT,
     )  # fmt: skip

@@ -39,7 +39,7 @@ from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, re
 from agent.extender.scoring import ScoreWeights  # noqa: E402
 from agent.extender.server import Extender  # noqa: E402
 from agent.extender.wire import encode_priorities, parse_extender_args  # noqa: E402
-from agent.reconfigure import ANNOTATION  # noqa: E402
+from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
 NODES = 5000

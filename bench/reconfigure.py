@@ -41,9 +41,9 @@ from agent.config import Config  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.discovery.static import parse_static_slots  # noqa: E402
 from agent.kubeletsim import KubeletStandIn, NodePods  # noqa: E402
+from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 from agent.programming.commandspec import parse_command_programmers  # noqa: E402
-from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Slot  # noqa: E402
 from bench.table import emit, pct  # noqa: E402
@@ -118,7 +118,7 @@ async def measure(kind: str, pods_n: int, program_ms: int, image_kb: int) -> dic
         backend = "sim" if kind == "sim" else "static"
         inner = agent.backend.programmers[backend]
         timed = TimedProgrammer(inner) if kind == "sim" else TimedFileProgrammer(inner)
-        agent.reconfigurer._programmers = {backend: timed}  # measure what the programmer spends
+        agent.reconfigurer.loader._programmers = {backend: timed}  # measure what the programmer spends
         stop = asyncio.Event()
         task = asyncio.create_task(agent.run(stop))
         results: dict[str, list[float]] = {"miss": [], "hit": [], "tool": []}

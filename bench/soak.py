@@ -54,8 +54,8 @@ from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
 from agent.extender import NodeCache  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
+from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import validate_name  # noqa: E402
-from agent.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Health, checkpoint  # noqa: E402

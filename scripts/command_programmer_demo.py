@@ -25,8 +25,8 @@ from agent.app import Agent  # noqa: E402
 from agent.config import load_config  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.kubeletsim import KubeletStandIn, NodePods  # noqa: E402
+from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
-from agent.reconfigure import ANNOTATION  # noqa: E402
 
 TOOLS = ROOT / "daemonset" / "examples" / "command-programmer"
 PLATFORM = "xilinx_u250_gen3x16_xdma_shell_4_1"

@@ -171,9 +171,9 @@ CLI_TIMEOUT_S = 60.0
 
 
 def run_fpga_agent(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``fpga-agent ARGS`` as its own process (``python -m agent.cli``), output captured as text."""
+    """``fpga-agent ARGS`` as its own process (``python -m agent.cli.main``), output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "agent.cli.main", *args],
         env=env,
         cwd=cwd,
         capture_output=True,

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.bitstreamfile import is_sha256, normalize_id128, validate_name
 from agent.bitstreams.reference import Reference, parse_reference
 from agent.errors import CatalogError, shown
+from agent.files.bitstream import is_sha256, normalize_id128, validate_name
 
 API_GROUP = "example.com"
 API_VERSION = "v1alpha1"

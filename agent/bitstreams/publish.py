@@ -14,11 +14,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent.bitstreamfile import copy_hashing, validate_name
 from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
 from agent.bitstreams.reference import Reference
 from agent.bitstreams.registry import RegistryClient, artifact_manifest
 from agent.errors import CatalogError
+from agent.files.bitstream import copy_hashing, validate_name
 
 
 def hash_file(path: Path) -> tuple[int, str]:

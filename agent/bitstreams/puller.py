@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent.atomicfile import StagedFile
 from agent.bitstreams.cache import CacheBudget, CachedFile
 from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
 from agent.bitstreams.download import download_verified
@@ -59,6 +58,7 @@ from agent.errors import (
     SourceUnreachable,
     UndeclaredBitstream,
 )
+from agent.files.atomic import StagedFile
 
 logger = logging.getLogger(__name__)
 

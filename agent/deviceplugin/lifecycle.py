@@ -41,9 +41,9 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.deviceplugin import constants as c
 from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
-from agent.dirwatch import DirEvent, DirWatcher
 from agent.errors import KubeletError, RegistrationError
-from agent.grpclog import bound_undecodable_request_logs
+from agent.files.dirwatch import DirEvent, DirWatcher
+from agent.output.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from agent.dra.constants import (
 from agent.dra.health import HealthBoard, HealthServicer
 from agent.dra.service import ClaimPreparer, DraCore, DraV1beta1Servicer, DraV1Servicer, RegistrationServicer
 from agent.errors import KubeletError
-from agent.grpclog import bound_undecodable_request_logs
+from agent.output.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
 _BIND_COUNTER = itertools.count()

@@ -10,16 +10,15 @@ on their Nodes, without calling the API server:
   a frozen :class:`~agent.extender.nodestate.NodeSlots`;
 * :mod:`~agent.extender.scoring`: filter and prioritize, pure functions;
 * :mod:`~agent.extender.cache`: node name -> state, fed by a node watch that the
-  wiring (``agent.cli``) takes from ``agent.kube``; this package imports no adapter;
+  wiring (``agent.cli.main``) takes from ``agent.kube``; this package imports no adapter;
 * :mod:`~agent.extender.server`: the app (``/filter``, ``/prioritize``, ``/healthz``, ``/metrics``), and the
   plain-HTTP probe port's (``/healthz``, ``/metrics``) beside an HTTPS one.
 """
 
 from agent.extender.cache import NodeCache, RequestNodes, WatchedNode, parse_watched_node
+from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.nodestate import NodeSlots, PublishedSlot, parse_node_slots, read_node_slots
 from agent.extender.scoring import (
-    ContainerDemand,
-    PodDemand,
     ScoreWeights,
     filter_nodes,
     parse_score_weights,

@@ -39,6 +39,7 @@ import itertools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from agent.extender.demand import PodDemand
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.promises import Promises
@@ -47,7 +48,6 @@ from agent.extender.scoring import (
     CLOCK_STEP_S,
     LRU_HORIZON_S,
     NodeLookup,
-    PodDemand,
     ScoreWeights,
     prioritize_nodes,
     score_one_slot,

@@ -31,7 +31,8 @@ from typing import Any, TypedDict
 import orjson
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender.scoring import ContainerDemand, FilterOutcome, PodDemand
+from agent.extender.demand import ContainerDemand, PodDemand
+from agent.extender.scoring import FilterOutcome
 from agent.slots.quantity import parse_count
 
 SLOT_RESOURCE = "example.com/fpga-slot"

@@ -17,16 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
-from agent.programming.catalog import (
-    GBS_SUFFIX,
-    RAW_SUFFIX,
-    Catalog,
-    CatalogEntry,
-    FileDescription,
-    validate_name,
-)
+from agent.files.atomic import StagedFile
+from agent.programming.catalog import Catalog, CatalogEntry, validate_name
+from agent.programming.catalogentry import GBS_SUFFIX, RAW_SUFFIX, FileDescription
 from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).

@@ -21,155 +21,54 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
 
-from agent.atomicfile import StagedFile, fsync_directory, write_atomically
-from agent.bitstreamfile import copy_hashing, is_sha256, is_valid_name, normalize_id128
-from agent.bitstreamfile import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.errors import (
     BitstreamFileError,
     BitstreamHashError,
     CatalogError,
-    PlatformMismatch,
     UnknownBitstream,
-    shown,
 )
-from agent.programming.gbs import HEADER_KEYS, GbsFormatError, is_gbs, mismatched_id, parse_gbs_header, read_gbs_header
-from agent.slots import Slot
+from agent.files.atomic import StagedFile, fsync_directory, write_atomically
+from agent.files.bitstream import copy_hashing
+from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
+from agent.programming.catalogentry import (
+    FILE_NAME,
+    INSTALLED_FILE,
+    RECORD_SUFFIX,
+    CatalogEntry,
+    CatalogProblem,
+    CatalogScan,
+    FileDescription,
+    check_platform,
+    describe_bitstream,
+    entry_from_record,
+    installed_name,
+    normalize_given_id,
+    normalize_platform_id,
+    record_bytes,
+)
+from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
 from agent.slots.checkpoint import read_no_follow
 
+#: The entry, its record and its file's ids live in ``catalogentry``; callers find them here too.
+__all__ = [
+    "Catalog",
+    "CatalogEntry",
+    "CatalogProblem",
+    "CatalogScan",
+    "check_platform",
+    "describe_bitstream",
+    "normalize_given_id",
+    "normalize_platform_id",
+    "validate_name",
+]
+
 logger = logging.getLogger(__name__)
-
-_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-MAX_ID_LEN = 256
-RECORD_SUFFIX = ".json"
-#: Hex digits of a file's sha256 in the name :meth:`Catalog.install` gives it.
-_HASH_DIGITS = 12
-#: The suffixes a bitstream file is stored with (:class:`FileDescription`): a raw image, a GBS file.
-RAW_SUFFIX = ".bin"
-GBS_SUFFIX = ".gbs"
-#: A file as :func:`installed_name` names it.
-_INSTALLED_FILE = re.compile(
-    rf"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{{{_HASH_DIGITS}}}(?:{re.escape(RAW_SUFFIX)}|{re.escape(GBS_SUFFIX)})"
-)
-_RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
-
-
-def installed_name(name: str, sha256: str, suffix: str) -> str:
-    """``<name>.<first hex digits of its sha256><suffix>``: a new file never takes the name of the one it replaces."""
-    return f"{name}.{sha256[:_HASH_DIGITS]}{suffix}"
-
-
-def normalize_platform_id(raw: str, what: str) -> str:
-    """A platform or accelerator id as the slots report it.
-
-    128-bit ids (with or without UUID dashes) become 32 lower-case hex digits, as the
-    discovery backends report them; anything else (an FPGA manager's name, a
-    simulated accelerator) is kept as given, stripped. Raises ValueError naming ``what``.
-    """
-    value = raw.strip() if isinstance(raw, str) else ""
-    if not value or len(value) > MAX_ID_LEN or not value.isprintable():
-        raise ValueError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable characters")
-    return normalize_id128(value) or value
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogEntry:
-    """One bitstream as its metadata record describes it."""
-
-    name: str
-    file: str
-    size: int
-    sha256: str
-    platform: str
-    accelerator_id: str
-    added_at: str
-    #: where the file was pulled from (an FpgaBitstream's source), "" for a local ``catalog add``
-    source: str = ""
-
-
-class FileDescription(NamedTuple):
-    """What a bitstream file's format says about it: the ids it fits and is, and its stored suffix."""
-
-    platform: str
-    accelerator_id: str
-    suffix: str
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogProblem:
-    """A record that cannot be used, and why."""
-
-    record: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogScan:
-    """Every usable entry (sorted by name) and every record that is not."""
-
-    entries: list[CatalogEntry]
-    problems: list[CatalogProblem]
-
-
-def check_platform(entry: CatalogEntry, slot: Slot) -> None:
-    """Raise PlatformMismatch unless the bitstream fits the slot's PR interface."""
-    try:
-        slot_platform = normalize_platform_id(slot.platform, "platform")
-    except ValueError:
-        slot_platform = slot.platform
-    if entry.platform != slot_platform:
-        raise PlatformMismatch(
-            f"bitstream {entry.name!r} is built for platform {entry.platform}, "
-            f"but slot {slot.id} has platform {slot.platform or '(none)'}"
-        )
-
-
-def _entry_from_record(data: Any, record_name: str) -> CatalogEntry:
-    """Validate a parsed record; raise ValueError naming the bad field."""
-    if not isinstance(data, dict):
-        raise ValueError("is not a JSON object")
-    missing = [key for key in _RECORD_FIELDS if key not in data]
-    if missing:
-        raise ValueError(f"lacks {', '.join(missing)}")
-    name = data["name"]
-    if not is_valid_name(name):
-        raise ValueError(f"has an invalid name {name!r}")
-    if name + RECORD_SUFFIX != record_name:
-        raise ValueError(f"names bitstream {name!r} but is not called {name + RECORD_SUFFIX}")
-    file = data["file"]
-    if not isinstance(file, str) or not _FILE_NAME.fullmatch(file) or file.endswith(RECORD_SUFFIX):
-        raise ValueError(f"has file {file!r}, which is not a plain file name in the catalog directory")
-    size = data["size"]
-    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise ValueError(f"has size {size!r}, not a positive integer")
-    sha256 = data["sha256"]
-    if not is_sha256(sha256):
-        raise ValueError(f"has sha256 {sha256!r}, not 64 lower-case hex digits")
-    platform = normalize_platform_id(data["platform"], "has platform")
-    accelerator_id = normalize_platform_id(data["accelerator_id"], "has accelerator_id")
-    added_at = data["added_at"]
-    if not isinstance(added_at, str):
-        raise ValueError(f"has added_at {added_at!r}, not a timestamp string")
-    source = data.get("source", "")
-    if not isinstance(source, str):
-        raise ValueError(f"has source {shown(source)}, not a string")
-    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at, source)
-
-
-def record_bytes(entry: CatalogEntry) -> bytes:
-    """The metadata record of ``entry``; a local entry's record has no ``source``."""
-    record = asdict(entry)
-    if not entry.source:
-        del record["source"]
-    return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
 
 class Catalog:
@@ -224,7 +123,7 @@ class Catalog:
 
     def read_image(self, entry: CatalogEntry) -> bytes:
         """The bytes to program: the file checked against the record, without its GBS header."""
-        if not _FILE_NAME.fullmatch(entry.file):
+        if not FILE_NAME.fullmatch(entry.file):
             raise BitstreamFileError(f"bitstream {entry.name!r}: file {entry.file!r} is not a plain file name")
         path = self.directory / entry.file
         try:
@@ -260,7 +159,7 @@ class Catalog:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BitstreamFileError(f"record {path} is not valid JSON: {exc}") from exc
         try:
-            return _entry_from_record(data, record_name)
+            return entry_from_record(data, record_name)
         except ValueError as exc:
             raise BitstreamFileError(f"record {path} {exc}") from exc
 
@@ -366,7 +265,7 @@ class Catalog:
         limit = time.time() - older_than_s
         found = []
         for path in self.directory.iterdir():
-            match = _INSTALLED_FILE.fullmatch(path.name)
+            match = INSTALLED_FILE.fullmatch(path.name)
             if match is None:
                 continue
             name = match["name"]
@@ -405,46 +304,6 @@ class Catalog:
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
-
-
-def normalize_given_id(value: str | None, what: str) -> str | None:
-    """A platform or accelerator id given by hand (None: not given), normalised; CatalogError naming ``what``."""
-    if value is None:
-        return None
-    try:
-        return normalize_platform_id(value, what)
-    except ValueError as exc:
-        raise CatalogError(str(exc)) from None
-
-
-def describe_bitstream(
-    stream: BinaryIO, source: Path, platform: str | None, accelerator_id: str | None
-) -> FileDescription:
-    """Platform, accelerator id and stored suffix of the bitstream file open in ``stream`` (``source``).
-
-    A GBS file's header gives both ids (``platform`` and ``accelerator_id``, normalised, must
-    agree with it when given); any other file needs both given. CatalogError naming the problem.
-    """
-    try:
-        header = read_gbs_header(stream)
-    except GbsFormatError as exc:
-        raise BitstreamFileError(f"GBS file {source} {exc}") from exc
-    if header is None:
-        if source.suffix.lower() == GBS_SUFFIX:
-            raise BitstreamFileError(f"{source} is named .gbs but does not start with the GBS GUID")
-        if platform is None or accelerator_id is None:
-            raise CatalogError(
-                f"{source} is not an Intel GBS file, so its platform and accelerator id "
-                "cannot be read from it: give both (--platform, --accelerator-id)"
-            )
-        return FileDescription(platform, accelerator_id, RAW_SUFFIX)
-    mismatch = mismatched_id(header, platform, accelerator_id)
-    if mismatch is not None:
-        what, given, found = mismatch
-        raise CatalogError(
-            f"the given {what} ({HEADER_KEYS[what]}) {given} differs from the GBS header of {source}: {found}"
-        )
-    return FileDescription(header.interface_id, header.accelerator_id, GBS_SUFFIX)
 
 
 def _no_follow_reason(exc: OSError) -> str:

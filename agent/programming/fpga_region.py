@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.atomicfile import write_atomically
 from agent.errors import ProgrammingError, ProgrammingTimeout
+from agent.files.atomic import write_atomically
 from agent.programming.cardlock import CardLease, CardLocks
 from agent.slots import Slot
 

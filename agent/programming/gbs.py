@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from agent.bitstreamfile import normalize_id128
+from agent.files.bitstream import normalize_id128
 
 GBS_GUID = bytes.fromhex("58656f6e46504741b747425376303031")
 _LENGTH = struct.Struct("<I")

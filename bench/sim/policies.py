@@ -19,10 +19,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots, PublishedSlot
 from agent.extender.ranking import ANSWER_LIMIT, ScoreBoard
-from agent.extender.scoring import ContainerDemand, PodDemand, ScoreWeights
+from agent.extender.scoring import ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode

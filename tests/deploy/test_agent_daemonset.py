@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import OPTIONS, load_config
-from agent.health import HealthServer
+from agent.node.health import HealthServer
 from agent.programming.fpga_region import DEFAULT_FIRMWARE_DIR
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, render
 

@@ -114,7 +114,7 @@ def test_entrypoint_is_the_cli_and_the_default_command_runs_the_agent() -> None:
     (command,) = FINAL.all("CMD")
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert json.loads(entrypoint) == ["fpga-agent"]
-    assert scripts["fpga-agent"] == "agent.cli:main"
+    assert scripts["fpga-agent"] == "agent.cli.main:main"
     assert json.loads(command) == ["run"]
 
 
@@ -165,10 +165,10 @@ def test_the_wheel_carries_the_protocol_code_and_the_command(tmp_path: Path) -> 
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     for required in (
         "agent/py.typed",
-        "agent/cli.py",
+        "agent/cli/main.py",
         "agent/_proto/deviceplugin/v1beta1/api_pb2.py",
         "agent/_proto/podresources/v1/api_pb2_grpc.py",
     ):
         assert required in names
     assert not any(name.startswith("tests/") for name in names)
-    assert "fpga-agent = agent.cli:main" in entry_points
+    assert "fpga-agent = agent.cli.main:main" in entry_points

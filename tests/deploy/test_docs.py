@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import build_parser
+from agent.cli.main import build_parser
 from agent.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]

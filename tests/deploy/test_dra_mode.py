@@ -20,7 +20,7 @@ import yaml
 from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
 
 COMPONENT = DAEMONSET_DIR / "dra-mode"
@@ -76,7 +76,7 @@ def test_the_device_class_selects_the_drivers_slots_with_one_term_and_serves_the
     (device_class,) = load_documents(COMPONENT / "deviceclass.yaml")
     kubernetes_validate.validate(device_class, KUBERNETES_VERSION, strict=True)
     (selector,) = device_class["spec"]["selectors"]
-    # Health is a taint on the device (agent.dramode.UNHEALTHY_TAINT), not a term evaluated per device.
+    # Health is a taint on the device (agent.dra.mode.UNHEALTHY_TAINT), not a term evaluated per device.
     assert selector["cel"]["expression"] == f'device.driver == "{DRIVER_NAME}"'
     # Pods written for the device plugin: the scheduler maps the extended resource to this class.
     assert device_class["spec"]["extendedResourceName"] == RESOURCE_NAME

@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 import agent.kube
-from agent.certscommand import CLIENT_SECRET, SERVER_SECRET
+from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
 from agent.kube.core import CoreCalls
 from tests.deploy.manifests import Manifests, Obj, render

@@ -22,7 +22,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from agent.deviceplugin import RESOURCE_NAME
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import make_slot_id
 

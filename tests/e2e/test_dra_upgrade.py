@@ -16,7 +16,7 @@ from kubernetes import client
 
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from tests.e2e.cluster import BITSTREAM, REPO, Cluster, Suite, running, wait_for
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured
 from tests.e2e.test_dra_agent import cached_first_template, claim_pod

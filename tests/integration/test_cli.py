@@ -206,7 +206,7 @@ async def test_run_registers_then_stops_cleanly_on_signal(sock_dir: Path, signum
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "run",
         "--backend",
         "sim",
@@ -262,7 +262,7 @@ async def test_run_without_a_kubelet_keeps_serving_and_stops_on_sigterm(sock_dir
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "run",
         env=agent_env(sock_dir),
         cwd=sock_dir,

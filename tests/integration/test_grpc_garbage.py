@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from agent.dra import DraPluginServer, PluginSockets
-from agent.logsetup import log_handler
+from agent.output.logs import log_handler
 from tests.fakes import AgentHarness, FakeClaimPreparer, short_tmpdir
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")

@@ -10,10 +10,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.app import Agent, Backend
+from agent.app import Agent
 from agent.config import Config
 from agent.discovery import SimSource
 from agent.discovery.base import SlotSink
+from agent.node.backend import Backend
 from agent.programming import SimProgrammer
 from agent.simfpga import SimFabric
 from tests.fakes import AgentHarness, KubeletStandIn, test_config

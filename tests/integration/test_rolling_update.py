@@ -32,7 +32,7 @@ import pytest
 
 from agent.app import Agent
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from agent.slots.checkpoint import SlotRecord
@@ -169,7 +169,7 @@ async def agent_process(node: Node, name: str) -> AsyncIterator[AgentProcess]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "run",
         env=node.env(),
         cwd=node.root,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
-from agent.reconfigure import Reconfigurer
 from agent.slots import Slot, SlotRegistry
 from tests.unit.slots.factories import make_slot as slot_factory
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from agent.cli.options import add_arguments
 
-from agent.config import add_arguments, load_config
+from agent.config import load_config
 from agent.errors import ConfigError
 
 WriteYaml = Callable[..., Path]

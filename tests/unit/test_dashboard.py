@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from agent.extender.server import extender_metrics
-from agent.metrics import AgentMetrics
+from agent.node.metrics import AgentMetrics
 from agent.slots import SlotRegistry
 
 DASHBOARD = Path(__file__).parents[2] / "daemonset" / "grafana-dashboard.json"

@@ -61,7 +61,7 @@ async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> Asyn
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+        sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
         "--score-weights", "empty=6", "--answer-limit", "1",
         env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
@@ -135,7 +135,7 @@ async def test_a_bitstream_declared_in_the_cluster_is_pullable_by_nodes_without_
 
 def test_without_api_access_it_says_so_and_exits_1(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "extender", "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0"],
         env=extender_env(),
         cwd=tmp_path,
         capture_output=True,

@@ -1,7 +1,7 @@
 """The contract between the agent that publishes node state and the extender that reads it.
 
 The agent renders its annotations from the slot registry and the catalog
-(``agent.nodestate``); the extender parses them on its own (it may not import the
+(``agent.node.nodestate``); the extender parses them on its own (it may not import the
 agent's side). Both ends meet here: what one writes, the other reads as meant.
 """
 
@@ -20,7 +20,7 @@ from agent.kube import BITSTREAMS_ANNOTATION as PUBLISHED_BITSTREAMS
 from agent.kube import HEARTBEAT_ANNOTATION as PUBLISHED_HEARTBEAT
 from agent.kube import SLOTS_ANNOTATION as PUBLISHED_SLOTS
 from agent.kube.nodes import STALE_AFTER_S as PUBLISHED_STALE_AFTER_S
-from agent.nodestate import render_bitstreams, render_slots
+from agent.node.nodestate import render_bitstreams, render_slots
 from agent.programming.catalog import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry
 from tests.unit.slots.factories import FakeClock, make_slot

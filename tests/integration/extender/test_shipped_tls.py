@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 import yaml
 
-from agent.certs import issue, service_names
-from agent.certscommand import DirectoryStore, make_certificates
+from agent.cli.certs import DirectoryStore, make_certificates
+from agent.extender.certs import issue, service_names
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, render
 from tests.integration.extender.test_cli import ExtenderProcess, extender_env
@@ -96,7 +96,7 @@ async def shipped(apiserver: FakeKubeApiServer, install: Install, tmp_path: Path
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli", *extender_container()["args"], "--kubeconfig", str(kubeconfig),
+        sys.executable, "-m", "agent.cli.main", *extender_container()["args"], "--kubeconfig", str(kubeconfig),
         env={**extender_env(), **shipped_environment(install)},
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

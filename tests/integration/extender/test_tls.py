@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import extender_tls
+from agent.cluster.extenderservice import extender_tls
 from agent.config import load_config
 from agent.errors import ConfigError
 from agent.extender import Extender, NodeCache, ScoreWeights, bound_port, build_app, start

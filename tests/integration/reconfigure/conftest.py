@@ -8,7 +8,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-import agent.reconfigure
+import agent.node.reconfigure
+import agent.node.slotloader
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from tests.fakes import Catalog, NodePods
@@ -27,8 +28,8 @@ def fast_background(monkeypatch: pytest.MonkeyPatch) -> None:
 
     Tests that depend on the recovery not having happened yet say so themselves.
     """
-    monkeypatch.setattr(agent.reconfigure, "RECOVERY_DELAY_S", 0.05)
-    monkeypatch.setattr(agent.reconfigure, "RECONCILE_GRACE_S", 0.0)
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 0.05)
+    monkeypatch.setattr(agent.node.reconfigure, "RECONCILE_GRACE_S", 0.0)
     monkeypatch.setattr(checkpoint, "WRITE_INTERVAL_S", 0.01)
 
 

@@ -29,10 +29,10 @@ from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
+from agent.node.reconfigure import ANNOTATION
 from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import CatalogScan
-from agent.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import (

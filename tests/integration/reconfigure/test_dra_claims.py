@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.claimprep import ClaimPreparation
 from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cdi import CdiSpecs
+from agent.dra.claimprep import ClaimPreparation
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
 from tests.fakes import JSON, AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state

@@ -28,13 +28,13 @@ from agent.app import Agent, connect_kube
 from agent.bitstreams import declaration_object
 from agent.config import Config
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.mode import UNHEALTHY_TAINT
 from agent.dra.naming import disambiguated_name
-from agent.dramode import UNHEALTHY_TAINT
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
 from agent.kubeletsim import DraKubelet
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config

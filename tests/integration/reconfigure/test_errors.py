@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-import agent.reconfigure
+import agent.node.slotloader
 from agent.deviceplugin.servicer import status_for
 from agent.errors import (
     BitstreamFileError,
@@ -217,7 +217,7 @@ async def test_failed_programming_taints_the_slot_until_recovery_programs_it(
 async def test_taint_reason_is_reported_while_the_slot_waits_for_recovery(
     sock_dir: Path, bitstreams: Bitstreams, pods: NodePods, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(agent.reconfigure, "RECOVERY_DELAY_S", 600.0)  # stays tainted for this test
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 600.0)  # stays tainted for this test
     async with AgentHarness.running(
         sock_dir, catalog=bitstreams.catalog, pods=pods, sim_cards=1, sim_slots_per_card=1
     ) as harness:
@@ -241,7 +241,7 @@ async def test_slot_reporting_another_accelerator_afterwards_is_a_failed_program
     sock_dir: Path, bitstreams: Bitstreams, pods: NodePods, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """E.g. a catalog record whose accelerator id is wrong: what the slot reports is checked."""
-    monkeypatch.setattr(agent.reconfigure, "RECOVERY_DELAY_S", 600.0)  # stays tainted for this test
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 600.0)  # stays tainted for this test
     wanted = bitstreams.accel_a
     async with AgentHarness.running(
         sock_dir, catalog=bitstreams.catalog, pods=pods, sim_cards=1, sim_slots_per_card=1

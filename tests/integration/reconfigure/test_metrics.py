@@ -10,8 +10,8 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import agent.reconfigure
-from agent.metrics import AgentMetrics
+import agent.node.slotloader
+from agent.node.metrics import AgentMetrics
 from tests.fakes import RESOURCE_NAME, AgentHarness, NodePods
 from tests.integration.reconfigure.support import Bitstreams, wants
 
@@ -61,7 +61,7 @@ async def test_failed_and_timed_out_programming_are_counted_apart(
     result: str,
     code: grpc.StatusCode,
 ) -> None:
-    monkeypatch.setattr(agent.reconfigure, "RECOVERY_DELAY_S", 3600.0)  # keep the recovery out of the count
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 3600.0)  # keep the recovery out of the count
     async with AgentHarness.running(sock_dir, catalog=bitstreams.catalog, pods=pods, program_timeout_s=1) as harness:
         for card in ("simcard0", "simcard1"):
             for region in ("slot0", "slot1", "slot2", "slot3"):

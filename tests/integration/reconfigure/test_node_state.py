@@ -18,7 +18,7 @@ from typing import Any
 from agent.app import Agent, connect_kube
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
-from agent.reconfigure import ANNOTATION
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
@@ -114,7 +114,7 @@ async def cluster_json(kubeconfig: Path, cwd: Path) -> dict[str, Any]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent.cli",
+        "agent.cli.main",
         "cluster",
         "--json",
         "--kubeconfig",

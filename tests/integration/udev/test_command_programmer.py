@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-import agent.reconfigure
+import agent.node.slotloader
 from agent.deviceplugin.servicer import status_for
 from agent.discovery.static import parse_static_slots
 from agent.errors import ProgrammingError, ProgrammingTimeout
@@ -43,7 +43,7 @@ ACCEL_ID = ACCEL.replace("-", "")
 
 @pytest.fixture(autouse=True)
 def _fast_recovery(monkeypatch: pytest.MonkeyPatch, no_leaked_tasks: None) -> None:
-    monkeypatch.setattr(agent.reconfigure, "RECOVERY_DELAY_S", 0.05)
+    monkeypatch.setattr(agent.node.slotloader, "RECOVERY_DELAY_S", 0.05)
 
 
 @dataclass

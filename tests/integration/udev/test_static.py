@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.app import build_backend
 from agent.config import Config, load_config
 from agent.errors import ConfigError
+from agent.node.backend import build_backend
 from agent.slots import DeviceNode, Health, SlotId, SlotRegistry
 from tests.integration.udev.sourcewatch import wait_registry, watching
 from tests.udevbed import AFU_NLB, FakeDflCard, UdevTestbed

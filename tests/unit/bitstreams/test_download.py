@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.atomicfile import StagedFile
 from agent.bitstreams.download import download_verified
 from agent.errors import PulledHashMismatch
+from agent.files.atomic import StagedFile
 
 DATA = bytes(range(256)) * 64
 SHA = hashlib.sha256(DATA).hexdigest()

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.errors import ExtenderRequestError
-from agent.extender.scoring import ContainerDemand, FilterOutcome
+from agent.extender.demand import ContainerDemand
+from agent.extender.scoring import FilterOutcome
 from agent.extender.wire import encode_priorities, filter_result, parse_extender_args, read_pod_demand
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"

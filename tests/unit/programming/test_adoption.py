@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.atomicfile import TEMP_PREFIX as ADD_PREFIX
-from agent.atomicfile import StagedFile
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
+from agent.files.atomic import TEMP_PREFIX as ADD_PREFIX
+from agent.files.atomic import StagedFile
 from agent.programming.adoption import PULL_TEMP_PREFIX, PulledCatalog
 from agent.programming.catalog import Catalog
 from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs

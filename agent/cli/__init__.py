@@ -1,0 +1,7 @@
+"""The command line, ``fpga-agent``: one module per subcommand, each with its own options.
+
+``main`` parses the command line and dispatches; ``flags`` holds the options and the
+parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``catalog``,
+``push``, ``certs``, ``cluster`` and ``demo`` are the subcommands (the narrated demos
+themselves are ``agent.demo*``).
+"""

@@ -1,0 +1,215 @@
+"""``fpga-agent certs``: the extender's TLS certificates, made once at install time.
+
+The shipped manifests run it as a Job (``daemonset/certs-job.yaml``): it makes a CA,
+the extender's server certificate (for its Service's DNS names) and the
+fpga-scheduler's client certificate, and stores them as two Secrets in the layout
+cert-manager gives a Certificate (``tls.crt``, ``tls.key``, ``ca.crt``), so either can
+provide them:
+
+* ``fpga-slot-extender-tls``: the extender's certificate and key, and the CA its
+  clients must be signed by;
+* ``fpga-scheduler-extender-client``: the scheduler's client certificate and key, and
+  the CA the extender's certificate must be signed by.
+
+Idempotent: when both Secrets exist they are left as they are (a second install, an
+upgrade, or Secrets made by cert-manager or by hand), so the Job can run on every
+``kubectl apply``. When only one exists the two cannot belong together (each holds
+the CA of the other's certificate): it says so and changes nothing. With ``--out-dir``
+the same two sets go to ``DIR/server/`` and ``DIR/client/`` instead, for an extender
+run outside the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from cryptography import x509
+
+from agent.cli.options import add_option_argument
+from agent.errors import ConfigError, FpgaSlotError, shown
+from agent.extender.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
+from agent.files.atomic import fsync_directory
+from agent.kube import SecretReader, SecretWriter, connect_api
+
+# Names of Secrets and a Secret type, not secrets:
+SERVER_SECRET = "fpga-slot-extender-tls"  # noqa: S105
+CLIENT_SECRET = "fpga-scheduler-extender-client"  # noqa: S105
+SERVICE = "fpga-slot-extender"
+CLIENT_NAME = "fpga-scheduler"
+DAYS = 3650
+SECRET_TYPE = "kubernetes.io/tls"  # noqa: S105
+LABELS = {"app.kubernetes.io/name": "fpga-slot", "app.kubernetes.io/component": "extender-tls"}
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    certs = commands.add_parser(
+        "certs",
+        help="make the extender's TLS certificates (a CA, server and client) into Secrets, unless they exist",
+        description="Make a CA, the extender's server certificate and the fpga-scheduler's client certificate, and "
+        "store them as two Secrets (tls.crt, tls.key, ca.crt each); Secrets that exist are left as they are.",
+    )
+    add_option_argument(certs, "namespace")
+    certs.add_argument("--service", default=SERVICE, help=f"the extender's Service, named in the server certificate "
+                       f"(default {SERVICE})")  # fmt: skip
+    certs.add_argument(
+        "--server-name",
+        action="append",
+        metavar="NAME",
+        help="a DNS name or IP address for the server certificate, instead of the Service's names (repeatable)",
+    )
+    certs.add_argument(
+        "--server-secret", default=SERVER_SECRET, help=f"the extender's Secret (default {SERVER_SECRET})"
+    )
+    certs.add_argument(
+        "--client-secret", default=CLIENT_SECRET, help=f"the fpga-scheduler's Secret (default {CLIENT_SECRET})"
+    )
+    certs.add_argument("--client-name", default=CLIENT_NAME, help=f"client certificate's common name (default "
+                       f"{CLIENT_NAME})")  # fmt: skip
+    certs.add_argument("--days", type=int, default=DAYS, help=f"validity of the certificates (default {DAYS})")
+    add_option_argument(certs, "kubeconfig")
+    certs.add_argument(
+        "--out-dir", type=Path, help="write DIR/server/ and DIR/client/ (PEM files) instead of Secrets; no API access"
+    )
+
+
+class Store(Protocol):
+    """Where the two sets go: which exist, and writing both."""
+
+    def present(self) -> dict[str, bool]: ...
+
+    def write(self, server: Mapping[str, bytes], client: Mapping[str, bytes]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SecretStore:
+    """The two Secrets of one namespace."""
+
+    reader: SecretReader
+    writer: SecretWriter
+    server: str
+    client: str
+
+    def present(self) -> dict[str, bool]:
+        ns = self.reader.namespace
+        return {f"Secret {ns}/{name}": self.reader.read(name) is not None for name in (self.server, self.client)}
+
+    def write(self, server: Mapping[str, bytes], client: Mapping[str, bytes]) -> None:
+        ns = self.writer.namespace
+        for name, data in ((self.server, server), (self.client, client)):
+            if not self.writer.create(name, SECRET_TYPE, data, LABELS):
+                raise FpgaSlotError(
+                    f"Secret {ns}/{name} was created by someone else meanwhile, so Secrets {ns}/{self.server} and "
+                    f"{ns}/{self.client} may not belong together: delete both and run again"
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryStore:
+    """``DIR/server/`` and ``DIR/client/``, each written whole (a temporary directory renamed into place)."""
+
+    directory: Path
+
+    def present(self) -> dict[str, bool]:
+        return {str(self.directory / part): (self.directory / part).exists() for part in ("server", "client")}
+
+    def write(self, server: Mapping[str, bytes], client: Mapping[str, bytes]) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for part, files in (("server", server), ("client", client)):
+                staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.directory))
+                for name, data in files.items():
+                    fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(name))
+                    with os.fdopen(fd, "wb") as stream:
+                        stream.write(data)
+                staging.chmod(0o700)
+                staging.rename(self.directory / part)
+            fsync_directory(self.directory)
+        except OSError as exc:
+            raise ConfigError(f"--out-dir {self.directory}: cannot write: {exc.strerror or exc}") from None
+
+
+def _mode(name: str) -> int:
+    return 0o600 if name.endswith(".key") else 0o644
+
+
+def secret_data(issued: Issued) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The extender's and the scheduler's set, in cert-manager's layout."""
+    server = {"tls.crt": issued.server_cert, "tls.key": issued.server_key, "ca.crt": issued.ca_cert}
+    client = {"tls.crt": issued.client_cert, "tls.key": issued.client_key, "ca.crt": issued.ca_cert}
+    return server, client
+
+
+def make_certificates(store: Store, make: Callable[[], Issued], say: Callable[[str], None]) -> None:
+    """Both sets made and written when neither exists; nothing done when both do; FpgaSlotError when one does."""
+    present = store.present()
+    if all(present.values()):
+        say(f"{' and '.join(present)} exist: left as they are")
+        return
+    found = [where for where, there in present.items() if there]
+    if found:
+        missing = [where for where, there in present.items() if not there]
+        raise FpgaSlotError(
+            f"{found[0]} exists but {missing[0]} does not, and they must come from one CA: "
+            f"delete {found[0]} to make a new pair (nothing changed)"
+        )
+    issued = make()
+    store.write(*secret_data(issued))
+    until = x509.load_pem_x509_certificate(issued.ca_cert).not_valid_after_utc
+    say(f"made a CA and its server and client certificates, valid until {until:%Y-%m-%d}: {' and '.join(present)}")
+
+
+def resolve_namespace(given: str | None, env: Mapping[str, str]) -> str:
+    namespace = given or env.get("FPGA_AGENT_NAMESPACE") or env.get("POD_NAMESPACE") or "fpga-slot"
+    if not _DNS_LABEL.fullmatch(namespace):
+        raise ConfigError(f"--namespace: must be a namespace name (lower-case letters, digits and '-'), got "
+                          f"{shown(namespace)}")  # fmt: skip
+    return namespace
+
+
+def _check_name(flag: str, value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise ConfigError(f"{flag}: must be a lower-case DNS name, got {shown(value)}")
+    return value
+
+
+def run_certs(args: argparse.Namespace) -> int:
+    """Make the certificates unless they exist; one line naming the problem on standard error and 1 on failure."""
+    api_client = None
+    try:
+        namespace = resolve_namespace(args.namespace, os.environ)
+        names = args.server_name or service_names(_check_name("--service", args.service), namespace)
+        subject_names(names)
+        check_days(args.days)
+        check_client_name(args.client_name)
+
+        def make() -> Issued:
+            return issue(names, client_name=args.client_name, days=args.days)
+
+        if args.out_dir is not None:
+            store: Store = DirectoryStore(args.out_dir)
+        else:
+            server = _check_name("--server-secret", args.server_secret)
+            client = _check_name("--client-secret", args.client_secret)
+            kubeconfig = args.kubeconfig or os.environ.get("FPGA_AGENT_KUBECONFIG")
+            api_client = connect_api(Path(kubeconfig) if kubeconfig else None)
+            store = SecretStore(
+                SecretReader(api_client, namespace), SecretWriter(api_client, namespace), server, client
+            )
+        make_certificates(store, make, lambda line: print(f"fpga-agent certs: {line}", file=sys.stderr))
+    except FpgaSlotError as exc:
+        print(f"fpga-agent certs: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if api_client is not None:
+            api_client.close()  # type: ignore[no-untyped-call]
+    return 0

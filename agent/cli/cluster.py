@@ -1,0 +1,56 @@
+"""``fpga-agent cluster``: the slot map of every node, from the node annotations the agents publish."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+import agent.cli.flags as cliflags
+import agent.cluster.view as clusterview
+from agent.kube import SLOTS_ANNOTATION, connect_api, list_nodes
+from agent.output.tables import format_table
+
+
+def add_cluster_command(commands: cliflags.Subparsers) -> None:
+    cluster = commands.add_parser(
+        "cluster",
+        help="slots of every node: platform, loaded bitstream, free/held, health",
+        description="Print every node's FPGA slots as its agent published them on the Node. Credentials are "
+        "found as kubectl finds them: --kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.",
+    )
+    output = cluster.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    output.add_argument("--all", action="store_true", help="also list nodes that publish no slot state")
+    output.add_argument(
+        "--files",
+        action="store_true",
+        help="list each node's bitstream files instead (its catalog, added by hand or pulled: no download there)",
+    )
+    cliflags.add_option_groups(cluster, cliflags.CLUSTER)
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    """Print the cluster's slot map; KubeError (one line, exit 1) when the nodes cannot be read."""
+    config = cliflags.command_config(args)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
+    api_client = connect_api(config.kubeconfig)
+    try:
+        nodes = list_nodes(api_client)
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    views = clusterview.cluster_views(nodes, include_unpublished=args.all)
+    if args.json:
+        print(json.dumps(clusterview.json_document(views), indent=2))
+        return 0
+    rows = clusterview.file_rows(views) if args.files else clusterview.table_rows(views)
+    if rows:
+        columns = clusterview.FILE_COLUMNS if args.files else clusterview.table_columns(rows)
+        print(format_table(columns, rows))
+    unpublished = sum(1 for node in nodes if SLOTS_ANNOTATION not in node.annotations)
+    if not views:
+        print(f"no node publishes FPGA slot state ({len(nodes)} nodes)", file=sys.stderr)
+    elif unpublished and not args.all:
+        print(f"nodes without published FPGA slot state: {unpublished} (--all lists them)", file=sys.stderr)
+    return 0

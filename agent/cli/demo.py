@@ -1,0 +1,95 @@
+"""``fpga-agent demo [device-plugin | extender | pull | dra]``: the product's halves on simulated parts, narrated.
+
+Each demo runs the real code over real sockets in a temporary directory and needs
+no root, no cluster and no hardware. Options a demo cannot honour are refused up
+front, naming the option, instead of being ignored or failing half-way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import agent.cli.flags as cliflags
+from agent.config import Config
+from agent.errors import ConfigError
+
+DEMOS = {
+    "device-plugin": "the device-plugin lifecycle against a kubelet stand-in (the default)",
+    "extender": "the scheduler extender scoring six nodes over HTTP",
+    "pull": "a bitstream pushed to a registry, declared, and pulled into a node's catalog",
+    "dra": "the DRA driver: its ResourceSlice, claims prepared and released through a kubelet stand-in",
+}
+#: The device-plugin demo's pods hold four slots at once, two of them on one card.
+MIN_SLOTS = 4
+MIN_SLOTS_PER_CARD = 2
+#: The DRA demo's claims hold two slots at once (one prepared, one refused on another slot).
+MIN_DRA_SLOTS = 2
+#: The demos that run the agent on simulated slots (and so take the --sim-* options).
+SIMULATING = ("device-plugin", "dra")
+SIM_FLAGS = ("sim_cards", "sim_slots_per_card", "sim_program_ms")
+
+
+def add_demo_command(commands: cliflags.Subparsers) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="the lifecycle on simulated slots with a kubelet stand-in; no root, no cluster",
+        description="Run a narrated demo on simulated parts: "
+        + "; ".join(f"{name}: {text}" for name, text in DEMOS.items())
+        + ".",
+    )
+    demo.add_argument(
+        "which",
+        nargs="?",
+        default="device-plugin",
+        # checked after parsing, so that an unknown option is reported as such, not as a demo name
+        metavar="{" + ",".join(DEMOS) + "}",
+        help="which demo (default: device-plugin)",
+    )
+    cliflags.add_option_groups(demo, cliflags.DEMO)
+
+
+def check_demo_options(which: str, args: argparse.Namespace, config: Config) -> None:
+    """Refuse what the chosen demo cannot do (ConfigError naming the option)."""
+    if which not in DEMOS:
+        raise ConfigError(f"no demo named {which!r}: choose from {', '.join(DEMOS)}")
+    given = [name for name in SIM_FLAGS if getattr(args, name, None) is not None]
+    if which not in SIMULATING and given:
+        raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin and dra demos simulate slots")
+    if which == "dra" and config.sim_cards * config.sim_slots_per_card < MIN_DRA_SLOTS:
+        raise ConfigError(
+            f"--sim-cards x --sim-slots-per-card: the dra demo's claims hold {MIN_DRA_SLOTS} slots at once, "
+            f"got {config.sim_cards} x {config.sim_slots_per_card}"
+        )
+    if which != "device-plugin":
+        return
+    if config.sim_slots_per_card < MIN_SLOTS_PER_CARD:
+        raise ConfigError(
+            f"--sim-slots-per-card: the demo's first pod takes {MIN_SLOTS_PER_CARD} slots of one card, "
+            f"got {config.sim_slots_per_card}"
+        )
+    if config.sim_cards * config.sim_slots_per_card < MIN_SLOTS:
+        raise ConfigError(
+            f"--sim-cards x --sim-slots-per-card: the demo's pods hold {MIN_SLOTS} slots at once, "
+            f"got {config.sim_cards} x {config.sim_slots_per_card}"
+        )
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    config = cliflags.command_config(args)
+    check_demo_options(args.which, args, config)
+    if args.which == "extender":
+        from agent.demoextender import run_extender_demo
+
+        return asyncio.run(run_extender_demo(config))
+    if args.which == "pull":
+        from agent.demopull import run_pull_demo
+
+        return asyncio.run(run_pull_demo())
+    if args.which == "dra":
+        from agent.demodra import run_dra_demo
+
+        return asyncio.run(run_dra_demo(config))
+    from agent.demo import run_demo
+
+    return asyncio.run(run_demo(config))

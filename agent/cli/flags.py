@@ -1,0 +1,72 @@
+"""Which configuration options each subcommand takes, grouped as its ``--help`` shows them.
+
+Every option lives once in :mod:`agent.config` (its parser, default, environment
+variable); a subcommand offers only the options it uses, in named groups, so
+``fpga-agent extender --help`` shows no kubelet paths and ``run --help`` no TLS
+files. An option set by environment or ``--config`` file still applies to every
+command (one precedence: flag > ``FPGA_AGENT_*`` > file > default, validated once).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TypeAlias
+
+from agent.cli.options import add_config_file_argument, add_option_argument
+from agent.config import Config, load_config
+from agent.output.logs import setup_logging
+
+#: What a subcommand module adds its parser to (``add_<name>_command(commands)``).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: (group title, option flags); a command adds the groups it uses.
+Groups = tuple[tuple[str, tuple[str, ...]], ...]
+
+LOGGING: Groups = (("logging", ("log-level", "log-format")),)
+SIMULATED: Groups = (
+    ("simulated backend (--backend sim)", ("sim-cards", "sim-slots-per-card", "sim-program-ms", "sim-device-nodes")),
+)
+HARDWARE: Groups = (
+    ("hardware", ("backend", "static-slots", "command-programmers", "state-dir")),
+    *SIMULATED,
+)
+RUN: Groups = (
+    ("mode", ("mode", "node-name", "namespace", "pod-name", "pod-uid")),
+    *HARDWARE,
+    ("kubelet (device-plugin mode)", ("device-plugin-dir", "pod-resources-socket", "program-timeout-s", "cdi")),
+    ("kubelet (dra mode)", ("dra-registry-dir", "dra-plugins-dir", "cdi-dir")),
+    ("bitstreams", ("bitstream-dir", "bitstream-cache-bytes", "bitstream-plain-http", "bitstream-ca-file")),
+    ("API server and probes", ("kubeconfig", "health-listen")),
+    *LOGGING,
+)
+DISCOVER: Groups = (*HARDWARE, *LOGGING)
+CATALOG: Groups = (("catalog", ("bitstream-dir",)), *LOGGING)
+CLUSTER: Groups = (("API server", ("kubeconfig",)), *LOGGING)
+EXTENDER: Groups = (
+    ("HTTP", ("listen", "probe-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file")),
+    ("scoring", ("score-weights", "answer-limit")),
+    ("API server", ("kubeconfig",)),
+    *LOGGING,
+)
+DEMO: Groups = (
+    ("simulated node", ("sim-cards", "sim-slots-per-card", "sim-program-ms")),
+    *LOGGING,
+)
+
+
+def add_option_groups(parser: argparse.ArgumentParser, groups: Groups) -> None:
+    """``--config`` and the options of ``groups``, each group under its title."""
+    add_config_file_argument(parser)
+    for title, flags in groups:
+        group = parser.add_argument_group(title)
+        for flag in flags:
+            add_option_argument(group, flag)
+
+
+def command_config(args: argparse.Namespace) -> Config:
+    """The validated configuration of a command's parsed arguments; logging set up from it.
+
+    ConfigError (exit 2) names the flag and where the bad value came from.
+    """
+    config = load_config(vars(args))
+    setup_logging(config.log_level, config.log_format)
+    return config

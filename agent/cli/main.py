@@ -1,0 +1,123 @@
+"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | certs | demo``.
+
+One module per subcommand, each with a pair ``add_<name>_command(commands)`` (its parser,
+with only its own options) and a runner taking the parsed arguments and returning the exit
+code; :data:`COMMANDS` lists them. Errors reach the user as one line, ``fpga-agent
+<command>: <problem>``: exit 2 for a bad option or configuration, 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any, NamedTuple, NoReturn, cast
+
+from agent import __version__
+from agent.cli.catalog import add_catalog_command, run_catalog
+from agent.cli.certs import add_certs_command, run_certs
+from agent.cli.cluster import add_cluster_command, run_cluster
+from agent.cli.demo import add_demo_command, run_demo_command
+from agent.cli.extender import add_extender_command, run_extender_command
+from agent.cli.flags import Subparsers
+from agent.cli.node import add_discover_command, add_run_command, run_discover, run_run
+from agent.errors import ConfigError, FpgaSlotError
+
+logger = logging.getLogger(__name__)
+
+
+class Command(NamedTuple):
+    """A subcommand: its name, how it adds its parser, how it runs (parsed arguments -> exit code)."""
+
+    name: str
+    add: Callable[[Subparsers], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("run", add_run_command, run_run),
+    Command("discover", add_discover_command, run_discover),
+    Command("catalog", add_catalog_command, run_catalog),
+    Command("cluster", add_cluster_command, run_cluster),
+    Command("extender", add_extender_command, run_extender_command),
+    Command("certs", add_certs_command, run_certs),
+    Command("demo", add_demo_command, run_demo_command),
+)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose subcommands report unknown arguments with their own usage, not the top one's."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
+
+
+def package_version() -> str:
+    """The installed distribution's version (the source tree's when not installed)."""
+    try:
+        return metadata.version("fpga-slot")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(
+        prog="fpga-agent",
+        description="FPGA partial-reconfiguration slots for Kubernetes: the node agent (device plugin or "
+        "DRA driver), the scheduler extender, and tools around them.",
+        epilog="Every option also reads an FPGA_AGENT_* environment variable (shown in each command's --help); "
+        "precedence: flag > environment > --config file > default.",
+    )
+    parser.add_argument("--version", action="version", version=f"fpga-agent {package_version()}")
+    # Every nested parser is a CommandParser too (argparse makes subparsers of the parent's class).
+    commands = cast(Subparsers, parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    for command in COMMANDS:
+        command.add(commands)
+    _name_commands(parser)
+    return parser
+
+
+def _name_commands(parser: argparse.ArgumentParser) -> None:
+    """Record each (sub)command parser's prog in the parsed arguments, so errors can name the command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(command_prog=child.prog)
+                _name_commands(child)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    runners: dict[str, Callable[[argparse.Namespace], int]] = {command.name: command.run for command in COMMANDS}
+    prog: str = getattr(args, "command_prog", "fpga-agent")
+    try:
+        return runners[args.command](args)
+    except ConfigError as exc:
+        return _fail(prog, exc, 2)
+    except FpgaSlotError as exc:
+        return _fail(prog, exc, 1)
+    except BrokenPipeError:
+        # The reader (e.g. `discover | head`) went away: stop quietly, as other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _fail(prog: str, exc: Any, code: int) -> int:
+    print(f"{prog}: {exc}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

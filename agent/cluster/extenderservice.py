@@ -1,0 +1,118 @@
+"""The scheduler extender as a service in the cluster: its watches, its cache, its servers.
+
+``fpga-agent extender`` runs this: a watch of all Nodes (their published slot state) and
+one of the FpgaBitstream declarations feed the node cache; the scheduler's HTTP(S) port
+answers filter and prioritize from it, and the probe port answers the kubelet's probes
+and serves ``/metrics``. A flag whose address or files cannot be used is a ConfigError
+naming it, before anything listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from agent.config import Config
+from agent.configvalues import ListenAddress
+from agent.errors import ConfigError
+from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
+from agent.extender.http import HttpServer, tls_context
+from agent.extender.server import extender_metrics
+from agent.kube import connect_api
+from agent.kube.bitstreamwatch import BitstreamWatcher
+from agent.kube.nodewatch import NodeWatcher
+from agent.node.distribution import parse_object
+
+logger = logging.getLogger(__name__)
+
+#: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
+EXPIRY_CHECK_S = 60.0
+
+
+def extender_tls(config: Config) -> ssl.SSLContext | None:
+    """The extender's TLS context from the configuration; ConfigError naming the flag when files are bad."""
+    if config.tls_cert_file is None or config.tls_key_file is None:
+        return None
+    client_ca = None if config.tls_client_ca_file is None else str(config.tls_client_ca_file)
+    try:
+        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"--tls-cert-file/--tls-key-file/--tls-client-ca-file: cannot load {config.tls_cert_file}, "
+            f"{config.tls_key_file}{', ' + client_ca if client_ca else ''}: {exc}"
+        ) from None
+
+
+async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, HttpServer]) -> HttpServer:
+    """The started server; a refused bind is a ConfigError naming the flag."""
+    try:
+        return await starting
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
+
+
+async def expire_gone_agents(cache: NodeCache, interval_s: float = EXPIRY_CHECK_S) -> None:
+    """Every ``interval_s``: the node cache forgets the nodes whose agent stopped renewing its heartbeat."""
+    while True:
+        await asyncio.sleep(interval_s)
+        cache.expire(time.time())
+
+
+async def run_extender(config: Config, stop: asyncio.Event) -> None:
+    """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
+
+    Without API access there is nothing to answer names from: KubeError, before anything listens.
+    """
+    tls = extender_tls(config)
+    api_client = connect_api(config.kubeconfig)
+    cache = NodeCache()
+    watcher = NodeWatcher(
+        api_client,
+        parse=parse_watched_node,
+        on_replace=cache.replace,
+        on_event=cache.apply,
+        on_error=cache.failed,
+    )
+    bitstreams = BitstreamWatcher(
+        api_client,
+        parse=parse_object,
+        on_replace=cache.replace_declared,
+        on_event=cache.apply_declared,
+        on_error=cache.declarations_failed,
+    )
+    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    metrics = extender_metrics()
+    app = build_app(extender, metrics=metrics)
+    logger.info(
+        "scheduler extender starting (score weights %s, %s)",
+        config.score_weights,
+        f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
+    )
+    # The scheduler's port first, then the probe port: the probe answering means that one listens too.
+    servers: list[HttpServer] = []
+    try:
+        listen = config.listen
+        servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))
+        if config.probe_listen is not None:
+            probe = config.probe_listen
+            probe_app = build_probe_app(extender, metrics)
+            servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
+        async with asyncio.TaskGroup() as group:
+            watch = group.create_task(watcher.run(), name="node-watch")
+            declared = group.create_task(bitstreams.run(), name="bitstream-watch")
+            expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
+            await stop.wait()
+            watch.cancel()
+            declared.cancel()
+            expiry.cancel()
+    finally:
+        for server in reversed(servers):
+            await server.cleanup()
+        await asyncio.to_thread(api_client.close)
+    logger.info("scheduler extender stopped")

@@ -1,0 +1,156 @@
+"""How each option's text becomes a value: the parsers behind ``agent.config.OPTIONS``.
+
+Every parser takes the option's text (from a flag, an ``FPGA_AGENT_*`` variable or the
+``--config`` file alike) and returns the value or raises ValueError with a message that
+``agent.config`` prefixes with the option's name. :class:`Choice` also tells the command
+line which values it takes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from agent.discovery.static import StaticSlotSpec, parse_static_slots
+from agent.programming.commandspec import CommandSpec, parse_command_programmers
+
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAddress:
+    """A TCP address to serve on; port 0 asks the kernel for a free one."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"must be an integer, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Parse one of ``choices`` (case-insensitive); the command line shows them."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}, got {raw!r}")
+        return value
+
+
+def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    return Choice(choices)
+
+
+def parse_path(raw: str) -> Path:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    return path
+
+
+def parse_optional_path(raw: str) -> Path | None:
+    return parse_path(raw) if raw.strip() else None
+
+
+def parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {raw!r}")
+
+
+def parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
+    return parse_static_slots(data)
+
+
+def parse_commands(raw: str) -> tuple[CommandSpec, ...]:
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
+    return parse_command_programmers(data)
+
+
+def parse_name(raw: str) -> str:
+    value = raw.strip()
+    if not value or len(value) > 253:
+        raise ValueError(f"must be a node name of 1 to 253 characters, got {raw!r}")
+    return value
+
+
+def parse_hosts(raw: str) -> tuple[str, ...]:
+    hosts = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for host in hosts:
+        if any(c.isspace() or c in "/@?#" for c in host) or len(host) > 255:
+            raise ValueError(f"must be a comma-separated list of registries as host[:port], got {raw!r}")
+    return hosts
+
+
+def parse_namespace(raw: str) -> str:
+    value = raw.strip()
+    if len(value) > 63 or not NAMESPACE.fullmatch(value):
+        raise ValueError(f"must be a namespace name (lower-case letters, digits and '-'), got {raw!r}")
+    return value
+
+
+def parse_pod_field(pattern: str, what: str) -> Callable[[str], str]:
+    """Parse a value of the downward API (the pod's name or UID): ``pattern``, or empty for 'not in a pod'."""
+    compiled = re.compile(pattern)
+
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if value and not compiled.fullmatch(value):
+            raise ValueError(f"must be {what} or empty, got {raw!r}")
+        return value
+
+    return parse
+
+
+def parse_listen(raw: str) -> ListenAddress | None:
+    value = raw.strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535 (empty: off), got {raw!r}")
+    host = host.removeprefix("[").removesuffix("]")
+    return ListenAddress(host or "0.0.0.0", int(port))
+
+
+def parse_required_listen(raw: str) -> ListenAddress:
+    try:
+        address = parse_listen(raw)
+    except ValueError:
+        address = None
+    if address is None:
+        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535, got {raw!r}")
+    return address

@@ -1,0 +1,357 @@
+"""Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec.
+
+What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPreparer``):
+
+1. read the claim (``status.allocation``: the devices of our driver in this node's pool,
+   our opaque configs; a claim deleted and made again under the same name is refused);
+2. the slots are the allocated device names; each must be a slot of this node and not
+   prepared for another claim (the scheduler is the authority, but two claims on one
+   slot would be two pods on one region);
+3. the bitstream of each device is ``bitstream`` in the driver's parameters for its
+   request, else the annotation ``example.com/fpga-bitstream`` of the pod the claim is
+   reserved for (``example.com/fpga-bitstream.<container>`` first when the claim is the one
+   the scheduler made for a pod asking for ``example.com/fpga-slot``, whose requests map to
+   containers); none: the slots are handed over as they are;
+4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
+   bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
+   the agent's event loop;
+5. the CDI spec is written (again, on a repeated prepare: after a reboot the tmpfs has
+   lost it; the slots already hold their bitstream, so nothing is programmed twice) and
+   the claim recorded in ``state_file`` (atomically), which lets release work after a
+   restart, when the claim itself may be gone.
+
+Release removes the spec and the record and frees the slots; the bitstream stays loaded
+(that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
+server's threads, one at a time; all but reading the claim runs on the agent's event
+loop, which owns the slot registry and the Reconfigurer.
+
+During an update two agent pods serve the driver (``agent.dra.PluginSockets`` per pod UID) and
+the kubelet may call either; each call runs under the node's DRA lock (``agent.dra.filelock``),
+and begins with :meth:`ClaimPreparation.refresh`: a record the other instance wrote since is read
+again, with the slot contents it recorded, so that what one pod prepared the other releases.
+
+The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
+the slots of the recorded claims are held, and any other holder the slot checkpoint brought
+back is released. The kubelet's pod-resources API, which says who holds a slot in
+device-plugin mode, does not list DRA claims as devices, so it plays no part here.
+
+A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
+a DNS label; of two slots with one such label, the other has a name with a hash of its ID, as
+in the slice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from agent.dra import ClaimRef, PreparedDevice, device_names
+from agent.dra.cdi import CdiSpecs
+from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
+from agent.kube.claims import AllocatedDevice, ClaimInfo
+from agent.node.pods import PodDirectory, PodView
+from agent.node.reconfigure import ANNOTATION, Reconfigurer, wanted_bitstream
+from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.checkpoint import read_no_follow, write_atomic
+
+logger = logging.getLogger(__name__)
+
+#: The key of the driver's opaque parameters that names the bitstream.
+BITSTREAM_PARAMETER = "bitstream"
+STATE_VERSION = 1
+T = TypeVar("T")
+
+
+class ClaimLookup(Protocol):
+    def read(self, namespace: str, name: str, uid: str) -> ClaimInfo: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedClaim:
+    namespace: str
+    name: str
+    uid: str
+    slots: tuple[str, ...]
+    devices: tuple[tuple[str, str, str], ...]  # (request, device, CDI ID)
+    #: the pod the slots went to (the one reserved for the claim); "" when none was known
+    pod: str = ""
+    #: (slot, bitstream, accelerator ID) of each slot that held a known bitstream once prepared
+    contents: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def holder(self) -> tuple[str, str, str]:
+        """(namespace, pod, container) of its slots' holder in the slot registry."""
+        return self.namespace, self.pod, f"claim/{self.name}"
+
+
+class ClaimPreparation:
+    """``agent.dra.ClaimPreparer`` on the agent's slots (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        claims: ClaimLookup,
+        registry: SlotRegistry,
+        reconfigurer: Reconfigurer,
+        pods: PodDirectory | None,
+        cdi: CdiSpecs,
+        node: str,
+        loop: asyncio.AbstractEventLoop,
+        state_file: Path,
+        timeout_s: float,
+    ) -> None:
+        self._claims = claims
+        self._registry = registry
+        self._reconfigurer = reconfigurer
+        self._pods = pods
+        self._cdi = cdi
+        self._node = node
+        self._loop = loop
+        self._state_file = state_file
+        self._timeout_s = timeout_s
+        self._prepared: dict[str, PreparedClaim] = self._load_state()
+        #: The record file as last read or written here; another identity: another agent instance wrote it.
+        self._seen = _file_identity(state_file)
+
+    def held_slots(self) -> set[str]:
+        """The slots of every prepared claim."""
+        return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
+
+    def restore_holders(self) -> None:
+        """On the loop, before the first call: the registry's holders become the recorded claims'.
+
+        The slot checkpoint and the record are written apart, so an agent stopped between the
+        two may come back with a claim's slot free or a released claim's slot still held.
+        Only differing holders are set (setting one counts as a use of the slot)."""
+        holders = self._registry.holders()
+        stale = sorted(set(holders) - self.held_slots())
+        if stale:
+            logger.info("released slots %s: no prepared claim holds them", ",".join(stale))
+            self._registry.release([SlotId(s) for s in stale])
+        for claim in self._prepared.values():
+            namespace, pod, container = claim.holder
+            missing = [
+                SlotId(s)
+                for s in claim.slots
+                if (h := holders.get(SlotId(s))) is None or (h.namespace, h.pod, h.container) != claim.holder
+            ]
+            if missing:
+                logger.info(
+                    "slots %s: held for %s again (its record)", ",".join(missing), shown_claim(namespace, claim.name)
+                )
+                self._registry.set_holder(missing, namespace, pod, container)
+
+    # ------------------------------------------------------------------------- prepare
+    def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        """From a server thread: the claim is read here, the rest runs on the agent's loop (which owns the
+        registry and the Reconfigurer)."""
+        deadline = time.monotonic() + self._timeout_s
+        who = shown_claim(claim.namespace, claim.name)
+        self._run(self.refresh(), deadline, who)
+        info = self._claims.read(claim.namespace, claim.name, claim.uid)
+        prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
+        return prepared
+
+    async def _prepare(self, claim: ClaimRef, info: ClaimInfo, who: str, deadline: float) -> list[PreparedDevice]:
+        mine = [d for d in info.devices if d.pool == self._node]
+        if not mine:
+            raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
+        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
+        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
+        slots = [self._slot(by_device, d, who) for d in mine]
+        for slot in slots:
+            other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
+            if other is not None:
+                raise ProgrammingError(
+                    f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
+                )
+        pod = self._pod(info)
+        wanted = {
+            name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
+        }
+        if wanted:
+            try:
+                await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            except UnknownBitstream as exc:
+                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
+        cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
+        record = PreparedClaim(
+            claim.namespace,
+            claim.name,
+            claim.uid,
+            tuple(s.id for s in slots),
+            tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
+            pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
+        )
+        contents = []
+        for slot in slots:
+            state = self._registry.get(slot.id)
+            if state is not None and state.bitstream and state.accelerator_id:
+                contents.append((str(slot.id), state.bitstream, state.accelerator_id))
+        record = dataclasses.replace(record, contents=tuple(contents))
+        await self._record(claim.uid, record)
+        self._registry.set_holder([s.id for s in slots], *record.holder)
+        return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+
+    def _unknown_hint(self) -> str:
+        """Why a bitstream the catalog lacks is final (the kubelet retries a failed prepare for ever)."""
+        declared = (
+            "no FpgaBitstream declares it either"
+            if self._reconfigurer.fetch_bitstream is not None
+            else "this node does not pull declared bitstreams"
+        )
+        return (
+            f"{declared}, so no retry can prepare the claim until the bitstream is added to the node's catalog "
+            "or declared; delete the pod to give back its allocated slot"
+        )
+
+    def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
+        slot = by_device.get(device.device)
+        if slot is None:
+            raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot of this node")
+        return slot
+
+    def _pod(self, info: ClaimInfo) -> PodView | None:
+        if self._pods is None:
+            return None
+        for name, _uid in info.reserved_for:
+            pod = self._pods.get(info.namespace, name)
+            if pod is not None:
+                return pod
+        return None
+
+    def _by_bitstream(
+        self, info: ClaimInfo, devices: Sequence[AllocatedDevice], slots: Sequence[Slot], pod: PodView | None, who: str
+    ) -> dict[str, list[Slot]]:
+        groups: dict[str, list[Slot]] = {}
+        for device, slot in zip(devices, slots, strict=True):
+            name = _bitstream(info.parameters_for(device), who)
+            if name is None and pod is not None:
+                container = _container_of(pod, device.parent)
+                name = wanted_bitstream(pod, container) if container else pod.annotations.get(ANNOTATION) or None
+            if name is not None:
+                groups.setdefault(name, []).append(slot)
+        return groups
+
+    def _run(self, work: Coroutine[Any, Any, T], deadline: float, who: str) -> T:
+        """Run ``work`` on the agent's loop from this (server) thread, by ``deadline``."""
+        future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
+        except TimeoutError:
+            future.cancel()
+            raise ProgrammingError(f"{who}: not done within {self._timeout_s:.0f} s") from None
+
+    # ------------------------------------------------------------------------- release
+    def unprepare(self, claim: ClaimRef) -> None:
+        """From a server thread; the slots are freed on the agent's loop."""
+        who = shown_claim(claim.namespace, claim.name)
+        deadline = time.monotonic() + self._timeout_s
+        self._run(self.refresh(), deadline, who)
+        self._run(self._unprepare(claim), deadline, who)
+
+    async def _unprepare(self, claim: ClaimRef) -> None:
+        await asyncio.to_thread(self._cdi.remove, claim.uid)
+        record = self._prepared.get(claim.uid)
+        if record is None:
+            return
+        await self._record(claim.uid, None)
+        self._registry.release([SlotId(s) for s in record.slots])
+
+    # ---------------------------------------------------------------------- the record
+    async def refresh(self) -> None:
+        """On the loop, under the node's DRA lock: when another agent instance (the old or new pod of an update)
+        wrote the record since we last did, read it again; the slots of claims it prepared or released are
+        held or freed here too, and hold what it programmed into them."""
+        seen = await asyncio.to_thread(_file_identity, self._state_file)
+        if seen == self._seen:
+            return
+        before = self._prepared
+        self._prepared = await asyncio.to_thread(self._load_state)
+        self._seen = seen
+        for uid, claim in self._prepared.items():
+            if before.get(uid) == claim:
+                continue
+            for slot_id, bitstream, accelerator in claim.contents:
+                if self._registry.get(SlotId(slot_id)) is not None:
+                    self._registry.record_content(SlotId(slot_id), bitstream, accelerator)
+        logger.info(
+            "prepared claims read again from %s (written by another instance of the driver): %d claim(s)",
+            self._state_file,
+            len(self._prepared),
+        )
+        self.restore_holders()
+
+    async def _record(self, uid: str, record: PreparedClaim | None) -> None:
+        """On the loop: the new set is taken from the current one and kept only once written (the write in a
+        thread). A call cancelled at its deadline never assigns, so a later call cannot lose a record."""
+        claims = dict(self._prepared)
+        if record is None:
+            claims.pop(uid, None)
+        else:
+            claims[uid] = record
+        data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
+        try:
+            await asyncio.to_thread(write_atomic, self._state_file, json.dumps(data, indent=1).encode())
+            self._seen = await asyncio.to_thread(_file_identity, self._state_file)
+        except OSError as exc:
+            raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc
+        self._prepared = claims
+
+    def _load_state(self) -> dict[str, PreparedClaim]:
+        try:
+            data = json.loads(read_no_follow(self._state_file))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            logger.error("prepared claims in %s unreadable (%s): starting without them", self._state_file, exc)
+            return {}
+        claims = {}
+        for raw in data.get("claims", []) if isinstance(data, dict) else []:
+            try:
+                record = PreparedClaim(
+                    str(raw["namespace"]),
+                    str(raw["name"]),
+                    str(raw["uid"]),
+                    tuple(str(s) for s in raw["slots"]),
+                    tuple((str(r), str(d), str(c)) for r, d, c in raw["devices"]),
+                    str(raw.get("pod") or ""),  # not in records of earlier versions
+                    tuple((str(s), str(b), str(a)) for s, b, a in raw.get("contents") or ()),
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                logger.error("a prepared claim in %s is malformed (%s): skipped", self._state_file, exc)
+                continue
+            claims[record.uid] = record
+        return claims
+
+
+def _container_of(pod: PodView, request: str) -> str | None:
+    """The container a request of the claim serves, when the scheduler made the claim for a pod that asks for
+    the extended resource (``agent.kube.PodInfo.request_containers``); None otherwise."""
+    mappings: Mapping[str, str] = getattr(pod, "request_containers", None) or {}
+    return mappings.get(request)
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime ns, size) of the record, None when there is none: a rename into place changes it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _bitstream(parameters: Mapping[str, Any], who: str) -> str | None:
+    value = parameters.get(BITSTREAM_PARAMETER)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise CatalogError(f"{who}: parameter {BITSTREAM_PARAMETER} must be a bitstream name, got {shown(value)}")
+    return value

@@ -1,0 +1,234 @@
+"""DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com``.
+
+Wiring between the slot registry, claim preparation, the DRA plugin server and the
+ResourceSlice publisher (so it may import all of them). In this mode the agent does not
+register a device plugin; the scheduler allocates slots to ResourceClaims from the
+slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
+
+* Every slot is one device of the node's pool, named after the slot
+  (:func:`agent.dra.device_names`; of two slots with one name, one gets a name with a
+  hash of its ID, logged once), with the attributes :func:`slice_devices` lists. The
+  slice follows every change of the registry (a slot programmed, its health, a card
+  plugged in), and is put back when the kubelet deletes it: checked at once when the
+  kubelet registers the driver (a starting kubelet deletes the node's slices), and
+  every minute (a safety net: a node's agent never polls the API server faster).
+* The health of every device goes to the kubelet's resource-health stream, which shows
+  it in the status of the pods that use the device.
+* The agent is ready once the kubelet has registered the driver.
+* Updates: with ``--pod-uid`` the sockets are named after the pod, so the new pod of a rolling
+  update serves beside the old one; calls are serialized across both through a file lock and
+  the shared record of prepared claims (``agent.dra.claimprep``); the old pod, once superseded,
+  leaves the checkpoint and the Node's state to the new one and removes only its own sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
+from agent.dra.cdi import CdiSpecs
+from agent.dra.claimprep import ClaimLookup, ClaimPreparation
+from agent.errors import KubeError
+from agent.kube.resourceslices import DeviceTaint, SliceDevice
+from agent.node.pods import PodDirectory
+from agent.node.reconfigure import Reconfigurer
+from agent.slots import Health, SlotRegistry, SlotState
+
+logger = logging.getLogger(__name__)
+
+#: The taint key of a slot that is not healthy (effect NoSchedule).
+UNHEALTHY_TAINT = f"{DRIVER_NAME}/unhealthy"
+#: How often the record of prepared claims is checked for another instance's changes.
+RECORD_POLL_S = 2.0
+#: The file (in the state directory) that records the prepared claims.
+CLAIMS_FILE = "dra-claims.json"
+
+
+class SlicePublisher(Protocol):
+    """What keeps the node's ResourceSlice (``agent.kube.ResourceSlicePublisher``)."""
+
+    def set_devices(self, devices: Sequence[SliceDevice]) -> None: ...
+
+    def refresh(self) -> None: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+def eviction_order(state: SlotState) -> tuple[bool, float, str]:
+    """Empty (or unknown) slots first, then the least recently used."""
+    return state.bitstream is not None, state.last_used or 0.0, state.slot.id
+
+
+def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash]]:
+    """Slot ID -> device name of the slots offered as devices (:func:`agent.dra.device_names`), and the
+    clashes that gave slots a name of their own."""
+    names, clashes = device_names(s.slot.id for s in states)
+    return {slot_id: name for name, slot_id in names.items()}, clashes
+
+
+def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None = None) -> list[SliceDevice]:
+    """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
+
+    ``platform`` (the PR interface ID a bitstream must match), ``card``, ``region``, ``numa``
+    (when known), ``bitstream`` and ``accelerator`` (the catalog name and accelerator ID loaded;
+    "" when empty, unknown or being programmed), ``healthy``. A slot that is not healthy carries the
+    NoSchedule taint ``UNHEALTHY_TAINT``: the scheduler allocates it to no claim (the DeviceClass needs
+    no health clause); it loses the taint when it recovers.
+
+    The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
+    devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
+    cache-aware claim) overwrites an empty slot, else the least recently used one, rather than
+    the first by ID. In the cluster simulation's grid this order cuts DRA placement's
+    reconfigurations from 1.38 to 1.36 x the clairvoyant reference (median) and from 1.84 to
+    1.65 x at the worst point. It costs a slice update when a slot's last use changes.
+    ``names``: the slot ID -> device name part of :func:`offered`, when the caller has it.
+    """
+    names = offered(states)[0] if names is None else names
+    devices = []
+    for state in sorted(states, key=eviction_order):
+        slot = state.slot
+        if slot.id not in names:
+            continue
+        busy = state.programming is not None
+        attributes: dict[str, str | int | bool] = {
+            "platform": slot.platform,
+            "card": slot.card,
+            "region": slot.region,
+            "bitstream": "" if busy else state.bitstream or "",
+            "accelerator": "" if busy else state.accelerator_id or "",
+            "healthy": state.health is Health.HEALTHY,
+        }
+        if slot.numa is not None:
+            attributes["numa"] = slot.numa
+        taints = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+        devices.append(SliceDevice(names[slot.id], attributes, taints))
+    return devices
+
+
+def device_health(pool: str, states: Sequence[SlotState], names: Mapping[str, str] | None = None) -> list[DeviceHealth]:
+    """Every device's health for the kubelet's resource-health stream (a vanished slot still held is listed,
+    unhealthy, until its claim is released). ``names`` as for :func:`slice_devices`."""
+    names = offered(states)[0] if names is None else names
+    return [
+        DeviceHealth(pool, names[s.slot.id], s.health is Health.HEALTHY, s.reason) for s in states if s.slot.id in names
+    ]
+
+
+class DraMode:
+    """The DRA plugin of one node: claim preparation, the plugin server, the slice and the health stream."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        registry: SlotRegistry,
+        reconfigurer: Reconfigurer,
+        pods: PodDirectory | None,
+        claims: ClaimLookup,
+        slices: SlicePublisher,
+        sockets: PluginSockets,
+        cdi_dir: Path,
+        state_dir: Path,
+        timeout_s: float,
+    ) -> None:
+        """Call on the agent's event loop (preparation runs there)."""
+        self.node = node
+        self._registry = registry
+        self._slices = slices
+        self.preparation = ClaimPreparation(
+            claims=claims,
+            registry=registry,
+            reconfigurer=reconfigurer,
+            pods=pods,
+            cdi=CdiSpecs(cdi_dir, DRIVER_NAME),
+            node=node,
+            loop=asyncio.get_running_loop(),
+            state_file=state_dir / CLAIMS_FILE,
+            timeout_s=timeout_s,
+        )
+        self.health = HealthBoard()
+        self._slice_error = ""
+        self._clashes: set[NameClash] = set()
+        loop = asyncio.get_running_loop()
+
+        def on_registered() -> None:
+            loop.call_soon_threadsafe(slices.refresh)
+
+        self.server = DraPluginServer(self.preparation, sockets, self.health, on_registered)
+
+    def registered(self) -> bool:
+        """Whether the kubelet said it registered the driver."""
+        return self.server.registration.status == (True, "")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out.
+
+        The slots of the prepared claims are held before anything is served (the claims hold slots in DRA mode)."""
+        self.preparation.restore_holders()
+        self._publish(self._registry.snapshot())
+        await asyncio.to_thread(self.server.start)
+        try:
+            async with asyncio.TaskGroup() as group:
+                follow = group.create_task(self._follow_slots(), name="dra-slots")
+                record = group.create_task(self._follow_record(), name="dra-record")
+                group.create_task(self._slices.run(stop), name="resource-slice")
+                await stop.wait()
+                follow.cancel()
+                record.cancel()
+        finally:
+            await asyncio.to_thread(self.server.stop)
+            logger.info("DRA driver %s stopped serving", DRIVER_NAME)
+
+    async def _follow_record(self) -> None:
+        """During an update the other instance may release a claim between our calls: its record is read
+        every ``RECORD_POLL_S`` (one stat when nothing changed), so the freed slot shows here at once."""
+        while True:
+            await asyncio.sleep(RECORD_POLL_S)
+            await self.preparation.refresh()
+
+    async def _follow_slots(self) -> None:
+        version = self._registry.version
+        while True:
+            version = await self._registry.wait_for_change(version)
+            self._publish(self._registry.snapshot())
+
+    def _publish(self, states: Sequence[SlotState]) -> None:
+        names, clashes = offered(states)  # worked out once for the slice, the health list and the clashes
+        self._report_clashes(clashes)
+        self.health.set(device_health(self.node, states, names))
+        try:
+            self._slices.set_devices(slice_devices(states, names))
+        except KubeError as exc:
+            if str(exc) != self._slice_error:  # once per distinct problem, not on every change
+                logger.error("ResourceSlice not updated: %s (it keeps the last good devices)", exc)
+            self._slice_error = str(exc)
+        else:
+            self._slice_error = ""
+
+    def _report_clashes(self, found: Sequence[NameClash]) -> None:
+        """A warning for each pair of slots with one plain device name, once while it lasts."""
+        for clash in sorted(set(found) - self._clashes, key=lambda c: c.name):
+            if clash.renamed_as:
+                logger.warning(
+                    "slots %s and %s have the same DRA device name %s: slot %s is device %s",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed_as,
+                )
+            else:
+                logger.error(
+                    "slots %s and %s have the same DRA device name %s, and the other name of %s is taken too: "
+                    "slot %s is left out of the ResourceSlice",
+                    clash.kept,
+                    clash.renamed,
+                    clash.name,
+                    clash.renamed,
+                    clash.renamed,
+                )
+        self._clashes = set(found)

@@ -1,0 +1,59 @@
+"""What a pod asks of the slots, reduced to what filter and prioritize need.
+
+Demand per bitstream is the most the pod holds at once: app containers run together
+(summed), init containers one at a time (the largest one), and the device manager
+reuses an init container's slots for the app containers.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerDemand:
+    """One container that asks for slots, and the bitstream it wants in them (None: any content)."""
+
+    name: str
+    slots: int
+    bitstream: str | None
+    init: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodDemand:
+    """What the pod asks for, reduced to what filter and prioritize need (see the module docstring)."""
+
+    pod: str
+    containers: tuple[ContainerDemand, ...] = ()
+    #: Bitstream -> the most slots holding it that the pod uses at once.
+    by_bitstream: Mapping[str, int] = field(default_factory=dict)
+    #: Slots the pod uses at once without naming a bitstream.
+    unnamed: int = 0
+    #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
+    single: tuple[str, int] | None = None
+
+    @property
+    def requested(self) -> int:
+        """Slots the pod requests as kube-scheduler counts them: its app containers' sum, or its largest init
+        container when that is more (what NodeResourcesFit scores with)."""
+        app = sum(c.slots for c in self.containers if not c.init)
+        return max([app, *(c.slots for c in self.containers if c.init)])
+
+    @classmethod
+    def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
+        wanted = tuple(c for c in containers if c.slots > 0)
+        app: dict[str | None, int] = {}
+        for c in wanted:
+            if not c.init:
+                app[c.bitstream] = app.get(c.bitstream, 0) + c.slots
+        peak = dict(app)
+        for c in wanted:
+            if c.init:
+                peak[c.bitstream] = max(peak.get(c.bitstream, 0), c.slots)
+        unnamed = peak.pop(None, 0)
+        by_bitstream = {name: count for name, count in peak.items() if name is not None}
+        single = next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None
+        return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, single)

@@ -1,0 +1,113 @@
+"""The hardware the agent runs on: one discovery source and the programmers for its slots.
+
+``--backend`` names it: ``sim`` (simulated cards), ``dfl``, ``fpga-region`` or ``static``
+(boards the kernel does not describe, programmed by their vendor tools), or ``auto``, every
+hardware backend side by side. Both modes and ``discover`` build it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agent.config import Config
+from agent.discovery import (
+    CompositeSource,
+    DeviceSource,
+    Enumeration,
+    SimSource,
+    dfl_source,
+    fpga_region_source,
+    static_source,
+)
+from agent.errors import ConfigError
+from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
+from agent.programming.commandspec import missing_tool
+from agent.simfpga import SimFabric
+from agent.slots import Slot
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A discovery source and the programmers (by slot backend) for the same hardware."""
+
+    source: DeviceSource
+    programmers: Mapping[str, Programmer] = field(default_factory=dict)
+    fabric: SimFabric | None = None
+    #: the vendor tools programming static slots (``--command-programmers``), None without any
+    commands: CommandProgrammer | None = None
+
+    @property
+    def learn_contents(self) -> Callable[[Sequence[Slot]], Awaitable[None]] | None:
+        """Reads what the slots hold at start (the command programmers' read-backs), when anything can."""
+        return None if self.commands is None else self.commands.read_back_all
+
+
+def build_commands(config: Config) -> CommandProgrammer | None:
+    """The command programmer of the static slots; ConfigError at start when a tool is not in this image."""
+    if not config.command_programmers:
+        return None
+    for spec in config.command_programmers:
+        problem = missing_tool(spec)
+        if problem is not None:
+            raise ConfigError(
+                f"--command-programmers {spec.where}.{problem}: install the vendor tool in the agent's image "
+                "or mount it into its container"
+            )
+    return CommandProgrammer(config.command_programmers)
+
+
+def build_backend(config: Config) -> Backend:
+    """The backend the configuration names; ``auto`` runs every hardware backend side by side."""
+    if config.backend == "sim":
+        try:
+            fabric = SimFabric(
+                config.sim_dev_dir,
+                config.sim_cards,
+                config.sim_slots_per_card,
+                config.sim_program_ms / 1000,
+                device_nodes=config.sim_device_nodes == "char",
+            )
+        except PermissionError as exc:
+            raise ConfigError(
+                f"--sim-device-nodes char: cannot create the simulated slots' character devices in "
+                f"{config.sim_dev_dir} ({exc.strerror}): that needs root, as the DaemonSet runs the agent; "
+                "--sim-device-nodes file makes regular files instead, which no container can be given"
+            ) from None
+        return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
+    # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
+    commands = build_commands(config)
+    hardware: dict[str, DeviceSource] = {
+        "dfl": dfl_source(),
+        "fpga-region": fpga_region_source(),
+        "static": static_source(config.static_slots, None if commands is None else commands.reported),
+    }
+    programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
+    if commands is not None:
+        programmers["static"] = commands
+    if config.backend == "auto":
+        sources = [hardware["dfl"], hardware["fpga-region"]]
+        if config.static_slots:
+            sources.append(hardware["static"])
+        return Backend(CompositeSource("auto", sources), programmers, commands=commands)
+    chosen = {name: p for name, p in programmers.items() if name == config.backend}
+    return Backend(hardware[config.backend], chosen, commands=commands if "static" in chosen else None)
+
+
+def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
+    """One line for what was found (per backend), one per skipped device."""
+    counts = Counter(slot.backend for slot in enumeration.slots)
+    found = ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
+    logger.info("backend %s found %d slots (%s)", source.name, len(enumeration.slots), found)
+    for skipped in enumeration.skipped:
+        logger.warning("backend %s skipped %s: %s", source.name, skipped.device, skipped.reason)
+    if not enumeration.slots:
+        logger.warning(
+            "no FPGA slots found by backend %s (no usable DFL port, FPGA-manager region or static slot): "
+            "registering with 0 slots; hot-plugged cards are picked up when udev reports them",
+            source.name,
+        )

@@ -1,0 +1,304 @@
+"""Reconfiguration at PreStartContainer: find the pod, program what it asked for.
+
+Allocate carries only device IDs; at PreStartContainer the kubelet's pod-resources
+API names the pod and container holding them. From there:
+
+1. read the pod's annotation (``example.com/fpga-bitstream``, overridden per container
+   by ``example.com/fpga-bitstream.<container>``) from the node's pod cache;
+2. resolve the name in the node's catalog (never as a path) and check the platform
+   of every slot and the file's sha256, before anything is touched;
+3. hand the checked request to :class:`~agent.node.slotloader.SlotLoader`, which programs
+   every slot that does not already hold the accelerator, verifies what it reports
+   afterwards, posts a Kubernetes Event, and taints and recovers a slot whose
+   programming failed.
+
+Everything happens inside a deadline well below the kubelet's 30 s. This module also
+releases slots whose holders are gone (device-plugin mode) and guesses the accelerator
+of the pod being admitted (GetPreferredAllocation). The pod interfaces are in
+``agent.node.pods``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+
+from agent.errors import (
+    CatalogError,
+    KubeletError,
+    PlatformMismatch,
+    PodLookupError,
+    shown,
+)
+from agent.node.metrics import AgentMetrics
+from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDirectory, PodView
+from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
+from agent.programming.catalog import Catalog, CatalogEntry, check_platform
+from agent.slots import Slot, SlotId, SlotRegistry
+
+logger = logging.getLogger(__name__)
+
+ANNOTATION = "example.com/fpga-bitstream"
+#: How long PreStartContainer waits for the pod watch to deliver a pod it does not know yet.
+POD_WAIT_S = 2.0
+#: How long GetPreferredAllocation waits for the watch to deliver the pod being admitted.
+PENDING_POD_WAIT_S = 0.5
+#: How often holders are checked against pod-resources (besides pod deletion events).
+RECONCILE_INTERVAL_S = 30.0
+#: A holder allocated this recently may not show in pod-resources yet: keep it.
+RECONCILE_GRACE_S = 10.0
+
+
+#: Makes a bitstream the cluster declares present in the catalog before it is resolved:
+#: ``(pod, name, platform of the slots or None, deadline)``; raises CatalogError (nothing is changed then).
+BitstreamFetcher = Callable[[PodView | None, str, str | None, float], Awaitable[None]]
+
+
+def wanted_bitstream(pod: PodView, container: str) -> str | None:
+    """The bitstream name a container asks for: its own annotation, else the pod's."""
+    return pod.annotations.get(f"{ANNOTATION}.{container}") or pod.annotations.get(ANNOTATION) or None
+
+
+class Reconfigurer:
+    """Implements the device plugin's ContainerHooks."""
+
+    def __init__(
+        self,
+        registry: SlotRegistry,
+        containers: ContainerFinder,
+        *,
+        pods: PodDirectory | None,
+        catalog: Catalog | None,
+        programmers: Mapping[str, Programmer],
+        read_hardware: HardwareReader,
+        events: EventSink | None,
+        timeout_s: float,
+        metrics: AgentMetrics | None = None,
+        before_programming: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``before_programming`` runs after a slot is marked as being programmed and before the
+        hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
+        the slot's content unknown, never the old one believed."""
+        #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
+        #: FpgaBitstreams are watched); without it only the local catalog counts.
+        self.fetch_bitstream: BitstreamFetcher | None = None
+        #: The accelerator id the cluster declares for a bitstream name (None: not declared), so that a slot
+        #: already holding a declared bitstream the catalog lacks is still preferred.
+        self.declared_accelerator: Callable[[str], str | None] | None = None
+        self._loading: Counter[str] = Counter()
+        self._registry = registry
+        self._containers = containers
+        self._pods = pods
+        self._catalog = catalog
+        #: What programs the slots once a request is checked.
+        self.loader = SlotLoader(
+            registry,
+            catalog=catalog,
+            programmers=programmers,
+            read_hardware=read_hardware,
+            events=events,
+            timeout_s=timeout_s,
+            metrics=metrics,
+            before_programming=before_programming,
+        )
+        self._timeout_s = timeout_s
+        self._reconcile_now = asyncio.Event()
+
+    # --------------------------------------------------------- PreStartContainer
+    async def prepare(self, device_ids: list[str]) -> None:
+        """Find the container holding ``device_ids`` and load its bitstream into them."""
+        deadline = time.monotonic() + self._timeout_s
+        ref = await self._find(device_ids)
+        if ref is None:
+            return
+        slot_ids = [SlotId(i) for i in device_ids]
+        self._registry.set_holder(slot_ids, ref.namespace, ref.pod, ref.container)
+        if self._pods is None:
+            return
+        who = f"pod {ref.namespace}/{ref.pod} container {ref.container} (slots {','.join(device_ids)})"
+        # The kubelet may start a container a moment before the pod watch delivers the pod.
+        pod = await self._pods.wait_pod(ref.namespace, ref.pod, min(POD_WAIT_S, max(0.0, deadline - time.monotonic())))
+        if pod is None:
+            raise PodLookupError(f"{who}: the pod is not known to this node's pod cache (API server)")
+        name = wanted_bitstream(pod, ref.container)
+        if name is None:
+            logger.info("%s: no bitstream requested, slots %s handed over as they are", who, ",".join(device_ids))
+            return
+        await self.load_many(pod, {name: slot_ids}, who, deadline)
+
+    async def load_many(
+        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
+    ) -> None:
+        """Put each bitstream into its slots (those holding it already are left alone), by ``deadline``.
+
+        Every bitstream is checked (catalog, platform, programmer) before any slot is touched: a bad
+        request changes nothing. Events go to ``pod`` when there is one. Raises the error tree's
+        exceptions, naming ``who``."""
+        names = list(wanted)
+        self._loading.update(names)
+        try:
+            await self._fetch(pod, wanted, who, deadline)
+            await self._check_and_load(pod, wanted, who, deadline)
+        finally:
+            self._loading.subtract(names)
+            self._loading = +self._loading
+
+    def loading(self) -> set[str]:
+        """Bitstreams that calls in flight are fetching, checking or programming (not to be evicted)."""
+        return set(self._loading)
+
+    async def _fetch(self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float) -> None:
+        """Have every declared bitstream pulled first (when the wiring set a fetcher); CatalogError naming ``who``."""
+        if self.fetch_bitstream is None:
+            return
+        for name, slot_ids in wanted.items():
+            platforms = {s.slot.platform for s in map(self._registry.get, slot_ids) if s is not None}
+            try:
+                await self.fetch_bitstream(pod, name, platforms.pop() if len(platforms) == 1 else None, deadline)
+            except CatalogError as exc:
+                raise type(exc)(f"{who}: {exc}") from exc
+
+    async def _check_and_load(
+        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
+    ) -> None:
+        checked = []
+        for name, slot_ids in wanted.items():
+            try:
+                checked.append(self._check(name, slot_ids, who))
+            except CatalogError as exc:
+                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+                raise
+        for entry, slots in checked:
+            await self.loader.load(pod, who, entry, slots, deadline)
+
+    async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
+        """The container holding the slots; None only when pods cannot be read anyway."""
+        try:
+            ref = await self._containers.find_container(device_ids)
+        except KubeletError as exc:
+            if self._pods is None:
+                logger.warning("slots %s: holder unknown (%s)", ",".join(device_ids), exc)
+                return None
+            raise PodLookupError(
+                f"slots {','.join(device_ids)}: cannot ask the kubelet which pod holds them: {exc}"
+            ) from exc
+        if ref is None:
+            if self._pods is None:
+                logger.warning("slots %s: no container holds them in pod-resources yet", ",".join(device_ids))
+                return None
+            raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
+        return ref
+
+    def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[CatalogEntry, list[Slot]]:
+        """Resolve the bitstream and check it fits every slot; raises CatalogError, changes nothing."""
+        if self._catalog is None:
+            raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
+        try:
+            entry = self._catalog.resolve(name)
+        except CatalogError as exc:
+            raise type(exc)(f"{who}: {exc}") from exc
+        slots = []
+        for slot_id in slot_ids:
+            state = self._registry.get(slot_id)
+            if state is None:
+                raise PodLookupError(f"{who}: slot {slot_id} vanished before it could be programmed")
+            try:
+                check_platform(entry, state.slot)
+            except PlatformMismatch as exc:
+                raise PlatformMismatch(f"{who}: {exc}") from exc
+            if not self.loader.can_program(state.slot):
+                raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
+            slots.append(state.slot)
+        return entry, slots
+
+    async def close(self) -> None:
+        """Cancel background recoveries (on shutdown)."""
+        await self.loader.close()
+
+    # ----------------------------------------------------------------- release
+    async def reconcile(self) -> None:
+        """Release slots whose holder is gone; learn holders the kubelet reports (device-plugin mode).
+
+        There is no Deallocate: a slot is free again when no container holds it in
+        pod-resources. The bitstream stays loaded (that is the cache). In DRA mode the
+        prepared claims hold the slots (``agent.dra.claimprep``) and this is not run.
+        """
+        refs = await self._containers.list_containers()
+        held: set[str] = set()
+        for ref in refs:
+            held |= ref.device_ids
+            known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]
+            states = [self._registry.get(i) for i in known]
+            if any(
+                s is not None and (s.holder is None or (s.holder.namespace, s.holder.pod) != (ref.namespace, ref.pod))
+                for s in states
+            ):
+                self._registry.set_holder(known, ref.namespace, ref.pod, ref.container)
+        now = time.time()
+        gone = [
+            slot_id
+            for slot_id, holder in self._registry.holders().items()
+            if slot_id not in held and now - holder.allocated_at > RECONCILE_GRACE_S
+        ]
+        if gone:
+            logger.info("released slots %s: their holders are gone", ",".join(sorted(gone)))
+            self._registry.release(gone)
+
+    def request_reconcile(self) -> None:
+        """Reconcile soon (e.g. after a pod was deleted)."""
+        self._reconcile_now.set()
+
+    async def run_reconcile(self, interval_s: float = RECONCILE_INTERVAL_S) -> None:
+        """Reconcile periodically and on request, until cancelled."""
+        while True:
+            try:
+                await self.reconcile()
+            except KubeletError as exc:
+                logger.warning("reconcile with pod-resources skipped: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await self._reconcile_now.wait()
+            self._reconcile_now.clear()
+
+    # ---------------------------------------------------- GetPreferredAllocation
+    async def wanted_accelerator(self) -> str | None:
+        """The accelerator of the pod being admitted, when it can be told without doubt.
+
+        Candidates: this node's pending pods that request our resource and hold no slot
+        yet. The guess is trusted only when every candidate container asks for the same
+        bitstream; otherwise the neutral policy applies.
+        """
+        if self._pods is None or self._catalog is None:
+            return None
+
+        def asks_for_slots(pod: PodView) -> bool:
+            return pod.phase == "Pending" and any(n > 0 for _, n in pod.containers)
+
+        pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]
+        if not pending:
+            # The kubelet asks only while admitting a pod that requests our slots: none known means
+            # the watch has not delivered it yet. Wait a moment for it rather than choose blind.
+            if not await self._pods.wait_until(lambda pods: any(map(asks_for_slots, pods)), PENDING_POD_WAIT_S):
+                return None  # nothing to guess: spare the kubelet a pod-resources List
+            pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]
+        try:
+            holding = {(ref.namespace, ref.pod) for ref in await self._containers.list_containers()}
+        except KubeletError:
+            return None
+        names: set[str | None] = set()
+        for pod in pending:
+            if (pod.namespace, pod.name) in holding:
+                continue
+            names.update(wanted_bitstream(pod, name) for name, count in pod.containers if count > 0)
+        if len(names) != 1 or None in names:
+            return None
+        (name,) = names
+        assert name is not None
+        try:
+            return self._catalog.resolve(name).accelerator_id
+        except CatalogError:
+            return None if self.declared_accelerator is None else self.declared_accelerator(name)

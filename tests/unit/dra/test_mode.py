@@ -1,0 +1,86 @@
+"""The slots as the ResourceSlice and the resource-health stream show them."""
+
+from __future__ import annotations
+
+from agent.dra import DeviceHealth
+from agent.dra.mode import UNHEALTHY_TAINT, device_health, slice_devices
+from agent.dra.naming import disambiguated_name
+from agent.kube.resourceslices import DeviceTaint, slice_spec
+from agent.slots import Health, SlotId, SlotRegistry
+from tests.unit.slots.factories import make_slot
+
+
+def test_each_slot_is_one_device_with_what_it_holds() -> None:
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("c0", "p0"), make_slot("0000:3b:00.0", "p1", numa=None)])
+    registry.record_content(SlotId("c0-p0"), "fft", "acc-fft")
+    devices = {d.name: dict(d.attributes) for d in slice_devices(registry.snapshot())}
+    assert devices == {
+        "c0-p0": {
+            "platform": "test-pr",
+            "card": "c0",
+            "region": "p0",
+            "numa": 0,
+            "bitstream": "fft",
+            "accelerator": "acc-fft",
+            "healthy": True,
+        },
+        "0000-3b-00-0-p1": {  # the dot of the PCI address is not in a DNS label; no NUMA node known: none said
+            "platform": "test-pr",
+            "card": "0000:3b:00.0",
+            "region": "p1",
+            "bitstream": "",
+            "accelerator": "",
+            "healthy": True,
+        },
+    }
+    slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))  # within the API's limits
+
+
+def test_a_slot_being_programmed_shows_no_bitstream_and_an_unhealthy_one_says_why() -> None:
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("c0", "p0"), make_slot("c0", "p1", health=Health.UNHEALTHY, reason="port error")])
+    registry.record_content(SlotId("c0-p0"), "fft", "acc-fft")
+    registry.begin_programming(SlotId("c0-p0"), "aes", "acc-aes")
+    devices = {d.name: d.attributes for d in slice_devices(registry.snapshot())}
+    assert (devices["c0-p0"]["bitstream"], devices["c0-p0"]["accelerator"]) == ("", "")
+    assert devices["c0-p1"]["healthy"] is False
+    assert device_health("node-a", registry.snapshot()) == [
+        DeviceHealth("node-a", "c0-p0", True, ""),
+        DeviceHealth("node-a", "c0-p1", False, "port error"),
+    ]
+
+
+def test_the_slice_lists_empty_slots_first_then_the_least_recently_used() -> None:
+    clock = [100.0]
+    registry = SlotRegistry(clock=lambda: clock[0])
+    registry.replace_all([make_slot("c0", f"p{i}") for i in range(4)])
+    for slot_id, bitstream, used_at in (("c0-p0", "fft", 300.0), ("c0-p1", "aes", 200.0), ("c0-p3", "fft", 400.0)):
+        clock[0] = used_at
+        registry.record_content(SlotId(slot_id), bitstream, f"acc-{bitstream}")
+    # The allocator takes the first free matching devices: a slot to program is the empty one, then the LRU.
+    assert [d.name for d in slice_devices(registry.snapshot())] == ["c0-p2", "c0-p1", "c0-p0", "c0-p3"]
+
+
+def test_two_slots_with_one_plain_device_name_are_both_devices_and_in_the_health_list() -> None:
+    registry = SlotRegistry()
+    # Cards named so that the slot IDs differ only in a '.' and a '-': one DNS label for both.
+    registry.replace_all([make_slot("0000:3b:00.0", "p1"), make_slot("0000:3b:00-0", "p1"), make_slot("c0", "p0")])
+    dotted = disambiguated_name("0000-3b-00.0-p1")
+    assert sorted(d.name for d in slice_devices(registry.snapshot())) == sorted(["0000-3b-00-0-p1", dotted, "c0-p0"])
+    assert sorted((h.device, h.healthy) for h in device_health("node-a", registry.snapshot())) == sorted(
+        [("0000-3b-00-0-p1", True), (dotted, True), ("c0-p0", True)]
+    )
+    slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))  # the API takes it: no duplicate
+
+
+def test_an_unhealthy_slot_carries_the_no_schedule_taint_and_loses_it_when_it_recovers() -> None:
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("c0", "p0"), make_slot("c0", "p1", health=Health.UNHEALTHY, reason="crashed")])
+    taints = {d.name: d.taints for d in slice_devices(registry.snapshot())}
+    assert taints == {"c0-p0": (), "c0-p1": (DeviceTaint(UNHEALTHY_TAINT, "NoSchedule"),)}
+    spec = slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))
+    rendered = {d["name"]: d.get("taints") for d in spec["devices"]}
+    assert rendered == {"c0-p0": None, "c0-p1": [{"key": "fpga.example.com/unhealthy", "effect": "NoSchedule"}]}
+    registry.upsert(make_slot("c0", "p1"))  # healthy again
+    assert all(d.taints == () for d in slice_devices(registry.snapshot()))
