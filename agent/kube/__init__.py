@@ -29,16 +29,14 @@ from agent.kube.model import (
     PodInfo,
     parse_pod,
 )
-from agent.kube.nodes import (
+from agent.kube.nodefields import (
     BITSTREAMS_ANNOTATION,
     HEARTBEAT_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
     SLOTS_ANNOTATION,
-    NodePublisher,
-    NodeSummary,
-    list_nodes,
 )
+from agent.kube.nodes import NodePublisher, NodeSummary, list_nodes
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice

@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
@@ -58,26 +57,24 @@ from agent.errors import KubeError
 from agent.kube.client import describe_api_error
 from agent.kube.core import CoreCalls
 from agent.kube.failurelog import FailureLog
+from agent.kube.nodefields import (
+    BITSTREAMS_ANNOTATION,
+    HEARTBEAT_ANNOTATION,
+    HEARTBEAT_S,
+    MAX_LABEL_LEN,
+    SLOTS_ANNOTATION,
+    OwnedFields,
+    as_mapping,
+    clear_body,
+    is_label_name,
+    keys_of,
+    owned_fields,
+    patch_body,
+    platform_labels,
+)
 from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff
 
 logger = logging.getLogger(__name__)
-
-#: Compact JSON list of the node's slots (see the module docstring for the fields).
-SLOTS_ANNOTATION = "example.com/fpga-slots"
-#: Compact JSON object: every catalog name this node can program -> the platform it fits.
-BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
-#: The platform of the node's slots when they all share one.
-PLATFORM_LABEL = "example.com/fpga-platform"
-#: ``fpga-platform.example.com/<platform>: "true"`` for every platform the node's slots have.
-PLATFORM_LABEL_PREFIX = "fpga-platform.example.com/"
-#: Epoch seconds of the agent's latest renewal of its state (see HEARTBEAT_S).
-HEARTBEAT_ANNOTATION = "example.com/fpga-agent-heartbeat"
-OWNED_ANNOTATIONS: frozenset[str] = frozenset((SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION, HEARTBEAT_ANNOTATION))
-#: How often the heartbeat is renewed without any other change: every Node write reaches every watcher of
-#: Nodes, so as seldom as the kubelet's own status report (5 minutes): one more Node update per node then.
-HEARTBEAT_S = 300.0
-#: Readers ignore a state whose heartbeat is older: three renewals missed, and a minute for clocks apart.
-STALE_AFTER_S = 3 * HEARTBEAT_S + 60.0
 
 #: Patches start at least this far apart (about two per second); changes in between are folded together.
 MIN_PATCH_INTERVAL_S = 0.5
@@ -90,77 +87,8 @@ PUBLISH_BACKOFF = Backoff(initial_s=1.0, max_s=60.0)
 LIST_PAGE_SIZE = 500
 LIST_TIMEOUT_S = 60.0
 
-MAX_LABEL_LEN = 63
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "fpga-slot"
-
-
-def is_label_name(text: str) -> bool:
-    """Whether ``text`` is valid both as a label value and as the name part of a label key."""
-    return len(text) <= MAX_LABEL_LEN and _LABEL_NAME.fullmatch(text) is not None
-
-
-def platform_labels(platforms: Set[str]) -> dict[str, str]:
-    """The labels the agent wants for these platforms; platforms that cannot be labels get none."""
-    valid = sorted(p for p in platforms if is_label_name(p))
-    labels = {PLATFORM_LABEL_PREFIX + p: "true" for p in valid}
-    if len(platforms) == 1 and valid:
-        labels[PLATFORM_LABEL] = valid[0]
-    return labels
-
-
-def is_owned_label(key: str) -> bool:
-    return key == PLATFORM_LABEL or key.startswith(PLATFORM_LABEL_PREFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class OwnedFields:
-    """The annotations and labels of a Node that belong to the agent, as they are or as wanted."""
-
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def owned_fields(node: Mapping[str, Any]) -> OwnedFields:
-    """The owned keys of a Node as the API sends it (JSON); everything else is left out."""
-    meta = _mapping(node.get("metadata"))
-    annotations = {
-        str(k): str(v) for k, v in _mapping(meta.get("annotations")).items() if k in OWNED_ANNOTATIONS and v is not None
-    }
-    labels = {str(k): str(v) for k, v in _mapping(meta.get("labels")).items() if is_owned_label(str(k))}
-    return OwnedFields(annotations, labels)
-
-
-def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | None:
-    """The merge patch that turns the Node's owned keys from ``current`` into ``desired``; None if equal.
-
-    Only keys that differ are sent; owned labels the node should no longer have are
-    ``null`` (removed). Owned annotations are always wanted, so never removed.
-    """
-    annotations: dict[str, str | None] = {
-        key: value for key, value in desired.annotations.items() if current.annotations.get(key) != value
-    }
-    labels: dict[str, str | None] = {
-        key: value for key, value in desired.labels.items() if current.labels.get(key) != value
-    }
-    labels.update({key: None for key in current.labels if key not in desired.labels})
-    metadata: dict[str, Any] = {}
-    if annotations:
-        metadata["annotations"] = annotations
-    if labels:
-        metadata["labels"] = labels
-    return {"metadata": metadata} if metadata else None
-
-
-def clear_body(current: OwnedFields) -> dict[str, Any] | None:
-    """The merge patch that removes every owned key the Node has; None when it has none."""
-    metadata: dict[str, Any] = {}
-    if current.annotations:
-        metadata["annotations"] = dict.fromkeys(current.annotations)
-    if current.labels:
-        metadata["labels"] = dict.fromkeys(current.labels)
-    return {"metadata": metadata} if metadata else None
 
 
 class NodePublisher:
@@ -355,7 +283,7 @@ class NodePublisher:
         if self.patches == 1:
             logger.info("published slot state on node %s", self.node_name)
         else:
-            logger.debug("patched node %s: %s", self.node_name, sorted(_keys(body)))
+            logger.debug("patched node %s: %s", self.node_name, sorted(keys_of(body)))
         if patch_body(desired, current) is not None and not self._reported_dropped:
             # Something (an admission webhook?) changed our keys on the way in: do not patch in a loop.
             self._reported_dropped = True
@@ -415,11 +343,11 @@ def list_nodes(
             response = core.list_node(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, timeout_s), **kwargs)
             body = _json_object(response)
             for item in body.get("items") or []:
-                name = _mapping(_mapping(item).get("metadata")).get("name")
+                name = as_mapping(as_mapping(item).get("metadata")).get("name")
                 if isinstance(name, str) and name:
-                    owned = owned_fields(_mapping(item))
+                    owned = owned_fields(as_mapping(item))
                     nodes.append(NodeSummary(name, owned.annotations, owned.labels))
-            token = str(_mapping(body.get("metadata")).get("continue") or "")
+            token = str(as_mapping(body.get("metadata")).get("continue") or "")
             if not token:
                 break
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
@@ -438,12 +366,3 @@ def _json_object(response: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValueError("the API server's answer is not a JSON object")
     return body
-
-
-def _keys(body: Mapping[str, Any]) -> list[str]:
-    meta = _mapping(body.get("metadata"))
-    return [*_mapping(meta.get("annotations")), *_mapping(meta.get("labels"))]
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

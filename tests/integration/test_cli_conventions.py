@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agent.cli.options import option_flags
 
 import agent.cli.flags as cliflags
 from agent.cli.main import COMMANDS, build_parser, main, package_version
+from agent.cli.options import option_flags
 from tests.fakes import run_fpga_agent
 
 #: Each command line, and the options its --help must list (besides --help and --config).

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent.cli.options import add_arguments
 
+from agent.cli.options import add_arguments
 from agent.config import load_config
 from agent.errors import ConfigError
 

@@ -19,7 +19,7 @@ from agent.extender.scoring import check_node
 from agent.kube import BITSTREAMS_ANNOTATION as PUBLISHED_BITSTREAMS
 from agent.kube import HEARTBEAT_ANNOTATION as PUBLISHED_HEARTBEAT
 from agent.kube import SLOTS_ANNOTATION as PUBLISHED_SLOTS
-from agent.kube.nodes import STALE_AFTER_S as PUBLISHED_STALE_AFTER_S
+from agent.kube.nodefields import STALE_AFTER_S as PUBLISHED_STALE_AFTER_S
 from agent.node.nodestate import render_bitstreams, render_slots
 from agent.programming.catalog import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry

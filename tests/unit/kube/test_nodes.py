@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube.nodes import (
+from agent.kube.nodefields import (
     BITSTREAMS_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,

@@ -1,0 +1,111 @@
+"""The keys of a Node that belong to the agent: its slot-state annotations, heartbeat and platform labels.
+
+What they are called, which of a Node's keys are owned, and the merge patches that set or remove them:
+one place for the publisher (:mod:`agent.kube.nodes`) and the cluster view.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Compact JSON list of the node's slots (see the module docstring for the fields).
+SLOTS_ANNOTATION = "example.com/fpga-slots"
+#: Compact JSON object: every catalog name this node can program -> the platform it fits.
+BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
+#: The platform of the node's slots when they all share one.
+PLATFORM_LABEL = "example.com/fpga-platform"
+#: ``fpga-platform.example.com/<platform>: "true"`` for every platform the node's slots have.
+PLATFORM_LABEL_PREFIX = "fpga-platform.example.com/"
+#: Epoch seconds of the agent's latest renewal of its state (see HEARTBEAT_S).
+HEARTBEAT_ANNOTATION = "example.com/fpga-agent-heartbeat"
+OWNED_ANNOTATIONS: frozenset[str] = frozenset((SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION, HEARTBEAT_ANNOTATION))
+#: How often the heartbeat is renewed without any other change: every Node write reaches every watcher of
+#: Nodes, so as seldom as the kubelet's own status report (5 minutes): one more Node update per node then.
+HEARTBEAT_S = 300.0
+#: Readers ignore a state whose heartbeat is older: three renewals missed, and a minute for clocks apart.
+STALE_AFTER_S = 3 * HEARTBEAT_S + 60.0
+
+
+MAX_LABEL_LEN = 63
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def is_label_name(text: str) -> bool:
+    """Whether ``text`` is valid both as a label value and as the name part of a label key."""
+    return len(text) <= MAX_LABEL_LEN and _LABEL_NAME.fullmatch(text) is not None
+
+
+def platform_labels(platforms: Set[str]) -> dict[str, str]:
+    """The labels the agent wants for these platforms; platforms that cannot be labels get none."""
+    valid = sorted(p for p in platforms if is_label_name(p))
+    labels = {PLATFORM_LABEL_PREFIX + p: "true" for p in valid}
+    if len(platforms) == 1 and valid:
+        labels[PLATFORM_LABEL] = valid[0]
+    return labels
+
+
+def is_owned_label(key: str) -> bool:
+    return key == PLATFORM_LABEL or key.startswith(PLATFORM_LABEL_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedFields:
+    """The annotations and labels of a Node that belong to the agent, as they are or as wanted."""
+
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def owned_fields(node: Mapping[str, Any]) -> OwnedFields:
+    """The owned keys of a Node as the API sends it (JSON); everything else is left out."""
+    meta = as_mapping(node.get("metadata"))
+    annotations = {
+        str(k): str(v)
+        for k, v in as_mapping(meta.get("annotations")).items()
+        if k in OWNED_ANNOTATIONS and v is not None
+    }
+    labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items() if is_owned_label(str(k))}
+    return OwnedFields(annotations, labels)
+
+
+def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | None:
+    """The merge patch that turns the Node's owned keys from ``current`` into ``desired``; None if equal.
+
+    Only keys that differ are sent; owned labels the node should no longer have are
+    ``null`` (removed). Owned annotations are always wanted, so never removed.
+    """
+    annotations: dict[str, str | None] = {
+        key: value for key, value in desired.annotations.items() if current.annotations.get(key) != value
+    }
+    labels: dict[str, str | None] = {
+        key: value for key, value in desired.labels.items() if current.labels.get(key) != value
+    }
+    labels.update({key: None for key in current.labels if key not in desired.labels})
+    metadata: dict[str, Any] = {}
+    if annotations:
+        metadata["annotations"] = annotations
+    if labels:
+        metadata["labels"] = labels
+    return {"metadata": metadata} if metadata else None
+
+
+def clear_body(current: OwnedFields) -> dict[str, Any] | None:
+    """The merge patch that removes every owned key the Node has; None when it has none."""
+    metadata: dict[str, Any] = {}
+    if current.annotations:
+        metadata["annotations"] = dict.fromkeys(current.annotations)
+    if current.labels:
+        metadata["labels"] = dict.fromkeys(current.labels)
+    return {"metadata": metadata} if metadata else None
+
+
+def keys_of(body: Mapping[str, Any]) -> list[str]:
+    meta = as_mapping(body.get("metadata"))
+    return [*as_mapping(meta.get("annotations")), *as_mapping(meta.get("labels"))]
+
+
+def as_mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
