@@ -143,9 +143,13 @@ class HostileSource:
         return response
 
 
+#: A second address of the TLS server: another origin for the same server.
+OTHER_ORIGIN_HOST = "127.0.0.2"
+
+
 @contextlib.asynccontextmanager
 async def serving_hostile(source: HostileSource, cert: Path, key: Path) -> AsyncIterator[HostileSource]:
-    """Serve ``source`` over TLS and plain HTTP on free ports of 127.0.0.1 until the block ends."""
+    """Serve ``source`` over TLS and plain HTTP on free ports of 127.0.0.1 (TLS also on 127.0.0.2) until the end."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     app = web.Application()
@@ -163,6 +167,9 @@ async def serving_hostile(source: HostileSource, cert: Path, key: Path) -> Async
     try:
         ports = [int(address[1]) for address in runner.addresses]
         source.tls_port, source.plain_port = ports
+        # The same TLS server as another origin (127.0.0.2, in the certificate too): a redirect across
+        # origins without a name to resolve (a fresh machine may not resolve localhost).
+        await web.TCPSite(runner, OTHER_ORIGIN_HOST, source.tls_port, ssl_context=context).start()
         yield source
     finally:
         await runner.cleanup()

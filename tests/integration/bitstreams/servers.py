@@ -118,12 +118,12 @@ def _wait_until_answering(url: str, process: subprocess.Popen[bytes], log: Path)
 
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key."""
+    """A self-signed certificate for 127.0.0.1, 127.0.0.2 and localhost, and its key."""
     require("openssl", "openssl")
     cert, key = directory / "server.crt", directory / "server.key"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+         "-addext", "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
         env=plain_env(),

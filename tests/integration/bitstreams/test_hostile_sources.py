@@ -19,7 +19,14 @@ from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, Declarat
 from agent.bitstreams.reference import parse_reference
 from agent.errors import PulledHashMismatch, SourceAuthError, SourceUnreachable
 from agent.programming.adoption import PulledCatalog
-from tests.integration.bitstreams.hostile import PASSWORD, REPOSITORY, USER, HostileSource, serving_hostile
+from tests.integration.bitstreams.hostile import (
+    OTHER_ORIGIN_HOST,
+    PASSWORD,
+    REPOSITORY,
+    USER,
+    HostileSource,
+    serving_hostile,
+)
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
@@ -178,8 +185,8 @@ async def test_a_blob_redirected_down_to_plain_http_is_refused_and_one_to_https_
 async def test_credentials_go_only_to_the_origin_they_were_meant_for(
     hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
 ) -> None:
-    """A redirect to another origin (here the same server by another name) is followed without them."""
-    hostile.redirect_to = f"https://localhost:{hostile.tls_port}/file.bin"
+    """A redirect to another origin (here the same server at another address) is followed without them."""
+    hostile.redirect_to = f"https://{OTHER_ORIGIN_HOST}:{hostile.tls_port}/file.bin"
     hostile_puller.declare(https(hostile, hostile.url("moved/file.bin"), secret="creds"))
     assert (await hostile_puller.ensure("nlb")).sha256 == hostile.sha256
     basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
