@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 
 import agent.cli.flags as cliflags
 from agent.cluster.extenderservice import run_extender
@@ -30,8 +29,5 @@ def run_extender_command(args: argparse.Namespace) -> int:
 
 async def serve_until_signal(config: Config) -> None:
     """The scheduler extender: serve until SIGTERM or SIGINT, then close connections and the watch."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = cliflags.stop_on_signals()
     await run_extender(config, stop)

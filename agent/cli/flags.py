@@ -10,6 +10,8 @@ command (one precedence: flag > ``FPGA_AGENT_*`` > file > default, validated onc
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 from typing import TypeAlias
 
 from agent.cli.options import add_config_file_argument, add_option_argument
@@ -70,3 +72,12 @@ def command_config(args: argparse.Namespace) -> Config:
     config = load_config(vars(args))
     setup_logging(config.log_level, config.log_format)
     return config
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event that SIGTERM or SIGINT sets: how a long-running command learns it should stop (in a running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import json
 import logging
-import signal
 import sys
 
 import agent.cli.flags as cliflags
@@ -39,10 +38,7 @@ def run_run(args: argparse.Namespace) -> int:
 
 async def run_agent(config: Config) -> None:
     """The daemon: run until SIGTERM or SIGINT, then clean up and return."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop = cliflags.stop_on_signals()
     logger.info("fpga-agent starting on node %s (backend %s)", config.node_name, config.backend)
     await Agent(config, catalog=Catalog(config.bitstream_dir), kube=connect_kube(config)).run(stop)
 
