@@ -35,7 +35,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.bitstreams import (  # noqa: E402  # noqa: E402
+from agent.bitstreams import (  # noqa: E402
     BitstreamPuller,
     CacheBudget,
     Credentials,
