@@ -1,18 +1,16 @@
 """DRA runs for ``bench/scheduler.py --dra``: the real kube-scheduler allocating ResourceClaims at 5000 nodes.
 
 On the bench control plane (no kubelet, no controller-manager), every fake node gets
-the ResourceSlice its agent would publish in DRA mode: one device per slot (4), with
-``platform``, ``bitstream`` (the same loaded bitstreams as the node's published slot
-annotation: ``bitstream_of``) and ``healthy``; plus the DeviceClass ``fpga-slot`` of
-daemonset/dra-mode. Each pod of a run has its own ResourceClaim, made ahead (there is
-no resourceclaim controller to make them from a template) in the cache-aware form of
-daemonset/examples/dra/cached-first.yaml: a slot holding the pod's bitstream, else any
-slot of the platform. The scheduler runs the shipped DRA profile
-(daemonset/dra-mode/scheduler-config.yaml). As in ``sched-bench.sh``: backlog mode,
+the ResourceSlice its agent would publish in DRA mode, made by the agent's own slice
+code (``bench.dra_shapes.node_slice``): one device per slot (4), holding the same
+bitstreams as the node's published slot annotation (``bitstream_of``). Each pod of a
+run has its own ResourceClaim, made ahead (there is no resourceclaim controller to make
+them from a template) in the form under test (``bench.dra_shapes.SHAPES``: the shipped
+example's, upstream's plainest, and variants). As in ``sched-bench.sh``: backlog mode,
 pods/s from the first bind to the last, seen through a watch of the pods.
 
-Every device is free at the start of a run (the annotation marks a third of the slots
-held; here claims of earlier runs are deleted with their pods).
+Every device is free at the start of a run (claims of earlier runs are deleted with
+their pods).
 """
 
 from __future__ import annotations
@@ -29,11 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.dra_shapes import node_slice
 from bench.procs import terminate
 
 NAMESPACE = "bench-dra"
-DRIVER = "fpga.example.com"
-PLATFORM = "sim-pr-v1"
 #: As the bench's node annotations: 4 slots per node, 40 bitstreams.
 SLOTS = 4
 BITSTREAMS = 40
@@ -137,34 +134,28 @@ def in_parallel(items: Sequence[Any], work: Callable[[Any], object]) -> None:
 
 
 def slice_body(node: str) -> dict[str, Any]:
+    """The node's slice as its agent publishes it (``bench.dra_shapes.node_slice``), slots as ``bitstream_of``."""
     index = int(node.rsplit("-", 1)[1])
-    devices = []
-    for slot in range(SLOTS):
-        attributes = {
-            "platform": {"string": PLATFORM},
-            "bitstream": {"string": bitstream_of(index, slot) or ""},
-            "healthy": {"bool": True},
-        }
-        devices.append({"name": f"card0-port{slot}", "attributes": attributes})
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+    return node_slice(node, [(bitstream_of(index, slot), 0.0) for slot in range(SLOTS)])
 
 
-def publish(api: Api, device_class: dict[str, Any]) -> int:
-    """The DeviceClass and one slice per fake node (kept across runs); the number of nodes."""
+def put(api: Api, collection: str, body: dict[str, Any]) -> None:
+    """Create ``body`` in ``collection``, or replace the object of that name."""
+    status, _ = api.call("POST", collection, body)
+    if status == 409:
+        path = f"{collection}/{body['metadata']['name']}"
+        _, current = api.call("GET", path)
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+        api.call("PUT", path, body)
+
+
+def publish(api: Api, device_classes: Sequence[dict[str, Any]]) -> int:
+    """The DeviceClasses and one slice per fake node (replaced when they exist); the number of nodes."""
     _, nodes = api.call("GET", "/api/v1/nodes?labelSelector=rig.example.com%2Ffake%3Dtrue")
     names = [n["metadata"]["name"] for n in nodes["items"]]
-    api.call("POST", f"{RESOURCE}/deviceclasses", device_class)
-    in_parallel(names, lambda node: api.call("POST", f"{RESOURCE}/resourceslices", slice_body(node)))
+    for device_class in device_classes:
+        put(api, f"{RESOURCE}/deviceclasses", device_class)
+    in_parallel(names, lambda node: put(api, f"{RESOURCE}/resourceslices", slice_body(node)))
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
     api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", service_account)
@@ -176,23 +167,6 @@ def wanted_bitstreams(pods: int, seed: int = 7) -> list[str]:
     weights = [1 / (rank + 1) ** 1.1 for rank in range(BITSTREAMS)]
     chooser = random.Random(seed)
     return [f"bs-{i}" for i in chooser.choices(range(BITSTREAMS), weights=weights, k=pods)]
-
-
-def claim_body(name: str, bitstream: str) -> dict[str, Any]:
-    attributes = f'device.attributes["{DRIVER}"]'
-    choices = [
-        ("cached", f'{attributes}.bitstream == "{bitstream}"'),
-        ("any", f'{attributes}.platform == "{PLATFORM}"'),
-    ]
-    request = {
-        "name": "fpga",
-        "firstAvailable": [
-            {"name": choice, "deviceClassName": "fpga-slot", "selectors": [{"cel": {"expression": expression}}]}
-            for choice, expression in choices
-        ],
-    }
-    config = [{"requests": ["fpga"], "opaque": {"driver": DRIVER, "parameters": {"bitstream": bitstream}}}]
-    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request], "config": config}}}
 
 
 def pod_body(name: str) -> dict[str, Any]:
@@ -271,13 +245,13 @@ class BindWatch:
                 conn.close()
 
 
-def run(api: Api, scheduler: list[str], pods: int, log: Path) -> float:
+def run(api: Api, scheduler: list[str], pods: int, log: Path, claim: Callable[[str, str], dict[str, Any]]) -> float:
     """One backlog run: claims and pods made, the scheduler started, pods/s from the first bind to the last."""
     clear(api)
     names = [f"p-{i:06d}" for i in range(pods)]
     wanted = dict(zip(names, wanted_bitstreams(pods), strict=True))
     claims = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
-    in_parallel(names, lambda name: api.call("POST", claims, claim_body(name, wanted[name])))
+    in_parallel(names, lambda name: api.call("POST", claims, claim(name, wanted[name])))
     in_parallel(names, lambda name: api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name)))
     watch = BindWatch(api, pods)
     with log.open("ab") as output:

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched  # noqa: E402
+from bench.dra_shapes import shipped_claim, shipped_class  # noqa: E402
 from bench.placement_run import BindCounter, Publisher, backlog_run, clear_namespace, ensure_namespace  # noqa: E402
 from bench.placement_state import ClusterState, wanted  # noqa: E402
 from bench.scheduler import (  # noqa: E402
@@ -130,7 +131,7 @@ def run_mode(
             rate = backlog_run(api, NAMESPACE, bitstreams, extender_pod, None, counter, scheduler, log)
     else:
         counter = BindCounter(state, bitstreams)
-        rate = backlog_run(api, NAMESPACE, bitstreams, dra_pod, dra_sched.claim_body, counter, scheduler, log)
+        rate = backlog_run(api, NAMESPACE, bitstreams, dra_pod, shipped_claim, counter, scheduler, log)
     tally = state.tally
     print(
         f"  {mode}: {tally.hits}/{tally.possible} hits ({tally.pods} pods; misses on a node whose copy an earlier "
@@ -226,17 +227,11 @@ def fake_nodes(api: dra_sched.Api) -> list[str]:
 def publish_slices(api: dra_sched.Api, names: list[str], args: argparse.Namespace) -> None:
     """The DeviceClass and every node's slice of the initial state (replacing the bench's own, if any)."""
     state = ClusterState.make(names, args.bitstreams, args.zipf, args.empty_share, args.seed)
-    device_class = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml").read_text())
-    api.call("POST", f"{dra_sched.RESOURCE}/deviceclasses", device_class)
+    dra_sched.put(api, f"{dra_sched.RESOURCE}/deviceclasses", shipped_class())
     slices = f"{dra_sched.RESOURCE}/resourceslices"
 
     def put(node: str) -> None:
-        body = state.slice_body(node)
-        status, _ = api.call("POST", slices, body)
-        if status == 409:
-            _, current = api.call("GET", f"{slices}/{body['metadata']['name']}")
-            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            api.call("PUT", f"{slices}/{body['metadata']['name']}", body)
+        dra_sched.put(api, slices, state.slice_body(node))
 
     dra_sched.in_parallel(names, put)
     print(f"DRA: a ResourceSlice on each of {len(names)} nodes", file=sys.stderr)

@@ -27,7 +27,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-DRIVER = "fpga.example.com"
+from bench.dra_shapes import node_slice
+
 PLATFORM = "sim-pr-v1"
 SLOTS_PER_NODE = 4
 #: Epoch seconds around which the slots' last uses are spread (a day before).
@@ -143,32 +144,9 @@ class ClusterState:
         }
 
     def slice_body(self, node: str) -> dict[str, Any]:
-        order = sorted(
-            range(SLOTS_PER_NODE),
-            key=lambda k: (self.nodes[node][k].bitstream is not None, self.nodes[node][k].last_used, k),
-        )
-        devices = [
-            {
-                "name": f"card0-port{k}",
-                "attributes": {
-                    "platform": {"string": PLATFORM},
-                    "bitstream": {"string": self.nodes[node][k].bitstream or ""},
-                    "healthy": {"bool": True},
-                },
-            }
-            for k in order
-        ]
-        return {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-{DRIVER}"},
-            "spec": {
-                "driver": DRIVER,
-                "nodeName": node,
-                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
+        """The node's ResourceSlice as its agent publishes it (the agent's own slice code: free slots, empty
+        first, then least recently used)."""
+        return node_slice(node, [(slot.bitstream, slot.last_used) for slot in self.nodes[node]])
 
 
 def wanted(pods: int, bitstreams: int, exponent: float, seed: int) -> list[str]:

@@ -17,16 +17,21 @@ election off:
   parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
 * ``fpga-agent extender``: ours, as shipped (prioritize, names only), fed by a watch of
   the bench API server's Nodes;
-* with ``--dra``, also ``DRA claims``: the same nodes as DRA mode publishes them (a
-  ResourceSlice each), pods with cache-aware ResourceClaims, the shipped DRA profile
-  (daemonset/dra-mode/scheduler-config.yaml) and no extender (``bench/dra_sched.py``).
+* with ``--dra``, also the DRA claim forms of ``bench/dra_shapes.py`` (``--shapes``): the
+  same nodes as DRA mode publishes them (a ResourceSlice each, made by the agent's slice
+  code), a ResourceClaim per pod, no extender (``bench/dra_sched.py``). ``plainest`` is
+  upstream's benchmark shape (one ``exactly`` device of a class matching only the driver,
+  the default profile); ``shipped`` is daemonset/examples/dra/cached-first.yaml with the
+  shipped class and DRA profile (daemonset/dra-mode/); the others are variants. A form
+  may carry ``@N``: the DRA profile with ``percentageOfNodesToScore: N``.
 
 The runs are interleaved (each round runs every configuration, in a rotating order)
 and the medians compared within this one run: the machine is shared and noisy. The
 extender's CPU time per scheduled pod is read from /proc around each of its runs.
 
 Needs root (the bench control plane). Usage:
-    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--dra] [--json]
+    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--dra [--shapes plainest,shipped,...]]
+                              [--dra-only] [--json]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import dra_sched  # noqa: E402
+from bench import dra_sched, dra_shapes  # noqa: E402
 from bench.procs import terminate  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
@@ -77,20 +82,40 @@ def scheduler_config(extender_url: str | None) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def dra_scheduler_config() -> str:
-    """The shipped DRA profile as a scheduler configuration for the bench's pods, client limits lifted."""
+def dra_scheduler_config(shape: dra_shapes.Shape | None = None) -> str:
+    """The shipped DRA profile (or ``shape``'s) as a scheduler configuration for the bench's pods, client limits
+    lifted."""
     config: dict[str, Any] = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "scheduler-config.yaml").read_text())
     config["leaderElection"] = {"leaderElect": False}
     config["clientConnection"] = {"kubeconfig": str(BENCH_KUBECONFIG), "qps": 5000, "burst": 5000}
     (profile,) = config["profiles"]
     profile["schedulerName"] = "default-scheduler"
+    if shape is not None:
+        config["profiles"] = [dra_shapes.scheduler_profile(profile, shape)]
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def parse_shapes(text: str) -> list[dra_shapes.Shape]:
+    """``--shapes``: names of ``dra_shapes.SHAPES``, each optionally ``@N`` (percentageOfNodesToScore N)."""
+    shapes = []
+    for item in (part.strip() for part in text.split(",")):
+        name, _, percentage = item.partition("@")
+        if name not in dra_shapes.SHAPES:
+            raise SystemExit(f"--shapes: {name!r} is not one of {', '.join(dra_shapes.SHAPES)}")
+        shape = dra_shapes.SHAPES[name]
+        if percentage:
+            if not percentage.isdigit() or not 0 < int(percentage) <= 100:
+                raise SystemExit(f"--shapes: {item!r}: the percentage must be 1..100")
+            shape = dra_shapes.with_profile(shape, percentageOfNodesToScore=int(percentage))
+        shapes.append(shape)
+    return shapes
 
 
 @dataclass
 class Configuration:
     name: str
     config_file: Path
+    shape: dra_shapes.Shape | None = None
     process: subprocess.Popen[bytes] | None = None
     pods_per_s: list[float] = field(default_factory=list)
     cpu_ms_per_pod: list[float] = field(default_factory=list)
@@ -134,8 +159,9 @@ def port_free(port: int) -> bool:
 
 
 def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> None:
+    assert config.shape is not None
     scheduler = [str(RIG / "bin" / "kube-scheduler"), f"--config={config.config_file}", "--secure-port=0", "--v=1"]
-    rate = dra_sched.run(api, scheduler, pods, log)
+    rate = dra_sched.run(api, scheduler, pods, log, config.shape.claim)
     config.pods_per_s.append(rate)
     print(f"  {config.name}: {rate:.1f} pods/s", file=sys.stderr)
 
@@ -163,9 +189,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1000 pods, 3 rounds")
     parser.add_argument("--dra", action="store_true", help="also the DRA path: claims, slices, no extender")
+    parser.add_argument(
+        "--shapes",
+        default="plainest,shipped",
+        help=f"DRA claim forms with --dra, comma-separated, each NAME or NAME@PERCENT ({', '.join(dra_shapes.SHAPES)})",
+    )
+    parser.add_argument("--dra-only", action="store_true", help="only the DRA forms (implies --dra)")
     parser.add_argument("--json", action="store_true", help="machine-readable rows for bench/run")
     args = parser.parse_args()
     pods = 1000 if args.quick else args.pods
+    args.dra = args.dra or args.dra_only
+    args.shapes = parse_shapes(args.shapes) if args.dra else []
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
     for port in (EXTENDER_PORT, NOOP_PORT):
@@ -202,67 +236,92 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
     with tempfile.TemporaryDirectory(prefix="fpga-slot-sched-") as tmp:
         work = Path(tmp)
         configurations = []
-        for name, url in (
-            ("plain", None),
-            ("do-nothing extender", f"http://127.0.0.1:{NOOP_PORT}"),
-            ("fpga-agent extender", f"http://127.0.0.1:{EXTENDER_PORT}"),
-        ):
-            path = work / f"{name.replace(' ', '-')}.yaml.in"
-            path.write_text(scheduler_config(url))
-            configurations.append(Configuration(name, path))
-        _plain, noop, ours = configurations
-        dra: Configuration | None = None
+        if not args.dra_only:
+            for name, url in (
+                ("plain", None),
+                ("do-nothing extender", f"http://127.0.0.1:{NOOP_PORT}"),
+                ("fpga-agent extender", f"http://127.0.0.1:{EXTENDER_PORT}"),
+            ):
+                path = work / f"{name.replace(' ', '-')}.yaml.in"
+                path.write_text(scheduler_config(url))
+                configurations.append(Configuration(name, path))
         api = dra_sched.Api(RIG / "pki")
-        if args.dra:
-            dra = Configuration("DRA claims, no extender", work / "dra.yaml")
-            dra.config_file.write_text(dra_scheduler_config())
-            device_class = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml").read_text())
-            nodes = dra_sched.publish(api, device_class)
-            print(f"DRA: a ResourceSlice on each of {nodes} nodes", file=sys.stderr)
-            configurations.append(dra)
-        agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
-        with (
-            started(
-                [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(NOOP_PORT)],
-                f"http://127.0.0.1:{NOOP_PORT}/healthz",
-                work / "noop.log",
-            ) as noop.process,
-            started(
-                [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"],
-                f"http://127.0.0.1:{EXTENDER_PORT}/healthz",
-                work / "extender.log",
-            ) as ours.process,
-        ):
+        if args.shapes:
+            classes: dict[str, dict[str, Any]] = {}
+            for index, shape in enumerate(args.shapes):
+                config = Configuration(f"DRA {shape.name}", work / f"dra-{index}.yaml", shape)
+                config.config_file.write_text(dra_scheduler_config(shape))
+                configurations.append(config)
+                classes.update((c["metadata"]["name"], c) for c in shape.classes())
+            nodes = dra_sched.publish(api, list(classes.values()))
+            print(f"DRA: a ResourceSlice on each of {nodes} nodes; classes {', '.join(classes)}", file=sys.stderr)
+        with contextlib.ExitStack() as stack:
+            if not args.dra_only:
+                _plain, noop, ours = configurations[:3]
+                noop.process = stack.enter_context(
+                    started(
+                        [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(NOOP_PORT)],
+                        f"http://127.0.0.1:{NOOP_PORT}/healthz",
+                        work / "noop.log",
+                    )
+                )
+                agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
+                ours.process = stack.enter_context(
+                    started(
+                        [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"],
+                        f"http://127.0.0.1:{EXTENDER_PORT}/healthz",
+                        work / "extender.log",
+                    )
+                )
             for round_index in range(args.rounds):
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
                 shift = round_index % len(configurations)
                 for config in configurations[shift:] + configurations[:shift]:
-                    if config is dra:
+                    if config.shape is not None:
                         run_dra(config, pods, api, work / "dra-scheduler.log")
                     else:
                         run_once(config, pods)
     return configurations
 
 
+def spread(rates: list[float]) -> str:
+    """Median (runs, min-max as % of the median)."""
+    median = statistics.median(rates)
+    runs = " ".join(f"{rate:.0f}" for rate in rates)
+    return f"{median:.1f} ({runs}; range {min(rates) / median:.0%}-{max(rates) / median:.0%})"
+
+
 def summary_rows(configurations: list[Configuration]) -> list[Row]:
-    plain, noop, ours = configurations[:3]
-    dra = configurations[3] if len(configurations) > 3 else None
-    rows: list[Row] = []
-    for config in configurations:
-        runs = " ".join(f"{rate:.0f}" for rate in config.pods_per_s)
-        rows.append(
-            (f"kube-scheduler 5000 nodes, {config.name}: pods/s median (runs)", f"{config.median:.1f} ({runs})", "")
-        )
-    rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
-    rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
-    rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
-    if dra is not None:
-        rows.append(("DRA claims / fpga-agent extender", f"{dra.median / ours.median:.1%}", ""))
-        rows.append(("DRA claims / plain (device plugin, no extender)", f"{dra.median / plain.median:.1%}", ""))
-    for config in (noop, ours):
-        cpu = statistics.median(config.cpu_ms_per_pod)
-        rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
+    rows: list[Row] = [
+        (f"kube-scheduler 5000 nodes, {config.name}: pods/s median", spread(config.pods_per_s), "")
+        for config in configurations
+    ]
+    extenders = [c for c in configurations if c.shape is None]
+    if extenders:
+        plain, noop, ours = extenders
+        rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
+        rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
+        rows.append(("fpga-agent extender / do-nothing extender, per round", paired(ours, noop), ""))
+        rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
+        for config in (noop, ours):
+            cpu = statistics.median(config.cpu_ms_per_pod)
+            rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
+    forms = [c for c in configurations if c.shape is not None]
+    if forms:
+        anchor = forms[0]
+        for config in forms[1:]:
+            rows.append((f"{config.name} / {anchor.name}", _ratio(config, anchor), ""))
     return rows
+
+
+def paired(ours: Configuration, other: Configuration) -> str:
+    """Each round's ratio (the runs of one round ran back to back), and their median."""
+    ratios = [a / b for a, b in zip(ours.pods_per_s, other.pods_per_s, strict=True)]
+    return f"median {statistics.median(ratios):.1%} (" + " ".join(f"{r:.0%}" for r in ratios) + ")"
+
+
+def _ratio(config: Configuration, anchor: Configuration) -> str:
+    return f"{config.median / anchor.median:.1%}; per round {paired(config, anchor)}"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,184 @@
+"""What the DRA benchmarks put on the bench control plane, built by the code and files we ship.
+
+* ``node_slice``: a fake node's ResourceSlice, made by the agent's own slice code
+  (``agent.dra.mode.slice_devices`` over slot states, ``agent.kube.resourceslices.slice_spec``):
+  the same device names, attributes, taints and order as a DRA-mode agent publishes.
+* ``shipped_claim``: the claim of ``daemonset/examples/dra/cached-first.yaml`` (its
+  ResourceClaimTemplate's spec) for a given bitstream; ``plainest_claim``: upstream's
+  benchmark shape, one ``exactly`` device of a class that matches only the driver.
+* ``SHAPES``: the claim and class forms ``bench/scheduler.py --dra`` compares side by side,
+  each with the scheduler profile it runs under.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.dra.constants import DRIVER_NAME
+from agent.dra.mode import slice_devices
+from agent.kube.resourceslices import GROUP_VERSION, slice_spec
+from agent.slots import Health, Slot, SlotId, SlotState
+from agent.slots.registry import Content
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "daemonset" / "examples" / "dra" / "cached-first.yaml"
+SHIPPED_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml"
+#: The bitstream and platform the shipped example names; the bench substitutes its own bitstream.
+EXAMPLE_BITSTREAM = "aes-v1"
+PLATFORM = "sim-pr-v1"
+CARD = "0000:af:00.0"
+
+
+def node_slice(node: str, contents: Sequence[tuple[str | None, float]]) -> dict[str, Any]:
+    """The ResourceSlice a DRA-mode agent on ``node`` publishes for free slots holding ``contents``.
+
+    ``contents``: per slot, the bitstream it holds (None: empty) and when it was last used.
+    """
+    states = []
+    for index, (bitstream, last_used) in enumerate(contents):
+        slot = Slot(
+            id=SlotId(f"card0-port{index}"),
+            card=CARD,
+            region=f"port{index}",
+            numa=0,
+            device_nodes=(),
+            platform=PLATFORM,
+            loaded=None,
+            health=Health.HEALTHY,
+            backend="sim",
+        )
+        content = None if bitstream is None else Content(bitstream, f"accel-{bitstream}")
+        states.append(SlotState(slot, None, last_used, True, content))
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER_NAME}"},
+        "spec": slice_spec(DRIVER_NAME, node, slice_devices(states)),
+    }
+
+
+def _example_template_spec() -> dict[str, Any]:
+    for document in yaml.safe_load_all(EXAMPLE.read_text()):
+        if document and document.get("kind") == "ResourceClaimTemplate":
+            spec: dict[str, Any] = document["spec"]["spec"]
+            if EXAMPLE_BITSTREAM not in json.dumps(spec):
+                raise SystemExit(f"{EXAMPLE}: the template no longer names {EXAMPLE_BITSTREAM}")
+            return spec
+    raise SystemExit(f"{EXAMPLE}: no ResourceClaimTemplate")
+
+
+_SHIPPED_SPEC = json.dumps(_example_template_spec())
+
+
+def shipped_claim(name: str, bitstream: str) -> dict[str, Any]:
+    """A ResourceClaim with the shipped example template's spec, asking for ``bitstream``."""
+    spec = json.loads(_SHIPPED_SPEC.replace(EXAMPLE_BITSTREAM, bitstream))
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _config(bitstream: str) -> list[dict[str, Any]]:
+    return [{"requests": ["fpga"], "opaque": {"driver": DRIVER_NAME, "parameters": {"bitstream": bitstream}}}]
+
+
+def plainest_claim(name: str, bitstream: str) -> dict[str, Any]:
+    """Upstream's benchmark shape: one ``exactly`` device of ``bench-driver-only`` (the bitstream as config)."""
+    request = {"name": "fpga", "exactly": {"deviceClassName": "bench-driver-only"}}
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request], "config": _config(bitstream)}}}
+
+
+def _first_available(name: str, choices: list[dict[str, Any]], bitstream: str) -> dict[str, Any]:
+    request = {"name": "fpga", "firstAvailable": choices}
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request], "config": _config(bitstream)}}}
+
+
+def _cel(expression: str) -> list[dict[str, Any]]:
+    return [{"cel": {"expression": expression}}]
+
+
+ATTRIBUTES = f'device.attributes["{DRIVER_NAME}"]'
+
+
+def cached_then_class(name: str, bitstream: str) -> dict[str, Any]:
+    """``firstAvailable``: a slot holding the bitstream, else any slot of the class (no platform clause)."""
+    cached = _cel(f'{ATTRIBUTES}.bitstream == "{bitstream}"')
+    choices: list[dict[str, Any]] = [
+        {"name": "cached", "deviceClassName": "fpga-slot", "selectors": cached},
+        {"name": "any", "deviceClassName": "fpga-slot"},
+    ]
+    return _first_available(name, choices, bitstream)
+
+
+def guarded_cached_then_class(name: str, bitstream: str) -> dict[str, Any]:
+    """As :func:`cached_then_class`, the ``cached`` alternative in a class with no selector and one request clause
+    that checks the driver too: one CEL evaluation per device instead of two."""
+    cached = _cel(f'device.driver == "{DRIVER_NAME}" && {ATTRIBUTES}.bitstream == "{bitstream}"')
+    choices: list[dict[str, Any]] = [
+        {"name": "cached", "deviceClassName": "bench-no-selector", "selectors": cached},
+        {"name": "any", "deviceClassName": "fpga-slot"},
+    ]
+    return _first_available(name, choices, bitstream)
+
+
+def driver_class(name: str, expression: str | None = f'device.driver == "{DRIVER_NAME}"') -> dict[str, Any]:
+    """A DeviceClass with one CEL clause (None: no selector at all)."""
+    spec = {} if expression is None else {"selectors": _cel(expression)}
+    return {"apiVersion": GROUP_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def shipped_class() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(SHIPPED_CLASS_FILE.read_text())
+    return document
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A claim form: its classes, how a pod's claim is written, and the profile it is scheduled with."""
+
+    name: str
+    claim: Callable[[str, str], dict[str, Any]]
+    classes: Callable[[], list[dict[str, Any]]]
+    #: Fields set on the scheduler profile (e.g. percentageOfNodesToScore); ``None``: upstream's default profile.
+    profile: dict[str, Any] | None = field(default_factory=dict)
+
+
+def _shipped_classes() -> list[dict[str, Any]]:
+    return [shipped_class()]
+
+
+def _plain_classes() -> list[dict[str, Any]]:
+    return [driver_class("bench-driver-only")]
+
+
+#: The forms compared; the first is the anchor (upstream's shape), the second what we ship.
+SHAPES: dict[str, Shape] = {
+    "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
+    "shipped": Shape("shipped: cached-first.yaml, shipped class and DRA profile", shipped_claim, _shipped_classes),
+    "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, _shipped_classes),
+    "guarded": Shape(
+        "cached-first, one clause per device (no-selector class), DRA profile",
+        guarded_cached_then_class,
+        lambda: [shipped_class(), driver_class("bench-no-selector", None)],
+    ),
+}
+
+
+def with_profile(shape: Shape, **fields: Any) -> Shape:
+    """The same form under the DRA profile with ``fields`` set (a variant to compare)."""
+    suffix = ", ".join(f"{k} {v}" for k, v in fields.items())
+    return Shape(f"{shape.name}, {suffix}", shape.claim, shape.classes, {**(shape.profile or {}), **fields})
+
+
+def scheduler_profile(base: dict[str, Any], shape: Shape) -> dict[str, Any]:
+    """``base`` (the shipped DRA profile) as ``shape`` runs it: upstream's default profile when ``profile`` is None."""
+    if shape.profile is None:
+        return {"schedulerName": base["schedulerName"]}
+    profile = copy.deepcopy(base)
+    profile.update(shape.profile)
+    return profile
