@@ -58,8 +58,6 @@ from bench.scheduler import (  # noqa: E402
 
 EXTENDER_PORT = 18890
 NAMESPACE = "bench-place"
-#: Keys of the shipped extender entry that the bench's plain-HTTP extender does not use.
-TLS_KEYS = ("enableHTTPS", "tlsConfig")
 
 
 @dataclass
@@ -79,9 +77,6 @@ def extender_config(percentage: int | None, strategy: str | None = None) -> str:
             if plugin["name"] == "NodeResourcesFit":
                 plugin["args"]["scoringStrategy"]["type"] = strategy
     config["clientConnection"]["kubeconfig"] = str(BENCH_KUBECONFIG)
-    for extender in config["extenders"]:
-        for key in TLS_KEYS:
-            extender.pop(key, None)
     return _with_percentage(config, percentage)
 
 

@@ -67,6 +67,8 @@ EXTENDER_PORT = 18888
 NOOP_PORT = 18889
 STARTUP_TIMEOUT_S = 180.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: Keys of the shipped extender entry (HTTPS with client certificates) that the bench's loopback HTTP does not use.
+TLS_KEYS = ("enableHTTPS", "tlsConfig")
 
 
 def scheduler_config(extender_url: str | None) -> str:
@@ -78,7 +80,8 @@ def scheduler_config(extender_url: str | None) -> str:
     profile["schedulerName"] = "default-scheduler"  # the bench's pods name no scheduler
     (extender,) = config.pop("extenders")
     if extender_url is not None:
-        config["extenders"] = [{**extender, "urlPrefix": extender_url}]
+        plain_http = {k: v for k, v in extender.items() if k not in TLS_KEYS}  # the bench's extenders: loopback HTTP
+        config["extenders"] = [{**plain_http, "urlPrefix": extender_url}]
     return yaml.safe_dump(config, sort_keys=False)
 
 
