@@ -128,11 +128,11 @@ class OneSlotIndex:
             unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
             keys, distinct = [unknown if key < 0 else _less(key, penalty) for key in keys], None
         hits = self._hits.get((bitstream, platform))
-        if hits and shadowed:
-            hits = hits.difference(shadowed)
         if hits and not hits.isdisjoint(names):
             loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
             for at in compress(range(len(names)), map(hits.__contains__, names)):
+                if shadowed and names[at] in shadowed:
+                    continue  # its free copies are promised to other pods
                 keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
             distinct = None
         return best_ranked(names, keys, limit, distinct)

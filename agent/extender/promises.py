@@ -29,12 +29,13 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoretable import ChangeLog, Scores
 
+_NONE: frozenset[str] = frozenset()
 #: How long a promise holds at most: admission on the node and the agent's publishing come well within it.
 PROMISE_TTL_S = 15.0
 
@@ -61,6 +62,9 @@ class Promises:
         self._taken: dict[str, dict[str, int]] = {}
         #: Node -> the pods promised a copy there.
         self._on_node: dict[str, set[str]] = {}
+        #: Bitstream -> the nodes whose every free copy of it is promised (kept with each promise made or ended:
+        #: a node's free copies change only with a new state, which ends its promises).
+        self._full: dict[str, set[str]] = {}
         self._cache: ChangeLog | None = None
         self._generation = -1
         self._seen = 0
@@ -70,15 +74,11 @@ class Promises:
         self._follow(cache, now)
         return self._taken.get(bitstream, {})
 
-    def shadowed(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> set[str]:
-        """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod``."""
+    def shadowed(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Collection[str]:
+        """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""
         self._release(pod)  # asked again (the scheduler retries it): its old promise no longer holds
-        nodes = cache.nodes
-        return {
-            name
-            for name, count in self.taken(cache, bitstream, now).items()
-            if (node := nodes.get(name)) is None or free_copies(node, bitstream) <= count
-        }
+        self._follow(cache, now)
+        return self._full.get(bitstream, _NONE)
 
     def settle(self, cache: ChangeLog, pod: str, bitstream: str, answer: Scores, now: float) -> Scores:
         """The answer with its top made unique and promised to ``pod``, when a node holding a free copy tops it.
@@ -105,7 +105,10 @@ class Promises:
         self._by_pod[pod] = _Promise(bitstream, chosen, now + PROMISE_TTL_S)
         self._on_node.setdefault(chosen, set()).add(pod)
         per_node = self._taken.setdefault(bitstream, {})
-        per_node[chosen] = per_node.get(chosen, 0) + 1
+        per_node[chosen] = count = per_node.get(chosen, 0) + 1
+        chosen_node = nodes.get(chosen)
+        if chosen_node is None or free_copies(chosen_node, bitstream) <= count:
+            self._full.setdefault(bitstream, set()).add(chosen)
         settled: Scores = []
         for name, score in answer:
             if score == top_score and name != chosen:
@@ -120,6 +123,7 @@ class Promises:
             self._by_pod.clear()
             self._taken.clear()
             self._on_node.clear()
+            self._full.clear()
             return
         changes = cache.changes
         if self._seen < len(changes):
@@ -144,6 +148,11 @@ class Promises:
             del self._on_node[promise.node]
         per_node = self._taken[promise.bitstream]
         per_node[promise.node] -= 1
+        full = self._full.get(promise.bitstream)
+        if full is not None and promise.node in full:  # one copy is free again (all promises there end together
+            full.discard(promise.node)  # when the node republishes: this is a pod asked again or one timed out)
+            if not full:
+                del self._full[promise.bitstream]
         if not per_node[promise.node]:
             del per_node[promise.node]
             if not per_node:

@@ -88,3 +88,22 @@ def test_nodes_that_tie_for_the_top_are_chosen_by_the_pod_not_always_the_first()
         (top,) = [name for name, score in answer if score == best]  # exactly one node keeps the top score
         tops.add(top)
     assert len(tops) > 1
+
+
+def test_a_node_is_offered_until_each_free_copy_is_promised_and_again_when_a_promise_ends() -> None:
+    cache = NodeCache()
+    two = node("a", [slot("a0", bitstream="aes"), slot("a1", bitstream="aes"), slot("a2", free=False)])
+    one = node("b", [slot("b0", bitstream="aes"), slot("b1"), slot("b2"), slot("b3")])
+    cache.replace([WatchedNode("a", two), WatchedNode("b", one), WatchedNode("c", node("c", [slot("c0")]))])
+    board = ScoreBoard(ScoreWeights())
+
+    def top(pod: str) -> str:
+        names = ["a", "b", "c"]
+        answer = board.prioritize(cache, replace(demand(("main", 1, "aes")), pod=pod), names, cache.lookup(), NOW)
+        return answer[0][0]
+
+    assert [top("default/p1"), top("default/p2")] == ["a", "a"]  # a (the fuller) has two copies to promise
+    assert top("default/p3") == "b"  # both of a's copies are promised now
+    assert top("default/p1") == "a"  # p1 asked again: its copy on a is free for it again
+    assert top("default/p2") == "a"
+    assert top("default/p4") not in ("a", "b")  # every copy promised: the best node is one without a copy
