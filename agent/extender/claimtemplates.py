@@ -223,6 +223,7 @@ class ClaimTemplates:
         self._templates: dict[tuple[str, str], ClaimTemplate] = {}
         self._full_reported = False
         self._failing = False
+        self._synced = False
 
     def get(self, namespace: str, name: str) -> ClaimTemplate | None:
         return self._templates.get((namespace, name))
@@ -243,9 +244,10 @@ class ClaimTemplates:
                 break
             table[(template.namespace, template.name)] = template
         self._templates = table
-        if self._failing:
-            logger.info("ResourceClaimTemplates listed again: %d", len(table))
+        if self._failing or not self._synced:
+            logger.info("ResourceClaimTemplates listed: %d", len(table))
         self._failing = False
+        self._synced = True
 
     def apply(self, kind: str, template: ClaimTemplate) -> None:
         """One watch event (ADDED, MODIFIED, DELETED)."""
