@@ -1,7 +1,8 @@
 """The scheduler extender as a service in the cluster: its watches, its cache, its servers.
 
 ``fpga-agent extender`` runs this: a watch of all Nodes (their published slot state) and
-one of the FpgaBitstream declarations feed the node cache; the scheduler's HTTP(S) port
+one of the FpgaBitstream declarations feed the node cache, and one of the
+ResourceClaimTemplates tells what DRA pods ask for; the scheduler's HTTP(S) port
 answers filter and prioritize from it, and the probe port answers the kubelet's probes
 and serves ``/metrics``. A flag whose address or files cannot be used is a ConfigError
 naming it, before anything listens.
@@ -21,10 +22,12 @@ from agent.config import Config
 from agent.configvalues import ListenAddress
 from agent.errors import ConfigError
 from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
+from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
 from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import extender_metrics
 from agent.kube import connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
+from agent.kube.claimtemplatewatch import ClaimTemplateWatcher
 from agent.kube.nodewatch import NodeWatcher
 from agent.node.distribution import parse_object
 
@@ -86,7 +89,15 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         on_event=cache.apply_declared,
         on_error=cache.declarations_failed,
     )
-    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    templates = ClaimTemplates()
+    claim_templates = ClaimTemplateWatcher(
+        api_client,
+        parse=parse_claim_template,
+        on_replace=templates.replace,
+        on_event=templates.apply,
+        on_error=templates.failed,
+    )
+    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit, templates=templates)
     metrics = extender_metrics()
     app = build_app(extender, metrics=metrics)
     logger.info(
@@ -106,10 +117,12 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
+            claims = group.create_task(claim_templates.run(), name="claim-template-watch")
             expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
             await stop.wait()
             watch.cancel()
             declared.cancel()
+            claims.cancel()
             expiry.cancel()
     finally:
         for server in reversed(servers):

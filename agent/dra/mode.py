@@ -36,7 +36,7 @@ from agent.errors import KubeError
 from agent.kube.resourceslices import DeviceTaint, SliceDevice
 from agent.node.pods import PodDirectory
 from agent.node.reconfigure import Reconfigurer
-from agent.slots import Health, SlotRegistry, SlotState
+from agent.slots import Health, SlotRegistry, SlotState, eviction_key
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ class SlicePublisher(Protocol):
 
 
 def eviction_order(state: SlotState) -> tuple[bool, float, str]:
-    """Empty (or unknown) slots first, then the least recently used."""
-    return state.bitstream is not None, state.last_used or 0.0, state.slot.id
+    """Empty (or unknown) slots first, then the least recently used, then by ID (:func:`agent.slots.eviction_key`,
+    the rule the scheduler extender scores DRA pods by)."""
+    return eviction_key(state.bitstream, state.last_used, state.slot.id)
 
 
 def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash]]:

@@ -9,6 +9,9 @@ on their Nodes, without calling the API server:
 * :mod:`~agent.extender.nodestate`: a node's published annotations, parsed once into
   a frozen :class:`~agent.extender.nodestate.NodeSlots`;
 * :mod:`~agent.extender.scoring`: filter and prioritize, pure functions;
+* :mod:`~agent.extender.claimtemplates`, :mod:`~agent.extender.drapods` and
+  :mod:`~agent.extender.drascoring`: DRA pods, read from the ResourceClaimTemplates they
+  name (a watch-fed table) and scored by the slots the scheduler's allocator takes;
 * :mod:`~agent.extender.cache`: node name -> state, fed by a node watch that the
   wiring (``agent.cli.main``) takes from ``agent.kube``; this package imports no adapter;
 * :mod:`~agent.extender.server`: the app (``/filter``, ``/prioritize``, ``/healthz``, ``/metrics``), and the

@@ -3,10 +3,16 @@
 Demand per bitstream is the most the pod holds at once: app containers run together
 (summed), init containers one at a time (the largest one), and the device manager
 reuses an init container's slots for the app containers.
+
+A DRA pod (one with ``spec.resourceClaims``) holds its slots through claims instead: its
+demand lists the claims' requests in the order the scheduler allocates them
+(``PodDemand.dra``, see ``agent.extender.drapods``), and it is scored by the slots the
+scheduler's allocator will take (``agent.extender.drascoring``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +40,9 @@ class PodDemand:
     unnamed: int = 0
     #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
     single: tuple[str, int] | None = None
+    #: A DRA pod's requests, (bitstream, slots) each, in the order the scheduler allocates them; None for a
+    #: pod that asks for slots as an extended resource (the device plugin's).
+    dra: tuple[tuple[str, int], ...] | None = None
 
     @property
     def requested(self) -> int:
@@ -57,3 +66,11 @@ class PodDemand:
         by_bitstream = {name: count for name, count in peak.items() if name is not None}
         single = next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None
         return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, single)
+
+    @classmethod
+    def of_claims(cls, pod: str, requests: Iterable[tuple[str, int]]) -> PodDemand:
+        """A DRA pod's demand: its claims' requests (bitstream, slots) in allocation order; the slots all held
+        at once (no requests: a pod scored neutrally)."""
+        listed = tuple((name, count) for name, count in requests if count > 0)
+        containers = [ContainerDemand(f"request-{index}", count, name) for index, (name, count) in enumerate(listed)]
+        return dataclasses.replace(cls.of(pod, containers), dra=listed)

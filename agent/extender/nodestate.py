@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from agent.slots.eviction import eviction_key
+
 logger = logging.getLogger(__name__)
 
 SLOTS_ANNOTATION = "example.com/fpga-slots"
@@ -110,6 +112,9 @@ class NodeSlots:
     free_loaded: Mapping[tuple[str, str], int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold something, least recently used first.
     reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
+    #: The free healthy slots in the order the node's DRA ResourceSlice lists them (``agent.slots.eviction``):
+    #: the order in which the scheduler's allocator takes them.
+    free_order: tuple[PublishedSlot, ...] = ()
     #: The latest last use of a free slot that holds something (epoch seconds; 0: none or never):
     #: scores that evict here age with the clock until this is ``LRU_HORIZON_S`` old.
     recent_use: int = 0
@@ -169,6 +174,7 @@ class NodeSlots:
         free_loaded: dict[tuple[str, str], int] = {}
         reusable: dict[str, list[LoadedSlot]] = {}
         free = 0
+        in_order: list[PublishedSlot] = []
         for slot in slots:
             if not slot.healthy:
                 continue
@@ -176,6 +182,7 @@ class NodeSlots:
             if not slot.free:
                 continue
             free += 1
+            in_order.append(slot)
             free_by_platform[slot.platform] = free_by_platform.get(slot.platform, 0) + 1
             if slot.bitstream is None and slot.accelerator is None:
                 free_empty[slot.platform] = free_empty.get(slot.platform, 0) + 1
@@ -197,6 +204,7 @@ class NodeSlots:
             free_empty=free_empty,
             free_loaded=free_loaded,
             reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
+            free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s.bitstream, s.last_used, s.id))),
             recent_use=max((slot.last_used for slots in reusable.values() for slot in slots), default=0),
         )
 

@@ -19,6 +19,8 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 * the copy is **promised** to the pod: for later pods, a node whose free copies of the
   bitstream are all promised is scored as if it held none (``OneSlotIndex``'s hits
   leave it out);
+* a DRA pod (``agent.extender.drascoring``) is scored with the promised copies taken off
+  each node's free slots, and a one-slot DRA pod is promised a copy like any one-slot pod;
 * a promise ends when the node publishes a new state (the agent saw the slot taken,
   or anything else changed: its state is then current again), when the same pod is
   asked about again (the scheduler retries it: its old promise is replaced), or after
@@ -73,6 +75,12 @@ class Promises:
         """Node -> copies of ``bitstream`` promised there, current with the cache and the clock."""
         self._follow(cache, now)
         return self._taken.get(bitstream, {})
+
+    def promised(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Mapping[str, int]:
+        """Node -> copies of ``bitstream`` promised there to pods other than ``pod`` (a DRA pod's scoring takes
+        them off the node's free slots, ``agent.extender.drascoring``); read only, and current until the next call."""
+        self._release(pod)  # asked again (the scheduler retries it): its old promise no longer holds
+        return self.taken(cache, bitstream, now)
 
     def shadowed(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Collection[str]:
         """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""

@@ -17,7 +17,8 @@ scoring its names costs; every later call of that kind, one lookup per name. The
 board also keeps the cluster's values (:class:`~agent.extender.facts.ClusterFacts`):
 it counts each pod it scores once, and when the values change (at most once per
 ``facts.STEP_S``) every table starts afresh. Pods of other kinds (several bitstreams)
-are scored per call.
+are scored per call, and so are DRA pods (``agent.extender.drascoring``: the allocator, not
+the extender, chooses their slots, so a node's score depends on its slot order).
 
 The answer is **shifted** (:func:`~agent.extender.scoretable.best_ranked`): the
 lowest score among the names asked becomes 0 and every node at that floor is left
@@ -40,6 +41,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from agent.extender.demand import PodDemand
+from agent.extender.drascoring import prioritize_dra
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.promises import Promises
@@ -116,6 +118,8 @@ class ScoreBoard:
         self.count(demand)
         facts = self.facts
         keep = facts.keep_values(cache.nodes.values(), now)
+        if demand.dra is not None:
+            return self._prioritize_dra(cache, demand, names, lookup, keep, now)
         if demand.single is None:
             scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
             return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
@@ -126,6 +130,27 @@ class ScoreBoard:
             if answer is not None:
                 return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
         return best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
+
+    def _prioritize_dra(
+        self,
+        cache: ChangeLog,
+        demand: PodDemand,
+        names: Sequence[str],
+        lookup: NodeLookup,
+        keep: Mapping[str, float],
+        now: float,
+    ) -> Scores:
+        """A DRA pod (``agent.extender.drascoring``): scored per name, promised copies taken off, and a
+        one-slot pod promised the copy its answer tops with, as a device-plugin pod is."""
+        promises, single = self.promises, demand.single
+        promised: Mapping[str, int] = {}
+        if promises is not None and single is not None:
+            promised = promises.promised(cache, demand.pod, single[0], now)
+        scores = prioritize_dra(demand, names, lookup, self._weights, now, keep, self.facts.version, promised)
+        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
+        if promises is not None and single is not None and single[1] == 1:
+            return promises.settle(cache, demand.pod, single[0], answer, now)
+        return answer
 
     def _single_ranks(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float

@@ -173,7 +173,7 @@ def filter_nodes(demand: PodDemand, names: Iterable[str], lookup: NodeLookup) ->
             known = memo.get(key, _UNKNOWN)
             if known is _UNKNOWN:
                 reason = check_node(demand, node)
-                _remember(memo, key, reason)
+                remember(memo, key, reason)
             else:
                 reason = known  # type: ignore[assignment]
         if reason is None:
@@ -186,7 +186,7 @@ def filter_nodes(demand: PodDemand, names: Iterable[str], lookup: NodeLookup) ->
 _UNKNOWN = object()
 
 
-def _remember(memo: dict[str, object], key: str, value: object) -> None:
+def remember(memo: dict[str, object], key: str, value: object) -> None:
     if len(memo) >= MEMO_LIMIT:
         memo.clear()
     memo[key] = value
@@ -236,7 +236,7 @@ def _score_general(
                 if slot.bitstream is not None and skip.get(slot.bitstream, 0) > 0:
                     skip[slot.bitstream] -= 1
                     continue
-                costs.append(_overwrite_score(slot, weights, now, keep))
+                costs.append(overwrite_score(slot, weights, now, keep))
             if len(costs) < count:
                 return 0
             costs.sort(reverse=True)
@@ -274,7 +274,7 @@ def score_single(
             need -= empty
             # The loaded slots counted as hits (all that hold the bitstream) are not up for eviction.
             costs = [
-                _overwrite_score(slot, weights, now, keep)
+                overwrite_score(slot, weights, now, keep)
                 for slot in node.reusable.get(platform, ())
                 if slot.bitstream != name
             ]
@@ -310,7 +310,7 @@ def score_one_slot(
     base = memo.get(key)
     if base is None:
         base = base_score(node, platform, weights, now, keep)
-        _remember(memo, key, base)
+        remember(memo, key, base)
     return max(0, base - penalty)  # type: ignore[operator]
 
 
@@ -321,11 +321,11 @@ def base_score(node: NodeSlots, platform: str, weights: ScoreWeights, now: float
     reusable = node.reusable.get(platform, ())
     if not reusable:
         return 0
-    best = max(_overwrite_score(slot, weights, now, keep) for slot in reusable)
+    best = max(overwrite_score(slot, weights, now, keep) for slot in reusable)
     return max(0, min(MAX_SCORE, math.floor(best + 0.5)))
 
 
-def _overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> float:
+def overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> float:
     """``empty`` for a slot whose content nobody is likely to want soon, down to ``evict`` (module docstring)."""
     recency = 0.0 if slot.last_used <= 0 else 1.0 - min(1.0, max(0.0, now - slot.last_used) / LRU_HORIZON_S)
     cluster = keep.get(slot.bitstream, 0.0) if slot.bitstream is not None else 0.0
@@ -364,6 +364,6 @@ def prioritize_nodes(
         score = memo.get(key)
         if score is None:
             score = score_single(demand, node, weights, now, keep)
-            _remember(memo, key, score)
+            remember(memo, key, score)
         scores.append((name, score))  # type: ignore[arg-type]
     return scores

@@ -35,6 +35,10 @@ from typing import Protocol
 
 from agent.errors import ExtenderRequestError, shown
 from agent.extender.cache import RequestNodes
+from agent.extender.claimtemplates import ClaimTemplates
+from agent.extender.demand import PodDemand
+from agent.extender.drapods import dra_demand
+from agent.extender.drascoring import prioritize_dra
 from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, packing_for, ranks_of
@@ -78,12 +82,22 @@ class Extender:
         *,
         clock: Callable[[], float] = time.time,
         answer_limit: int = ANSWER_LIMIT,
+        templates: ClaimTemplates | None = None,
     ) -> None:
         self.nodes = nodes
         self.weights = weights
         self._clock = clock
         self._request_nodes = RequestNodes()
         self._board = ScoreBoard(weights, limit=answer_limit)
+        #: The ResourceClaimTemplates that DRA pods name (fed by a watch; empty: every DRA pod scores neutrally
+        #: unless annotated).
+        self.templates = templates if templates is not None else ClaimTemplates()
+
+    def _demand(self, request: SchedulingRequest) -> PodDemand:
+        """The pod's demand: a DRA pod's from its claims' templates, any other's from its containers."""
+        if request.dra is None:
+            return request.demand
+        return dra_demand(request.dra, self.templates.lookup())
 
     def _lookup(self, request: SchedulingRequest) -> NodeLookup:
         if request.node_names is not None:
@@ -95,11 +109,10 @@ class Extender:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
             return Reply(400, JSON, encode(filter_error(str(exc))))
-        outcome = filter_nodes(request.demand, request.names, self._lookup(request))
+        demand = self._demand(request)
+        outcome = filter_nodes(demand, request.names, self._lookup(request))
         if outcome.failed:
-            logger.debug(
-                "filter for pod %s: %d of %d nodes fail", request.demand.pod, len(outcome.failed), len(request.names)
-            )
+            logger.debug("filter for pod %s: %d of %d nodes fail", demand.pod, len(outcome.failed), len(request.names))
         return Reply(200, JSON, encode(filter_result(request, outcome)))
 
     def prioritize(self, body: bytes) -> Reply:
@@ -107,15 +120,17 @@ class Extender:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
             return json_error(400, str(exc))
+        demand = self._demand(request)
         if request.node_names is not None:
-            scores = self._board.prioritize(
-                self.nodes, request.demand, request.node_names, self.nodes.lookup(), self._clock()
-            )
+            scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), self._clock())
         else:
             lookup = self._lookup(request)
             names = request.names
-            scores = prioritize_nodes(request.demand, names, lookup, self.weights, self._clock())
-            ranks = ranks_of(scores, packing_for(request.demand, lookup))
+            if demand.dra is not None:
+                scores = prioritize_dra(demand, names, lookup, self.weights, self._clock())
+            else:
+                scores = prioritize_nodes(demand, names, lookup, self.weights, self._clock())
+            ranks = ranks_of(scores, packing_for(demand, lookup))
             scores = best_ranked(names, ranks, self._board.limit)
         return Reply(200, JSON, encode_priorities(scores))
 

@@ -163,6 +163,14 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "every node's published slot state, for scoring by name",
     ),
     ApiAccess(
+        "claimtemplatewatch.ClaimTemplateWatcher",
+        "extender",
+        "resource.k8s.io",
+        "resourceclaimtemplates",
+        frozenset({"list", "watch"}),
+        "DRA: the bitstream and slot count of the claims a DRA pod names, for scoring it",
+    ),
+    ApiAccess(
         "nodes.list_nodes",
         "operator",
         "",

@@ -59,6 +59,9 @@ class CoreCalls:
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
+    def list_resource_claim_template_for_all_namespaces(self, **kwargs: Any) -> Any:
+        return self._request("GET", "/apis/resource.k8s.io/v1/resourceclaimtemplates", {}, kwargs)
+
     def read_resource_slice(self, name: str, **kwargs: Any) -> Any:
         return self._request("GET", "/apis/resource.k8s.io/v1/resourceslices/{name}", {"name": name}, kwargs)
 

@@ -5,6 +5,7 @@ the scheduler extender and the cluster simulation without pulling in gRPC or ude
 """
 
 from agent.slots.allocator import choose_preferred
+from agent.slots.eviction import eviction_key
 from agent.slots.model import (
     MAX_SLOT_ID_LEN,
     DeviceNode,
@@ -26,5 +27,6 @@ __all__ = [
     "SlotRegistry",
     "SlotState",
     "choose_preferred",
+    "eviction_key",
     "make_slot_id",
 ]

@@ -1,6 +1,6 @@
 """overlays/cert-manager: the extender's certificates from cert-manager instead of the fpga-slot-certs Job, in the
-Secrets, layout and usages the workloads and the scheduler's tlsConfig expect; and DRA mode, which has no extender,
-without any of it."""
+Secrets, layout and usages the workloads and the scheduler's tlsConfig expect; and DRA mode, which keeps the extender,
+with the same certificates."""
 
 from __future__ import annotations
 
@@ -94,13 +94,19 @@ def test_the_kubernetes_objects_still_validate(cert_manager: Manifests) -> None:
 
 
 @pytest.mark.parametrize("overlay", ["dra", "sim-dra"])
-def test_dra_mode_has_no_extender_certificates(overlay: str) -> None:
-    """No extender: no certificates' Job, and a scheduler that mounts no client certificate (it would wait for
-    a Secret that nothing makes)."""
+def test_dra_mode_keeps_the_extender_certificates(overlay: str) -> None:
+    """The fpga-scheduler calls the extender in DRA mode too: the certificates' Job makes both Secrets, the
+    extender mounts its server certificate and the scheduler its client certificate, where its tlsConfig reads them."""
     manifests = kustomize(REPO / "overlays" / overlay)
     present = {(obj["kind"], obj["metadata"]["name"]) for obj in manifests.objects}
-    assert not present & CERTS_OBJECTS
-    assert secret_volumes(manifests, "fpga-scheduler") == set()
+    assert present >= CERTS_OBJECTS
+    assert secret_volumes(manifests, "fpga-slot-extender") == {SERVER_SECRET}
+    assert secret_volumes(manifests, "fpga-scheduler") == {CLIENT_SECRET}
     scheduler = manifests.get("Deployment", "fpga-scheduler", NAMESPACE)
     (container,) = scheduler["spec"]["template"]["spec"]["containers"]
-    assert [mount["name"] for mount in container["volumeMounts"]] == ["config"]
+    mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+    (config_map,) = [o for o in manifests.of_kind("ConfigMap") if o["metadata"]["name"].startswith("fpga-scheduler")]
+    (extender,) = yaml.safe_load(config_map["data"]["scheduler-config.yaml"])["extenders"]
+    assert {Path(path).parent for path in extender["tlsConfig"].values() if path.startswith("/")} == {
+        Path(mounts["extender-client-tls"])
+    }

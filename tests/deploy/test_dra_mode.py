@@ -3,7 +3,8 @@
 The component must mount exactly the paths the agent uses in DRA mode, at the same path inside and
 out (the kubelet dials the socket path the agent names), switch the agent to ``--mode dra``, give a
 DeviceClass for the driver, and a scheduler profile whose DynamicResources weight makes the cache
-preference win over spreading. The examples must be valid objects that ask for that class.
+preference win over spreading and that calls the extender (prioritize) for every pod.
+The examples must be valid objects that ask for that class.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -82,9 +84,8 @@ def test_the_device_class_selects_the_drivers_slots_with_one_term_and_serves_the
     assert device_class["spec"]["extendedResourceName"] == RESOURCE_NAME
 
 
-def test_the_scheduler_profile_drops_the_extender_and_lets_a_cached_slot_win_over_spreading() -> None:
+def test_the_scheduler_profile_lets_a_cached_slot_win_over_spreading() -> None:
     config = yaml.safe_load((COMPONENT / "scheduler-config.yaml").read_text())
-    assert "extenders" not in config
     shipped = yaml.safe_load((DAEMONSET_DIR / "scheduler-config.yaml").read_text())
     assert [p["schedulerName"] for p in config["profiles"]] == [p["schedulerName"] for p in shipped["profiles"]]
     assert config["leaderElection"] == shipped["leaderElection"]
@@ -92,6 +93,36 @@ def test_the_scheduler_profile_drops_the_extender_and_lets_a_cached_slot_win_ove
     (scorer,) = profile["plugins"]["score"]["enabled"]
     assert scorer["name"] == "DynamicResources"
     assert scorer["weight"] * FIRST_ALTERNATIVE_GAP > SPREADING_SPAN
+
+
+def test_the_scheduler_profile_calls_the_extender_for_every_pod_as_in_device_plugin_mode() -> None:
+    """The extender entry is the shipped one (prioritize only, same URL, weight, TLS, ``ignorable``) without
+    ``managedResources``: kube-scheduler would call it only for pods that request the extended resource, and a
+    DRA pod requests none."""
+    config = yaml.safe_load((COMPONENT / "scheduler-config.yaml").read_text())
+    shipped = yaml.safe_load((DAEMONSET_DIR / "scheduler-config.yaml").read_text())
+    (extender,) = config["extenders"]
+    (expected,) = shipped["extenders"]
+    assert "managedResources" not in extender
+    assert {key: value for key, value in expected.items() if key != "managedResources"} == extender
+    assert extender["ignorable"] is True
+    assert extender["prioritizeVerb"] == "prioritize"
+    assert not {"filterVerb", "preemptVerb", "bindVerb"} & set(extender)
+
+
+def test_the_loopback_scheduler_configuration_differs_only_in_where_the_extender_is() -> None:
+    """overlays/sim-dra (no cluster DNS) calls the extender at 127.0.0.1 and checks its certificate against the
+    Service's name; everything else is the DRA-mode configuration."""
+    config = yaml.safe_load((COMPONENT / "scheduler-config.yaml").read_text())
+    loopback = yaml.safe_load(
+        (REPO / "overlays" / "sim-dra" / "loopback-extender" / "scheduler-config.yaml").read_text()
+    )
+    (extender,) = loopback["extenders"]
+    url = urlsplit(config["extenders"][0]["urlPrefix"])
+    assert extender["urlPrefix"] == f"https://127.0.0.1:{url.port}"
+    assert extender["tlsConfig"].pop("serverName") == url.hostname
+    extender["urlPrefix"] = config["extenders"][0]["urlPrefix"]
+    assert loopback == config
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=object_id)
@@ -136,17 +167,30 @@ def kustomize(directory: Path) -> list[Obj]:
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
 @pytest.mark.parametrize("overlay", ["dra", "sim-dra"])
-def test_the_dra_overlays_render_the_agent_in_dra_mode_without_the_extender(overlay: str) -> None:
+def test_the_dra_overlays_render_the_agent_in_dra_mode_with_the_extender(overlay: str) -> None:
     rendered = kustomize(REPO / "overlays" / overlay)
     kinds: dict[str, Any] = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendered}
     assert "DeviceClass/fpga-slot" in kinds
-    assert "Deployment/fpga-slot-extender" not in kinds
-    assert "Service/fpga-slot-extender" not in kinds
+    for kept in ("Deployment", "Service", "PodDisruptionBudget", "ClusterRole"):
+        assert f"{kept}/fpga-slot-extender" in kinds
+    rules = kinds["ClusterRole/fpga-slot-extender"]["rules"]
+    assert {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaimtemplates"],
+        "verbs": ["list", "watch"],
+    } in rules
     assert "Deployment/fpga-scheduler" in kinds
     (agent,) = kinds["DaemonSet/fpga-slot-agent"]["spec"]["template"]["spec"]["containers"]
     assert {"name": "FPGA_AGENT_MODE", "value": "dra"} in agent["env"]
     (config_map,) = [o for o in rendered if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("fpga-sch")]
-    assert "DynamicResources" in config_map["data"]["scheduler-config.yaml"]
+    scheduler_config = yaml.safe_load(config_map["data"]["scheduler-config.yaml"])
+    assert scheduler_config == yaml.safe_load(
+        (
+            COMPONENT / "scheduler-config.yaml"
+            if overlay == "dra"
+            else REPO / "overlays" / overlay / "loopback-extender" / "scheduler-config.yaml"
+        ).read_text()
+    )
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")

@@ -294,6 +294,16 @@ def deploy(
                     cluster.core.delete_namespace(namespace)
 
 
+def dra_components(pytestconfig: Any) -> tuple[Path, ...]:
+    """DRA mode's components for the overlay under test: daemonset/dra-mode, and on an overlay that calls the
+    extender at 127.0.0.1 (no cluster DNS: overlays/sim-hostnet) the loopback scheduler configuration of
+    overlays/sim-dra, so that the fpga-scheduler reaches the extender in DRA mode too."""
+    components: tuple[Path, ...] = (REPO / "daemonset" / "dra-mode",)
+    if Path(pytestconfig.getoption("--e2e-overlay")).name == "sim-hostnet":
+        components += (REPO / "overlays" / "sim-dra" / "loopback-extender",)
+    return components
+
+
 @contextlib.contextmanager
 def deploy_as_configured(
     cluster: Cluster, pytestconfig: Any, components: tuple[Path, ...] = ()

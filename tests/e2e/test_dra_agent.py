@@ -6,12 +6,14 @@ ResourceSlice, and programs a claim's slot at NodePrepareResources. Pods use the
 template of daemonset/examples/dra/cached-first.yaml (a slot holding the bitstream first, else any
 slot of the platform) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed,
 the slice then says so, and a second pod gets that slot through the first alternative with no
-programming. A bad bitstream fails prepare with an Event that names it; agent and kubelet restarts keep
+programming; the fpga-scheduler asks the extender to score each DRA pod. A bad bitstream fails
+prepare with an Event that names it; agent and kubelet restarts keep
 a prepared claim's pod running and its slot held.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -23,8 +25,16 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
 from agent.simfpga.fabric import PLATFORM
-from tests.e2e.cluster import BITSTREAM, REGISTERED, REPO, Cluster, Obj, Suite, running, wait_for
-from tests.e2e.deployment import NAMESPACE, SCHEDULER, SLOTS, Deployment, deploy_as_configured
+from tests.e2e.cluster import BITSTREAM, REGISTERED, Cluster, Obj, Suite, running, wait_for
+from tests.e2e.deployment import (
+    EXTENDER,
+    NAMESPACE,
+    SCHEDULER,
+    SLOTS,
+    Deployment,
+    deploy_as_configured,
+    dra_components,
+)
 
 SLOTS_ANNOTATION = "example.com/fpga-slots"
 TEMPLATE = "fpga-cached-first"
@@ -35,8 +45,9 @@ STEADY_S = 3.0
 
 @pytest.fixture(scope="module")
 def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deployment]:
-    with deploy_as_configured(cluster, pytestconfig, (REPO / "daemonset" / "dra-mode",)) as deployed:
+    with deploy_as_configured(cluster, pytestconfig, dra_components(pytestconfig)) as deployed:
         deployed.wait_available(SCHEDULER)
+        deployed.wait_available(EXTENDER)
         yield deployed
 
 
@@ -245,3 +256,50 @@ def test_a_claim_for_a_bitstream_not_in_the_catalog_fails_prepare_with_an_event_
         name: d["bitstream"] for name, d in before.items()
     }
     suite.delete_pod("bad")
+
+
+def fake_node_slice(node: str) -> dict[str, Any]:
+    """A ResourceSlice of our driver for a node without a kubelet: one empty slot of the sim platform."""
+    return {
+        "metadata": {"name": f"{node}-{DRIVER_NAME}"},
+        "spec": {
+            "driver": DRIVER_NAME,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": "slot0",
+                    "attributes": {
+                        "platform": {"string": PLATFORM},
+                        "bitstream": {"string": ""},
+                        "accelerator": {"string": ""},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_the_fpga_scheduler_asks_the_extender_to_score_a_dra_pod(deployment: Deployment, resource: Any) -> None:
+    """The DRA profile calls the extender's prioritize for a pod that holds its slot through a claim (no
+    managedResources: the pod requests no extended resource). The scheduler scores only when more than one node
+    fits, so a second node (a Node object and a ResourceSlice, no kubelet) offers a slot too."""
+    suite = deployment.suite
+    template = cached_first_template(suite.namespace, BITSTREAM)
+    with contextlib.suppress(ApiException):  # made by an earlier test of this module
+        resource.create_namespaced_resource_claim_template(suite.namespace, template)
+    wait_for("the node's ResourceSlice", lambda: slice_devices(resource, suite.node))
+    with deployment.fake_nodes(1) as (fake,):
+        resource.create_resource_slice(fake_node_slice(fake))
+        try:
+            before = deployment.extender_calls("prioritize")
+            claim_pod(suite, "scored", BITSTREAM)
+            pod = suite.cluster.wait_pod(suite.namespace, "scored", lambda p: bool(p.spec.node_name), "scheduled")
+            after = deployment.extender_calls("prioritize")
+            assert after > before, (
+                f"{before} prioritize calls before the DRA pod, {after} after (on {pod.spec.node_name})"
+            )
+        finally:
+            suite.delete_pod("scored")
+            with contextlib.suppress(ApiException):
+                resource.delete_resource_slice(f"{fake}-{DRIVER_NAME}")

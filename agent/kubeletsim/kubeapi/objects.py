@@ -40,6 +40,7 @@ _KINDS = {
     "daemonsets": "DaemonSet",
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
 }
 _NAMESPACED = {
     "pods": True,
@@ -50,6 +51,7 @@ _NAMESPACED = {
     "daemonsets": True,
     "resourceslices": False,
     "resourceclaims": True,
+    "resourceclaimtemplates": True,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -61,6 +63,7 @@ _API = {
     "fpgabitstreams": "/apis/example.com/v1alpha1",
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
+    "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -79,6 +82,7 @@ _FIELDS = {
     "daemonsets": {"metadata.name", "metadata.namespace"},
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
+    "resourceclaimtemplates": {"metadata.name", "metadata.namespace"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -104,8 +108,8 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets)"
+_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1)"
+_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates)"
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 

@@ -307,6 +307,22 @@ class ObjectStore:
             self.namespaces.add(meta["namespace"])
             return self._store("resourceclaims", key, claim)
 
+    def put_resource_claim_template(self, template: JSON) -> JSON:
+        """Create or replace a ResourceClaimTemplate given as JSON (as ``kubectl apply`` would); listed and
+        watched like the other kinds (``/apis/resource.k8s.io/v1/[namespaces/{ns}/]resourceclaimtemplates``)."""
+        template = copy.deepcopy(template)
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        template["apiVersion"] = RESOURCE_API
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("resourceclaimtemplates", (meta["namespace"], meta["name"]), template)
+
+    def delete_resource_claim_template(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("resourceclaimtemplates", (namespace, name))
+            return self._remove("resourceclaimtemplates", (namespace, name))
+
     def delete_resource_claim(self, namespace: str, name: str) -> JSON:
         with self._cond:
             self._get("resourceclaims", (namespace, name))

@@ -1,0 +1,72 @@
+"""DRA pods: what a pod that holds its slots through ResourceClaims asks for.
+
+A pod is a DRA FPGA pod when it has ``spec.resourceClaims``. The scheduler sends the
+pod only, so what its claims ask for is read from the templates it names
+(``agent.extender.claimtemplates``, kept by a watch):
+
+* with the pod annotation ``example.com/fpga-bitstream`` (as device-plugin pods carry it),
+  that bitstream, in as many slots as its templates' FPGA requests add up to (1 when no
+  template is known);
+* otherwise each FPGA request of each template names its own bitstream (the driver's
+  opaque configuration), in the order of the pod's claims and the templates' requests:
+  the order in which the scheduler allocates them.
+
+A claim named directly (``resourceClaimName``) is an object of its own that the extender
+does not read: without the annotation, it adds nothing. A pod of which nothing is known
+(no template found, none names a bitstream) is scored neutrally on every node, as a pod
+that names no bitstream is; the extender never fails a pod (it is ``ignorable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.extender.claimtemplates import MAX_NAME_CHARS, TemplateLookup
+from agent.extender.demand import PodDemand
+
+#: Claims read of one pod at most (the API server allows 32); the others add nothing.
+MAX_POD_CLAIMS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DraPod:
+    """What the extender reads of a DRA pod: its name, namespace, annotation and claims' templates."""
+
+    pod: str
+    namespace: str
+    #: The pod's ``example.com/fpga-bitstream`` annotation, if any.
+    bitstream: str | None
+    #: Per claim, in order: the template it is made from; None for a claim named directly (or unreadable).
+    templates: tuple[str | None, ...]
+
+
+def read_dra_pod(pod: str, namespace: str, spec: Mapping[str, Any], bitstream: str | None) -> DraPod | None:
+    """The pod's claims when it has any (``spec.resourceClaims``), else None. Never raises: an entry that is
+    not what the API server accepts is a claim the extender does not know."""
+    claims = spec.get("resourceClaims")
+    if not isinstance(claims, list) or not claims:
+        return None
+    templates: list[str | None] = []
+    for claim in claims[:MAX_POD_CLAIMS]:
+        template = claim.get("resourceClaimTemplateName") if isinstance(claim, dict) else None
+        usable = isinstance(template, str) and 0 < len(template) <= MAX_NAME_CHARS
+        templates.append(template if usable else None)
+    return DraPod(pod, namespace, bitstream, tuple(templates))
+
+
+def dra_demand(pod: DraPod, lookup: TemplateLookup) -> PodDemand:
+    """The pod's demand from its templates (see the module docstring); no requests when nothing is known."""
+    per_template: list[tuple[tuple[str | None, int], ...]] = []
+    for name in pod.templates:
+        template = lookup(pod.namespace, name) if name is not None else None
+        if template is None or template.error is not None:
+            continue
+        ours = [r for r in template.requests if r.ours]
+        per_template.append(tuple((r.bitstream, r.count) for r in (ours or template.requests)))
+    if pod.bitstream is not None:
+        slots = sum(count for requests in per_template for _, count in requests) if per_template else 1
+        return PodDemand.of_claims(pod.pod, [(pod.bitstream, slots)])
+    named = [(bitstream, count) for requests in per_template for bitstream, count in requests if bitstream is not None]
+    return PodDemand.of_claims(pod.pod, named)

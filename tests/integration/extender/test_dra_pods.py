@@ -1,0 +1,123 @@
+"""``fpga-agent extender`` scores DRA pods: it watches ResourceClaimTemplates through the API server (the HTTP fake)
+and answers prioritize for a pod that names one, by the slot the scheduler's allocator would take on each node."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from agent.kubeletsim.kubeapi import FakeKubeApiServer
+from tests.integration.extender.test_cli import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, extender_env
+from tests.unit.extender.factories import PAC, annotations, slot
+
+EXAMPLE = Path(__file__).parents[3] / "daemonset" / "examples" / "dra" / "cached-first.yaml"
+NAMES = ["fpga-1", "fpga-2", "fpga-3", "fpga-4"]
+CATALOG = {"aes-v1": PAC, "sha-v1": PAC}
+POLL_S = 0.05
+POLLS = int(PROCESS_TIMEOUT_S / POLL_S)
+
+
+def shipped() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shipped cache-aware ResourceClaimTemplate and the pod that names it."""
+    documents = {doc["kind"]: doc for doc in yaml.safe_load_all(EXAMPLE.read_text())}
+    template = documents["ResourceClaimTemplate"]
+    template["metadata"]["namespace"] = "default"
+    return template, documents["Pod"]
+
+
+@pytest.fixture
+async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[tuple[str, ExtenderProcess]]:
+    """The extender as a process, over four nodes: a free copy of aes-v1 (fpga-1), an empty free slot (fpga-2),
+    a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4)."""
+    minute_ago = int(time.time()) - 60
+    apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes-v1", last_used=1)], CATALOG))
+    apiserver.add_node("fpga-2", annotations=annotations([slot("s0"), slot("s1", free=False)], CATALOG))
+    apiserver.add_node(
+        "fpga-3", annotations=annotations([slot("s0", bitstream="sha-v1", last_used=minute_ago)], CATALOG)
+    )
+    apiserver.add_node("fpga-4", annotations=annotations([slot("s0", free=False)], CATALOG))
+    apiserver.put_resource_claim_template(shipped()[0])
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+        env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    running = ExtenderProcess(process)
+    try:
+        port = int((await running.wait_for_line(LISTENING))[1])
+        await running.wait_for_line(re.compile(r"node cache synced: 4 nodes"))
+        await running.wait_for_line(re.compile(r"ResourceClaimTemplates listed: 1"))
+        yield f"http://127.0.0.1:{port}", running
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def prioritize(session: aiohttp.ClientSession, url: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    async with session.post(url + "/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": NAMES}) as response:
+        assert response.status == 200
+        answer: list[dict[str, Any]] = await response.json()
+        return answer
+
+
+async def answer_once(
+    session: aiohttp.ClientSession, url: str, pod: dict[str, Any], holds: Callable[[list[dict[str, Any]]], bool]
+) -> list[dict[str, Any]]:
+    """The first answer that ``holds``: a watch event reaches the extender a moment after the API server has it."""
+    for _ in range(POLLS):
+        answer = await prioritize(session, url, pod)
+        if holds(answer):
+            return answer
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"the extender's answer never changed: {answer}")
+
+
+async def test_a_dra_pod_is_scored_by_its_claim_template(
+    apiserver: FakeKubeApiServer, extender: tuple[str, ExtenderProcess]
+) -> None:
+    url, process = extender
+    template, pod = shipped()
+    async with aiohttp.ClientSession() as session:
+        # fpga-1 holds aes-v1 free: 10; fpga-2 programs its empty slot: 7; fpga-3 overwrites sha-v1, used a
+        # minute ago: 7 - 6 x 0.5 x 0.98 -> 4; fpga-4 has no free slot: 0 (the floor, left out).
+        assert await prioritize(session, url, pod) == [
+            {"Host": "fpga-1", "Score": 10},
+            {"Host": "fpga-2", "Score": 7},
+            {"Host": "fpga-3", "Score": 4},
+        ]
+
+        # The template changes (through the watch): now fpga-3 holds the bitstream asked for.
+        changed = copy.deepcopy(template)
+        changed["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]["bitstream"] = "sha-v1"
+        apiserver.put_resource_claim_template(changed)
+        answer = await answer_once(session, url, pod, lambda answer: answer[0]["Host"] == "fpga-3")
+        assert answer == [
+            {"Host": "fpga-3", "Score": 10},
+            {"Host": "fpga-2", "Score": 7},
+            {"Host": "fpga-1", "Score": 4},
+        ]
+
+        # A claim named directly (no template, no annotation): neutral everywhere, no node stands out.
+        named = copy.deepcopy(pod)
+        named["spec"]["resourceClaims"] = [{"name": "fpga", "resourceClaimName": "made-by-hand"}]
+        assert await prioritize(session, url, named) == []
+        # With the annotation, its bitstream in one slot.
+        named["metadata"]["annotations"] = {"example.com/fpga-bitstream": "aes-v1"}
+        assert (await prioritize(session, url, named))[0] == {"Host": "fpga-1", "Score": 10}
+
+        # The template goes: its pods score neutrally.
+        apiserver.delete_resource_claim_template("default", template["metadata"]["name"])
+        await answer_once(session, url, pod, lambda answer: answer == [])
+    assert apiserver.watch_requests("resourceclaimtemplates")
+    assert "Traceback" not in "".join(process.log)
