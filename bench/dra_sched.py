@@ -169,7 +169,9 @@ def wanted_bitstreams(pods: int, seed: int = 7) -> list[str]:
     return [f"bs-{i}" for i in chooser.choices(range(BITSTREAMS), weights=weights, k=pods)]
 
 
-def pod_body(name: str) -> dict[str, Any]:
+def pod_body(name: str, bitstream: str) -> dict[str, Any]:
+    """A pod with its own claim (no resourceclaim controller here to make one from a template); the bitstream
+    also in the annotation, which the extender reads for pods whose claims it cannot look up by template."""
     container = {
         "name": "c",
         "image": "registry.k8s.io/pause:3.10",
@@ -178,7 +180,11 @@ def pod_body(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "dra-bench"}},
+        "metadata": {
+            "name": name,
+            "labels": {"app": "dra-bench"},
+            "annotations": {"example.com/fpga-bitstream": bitstream},
+        },
         "spec": {
             "automountServiceAccountToken": False,
             "resourceClaims": [{"name": "fpga", "resourceClaimName": name}],
@@ -252,7 +258,8 @@ def run(api: Api, scheduler: list[str], pods: int, log: Path, claim: Callable[[s
     wanted = dict(zip(names, wanted_bitstreams(pods), strict=True))
     claims = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
     in_parallel(names, lambda name: api.call("POST", claims, claim(name, wanted[name])))
-    in_parallel(names, lambda name: api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod_body(name)))
+    pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    in_parallel(names, lambda name: api.call("POST", pods_path, pod_body(name, wanted[name])))
     watch = BindWatch(api, pods)
     with log.open("ab") as output:
         process = subprocess.Popen(scheduler, stdout=output, stderr=output, start_new_session=True)

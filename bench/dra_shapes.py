@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,16 @@ def shipped_class() -> dict[str, Any]:
     return document
 
 
+def shipped_classes() -> list[dict[str, Any]]:
+    """Every DeviceClass of daemonset/dra-mode/."""
+    return [
+        document
+        for path in sorted(SHIPPED_CLASS_FILE.parent.glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if document and document.get("kind") == "DeviceClass"
+    ]
+
+
 @dataclass(frozen=True)
 class Shape:
     """A claim form: its classes, how a pod's claim is written, and the profile it is scheduled with."""
@@ -144,12 +154,15 @@ class Shape:
     name: str
     claim: Callable[[str, str], dict[str, Any]]
     classes: Callable[[], list[dict[str, Any]]]
-    #: Fields set on the scheduler profile (e.g. percentageOfNodesToScore); ``None``: upstream's default profile.
+    #: Fields set on the scheduler profile (e.g. percentageOfNodesToScore); ``None``: upstream's default profile
+    #: (and no extender).
     profile: dict[str, Any] | None = field(default_factory=dict)
+    #: Whether the configuration's extender (the shipped DRA profile calls ours for prioritize) stays.
+    extender: bool = True
 
 
 def _shipped_classes() -> list[dict[str, Any]]:
-    return [shipped_class()]
+    return shipped_classes()
 
 
 def _plain_classes() -> list[dict[str, Any]]:
@@ -158,8 +171,10 @@ def _plain_classes() -> list[dict[str, Any]]:
 
 #: The forms compared; the first is the anchor (upstream's shape), the second what we ship.
 SHAPES: dict[str, Shape] = {
-    "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
-    "shipped": Shape("shipped: cached-first.yaml, shipped class and DRA profile", shipped_claim, _shipped_classes),
+    "plainest": Shape(
+        "plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None, False
+    ),
+    "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, _shipped_classes),
     "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, _shipped_classes),
     "guarded": Shape(
         "cached-first, one clause per device (no-selector class), DRA profile",
@@ -172,7 +187,12 @@ SHAPES: dict[str, Shape] = {
 def with_profile(shape: Shape, **fields: Any) -> Shape:
     """The same form under the DRA profile with ``fields`` set (a variant to compare)."""
     suffix = ", ".join(f"{k} {v}" for k, v in fields.items())
-    return Shape(f"{shape.name}, {suffix}", shape.claim, shape.classes, {**(shape.profile or {}), **fields})
+    return replace(shape, name=f"{shape.name}, {suffix}", profile={**(shape.profile or {}), **fields})
+
+
+def without_extender(shape: Shape) -> Shape:
+    """The same form with the extender left out of the configuration."""
+    return replace(shape, name=f"{shape.name}, no extender", extender=False)
 
 
 def scheduler_profile(base: dict[str, Any], shape: Shape) -> dict[str, Any]:

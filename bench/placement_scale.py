@@ -81,7 +81,7 @@ def extender_config(percentage: int | None, strategy: str | None = None) -> str:
 
 
 def dra_config(percentage: int | None) -> str:
-    return _with_percentage(yaml.safe_load(dra_scheduler_config()), percentage)
+    return _with_percentage(yaml.safe_load(dra_scheduler_config(None, f"http://127.0.0.1:{EXTENDER_PORT}")), percentage)
 
 
 def _with_percentage(config: dict[str, Any], percentage: int | None) -> str:
@@ -106,10 +106,6 @@ def extender_pod(name: str, bitstream: str) -> dict[str, Any]:
     }
 
 
-def dra_pod(name: str, bitstream: str) -> dict[str, Any]:
-    return dra_sched.pod_body(name)
-
-
 def run_mode(
     mode: str, api: dra_sched.Api, names: list[str], args: argparse.Namespace, config: Path, log: Path
 ) -> tuple[float, float]:
@@ -126,7 +122,7 @@ def run_mode(
             rate = backlog_run(api, NAMESPACE, bitstreams, extender_pod, None, counter, scheduler, log)
     else:
         counter = BindCounter(state, bitstreams)
-        rate = backlog_run(api, NAMESPACE, bitstreams, dra_pod, shipped_claim, counter, scheduler, log)
+        rate = backlog_run(api, NAMESPACE, bitstreams, dra_sched.pod_body, shipped_claim, counter, scheduler, log)
     tally = state.tally
     print(
         f"  {mode}: {tally.hits}/{tally.possible} hits ({tally.pods} pods; misses on a node whose copy an earlier "

@@ -85,23 +85,29 @@ def scheduler_config(extender_url: str | None) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def dra_scheduler_config(shape: dra_shapes.Shape | None = None) -> str:
-    """The shipped DRA profile (or ``shape``'s) as a scheduler configuration for the bench's pods, client limits
-    lifted."""
+def dra_scheduler_config(shape: dra_shapes.Shape | None = None, extender_url: str | None = None) -> str:
+    """The shipped DRA configuration (or ``shape``'s) for the bench's pods, client limits lifted; its extender
+    called at ``extender_url`` over loopback HTTP, or left out (no URL, or a shape without it)."""
     config: dict[str, Any] = yaml.safe_load((ROOT / "daemonset" / "dra-mode" / "scheduler-config.yaml").read_text())
     config["leaderElection"] = {"leaderElect": False}
     config["clientConnection"] = {"kubeconfig": str(BENCH_KUBECONFIG), "qps": 5000, "burst": 5000}
     (profile,) = config["profiles"]
     profile["schedulerName"] = "default-scheduler"
+    (extender,) = config.pop("extenders")
     if shape is not None:
         config["profiles"] = [dra_shapes.scheduler_profile(profile, shape)]
+    if extender_url is not None and (shape is None or (shape.extender and shape.profile is not None)):
+        plain_http = {k: v for k, v in extender.items() if k not in TLS_KEYS}
+        config["extenders"] = [{**plain_http, "urlPrefix": extender_url}]
     return yaml.safe_dump(config, sort_keys=False)
 
 
 def parse_shapes(text: str) -> list[dra_shapes.Shape]:
-    """``--shapes``: names of ``dra_shapes.SHAPES``, each optionally ``@N`` (percentageOfNodesToScore N)."""
+    """``--shapes``: names of ``dra_shapes.SHAPES``, each optionally ``@N`` (percentageOfNodesToScore N) and
+    ``-noext`` (without the profile's extender)."""
     shapes = []
     for item in (part.strip() for part in text.split(",")):
+        item, no_extender = item.removesuffix("-noext"), item.endswith("-noext")
         name, _, percentage = item.partition("@")
         if name not in dra_shapes.SHAPES:
             raise SystemExit(f"--shapes: {name!r} is not one of {', '.join(dra_shapes.SHAPES)}")
@@ -110,6 +116,8 @@ def parse_shapes(text: str) -> list[dra_shapes.Shape]:
             if not percentage.isdigit() or not 0 < int(percentage) <= 100:
                 raise SystemExit(f"--shapes: {item!r}: the percentage must be 1..100")
             shape = dra_shapes.with_profile(shape, percentageOfNodesToScore=int(percentage))
+        if no_extender:
+            shape = dra_shapes.without_extender(shape)
         shapes.append(shape)
     return shapes
 
@@ -253,12 +261,14 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
             classes: dict[str, dict[str, Any]] = {}
             for index, shape in enumerate(args.shapes):
                 config = Configuration(f"DRA {shape.name}", work / f"dra-{index}.yaml", shape)
-                config.config_file.write_text(dra_scheduler_config(shape))
+                config.config_file.write_text(dra_scheduler_config(shape, f"http://127.0.0.1:{EXTENDER_PORT}"))
                 configurations.append(config)
                 classes.update((c["metadata"]["name"], c) for c in shape.classes())
             nodes = dra_sched.publish(api, list(classes.values()))
             print(f"DRA: a ResourceSlice on each of {nodes} nodes; classes {', '.join(classes)}", file=sys.stderr)
         with contextlib.ExitStack() as stack:
+            agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
+            extender = [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"]
             if not args.dra_only:
                 _plain, noop, ours = configurations[:3]
                 noop.process = stack.enter_context(
@@ -268,14 +278,12 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                         work / "noop.log",
                     )
                 )
-                agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
                 ours.process = stack.enter_context(
-                    started(
-                        [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"],
-                        f"http://127.0.0.1:{EXTENDER_PORT}/healthz",
-                        work / "extender.log",
-                    )
+                    started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
                 )
+            elif any(shape.extender and shape.profile is not None for shape in args.shapes):
+                health = f"http://127.0.0.1:{EXTENDER_PORT}/healthz"
+                stack.enter_context(started(extender, health, work / "extender.log"))
             for round_index in range(args.rounds):
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
                 shift = round_index % len(configurations)
