@@ -122,19 +122,21 @@ class OneSlotIndex:
         if platform is None or ranks is None:  # no node can program it: every known node asked scores 0
             return [] if all(map(self._entries.__contains__, names)) else None
         keys = list(map(ranks.get, names, repeat(-1)))  # the one pass over the names (C-level); -1: unknown
-        present = set(keys)
-        distinct: set[int] | None = present
-        if penalty or -1 in present:  # every node must pull the file first, or a node is unknown: rarely
-            unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
-            keys, distinct = [unknown if key < 0 else _less(key, penalty) for key in keys], None
         hits = self._hits.get((bitstream, platform))
-        if hits and not hits.isdisjoint(names):
+        # where the names with a free copy are: one more C-level pass, only when the bitstream has copies
+        hit_at = list(compress(range(len(names)), map(hits.__contains__, names))) if hits else None
+        distinct: set[int] | None = None
+        if penalty or -1 in keys:  # every node must pull the file first, or a node is unknown: rarely
+            unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
+            keys = [unknown if key < 0 else _less(key, penalty) for key in keys]
+        elif not hit_at:
+            distinct = set(keys)  # the ranks as they are: best_ranked needs not find them again
+        if hit_at:
             loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-            for at in compress(range(len(names)), map(hits.__contains__, names)):
+            for at in hit_at:
                 if shadowed and names[at] in shadowed:
                     continue  # its free copies are promised to other pods
                 keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
-            distinct = None
         return best_ranked(names, keys, limit, distinct)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
