@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.app import Agent, connect_kube
 from agent.config import Config
-from agent.demodraclaims import NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
+from agent.demodraclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
 from agent.dra import DRIVER_NAME
 from agent.kubeletsim import DraKubelet
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
@@ -151,12 +151,11 @@ async def _narrate(
         fabric.set_health(slot.card, slot.region, healthy=False, reason="demo: configuration CRC error")
         await until("the unhealthy slot in the slice", lambda: bool(slices.taints(victim)))
         say("", f"{victim}: tainted {', '.join(slices.taints(victim))} in the slice after {ms_since(failed)}")
-        say("", f"healthy={str(slices.attribute(victim, 'healthy')).lower()}; no claim is allocated a tainted device")
+        say("", "no claim is allocated a tainted device (the taint is the slot's health; no attribute says it)")
         recovered = time.monotonic()
         fabric.set_health(slot.card, slot.region, healthy=True)
         await until("the recovered slot in the slice", lambda: not slices.taints(victim))
-        healthy = str(slices.attribute(victim, "healthy")).lower()
-        say("", f"{victim}: untainted, healthy={healthy} after {ms_since(recovered)}")
+        say("", f"{victim}: untainted after {ms_since(recovered)}, allocatable again")
 
     say("9. SIGTERM: the driver stops serving and removes its sockets")
     stop.set()
@@ -170,7 +169,11 @@ def _exists(path: str) -> bool:
 
 async def _allocate_and_prepare(claims: ClaimRun, slices: SliceView, name: str) -> PreparedClaim:
     device, subrequest = allocate(slices.devices(), BITSTREAM, taken=claims.allocated)
-    say("", f"the allocator tries fpga/cached (bitstream == {BITSTREAM!r}), then fpga/any (platform == {PLATFORM!r})")
+    say(
+        "",
+        f"the allocator tries fpga/cached (bitstream == {BITSTREAM!r}), then fpga/any (platform == {PLATFORM!r}), "
+        f"each of class {DEVICE_CLASS} with the driver checked first",
+    )
     say("", f"claim {NAMESPACE}/{name} allocated {device} through fpga/{subrequest}")
     prepared = await claims.prepare(name, device, subrequest, BITSTREAM)
     if prepared.error:

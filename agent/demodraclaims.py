@@ -27,10 +27,12 @@ NAMESPACE = "default"
 #: The request of the claim and its alternatives, in the order the allocator tries them.
 REQUEST = "fpga"
 ALTERNATIVES = ("cached", "any")
+#: The (selector-less) class both alternatives name.
+DEVICE_CLASS = "fpga-slot-cached"
 WAIT_S = 15.0
 POLL_S = 0.02
 #: The slice's attributes in the order the device table shows them.
-COLUMNS = ["name", "platform", "card", "region", "numa", "bitstream", "healthy"]
+COLUMNS = ["name", "platform", "card", "numa", "bitstream"]
 
 Attributes = dict[str, str | int | bool]
 
@@ -88,7 +90,6 @@ class SliceView:
     def table(self) -> str:
         rows: list[dict[str, object]] = [{"name": name, **attrs} for name, attrs in self.devices().items()]
         for row in rows:
-            row["healthy"] = str(row.get("healthy")).lower()
             row["bitstream"] = row.get("bitstream") or None
         return format_table(COLUMNS, rows)
 
@@ -183,6 +184,7 @@ def cached_first_claim(name: str, node: str, device: str, subrequest: str, bitst
         driver=DRIVER_NAME,
         devices=[(f"{REQUEST}/{subrequest}", node, device)],
         first_available={REQUEST: list(ALTERNATIVES)},
+        device_class=DEVICE_CLASS,
         configs=(((REQUEST,), {"bitstream": bitstream}),),
         reserved_for=[(pod["metadata"]["name"], pod["metadata"]["uid"])],
     )

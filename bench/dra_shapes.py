@@ -4,7 +4,8 @@
   (``agent.dra.mode.slice_devices`` over slot states, ``agent.kube.resourceslices.slice_spec``):
   the same device names, attributes, taints and order as a DRA-mode agent publishes.
 * ``shipped_claim``: the claim of ``daemonset/examples/dra/cached-first.yaml`` (its
-  ResourceClaimTemplate's spec) for a given bitstream; ``plainest_claim``: upstream's
+  ResourceClaimTemplate's spec: both alternatives of the selector-less class ``fpga-slot-cached``,
+  one selector each that checks the driver first) for a given bitstream; ``plainest_claim``: upstream's
   benchmark shape, one ``exactly`` device of a class that matches only the driver.
 * ``SHAPES``: the claim and class forms ``bench/scheduler.py --dra`` compares side by side,
   each with the scheduler profile it runs under.
@@ -30,6 +31,8 @@ from agent.slots.registry import Content
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "daemonset" / "examples" / "dra" / "cached-first.yaml"
 SHIPPED_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml"
+#: The selector-less class the shipped cache-aware example names (``fpga-slot-cached``).
+CACHED_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass-cached.yaml"
 #: The bitstream and platform the shipped example names; the bench substitutes its own bitstream.
 EXAMPLE_BITSTREAM = "aes-v1"
 PLATFORM = "sim-pr-v1"
@@ -132,19 +135,14 @@ def driver_class(name: str, expression: str | None = f'device.driver == "{DRIVER
     return {"apiVersion": GROUP_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
 
 
-def shipped_class() -> dict[str, Any]:
-    document: dict[str, Any] = yaml.safe_load(SHIPPED_CLASS_FILE.read_text())
+def shipped_class(path: Path = SHIPPED_CLASS_FILE) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
     return document
 
 
 def shipped_classes() -> list[dict[str, Any]]:
-    """Every DeviceClass of daemonset/dra-mode/."""
-    return [
-        document
-        for path in sorted(SHIPPED_CLASS_FILE.parent.glob("*.yaml"))
-        for document in yaml.safe_load_all(path.read_text())
-        if document and document.get("kind") == "DeviceClass"
-    ]
+    """Both shipped DeviceClasses: ``fpga-slot`` and the cache-aware claims' ``fpga-slot-cached``."""
+    return [shipped_class(), shipped_class(CACHED_CLASS_FILE)]
 
 
 @dataclass(frozen=True)
@@ -161,10 +159,6 @@ class Shape:
     extender: bool = True
 
 
-def _shipped_classes() -> list[dict[str, Any]]:
-    return shipped_classes()
-
-
 def _plain_classes() -> list[dict[str, Any]]:
     return [driver_class("bench-driver-only")]
 
@@ -174,10 +168,10 @@ SHAPES: dict[str, Shape] = {
     "plainest": Shape(
         "plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None, False
     ),
-    "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, _shipped_classes),
-    "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, _shipped_classes),
+    "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, shipped_classes),
+    "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, shipped_classes),
     "guarded": Shape(
-        "cached-first, one clause per device (no-selector class), DRA profile",
+        "cached guarded, any of the driver-only class, DRA profile",
         guarded_cached_then_class,
         lambda: [shipped_class(), driver_class("bench-no-selector", None)],
     ),

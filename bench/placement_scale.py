@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched  # noqa: E402
-from bench.dra_shapes import shipped_claim, shipped_class  # noqa: E402
+from bench.dra_shapes import shipped_claim, shipped_classes  # noqa: E402
 from bench.placement_run import BindCounter, Publisher, backlog_run, clear_namespace, ensure_namespace  # noqa: E402
 from bench.placement_state import ClusterState, wanted  # noqa: E402
 from bench.scheduler import (  # noqa: E402
@@ -216,9 +216,10 @@ def fake_nodes(api: dra_sched.Api) -> list[str]:
 
 
 def publish_slices(api: dra_sched.Api, names: list[str], args: argparse.Namespace) -> None:
-    """The DeviceClass and every node's slice of the initial state (replacing the bench's own, if any)."""
+    """The DeviceClasses and every node's slice of the initial state (replacing the bench's own, if any)."""
     state = ClusterState.make(names, args.bitstreams, args.zipf, args.empty_share, args.seed)
-    dra_sched.put(api, f"{dra_sched.RESOURCE}/deviceclasses", shipped_class())
+    for device_class in shipped_classes():
+        dra_sched.put(api, f"{dra_sched.RESOURCE}/deviceclasses", device_class)
     slices = f"{dra_sched.RESOURCE}/resourceslices"
 
     def put(node: str) -> None:

@@ -74,11 +74,13 @@ def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash
 def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None = None) -> list[SliceDevice]:
     """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
 
-    ``platform`` (the PR interface ID a bitstream must match), ``card``, ``region``, ``numa``
-    (when known), ``bitstream`` and ``accelerator`` (the catalog name and accelerator ID loaded;
-    "" when empty, unknown or being programmed), ``healthy``. A slot that is not healthy carries the
-    NoSchedule taint ``UNHEALTHY_TAINT``: the scheduler allocates it to no claim (the DeviceClass needs
-    no health clause); it loses the taint when it recovers.
+    ``platform`` (the PR interface ID a bitstream must match), ``card`` (``matchAttribute`` keeps
+    two slots on one card), ``numa`` (when known) and ``bitstream`` (the catalog name loaded; ""
+    when empty, unknown or being programmed). Nothing else: the scheduler converts every attribute
+    of a device on every CEL evaluation, for every device of every node it filters. A slot that is
+    not healthy carries the NoSchedule taint ``UNHEALTHY_TAINT`` instead of an attribute: the
+    scheduler allocates it to no claim (the DeviceClass needs no health clause); it loses the taint
+    when it recovers.
 
     The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
     devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
@@ -98,10 +100,7 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
         attributes: dict[str, str | int | bool] = {
             "platform": slot.platform,
             "card": slot.card,
-            "region": slot.region,
             "bitstream": "" if busy else state.bitstream or "",
-            "accelerator": "" if busy else state.accelerator_id or "",
-            "healthy": state.health is Health.HEALTHY,
         }
         if slot.numa is not None:
             attributes["numa"] = slot.numa

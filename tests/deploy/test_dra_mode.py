@@ -4,7 +4,9 @@ The component must mount exactly the paths the agent uses in DRA mode, at the sa
 out (the kubelet dials the socket path the agent names), switch the agent to ``--mode dra``, give a
 DeviceClass for the driver, and a scheduler profile whose DynamicResources weight makes the cache
 preference win over spreading and that calls the extender (prioritize) for every pod.
-The examples must be valid objects that ask for that class.
+The selector-less class ``fpga-slot-cached`` of cache-aware claims comes with the admission policy that
+refuses its requests unless their selector checks the driver first (the policy's behaviour on the API
+server: tests/e2e/test_dra_admission.py). The examples must be valid objects that ask for those classes.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ DRA_HOST_PATHS = {
     DEFAULTS.dra_plugins_dir: "dra_plugins_dir",
     DEFAULTS.cdi_dir: "cdi_dir",
 }
+#: The class of cache-aware claims (no selector), its admission policy, and what its requests' selectors start with.
+CACHED_CLASS = "fpga-slot-cached"
+POLICY = "fpga-slot-cached-checks-driver"
+GUARD = f'device.driver == "{DRIVER_NAME}" && '
 #: The most the default spreading scorers (NodeResourcesFit, NodeResourcesBalancedAllocation and
 #: ImageLocality, 0-100 each at weight 1) can differ between two nodes.
 SPREADING_SPAN = 300
@@ -82,6 +88,39 @@ def test_the_device_class_selects_the_drivers_slots_with_one_term_and_serves_the
     assert selector["cel"]["expression"] == f'device.driver == "{DRIVER_NAME}"'
     # Pods written for the device plugin: the scheduler maps the extended resource to this class.
     assert device_class["spec"]["extendedResourceName"] == RESOURCE_NAME
+
+
+def test_the_cached_device_class_has_no_selector_and_says_what_its_requests_must_check() -> None:
+    path = COMPONENT / "deviceclass-cached.yaml"
+    (device_class,) = load_documents(path)
+    kubernetes_validate.validate(device_class, KUBERNETES_VERSION, strict=True)
+    assert device_class["metadata"]["name"] == CACHED_CLASS
+    assert device_class["spec"] == {}  # no selector (one CEL evaluation per device), no extended resource
+    assert GUARD.strip() in path.read_text()  # documented where users look
+
+
+def test_the_admission_policy_checks_every_request_of_the_cached_class_in_claims_and_templates() -> None:
+    policy, binding = load_documents(COMPONENT / "cached-class-policy.yaml")
+    for obj in (policy, binding):
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert (policy["kind"], policy["metadata"]["name"]) == ("ValidatingAdmissionPolicy", POLICY)
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["resource.k8s.io"]
+    assert set(rule["resources"]) == {"resourceclaims", "resourceclaimtemplates"}
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+    variables = {v["name"]: v["expression"] for v in spec["variables"]}
+    assert variables["prefix"] == f"'{GUARD}'"  # a CEL string: exactly the guard
+    assert "spec.spec" in variables["claimSpec"]  # a template's claim spec as well as a claim's
+    unguarded = variables["unguarded"]
+    for optional in ("r.firstAvailable", "r.exactly", "a.selectors", "r.exactly.selectors", "s.cel"):
+        assert f"has({optional})" in unguarded
+    assert unguarded.count(f'deviceClassName == "{CACHED_CLASS}"') == 2  # alternatives and exactly requests
+    assert binding["kind"] == "ValidatingAdmissionPolicyBinding"
+    assert binding["spec"] == {"policyName": POLICY, "validationActions": ["Deny"]}
+    resources = component()["resources"]
+    assert {"deviceclass.yaml", "deviceclass-cached.yaml", "cached-class-policy.yaml"} <= set(resources)
 
 
 def test_the_scheduler_profile_lets_a_cached_slot_win_over_spreading() -> None:
@@ -141,10 +180,27 @@ def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(ex
     devices = example["spec"]["spec"]["devices"]
     for request in devices["requests"]:
         choices = request.get("firstAvailable") or [request["exactly"]]
-        assert {choice["deviceClassName"] for choice in choices} == {"fpga-slot"}
+        assert {choice["deviceClassName"] for choice in choices} <= {"fpga-slot", CACHED_CLASS}
+        for choice in choices:
+            if choice["deviceClassName"] == CACHED_CLASS:  # what the admission policy asks
+                assert any(s["cel"]["expression"].startswith(GUARD) for s in choice["selectors"]), choice
     (config,) = devices["config"]
     assert config["opaque"]["driver"] == DRIVER_NAME
     assert set(config["opaque"]["parameters"]) == {"bitstream"}
+
+
+def test_the_cache_aware_example_checks_the_driver_in_its_one_selector_per_alternative() -> None:
+    """Both alternatives of cached-first.yaml use the selector-less class: one CEL evaluation per device."""
+    (template,) = [e for e in EXAMPLES if e["metadata"]["name"] == "fpga-slot-aes-cached-first"]
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    attributes = f'device.attributes["{DRIVER_NAME}"]'
+    assert [
+        (c["name"], c["deviceClassName"], [s["cel"]["expression"] for s in c["selectors"]])
+        for c in request["firstAvailable"]
+    ] == [
+        ("cached", CACHED_CLASS, [f'{GUARD}{attributes}.bitstream == "aes-v1"']),
+        ("any", CACHED_CLASS, [f'{GUARD}{attributes}.platform == "sim-pr-v1"']),
+    ]
 
 
 def test_there_is_an_example_per_use() -> None:
@@ -171,6 +227,12 @@ def test_the_dra_overlays_render_the_agent_in_dra_mode_with_the_extender(overlay
     rendered = kustomize(REPO / "overlays" / overlay)
     kinds: dict[str, Any] = {f"{o['kind']}/{o['metadata']['name']}": o for o in rendered}
     assert "DeviceClass/fpga-slot" in kinds
+    assert kinds[f"DeviceClass/{CACHED_CLASS}"]["spec"] == {}
+    (policy,) = load_documents(COMPONENT / "cached-class-policy.yaml")[:1]
+    assert kinds[f"ValidatingAdmissionPolicy/{POLICY}"] == policy
+    assert kinds[f"ValidatingAdmissionPolicyBinding/{POLICY}"]["spec"]["policyName"] == POLICY
+    for cluster_scoped in (f"DeviceClass/{CACHED_CLASS}", f"ValidatingAdmissionPolicy/{POLICY}"):
+        assert "namespace" not in kinds[cluster_scoped]["metadata"]
     for kept in ("Deployment", "Service", "PodDisruptionBudget", "ClusterRole"):
         assert f"{kept}/fpga-slot-extender" in kinds
     rules = kinds["ClusterRole/fpga-slot-extender"]["rules"]

@@ -4,11 +4,12 @@
 The agent registers the DRA driver with the kubelet (its readiness), publishes the node's slots as a
 ResourceSlice, and programs a claim's slot at NodePrepareResources. Pods use the cache-aware claim
 template of daemonset/examples/dra/cached-first.yaml (a slot holding the bitstream first, else any
-slot of the platform) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed,
-the slice then says so, and a second pod gets that slot through the first alternative with no
+slot of the platform, both of the selector-less class fpga-slot-cached with selectors that check the
+driver first) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed, the
+slice then says so, and a second pod gets that slot through the first alternative with no
 programming; the fpga-scheduler asks the extender to score each DRA pod. A bad bitstream fails
-prepare with an Event that names it; agent and kubelet restarts keep
-a prepared claim's pod running and its slot held.
+prepare with an Event that names it; agent and kubelet restarts keep a prepared claim's pod running
+and its slot held.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def slice_devices(resource: Any, node: str) -> dict[str, dict[str, Any]]:
 
 def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
     """daemonset/examples/dra/cached-first.yaml for the sim platform and ``bitstream``."""
-    attributes = f'device.attributes["{DRIVER_NAME}"]'
+    attributes = f'device.driver == "{DRIVER_NAME}" && device.attributes["{DRIVER_NAME}"]'
     parameters = {"bitstream": bitstream}
     return {
         "metadata": {"name": f"{TEMPLATE}-{bitstream}", "namespace": namespace},
@@ -105,12 +106,12 @@ def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
                             "firstAvailable": [
                                 {
                                     "name": "cached",
-                                    "deviceClassName": "fpga-slot",
+                                    "deviceClassName": "fpga-slot-cached",
                                     "selectors": [{"cel": {"expression": f'{attributes}.bitstream == "{bitstream}"'}}],
                                 },
                                 {
                                     "name": "any",
-                                    "deviceClassName": "fpga-slot",
+                                    "deviceClassName": "fpga-slot-cached",
                                     "selectors": [{"cel": {"expression": f'{attributes}.platform == "{PLATFORM}"'}}],
                                 },
                             ],
@@ -184,7 +185,10 @@ def test_the_agent_in_dra_mode_is_ready_once_registered_and_publishes_every_slot
     devices = wait_for("the node's ResourceSlice", lambda: slice_devices(resource, suite.node))
     assert len(devices) == SLOTS
     assert {d["platform"] for d in devices.values()} == {PLATFORM}
-    assert all(d["healthy"] is True for d in devices.values())
+    # Only what claims select on (health is the device taint): platform, card, numa when known, bitstream.
+    assert {frozenset(d) - {"numa"} for d in devices.values()} == {frozenset({"platform", "card", "bitstream"})}
+    found = resource.read_resource_slice(f"{suite.node}-{DRIVER_NAME}")
+    assert not any(d.taints for d in found.spec.devices)
 
 
 def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_without_programming(
@@ -272,7 +276,6 @@ def fake_node_slice(node: str) -> dict[str, Any]:
                     "attributes": {
                         "platform": {"string": PLATFORM},
                         "bitstream": {"string": ""},
-                        "accelerator": {"string": ""},
                     },
                 }
             ],
