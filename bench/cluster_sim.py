@@ -7,8 +7,9 @@ Policies, side by side on the same pod sequence (``bench.sim.policies``): (a) sp
 + first-fit, (b) spread + the agent's slot choice, (c) the shipped fpga-scheduler
 profile + the extender + the agent's slot choice, (c') the same with the other
 NodeResourcesFit strategy; (e) DRA mode's placement (``bench.sim.dra``: the scheduler's
-allocator with a cache-aware ``firstAvailable`` claim and the shipped DRA profile, no
-extender); (r) the online reference told the popularity law but not the arrivals
+allocator with a cache-aware ``firstAvailable`` claim and the DRA profile, which also asks
+the extender to score the slots the allocator takes, ``bench.sim.draextender``), and (e')
+the same without the extender; (r) the online reference told the popularity law but not the arrivals
 (``bench.sim.informed``); (d) the clairvoyant reference (``bench.sim.oracle``) and the
 cold-miss lower bound. (b) and (c) run the project's real code.
 

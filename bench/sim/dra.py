@@ -1,26 +1,34 @@
-"""(d) DRA placement for the cluster simulation: the scheduler's own allocator, no extender.
+"""(e) DRA placement for the cluster simulation: the scheduler's own allocator, and the extender's scores.
 
 What kube-scheduler v1.36 does with the claim of daemonset/examples/dra/cached-first.yaml
 (``firstAvailable``: ``cached``, N slots holding the bitstream; else ``any``, N slots of the
-platform) and the shipped DRA profile (daemonset/dra-mode/scheduler-config.yaml):
+platform) and the fpga-scheduler's DRA profile (daemonset/dra-mode/scheduler-config.yaml),
+which also calls the extender's prioritize for the FPGA pods it serves:
 
 * Filter: a node fits when N of its slots are free; only the nodes the scheduler's search
   finds are filtered and scored (``bench.sim.sampling``).
 * Score: DynamicResources gives 8 to a node where the first alternative fits and 7 where
   only the second does, normalised to 0..100 by the highest (100 and 87.5), times the
-  profile's weight (25). The other scorers see no slots (DRA devices are not node
-  resources) and spread by CPU and memory, which the simulation does not model: they
-  break ties at random here.
+  profile's weight (25). The extender's answer (``bench.sim.draextender``: the slots the
+  allocator will take on each node, valued as the extender values slots, one node listed)
+  adds 0..10, scaled to 0..100 and times the extender's weight, as kube-scheduler adds an
+  extender's scores; it is asked when two or more nodes fit. The other scorers see no
+  slots (DRA devices are not node resources) and spread by CPU and memory, which the
+  simulation does not model: they break ties at random here.
 * Allocation on the chosen node is first fit: the first alternative that fits, and its
   first N matching free devices in the slice's order. The agent lists empty slots first,
   then the least recently used (``lru=True``, what the grid runs); ``lru=False`` is a
   slice in ID order, for comparison.
+
+Without ``extender`` this is the DRA profile as it was before it called the extender
+(the grid's (e') column).
 """
 
 from __future__ import annotations
 
 import random
 
+from bench.sim.draextender import DraExtender
 from bench.sim.engine import Placement, SimNode
 from bench.sim.sampling import Sampler
 from bench.sim.workload import Pod
@@ -44,8 +52,15 @@ def slice_order(node: SimNode, lru: bool) -> list[int]:
 
 
 def dra(
-    rng: random.Random, weight: int = DYNAMIC_RESOURCES_WEIGHT, lru: bool = False, sampler: Sampler | None = None
+    rng: random.Random,
+    weight: int = DYNAMIC_RESOURCES_WEIGHT,
+    lru: bool = False,
+    sampler: Sampler | None = None,
+    extender: DraExtender | None = None,
+    extender_weight: int = 0,
 ) -> Placement:
+    """DRA placement; with ``extender``, the profile also adds the extender's answer (0..10, scaled x10 x
+    ``extender_weight``) when two or more nodes fit, as kube-scheduler adds an extender's scores."""
     search = sampler if sampler is not None else Sampler()
 
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
@@ -54,7 +69,13 @@ def dra(
             return None
         raw = {n.name: FIRST if len(cached_slots(n, pod)) >= pod.slots else SECOND for n in fitting}
         top = max(raw.values())
-        node = max(fitting, key=lambda n: raw[n.name] * 100 / top * weight + rng.random())
+        answer: dict[str, int] = {}
+        if extender is not None and len(fitting) >= 2:
+            answer = extender.answer(nodes, pod, [n.name for n in fitting], now)
+        scale = 10.0 * extender_weight
+        node = max(
+            fitting, key=lambda n: raw[n.name] * 100 / top * weight + scale * answer.get(n.name, 0) + rng.random()
+        )
         cached = cached_slots(node, pod)
         chosen = cached[: pod.slots] if len(cached) >= pod.slots else slice_order(node, lru)[: pod.slots]
         return node, chosen

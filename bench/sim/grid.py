@@ -13,6 +13,7 @@ import yaml
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights
 from bench.sim.dra import dra
+from bench.sim.draextender import DraExtender
 from bench.sim.engine import Placement, Result, best_of, percentile, simulate
 from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, exact
 from bench.sim.oracle import VARIANTS, clairvoyant, clairvoyant_slots, never_again_first
@@ -29,12 +30,15 @@ EXACT_NEVER_AGAIN = "(r) exact, content never asked again first"
 #: The online reference's other rule ((c) told the popularity law), with its slots chosen as in ONLINE_SLOTS.
 TOLD_NEVER_AGAIN = "(r) (c) told, content never asked again first"
 A, B, C, C2, ORACLE = "(a) spread+first-fit", "(b) spread+ours", "(c) extender+ours", "(c') other packing", "(d) oracle"
-#: DRA mode's placement (bench.sim.dra): the scheduler's allocator with the shipped DRA profile, no extender.
-DRA = "(e) DRA, no extender"
+#: DRA mode's placement (bench.sim.dra): the scheduler's allocator with the shipped DRA profile, which also
+#: calls the extender (bench.sim.draextender: it scores the slots the allocator's first fit takes).
+DRA = "(e) DRA"
+#: The same without the extender (the DRA profile before it called the extender), for comparison.
+DRA_ALONE = "(e') DRA, no extender"
 #: The online reference (bench.sim.informed): the best placement told the popularity law, not the arrivals.
 INFORMED = "(r) online, told the popularity"
 #: Policies that know nothing of the future (the oracle must beat each of them on every point).
-ONLINE = (A, B, C, C2, DRA)
+ONLINE = (A, B, C, C2, DRA, DRA_ALONE)
 
 _BASE = Shape(pods=5000)
 #: The grid: shapes a real cluster has, each differing from the default in one to four ways.
@@ -130,6 +134,14 @@ def dra_percentage(scheduler_config: Path) -> int | None:
     return percentage_to_score(path) if path.exists() else None
 
 
+def dra_extender_weight(scheduler_config: Path) -> int:
+    """The extender's weight in the DRA profile: its own ``extenders`` entry when it lists one, else the
+    extender profile's (the same extender, called by both)."""
+    path = dra_config(scheduler_config)
+    extenders = yaml.safe_load(path.read_text()).get("extenders") if path.exists() else None
+    return int(extenders[0]["weight"]) if extenders else profile_settings(scheduler_config)[0]
+
+
 def run_point(
     shape: Shape,
     seed: int,
@@ -187,7 +199,7 @@ def online_policies(
     answer_limit: int = ANSWER_LIMIT,
     percentage: int | None = None,
 ) -> dict[str, Placement]:
-    """(a), (b), (c), (c') and (e), each with its own scheduler's search of the nodes: the shipped profile's
+    """(a), (b), (c), (c'), (e) and (e'), each with its own scheduler's search of the nodes: the shipped profile's
     percentageOfNodesToScore (DRA's from its own profile), or ``percentage`` for all of them."""
     weight, packs = profile_settings(scheduler_config)
     extender = percentage if percentage is not None else percentage_to_score(scheduler_config)
@@ -205,7 +217,14 @@ def online_policies(
         C2: WithExtender(
             rng(), ours, weights, weight, catalog, answer_limit=answer_limit, most_allocated=not packs, sampler=search()
         ),
-        DRA: dra(rng(), lru=True, sampler=Sampler(in_dra)),
+        DRA: dra(
+            rng(),
+            lru=True,
+            sampler=Sampler(in_dra),
+            extender=DraExtender(weights, catalog),
+            extender_weight=dra_extender_weight(scheduler_config),
+        ),
+        DRA_ALONE: dra(rng(), lru=True, sampler=Sampler(in_dra)),
     }
 
 
@@ -246,11 +265,12 @@ def run_grid(
 def grid_tables(points: list[PointResult]) -> str:
     """The reconfigurations table (one row per point) and the start-delay table, with the verdicts."""
     lines = [
-        "| # | workload | (a) | (b) | (c) | (c') | (e) DRA | (r) online, told | oracle | bound "
-        "| (c)/oracle | (r)/oracle | (c)/(r) | (c)/min(a,b) | (e)/oracle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | workload | (a) | (b) | (c) | (c') | (e) DRA | (e') DRA, no extender | (r) online, told | oracle "
+        "| bound | (c)/oracle | (r)/oracle | (c)/(r) | (c)/min(a,b) | (e)/oracle | (e)/(c) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios, told_ratios, versus_told, worst_ab, oracle_lost, dra_ratios = [], [], [], 0.0, [], []
+    dra_versus_c: list[float] = []
     for index, point in enumerate(points, 1):
         oracle = point.rate(ORACLE)
         ratio = point.rate(C) / oracle
@@ -260,25 +280,27 @@ def grid_tables(points: list[PointResult]) -> str:
         versus = point.rate(C) / min(point.rate(A), point.rate(B))
         worst_ab = max(worst_ab, versus)
         dra_ratios.append(point.rate(DRA) / oracle)
+        dra_versus_c.append(point.rate(DRA) / point.rate(C))
         if min(point.rate(p) for p in ONLINE) < oracle:
             oracle_lost.append(index)
         lines.append(
             f"| {index} | {point.shape.describe()} | {point.rate(A):.3f} | {point.rate(B):.3f} | "
-            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {point.rate(DRA):.3f} | {point.rate(INFORMED):.3f} | "
-            f"{oracle:.3f} | {point.bound_rate:.3f} | {ratio:.2f} | {told_ratios[-1]:.2f} | {versus_told[-1]:.2f} | "
-            f"{versus:.2f} | {dra_ratios[-1]:.2f} |"
+            f"**{point.rate(C):.3f}** | {point.rate(C2):.3f} | {point.rate(DRA):.3f} | {point.rate(DRA_ALONE):.3f} | "
+            f"{point.rate(INFORMED):.3f} | {oracle:.3f} | {point.bound_rate:.3f} | {ratio:.2f} | "
+            f"{told_ratios[-1]:.2f} | {versus_told[-1]:.2f} | {versus:.2f} | {dra_ratios[-1]:.2f} | "
+            f"{dra_versus_c[-1]:.3f} |"
         )
     lines += [
         "",
         "Start delay (queueing + programming), seconds, p50 / p99:",
         "",
-        "| # | (a) | (b) | (c) | (c') | (e) DRA | (r) online, told | oracle |",
-        "|---|---|---|---|---|---|---|---|",
+        "| # | (a) | (b) | (c) | (c') | (e) DRA | (e') DRA, no extender | (r) online, told | oracle |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for index, point in enumerate(points, 1):
         cells = " | ".join(
             f"{percentile(point.results[p].delays, 0.5):.2f} / {percentile(point.results[p].delays, 0.99):.2f}"
-            for p in (A, B, C, C2, DRA, INFORMED, ORACLE)
+            for p in (A, B, C, C2, DRA, DRA_ALONE, INFORMED, ORACLE)
         )
         lines.append(f"| {index} | {cells} |")
     beyond = [str(i) for i, r in enumerate(told_ratios, 1) if r > 1.10]
@@ -292,6 +314,8 @@ def grid_tables(points: list[PointResult]) -> str:
         f"worst {max(versus_told):.3f} at point {versus_told.index(max(versus_told)) + 1}",
         f"(c) / min((a), (b)): worst {worst_ab:.3f} (target <= 1)",
         f"(e) DRA / oracle: median {statistics.median(dra_ratios):.3f}, worst {max(dra_ratios):.3f}",
+        f"(e) DRA / (c): median {statistics.median(dra_versus_c):.3f}, worst {max(dra_versus_c):.3f} "
+        f"at point {dra_versus_c.index(max(dra_versus_c)) + 1} (target: every point <= 1.05)",
         "oracle beaten by an online policy at: " + (", ".join(map(str, oracle_lost)) if oracle_lost else "no point"),
     ]
     return "\n".join(lines)

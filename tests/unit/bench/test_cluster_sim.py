@@ -13,7 +13,20 @@ from agent.extender.scoring import ScoreWeights
 from bench.sim.cachegap import a0, belady, cache_gap
 from bench.sim.dra import dra
 from bench.sim.engine import SimNode, SimSlot, simulate
-from bench.sim.grid import C2, DRA, GRID, INFORMED, ORACLE, A, B, C, grid_tables, profile_settings, run_point
+from bench.sim.grid import (
+    C2,
+    DRA,
+    DRA_ALONE,
+    GRID,
+    INFORMED,
+    ORACLE,
+    A,
+    B,
+    C,
+    grid_tables,
+    profile_settings,
+    run_point,
+)
 from bench.sim.informed import EXACT, TOLD, WINDOWS, ToldFacts, exact
 from bench.sim.policies import EPOCH, PLATFORM, WithExtender, bitstream_name, fit_scores, ours
 from bench.sim.workload import Pod, Shape, Workload, cold_miss_bound, make_workload
@@ -63,11 +76,11 @@ def test_mixed_node_sizes_are_cycled() -> None:
 def test_every_policy_beats_none_and_the_bound_holds() -> None:
     point = run_point(SMALL, seed=1, scheduler_config=CONFIG)
     bound = point.bound_rate
-    for policy in (A, B, C, C2, DRA, INFORMED, ORACLE):
+    for policy in (A, B, C, C2, DRA, DRA_ALONE, INFORMED, ORACLE):
         result = point.results[policy]
         assert len(result.delays) == SMALL.pods  # every pod started once (the engine asserts no slot is given twice)
         assert point.rate(policy) >= bound
-    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA))
+    assert point.rate(ORACLE) <= min(point.rate(p) for p in (A, B, C, C2, DRA, DRA_ALONE))
     assert point.informed_variant in (TOLD, *(f"{EXACT}, window {w:g}" for w in WINDOWS))
     assert point.rate(C) < point.rate(A)
 
@@ -106,6 +119,7 @@ def test_the_table_names_every_point_and_the_verdicts() -> None:
     assert table.count(SMALL.describe()) == 2
     assert "(c) / oracle: median" in table
     assert "(e) DRA / oracle: median" in table
+    assert "(e) DRA / (c): median" in table
     assert "(r) / oracle, what knowing the next arrivals is worth: median" in table
     assert "(c) / (r), what our estimate and scoring leave: median" in table
     assert "oracle beaten by an online policy at:" in table
