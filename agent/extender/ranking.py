@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from agent.extender.demand import PodDemand
-from agent.extender.drascoring import prioritize_dra
+from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.promises import Promises
@@ -147,7 +147,8 @@ class ScoreBoard:
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)
         scores = prioritize_dra(demand, names, lookup, self._weights, now, keep, self.facts.version, promised)
-        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
+        limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
+        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), limit)
         if promises is not None and single is not None and single[1] == 1:
             return promises.settle(cache, demand.pod, single[0], answer, now)
         return answer

@@ -22,7 +22,7 @@ pod counted once in the request shares, the cluster values (``keep``), the clock
 steps of ``CLOCK_STEP_S``, and the answer shifted to its floor (``best_ranked``), the
 best by score, then by MostAllocated packing of the slots, then in the order asked.
 
-The answer lists **one** node (``DRA_ANSWER_LIMIT``), not ``ANSWER_LIMIT``: in DRA mode
+The answer lists **one** node (``agent.extender.drascoring.DRA_ANSWER_LIMIT``), not ``ANSWER_LIMIT``: in DRA mode
 no scheduler plugin packs the slots (DRA devices are not node resources, so
 NodeResourcesFit sees none), and of the nodes an answer ranks equal the scheduler
 would pick at random. Listing only the best by score and packing is what the
@@ -39,39 +39,26 @@ published state by bitstream).
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping
 
 from agent.extender.demand import ContainerDemand, PodDemand
+from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
 from agent.extender.ranking import ScoreBoard, best_ranked, packing_for, ranks_of
-from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, MAX_SCORE, MEMO_LIMIT, ScoreWeights, _overwrite_score
+from agent.extender.scoring import CLOCK_STEP_S, MEMO_LIMIT, ScoreWeights
 from bench.sim.engine import SimNode
 from bench.sim.policies import EPOCH, SimNodeCache, bitstream_name
 from bench.sim.workload import Pod
 
-#: Entries the extender's answer for a DRA pod lists (module docstring).
-DRA_ANSWER_LIMIT = 1
 _EXTENDERS = itertools.count()
 
 
 def first_fit_score(
     node: NodeSlots, bitstream: str, count: int, weights: ScoreWeights, now: float, keep: Mapping[str, float]
 ) -> int:
-    """0..10 for the slots the DRA allocator takes on ``node`` for ``count`` slots of ``bitstream`` (module
-    docstring)."""
-    platform = node.bitstreams.get(bitstream)
-    if platform is None or node.free_by_platform.get(platform, 0) < count:
-        return 0
-    if node.free_loaded.get((bitstream, platform), 0) >= count:
-        total = float(count * weights.loaded)
-    else:
-        empty = min(count, node.free_empty.get(platform, 0))
-        total = float(empty * weights.empty)
-        for slot in node.reusable.get(platform, ())[: count - empty]:  # least recently used first
-            total += weights.loaded if slot.bitstream == bitstream else _overwrite_score(slot, weights, now, keep)
-    score = max(0, min(MAX_SCORE, math.floor(total / count + 0.5)))
-    return max(0, score - DOWNLOAD_PENALTY) if bitstream in node.downloads else score
+    """0..10 for the slots the DRA allocator takes on ``node`` for ``count`` slots of ``bitstream``: the
+    extender's own rule (``agent.extender.drascoring.score_dra``)."""
+    return score_dra(PodDemand.of_claims("sim", [(bitstream, count)]), node, weights, now, keep)
 
 
 class DraExtender:

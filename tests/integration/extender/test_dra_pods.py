@@ -64,8 +64,11 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
             await process.wait()
 
 
-async def prioritize(session: aiohttp.ClientSession, url: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
-    async with session.post(url + "/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": NAMES}) as response:
+async def prioritize(
+    session: aiohttp.ClientSession, url: str, pod: dict[str, Any], names: list[str] = NAMES
+) -> list[dict[str, Any]]:
+    """The answer for ``pod`` over ``names``: for a DRA pod, the one best node (``DRA_ANSWER_LIMIT``)."""
+    async with session.post(url + "/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": names}) as response:
         assert response.status == 200
         answer: list[dict[str, Any]] = await response.json()
         return answer
@@ -90,23 +93,19 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
     template, pod = shipped()
     async with aiohttp.ClientSession() as session:
         # fpga-1 holds aes-v1 free: 10; fpga-2 programs its empty slot: 7; fpga-3 overwrites sha-v1, used a
-        # minute ago: 7 - 6 x 0.5 x 0.98 -> 4; fpga-4 has no free slot: 0 (the floor, left out).
-        assert await prioritize(session, url, pod) == [
-            {"Host": "fpga-1", "Score": 10},
-            {"Host": "fpga-2", "Score": 7},
-            {"Host": "fpga-3", "Score": 4},
-        ]
+        # minute ago: 7 - 6 x 0.5 x 0.98 -> 4; fpga-4 has no free slot: 0 (the floor, left out). A DRA pod's
+        # answer lists the best node only; asked without the better ones, the next shows its score.
+        assert await prioritize(session, url, pod) == [{"Host": "fpga-1", "Score": 10}]
+        assert await prioritize(session, url, pod, ["fpga-2", "fpga-3", "fpga-4"]) == [{"Host": "fpga-2", "Score": 7}]
+        assert await prioritize(session, url, pod, ["fpga-3", "fpga-4"]) == [{"Host": "fpga-3", "Score": 4}]
 
         # The template changes (through the watch): now fpga-3 holds the bitstream asked for.
         changed = copy.deepcopy(template)
         changed["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]["bitstream"] = "sha-v1"
         apiserver.put_resource_claim_template(changed)
         answer = await answer_once(session, url, pod, lambda answer: answer[0]["Host"] == "fpga-3")
-        assert answer == [
-            {"Host": "fpga-3", "Score": 10},
-            {"Host": "fpga-2", "Score": 7},
-            {"Host": "fpga-1", "Score": 4},
-        ]
+        assert answer == [{"Host": "fpga-3", "Score": 10}]
+        assert await prioritize(session, url, pod, ["fpga-1", "fpga-4"]) == [{"Host": "fpga-1", "Score": 4}]
 
         # A claim named directly (no template, no annotation): neutral everywhere, no node stands out.
         named = copy.deepcopy(pod)
