@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 
 from agent.extender.demand import PodDemand
 from agent.extender.nodestate import LoadedSlot, NodeSlots, PublishedSlot
+from agent.extender.promises import free_copies
 from agent.extender.scoring import (
     CLOCK_STEP_S,
     DOWNLOAD_PENALTY,
@@ -139,6 +140,8 @@ def prioritize_dra(
     step = int(now // CLOCK_STEP_S)
     now = float(step * CLOCK_STEP_S)
     key = f"dra|{demand.dra}|{weights}|{step}|{keep_version}"
+    # A one-slot pod on a node with more free copies than are promised still gets one: scored as if none were.
+    first = demand.dra[0][0] if len(demand.dra) == 1 and demand.dra[0][1] == 1 else None
     scores: list[tuple[str, int]] = []
     for name in names:
         node = lookup(name)
@@ -146,7 +149,7 @@ def prioritize_dra(
             scores.append((name, weights.neutral))
             continue
         held = promised.get(name, 0)
-        if held:
+        if held and (first is None or free_copies(node, first) <= held):  # the copies it would take are promised
             scores.append((name, score_dra(demand, node, weights, now, keep, held)))
             continue
         memo = node.memo
