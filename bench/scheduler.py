@@ -172,7 +172,10 @@ def port_free(port: int) -> bool:
 def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> None:
     assert config.shape is not None
     scheduler = [str(RIG / "bin" / "kube-scheduler"), f"--config={config.config_file}", "--secure-port=0", "--v=1"]
+    before = cpu_seconds(config.process.pid) if config.process else 0.0
     rate = dra_sched.run(api, scheduler, pods, log, config.shape.claim)
+    if config.process:  # the extender's CPU over the run (creating and deleting the claims and pods included)
+        config.cpu_ms_per_pod.append((cpu_seconds(config.process.pid) - before) * 1000 / pods)
     config.pods_per_s.append(rate)
     print(f"  {config.name}: {rate:.1f} pods/s", file=sys.stderr)
 
@@ -283,7 +286,10 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 )
             elif any(shape.extender and shape.profile is not None for shape in args.shapes):
                 health = f"http://127.0.0.1:{EXTENDER_PORT}/healthz"
-                stack.enter_context(started(extender, health, work / "extender.log"))
+                ours_process = stack.enter_context(started(extender, health, work / "extender.log"))
+                for config in configurations:
+                    if config.shape is not None and config.shape.extender and config.shape.profile is not None:
+                        config.process = ours_process
             for round_index in range(args.rounds):
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
                 shift = round_index % len(configurations)
@@ -318,6 +324,10 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
             cpu = statistics.median(config.cpu_ms_per_pod)
             rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
     forms = [c for c in configurations if c.shape is not None]
+    for config in forms:
+        if config.cpu_ms_per_pod:
+            cpu = statistics.median(config.cpu_ms_per_pod)
+            rows.append((f"{config.name}: the extender's CPU per pod (median of runs)", f"{cpu:.2f} ms", ""))
     if forms:
         anchor = forms[0]
         for config in forms[1:]:

@@ -101,6 +101,16 @@ def slot_value(
     return overwrite_score(LoadedSlot(slot.last_used or 0, slot.bitstream), weights, now, keep)
 
 
+def dra_base(node: NodeSlots, platform: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
+    """What a one-slot DRA pod scores on ``node`` when none of its free slots holds the pod's bitstream (of
+    ``platform``): the first free slot of the platform in slice order, valued as :func:`score_dra` does; 0 when
+    there is none. Penalty for a download left out (the caller applies it)."""
+    for slot in node.free_order:
+        if slot.platform == platform:
+            return max(0, min(MAX_SCORE, math.floor(slot_value(slot, "", weights, now, keep) + 0.5)))
+    return 0
+
+
 def score_dra(
     demand: PodDemand,
     node: NodeSlots | None,

@@ -35,10 +35,11 @@ rebuilds it, about 10 ms per 1000 nodes when nodes share catalogs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 
+from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoretable import RANK_SCALE, ChangeLog, Scores, best_ranked
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, ScoreWeights, base_score
@@ -90,6 +91,8 @@ class OneSlotIndex:
         self._entries: dict[str, _Entry] = {}
         #: Platform -> node -> its base times RANK_SCALE plus its packing for a one-slot pod.
         self._ranks: dict[str, dict[str, int]] = {}
+        #: The same for a one-slot DRA pod: the base is what the slot the allocator takes is worth (``dra_base``).
+        self._dra_ranks: dict[str, dict[str, int]] = {}
         self._hits: dict[tuple[str, str], set[str]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
@@ -109,16 +112,21 @@ class OneSlotIndex:
         now: float,
         limit: int,
         shadowed: Collection[str] = frozenset(),
+        dra: Callable[[str], int] | None = None,
     ) -> Scores | None:
         """The best ``limit`` shifted scores of ``names`` for a pod asking one slot of ``bitstream``;
         None when the catalogs disagree about it (then score per name). Nodes in ``shadowed`` score as if
-        their free copies of it were gone (promised to other pods: ``agent.extender.promises``)."""
+        their free copies of it were gone (promised to other pods: ``agent.extender.promises``).
+
+        ``dra``: the pod is a DRA pod (``agent.extender.drascoring``): a node without a free copy scores what the
+        slot the allocator takes there is worth, and a shadowed node scores ``dra(name)``."""
         self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
         agreed = self._agreement(bitstream)
         if agreed is None:
             return None
         platform, penalty = agreed
-        ranks = self._ranks.get(platform) if platform is not None else None
+        tables = self._ranks if dra is None else self._dra_ranks
+        ranks = tables.get(platform) if platform is not None else None
         if platform is None or ranks is None:  # no node can program it: every known node asked scores 0
             return [] if all(map(self._entries.__contains__, names)) else None
         keys = list(map(ranks.get, names, repeat(-1)))  # the one pass over the names (C-level); -1: unknown
@@ -134,8 +142,10 @@ class OneSlotIndex:
         if hit_at:
             loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
             for at in hit_at:
-                if shadowed and names[at] in shadowed:
-                    continue  # its free copies are promised to other pods
+                if shadowed and names[at] in shadowed:  # its free copies are promised to other pods
+                    if dra is not None:  # the allocator takes another slot there: scored on its own
+                        keys[at] = dra(names[at]) * RANK_SCALE + keys[at] % RANK_SCALE  # its penalty included
+                    continue
                 keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
         return best_ranked(names, keys, limit, distinct)
 
@@ -175,7 +185,7 @@ class OneSlotIndex:
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
-        self._entries, self._ranks, self._hits = {}, {}, {}
+        self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}
         self._catalogs, self._agreed = {}, {}
         self._valued, self._ageing = set(), set()
         for node in cache.nodes.values():
@@ -189,6 +199,8 @@ class OneSlotIndex:
             ranks = self._ranks.setdefault(platform, {})
             rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
             ranks[name] = _SHARED_RANKS.setdefault(rank, rank)
+            rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
+            self._dra_ranks.setdefault(platform, {})[name] = _SHARED_RANKS.setdefault(rank, rank)
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:
@@ -216,11 +228,12 @@ class OneSlotIndex:
         entry = self._entries.pop(name, None)
         if entry is None:
             return
-        for platform in entry.platforms:
-            ranks = self._ranks[platform]
-            del ranks[name]
-            if not ranks:
-                del self._ranks[platform]
+        for tables in (self._ranks, self._dra_ranks):
+            for platform in entry.platforms:
+                ranks = tables[platform]
+                del ranks[name]
+                if not ranks:
+                    del tables[platform]
         for key in entry.hits:
             holders = self._hits[key]
             holders.discard(name)

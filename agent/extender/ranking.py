@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from agent.extender.demand import PodDemand
-from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra
+from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra, score_dra
 from agent.extender.facts import ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.promises import Promises
@@ -143,15 +143,51 @@ class ScoreBoard:
         """A DRA pod (``agent.extender.drascoring``): scored per name, promised copies taken off, and a
         one-slot pod promised the copy its answer tops with, as a device-plugin pod is."""
         promises, single = self.promises, demand.single
+        limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
+        if demand.dra is not None and len(demand.dra) == 1 and demand.dra[0][1] == 1:
+            # one slot: from the index, as a device-plugin pod's answer
+            answer = self._one_slot_dra(cache, demand.dra[0][0], demand, names, lookup, keep, now, limit)
+            if answer is not None:
+                return answer
         promised: Mapping[str, int] = {}
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)
         scores = prioritize_dra(demand, names, lookup, self._weights, now, keep, self.facts.version, promised)
-        limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
         answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), limit)
         if promises is not None and single is not None and single[1] == 1:
             return promises.settle(cache, demand.pod, single[0], answer, now)
         return answer
+
+    def _one_slot_dra(
+        self,
+        cache: ChangeLog,
+        bitstream: str,
+        demand: PodDemand,
+        names: Sequence[str],
+        lookup: NodeLookup,
+        keep: Mapping[str, float],
+        now: float,
+        limit: int,
+    ) -> Scores | None:
+        """A one-slot DRA pod's answer from the one-slot index (None: the catalogs disagree, score per name); a
+        node whose free copies are all promised is scored on its own by the slot the allocator takes there."""
+        promises = self.promises
+        shadowed: Collection[str] = frozenset()
+        taken: Mapping[str, int] = {}
+        if promises is not None:
+            shadowed = promises.shadowed(cache, demand.pod, bitstream, now)
+            taken = promises.taken(cache, bitstream, now)
+        step_now = float(int(now // CLOCK_STEP_S) * CLOCK_STEP_S)
+        weights = self._weights
+
+        def alone(name: str) -> int:
+            return score_dra(demand, lookup(name), weights, step_now, keep, taken.get(name, 0))
+
+        version = self.facts.version
+        answer = self._one_slot.prioritize(cache, bitstream, names, keep, version, now, limit, shadowed, alone)
+        if answer is None or promises is None:
+            return answer
+        return promises.settle(cache, demand.pod, bitstream, answer, now)
 
     def _single_ranks(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float

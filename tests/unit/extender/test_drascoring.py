@@ -13,7 +13,7 @@ from agent.extender import NodeCache, NodeSlots, PodDemand, ScoreWeights, Watche
 from agent.extender.drascoring import dra_allocation, prioritize_dra, score_dra
 from agent.extender.ranking import ScoreBoard
 from agent.extender.scoring import LRU_HORIZON_S, score_single
-from tests.unit.extender.factories import N3K, PAC, demand, node, slot
+from tests.unit.extender.factories import N3K, PAC, demand, expected_answer, node, slot
 
 NOW = 1_000_000_020.0  # a multiple of the scoring clock step (60 s), so that ages are exact
 W = ScoreWeights()
@@ -188,3 +188,49 @@ def test_a_one_slot_dra_pod_is_promised_its_copy_on_the_score_board() -> None:
     assert first[0][0] == "a"
     second = dict(board.prioritize(cache, replace(dra(("aes", 1)), pod="default/p2"), names, cache.lookup(), NOW))
     assert max(second, key=second.__getitem__) == "b"  # a's copy is promised: an empty slot is best now
+
+
+def test_a_one_slot_dra_pod_answered_from_the_index_equals_scoring_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-slot fast path (the per-platform DRA bases of the one-slot index, hits put in, promised copies
+    scored on their own) answers exactly what scoring each node by ``score_dra`` and ranking answers, pod after
+    pod, promises made along the way included."""
+    import random
+
+    rng = random.Random(7)
+    cache = NodeCache()
+    watched = []
+    for index in range(120):
+        slots = []
+        for k in range(rng.choice((1, 2, 4))):
+            held, platform = rng.random() < 0.6, rng.choice((PAC, PAC, N3K))
+            slots.append(
+                slot(
+                    f"s{index}-{k}",
+                    platform=platform,
+                    bitstream=(rng.choice(("aes", "sha", "gz")) if platform == PAC else "fft") if held else None,
+                    free=rng.random() < 0.7,
+                    last_used=ago(rng.choice((30, 600, 5000, 90000))) if held else None,
+                )
+            )
+        watched.append(WatchedNode(f"n{index}", n(*slots, name=f"n{index}")))
+    cache.replace(watched)
+    fast, slow = ScoreBoard(W), ScoreBoard(W)
+
+    def per_name(*_args: object) -> None:
+        raise AssertionError("a one-slot DRA pod was scored per name")
+
+    monkeypatch.setattr("agent.extender.ranking.prioritize_dra", per_name)  # the board must answer from the index
+    names = [f"n{index}" for index in rng.sample(range(120), 60)]
+    for number in range(40):
+        pod = PodDemand.of_claims(f"default/p{number}", [(rng.choice(("aes", "sha", "gz", "fft")), 1)])
+        got = fast.prioritize(cache, pod, names, cache.lookup(), NOW)
+        # the per-name path: the same board logic without the index (a two-slot request disables it, so the
+        # expected answer is worked out here from score_dra and the same promises)
+        assert slow.promises is not None
+        bitstream = pod.dra[0][0] if pod.dra else ""
+        promised = slow.promises.promised(cache, pod.pod, bitstream, NOW)
+        keep = slow.facts.keep_values(cache.nodes.values(), NOW)
+        scores = prioritize_dra(pod, names, cache.lookup(), W, NOW, keep, slow.facts.version, promised)
+        slow.count(pod)
+        expected = slow.promises.settle(cache, pod.pod, bitstream, expected_answer(scores, pod, cache.lookup(), 1), NOW)
+        assert got == expected, number
