@@ -12,56 +12,28 @@ to do with one that does not parse, is the caller's business.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from kubernetes import client
 
 from agent.kube.core import CoreCalls
-from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector, WatchEventKind
-
-logger = logging.getLogger(__name__)
+from agent.kube.objectwatch import ObjectWatcher
 
 T = TypeVar("T")
 
 
-class BitstreamWatcher(Generic[T]):
-    """Lists and watches all FpgaBitstream objects until cancelled; hands each, parsed by ``parse``, on.
-
-    ``parse(obj)`` runs in the worker thread and may raise ValueError to skip an
-    object. The callbacks run on the event loop: ``on_replace(values)`` after each
-    list, ``on_event(kind, value)`` per watch event (``ADDED``, ``MODIFIED``,
-    ``DELETED``), ``on_error(text)`` when a list fails (for example before the CRD
-    is installed: the watcher keeps trying with backoff).
-    """
+class BitstreamWatcher(ObjectWatcher[T]):
+    """All FpgaBitstream objects (a list fails until the CRD is installed: the watcher keeps trying)."""
 
     def __init__(
-        self,
-        api_client: client.ApiClient,
-        *,
-        parse: Callable[[Mapping[str, Any]], T],
-        on_replace: Callable[[list[T]], None],
-        on_event: Callable[[WatchEventKind, T], None],
-        on_error: Callable[[str], None],
-        backoff: Backoff = DEFAULT_BACKOFF,
-        watch_timeout_s: float = WATCH_TIMEOUT_S,
+        self, api_client: client.ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
     ) -> None:
         core = CoreCalls(api_client)
-        self._reflector: Reflector[T] = Reflector(
-            name="fpgabitstreams",
-            description="FpgaBitstream objects",
+        super().__init__(
+            "fpgabitstreams",
+            "FpgaBitstream objects",
             list_func=core.list_fpga_bitstream,
-            list_kwargs={},
             parse=parse,
-            on_replace=on_replace,
-            on_event=on_event,
-            on_error=on_error,
-            backoff=backoff,
-            watch_timeout_s=watch_timeout_s,
+            **options,
         )
-
-    async def run(self) -> None:
-        """List and watch FpgaBitstream objects until cancelled (the watch is closed on the way out)."""
-        logger.info("watching FpgaBitstream objects")
-        await self._reflector.run()
