@@ -93,6 +93,9 @@ class OneSlotIndex:
         self._ranks: dict[str, dict[str, int]] = {}
         #: The same for a one-slot DRA pod: the base is what the slot the allocator takes is worth (``dra_base``).
         self._dra_ranks: dict[str, dict[str, int]] = {}
+        #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
+        #: clusters pay nothing for them); the first one rebuilds the index with them.
+        self._with_dra = False
         self._hits: dict[tuple[str, str], set[str]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
@@ -120,6 +123,8 @@ class OneSlotIndex:
 
         ``dra``: the pod is a DRA pod (``agent.extender.drascoring``): a node without a free copy scores what the
         slot the allocator takes there is worth, and a shadowed node scores ``dra(name)``."""
+        if dra is not None and not self._with_dra:
+            self._with_dra, self._cache = True, None  # rebuilt below, with the DRA bases
         self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
         agreed = self._agreement(bitstream)
         if agreed is None:
@@ -199,8 +204,9 @@ class OneSlotIndex:
             ranks = self._ranks.setdefault(platform, {})
             rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
             ranks[name] = _SHARED_RANKS.setdefault(rank, rank)
-            rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-            self._dra_ranks.setdefault(platform, {})[name] = _SHARED_RANKS.setdefault(rank, rank)
+            if self._with_dra:
+                rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
+                self._dra_ranks.setdefault(platform, {})[name] = _SHARED_RANKS.setdefault(rank, rank)
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:
@@ -228,7 +234,7 @@ class OneSlotIndex:
         entry = self._entries.pop(name, None)
         if entry is None:
             return
-        for tables in (self._ranks, self._dra_ranks):
+        for tables in (self._ranks, self._dra_ranks) if self._with_dra else (self._ranks,):
             for platform in entry.platforms:
                 ranks = tables[platform]
                 del ranks[name]
