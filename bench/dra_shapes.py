@@ -158,6 +158,11 @@ class Shape:
     #: Whether the configuration's extender (the shipped DRA profile calls ours for prioritize) stays.
     extender: bool = True
 
+    @property
+    def calls_extender(self) -> bool:
+        """The run needs the extender: the DRA profile with its extender (upstream's default profile has none)."""
+        return self.extender and self.profile is not None
+
 
 def _plain_classes() -> list[dict[str, Any]]:
     return [driver_class("bench-driver-only")]
@@ -165,9 +170,7 @@ def _plain_classes() -> list[dict[str, Any]]:
 
 #: The forms compared; the first is the anchor (upstream's shape), the second what we ship.
 SHAPES: dict[str, Shape] = {
-    "plainest": Shape(
-        "plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None, False
-    ),
+    "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
     "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, shipped_classes),
     "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, shipped_classes),
     "guarded": Shape(

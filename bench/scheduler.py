@@ -96,7 +96,7 @@ def dra_scheduler_config(shape: dra_shapes.Shape | None = None, extender_url: st
     (extender,) = config.pop("extenders")
     if shape is not None:
         config["profiles"] = [dra_shapes.scheduler_profile(profile, shape)]
-    if extender_url is not None and (shape is None or (shape.extender and shape.profile is not None)):
+    if extender_url is not None and (shape is None or shape.calls_extender):
         plain_http = {k: v for k, v in extender.items() if k not in TLS_KEYS}
         config["extenders"] = [{**plain_http, "urlPrefix": extender_url}]
     return yaml.safe_dump(config, sort_keys=False)
@@ -284,11 +284,11 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 ours.process = stack.enter_context(
                     started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
                 )
-            elif any(shape.extender and shape.profile is not None for shape in args.shapes):
+            elif any(shape.calls_extender for shape in args.shapes):
                 health = f"http://127.0.0.1:{EXTENDER_PORT}/healthz"
                 ours_process = stack.enter_context(started(extender, health, work / "extender.log"))
                 for config in configurations:
-                    if config.shape is not None and config.shape.extender and config.shape.profile is not None:
+                    if config.shape is not None and config.shape.calls_extender:
                         config.process = ours_process
             for round_index in range(args.rounds):
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
