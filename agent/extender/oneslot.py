@@ -17,13 +17,15 @@ over every node of the cache:
   penalty on every node, whatever else the catalogs hold.
 
 When every node agrees on the bitstream's platform and penalty (the common case), a
-call is one lookup per name into the platform's ranks, the few hits put in, and
-C-level passes that pick the best ``limit`` of them
-(:func:`~agent.extender.scoretable.best_ranked`): no Python step per name (but for a
-download penalty or a name the cache does not know, one). The answer
-equals scoring every name, shifting and keeping the best entries as
-:mod:`agent.extender.scoretable` does. When the catalogs disagree,
-:meth:`OneSlotIndex.prioritize` returns None and the caller scores per name.
+call makes a set of the names asked, takes the hits among them, and walks the
+platform's nodes grouped by rank (:mod:`agent.extender.rankwalk`) for the floor and
+the best ``limit``: no lookup of each name in a table of every node (at 5000 nodes
+those cost more than all the rest, their memory being out of the CPU's caches). The
+answer equals scoring every name with published state, shifting and keeping the best
+entries as :mod:`agent.extender.scoretable` does (a name without published state
+scores the floor). For a bitstream every node must pull first, the names are looked
+up one by one. When the catalogs disagree, :meth:`OneSlotIndex.prioritize` returns
+None and the caller scores per name.
 
 The index follows the node cache's change log (a changed node is taken out and put
 back), the cluster's values (bases that depend on them, those of nodes that would
@@ -37,10 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
 
 from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
+from agent.extender.rankwalk import RankedNodes, best_of_asked
 from agent.extender.scoretable import RANK_SCALE, ChangeLog, Scores, best_ranked
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, ScoreWeights, base_score
 
@@ -90,9 +92,9 @@ class OneSlotIndex:
         self._keep: Mapping[str, float] = {}
         self._entries: dict[str, _Entry] = {}
         #: Platform -> node -> its base times RANK_SCALE plus its packing for a one-slot pod.
-        self._ranks: dict[str, dict[str, int]] = {}
+        self._ranks: dict[str, RankedNodes] = {}
         #: The same for a one-slot DRA pod: the base is what the slot the allocator takes is worth (``dra_base``).
-        self._dra_ranks: dict[str, dict[str, int]] = {}
+        self._dra_ranks: dict[str, RankedNodes] = {}
         #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
         #: clusters pay nothing for them); the first one rebuilds the index with them.
         self._with_dra = False
@@ -132,27 +134,49 @@ class OneSlotIndex:
         platform, penalty = agreed
         tables = self._ranks if dra is None else self._dra_ranks
         ranks = tables.get(platform) if platform is not None else None
-        if platform is None or ranks is None:  # no node can program it: every known node asked scores 0
-            return [] if all(map(self._entries.__contains__, names)) else None
-        keys = list(map(ranks.get, names, repeat(-1)))  # the one pass over the names (C-level); -1: unknown
+        if platform is None or ranks is None:  # no node can program it: every name asked scores 0
+            return []
+        if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
+            return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
+        asked = set(names)  # the one pass over the names (C-level)
+        lifted: dict[str, int] = {}
         hits = self._hits.get((bitstream, platform))
-        # where the names with a free copy are: one more C-level pass, only when the bitstream has copies
-        hit_at = list(compress(range(len(names)), map(hits.__contains__, names))) if hits else None
-        distinct: set[int] | None = None
-        if penalty or -1 in keys:  # every node must pull the file first, or a node is unknown: rarely
-            unknown = self._weights.neutral * RANK_SCALE  # no published state: neutral, no packing known
-            keys = [unknown if key < 0 else _less(key, penalty) for key in keys]
-        elif not hit_at:
-            distinct = set(keys)  # the ranks as they are: best_ranked needs not find them again
-        if hit_at:
-            loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-            for at in hit_at:
-                if shadowed and names[at] in shadowed:  # its free copies are promised to other pods
+        if hits:
+            loaded = self._weights.loaded * RANK_SCALE
+            held = ranks.ranks
+            for name in hits & asked:  # walks the smaller of the two
+                if shadowed and name in shadowed:  # its free copies are promised to other pods
                     if dra is not None:  # the allocator takes another slot there: scored on its own
-                        keys[at] = dra(names[at]) * RANK_SCALE + keys[at] % RANK_SCALE  # its penalty included
+                        lifted[name] = dra(name) * RANK_SCALE + held[name] % RANK_SCALE
                     continue
-                keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
-        return best_ranked(names, keys, limit, distinct)
+                lifted[name] = loaded + held[name] % RANK_SCALE  # a free copy here: its packing kept
+        return best_of_asked(ranks, names, asked, lifted, limit)
+
+    def _per_name(
+        self,
+        table: RankedNodes,
+        bitstream: str,
+        platform: str,
+        penalty: int,
+        names: Sequence[str],
+        limit: int,
+        shadowed: Collection[str],
+        dra: Callable[[str], int] | None,
+    ) -> Scores:
+        """Every name looked up: for a bitstream every node must pull first (its penalty clamps at 0)."""
+        held = table.ranks
+        known = [name for name in names if name in held]
+        keys = [_less(held[name], penalty) for name in known]
+        loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
+        hits = self._hits.get((bitstream, platform), set())
+        for at, name in enumerate(known):
+            if name in hits:
+                if shadowed and name in shadowed:
+                    if dra is not None:
+                        keys[at] = dra(name) * RANK_SCALE + keys[at] % RANK_SCALE
+                    continue
+                keys[at] = loaded + keys[at] % RANK_SCALE
+        return best_ranked(known, keys, limit)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
@@ -201,16 +225,22 @@ class OneSlotIndex:
         now = float(self._step * CLOCK_STEP_S)
         packing = node.packing(1)
         for platform in platforms:
-            ranks = self._ranks.setdefault(platform, {})
             rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-            ranks[name] = _SHARED_RANKS.setdefault(rank, rank)
+            self._table(self._ranks, platform).put(name, _SHARED_RANKS.setdefault(rank, rank))
             if self._with_dra:
                 rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-                self._dra_ranks.setdefault(platform, {})[name] = _SHARED_RANKS.setdefault(rank, rank)
+                self._table(self._dra_ranks, platform).put(name, _SHARED_RANKS.setdefault(rank, rank))
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:
             self._ageing.discard(name)
+
+    @staticmethod
+    def _table(tables: dict[str, RankedNodes], platform: str) -> RankedNodes:
+        table = tables.get(platform)
+        if table is None:
+            table = tables[platform] = RankedNodes()
+        return table
 
     def _add(self, node: NodeSlots) -> None:
         name = node.name
@@ -237,7 +267,7 @@ class OneSlotIndex:
         for tables in (self._ranks, self._dra_ranks) if self._with_dra else (self._ranks,):
             for platform in entry.platforms:
                 ranks = tables[platform]
-                del ranks[name]
+                ranks.drop(name)
                 if not ranks:
                     del tables[platform]
         for key in entry.hits:

@@ -4,7 +4,7 @@ kube-scheduler calls prioritize once per pod with hundreds of node names, inside
 sequential scheduling cycle, while nodes change far more rarely than pods are
 scored. A pod that asks one slot of one bitstream (nearly all) is answered by the
 :class:`~agent.extender.oneslot.OneSlotIndex`, from per-platform scores that every
-bitstream shares, with two passes over the names and no work per node. For the other
+bitstream shares, with one pass over the names and no work per node. For the other
 kinds of pod that name one bitstream (bitstream, slots, slots of any content: the
 replicas of a Deployment are all one kind), a :class:`ScoreTable` remembers the
 rank (score and packing, :mod:`agent.extender.scoretable`) of every node a call of
@@ -56,7 +56,17 @@ from agent.extender.scoring import (
     score_single,
 )
 
-__all__ = ["ANSWER_LIMIT", "RANK_SCALE", "ChangeLog", "ScoreBoard", "ScoreTable", "Scores", "best_ranked", "ranks_of"]
+__all__ = [
+    "ANSWER_LIMIT",
+    "RANK_SCALE",
+    "ChangeLog",
+    "ScoreBoard",
+    "ScoreTable",
+    "Scores",
+    "best_ranked",
+    "published",
+    "ranks_of",
+]
 
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
 TABLE_LIMIT = 256
@@ -74,6 +84,15 @@ def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
         return 0 if node is None else node.packing(count)
 
     return packing
+
+
+def published(cache: ChangeLog, names: Sequence[str]) -> Sequence[str]:
+    """The names asked that have published state, each once: a node without any (its agent is gone, or has
+    not published yet) is left out of an answer, so it scores the floor, and does not set the floor itself."""
+    nodes = cache.nodes
+    if all(map(nodes.__contains__, names)) and len(set(names)) == len(names):
+        return names
+    return list(dict.fromkeys(name for name in names if name in nodes))
 
 
 class ScoreBoard:
@@ -120,15 +139,16 @@ class ScoreBoard:
         keep = facts.keep_values(cache.nodes.values(), now)
         if demand.dra is not None:
             return self._prioritize_dra(cache, demand, names, lookup, keep, now)
-        if demand.single is None:
-            scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
-            return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
-        if demand.single[1] == 1 and not demand.unnamed:
+        if demand.single is not None and demand.single[1] == 1 and not demand.unnamed:
             bitstream, promises = demand.single[0], self.promises
             shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
             answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit, shadowed)
             if answer is not None:
                 return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
+        names = published(cache, names)
+        if demand.single is None:
+            scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
+            return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
         return best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
 
     def _prioritize_dra(
@@ -149,6 +169,7 @@ class ScoreBoard:
             answer = self._one_slot_dra(cache, demand.dra[0][0], demand, names, lookup, keep, now, limit)
             if answer is not None:
                 return answer
+        names = published(cache, names)
         promised: Mapping[str, int] = {}
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)

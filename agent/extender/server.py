@@ -125,7 +125,7 @@ class Extender:
             scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), self._clock())
         else:
             lookup = self._lookup(request)
-            names = request.names
+            names = [name for name in request.names if lookup(name) is not None]  # as published() does
             if demand.dra is not None:
                 scores = prioritize_dra(demand, names, lookup, self.weights, self._clock())
             else:

@@ -10,6 +10,7 @@ import pytest
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
+from agent.extender.ranking import published
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
@@ -75,7 +76,9 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         limit = rng.choice([0, 1, 3, 8])
         answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))
-        scores = prioritize_nodes(pod, asked, cache.lookup(), weights, now, keep, facts.version)
+        # a name without published state scores the floor (left out); a name asked twice counts once
+        known = published(cache, list(dict.fromkeys(asked)))
+        scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
         expected = expected_answer(scores, pod, cache.lookup(), limit)
         if answer is not None:
             answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
@@ -103,12 +106,20 @@ def test_catalogs_that_disagree_about_the_bitstream_leave_it_to_per_name_scoring
     assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16) is None
 
 
-def test_a_name_the_cache_does_not_know_scores_neutral() -> None:
+def test_a_name_the_cache_does_not_know_scores_the_floor() -> None:
+    """A node without published state (its agent gone, or not yet published) is left out and does not set
+    the floor: the known nodes are shifted among themselves."""
     cache = NodeCache()
-    cache.replace([WatchedNode("a", node("a", [slot("s0", bitstream="aes")]))])
+    cache.replace(
+        [
+            WatchedNode("a", node("a", [slot("s0", bitstream="aes")])),  # a copy: 10
+            WatchedNode("b", node("b", [slot("s0")])),  # empty: 7
+        ]
+    )
     index = OneSlotIndex(ScoreWeights())
-    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW, 16) == [("a", 5)]  # 10 over neutral 5
-    assert index.prioritize(cache, "aes", ["a"], {}, 0, NOW, 16) == []
+    assert index.prioritize(cache, "aes", ["stranger", "a", "b"], {}, 0, NOW, 16) == [("a", 3)]
+    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW, 16) == []  # a alone is the floor
+    assert index.prioritize(cache, "aes", ["stranger"], {}, 0, NOW, 16) == []
 
 
 def test_a_bitstream_no_node_can_program_scores_zero_everywhere() -> None:

@@ -1,0 +1,163 @@
+"""Nodes kept by rank, and the best of the names kube-scheduler asks about found by walking the ranks.
+
+At 5000 nodes kube-scheduler asks about a sample of about 500 names per pod. Looking
+each of them up in a table of every node touches 500 places in memory that the
+scheduler, the API server and etcd push out of the CPU's caches between two calls:
+measured in the bench (``bench/scheduler.py``), that lookup pass alone cost about
+270 us per call, the set of the names asked 30 us. So :class:`RankedNodes` keeps the
+nodes of one platform grouped by rank (score times ``RANK_SCALE`` plus packing, few
+distinct values), and :func:`best_of_asked` answers from the set of names asked:
+
+* the **floor** (the lowest score among the names asked, which kube-scheduler's
+  reading of an answer makes 0) is the lowest rank group that holds a name asked
+  (``isdisjoint`` stops at the first one it finds);
+* the **best** are taken from the highest groups down, until ``limit`` are listed;
+  within a group, in the order asked (the names are hot: they were just parsed).
+
+A few names rank otherwise for the pod at hand (``lifted``: a free copy of its
+bitstream, or a promised copy taken off); they are passed with their ranks and take
+part as if their group were that rank. A name the table does not hold (no published
+state) is not in any group: it scores the floor, as a node whose agent is gone does.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+
+from agent.extender.scoretable import RANK_SCALE, Scores
+
+
+class RankedNodes:
+    """Node -> rank, and rank -> the nodes at it, for one platform (and one kind of pod)."""
+
+    __slots__ = ("_order", "groups", "ranks")
+
+    def __init__(self) -> None:
+        self.ranks: dict[str, int] = {}
+        self.groups: dict[int, set[str]] = {}
+        self._order: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def put(self, name: str, rank: int) -> None:
+        old = self.ranks.get(name)
+        if old == rank:
+            return
+        if old is not None:
+            self._leave(name, old)
+        self.ranks[name] = rank
+        group = self.groups.get(rank)
+        if group is None:
+            self.groups[rank] = {name}
+            self._order = None
+        else:
+            group.add(name)
+
+    def drop(self, name: str) -> None:
+        old = self.ranks.pop(name, None)
+        if old is not None:
+            self._leave(name, old)
+
+    def order(self) -> list[int]:
+        """The ranks held, best first."""
+        if self._order is None:
+            self._order = sorted(self.groups, reverse=True)
+        return self._order
+
+    def _leave(self, name: str, rank: int) -> None:
+        group = self.groups[rank]
+        group.discard(name)
+        if not group:
+            del self.groups[rank]
+            self._order = None
+
+
+def best_of_asked(
+    table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Mapping[str, int], limit: int
+) -> Scores:
+    """The answer for ``names`` (``asked``: the same as a set): each listed name's score shifted to the
+    floor, the floor left out, at most ``limit`` entries (0: all), the best by rank, ties in the order asked.
+    ``lifted``: names asked that rank otherwise for this pod, with their ranks."""
+    floor = _floor(table, asked, lifted)
+    if floor is None:
+        return []
+    top = (floor + 1) * RANK_SCALE
+    extra: dict[int, list[str]] = {}
+    for name, rank in lifted.items():
+        if rank >= top:
+            extra.setdefault(rank, []).append(name)
+    picked: Scores = []
+    listed: set[str] = set()
+    last = None
+    for rank in heapq.merge(table.order(), sorted(extra, reverse=True), reverse=True):
+        if rank < top or 0 < limit <= len(picked):
+            break
+        if rank == last:
+            continue
+        last = rank
+        need = limit - len(picked) if limit > 0 else len(names)
+        score = rank // RANK_SCALE - floor
+        for name in _at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need):
+            if name not in listed:
+                listed.add(name)
+                picked.append((name, score))
+    return picked
+
+
+def _floor(table: RankedNodes, asked: Set[str], lifted: Mapping[str, int]) -> int | None:
+    """The lowest score among the names asked that the table holds; None when it holds none of them."""
+    lowest = min(lifted.values()) // RANK_SCALE if lifted else None
+    groups = table.groups
+    for rank in reversed(table.order()):
+        if lowest is not None and rank // RANK_SCALE >= lowest:
+            break
+        group = groups[rank]
+        if group.isdisjoint(asked):
+            continue
+        if lifted and not group.isdisjoint(lifted):  # some of its names asked rank otherwise: all of them?
+            rest = group & asked
+            rest.difference_update(lifted)
+            if not rest:
+                continue
+        return rank // RANK_SCALE
+    return lowest
+
+
+def _at_rank(
+    group: set[str] | None,
+    extra: Iterable[str],
+    names: Sequence[str],
+    asked: Set[str],
+    lifted: Mapping[str, int],
+    need: int,
+) -> Iterable[str]:
+    """The names asked at one rank, the group's (less the lifted) and ``extra``: the first ``need`` of them,
+    in the order asked."""
+    if group is None:
+        found: set[str] = set(extra)
+    elif len(group) <= len(asked):
+        found = group & asked  # walks the group's own table: no name looked up elsewhere
+        if lifted:
+            found.difference_update(lifted)
+        found.update(extra)
+    else:  # a group larger than the sample: the names asked, in order, until enough are found in it
+        wanted = set(extra)
+        return _first(names, lambda n: (n in group and n not in lifted) or n in wanted, need)
+    return _first(names, found.__contains__, min(need, len(found)))  # in the order asked: no hash order
+
+
+def _first(names: Sequence[str], wanted: Callable[[str], bool], need: int) -> list[str]:
+    """The first ``need`` distinct names for which ``wanted`` holds, in order."""
+    chosen: list[str] = []
+    if need <= 0:
+        return chosen
+    seen: set[str] = set()
+    for name in filter(wanted, names):
+        if name not in seen:
+            seen.add(name)
+            chosen.append(name)
+            if len(chosen) >= need:
+                break
+    return chosen
