@@ -58,6 +58,7 @@ class _Entry:
     node: NodeSlots
     platforms: tuple[str, ...]
     hits: tuple[tuple[str, str], ...]
+    packing: int
     catalog: CatalogKey
 
 
@@ -98,7 +99,8 @@ class OneSlotIndex:
         #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
         #: clusters pay nothing for them); the first one rebuilds the index with them.
         self._with_dra = False
-        self._hits: dict[tuple[str, str], set[str]] = {}
+        #: (bitstream, platform) -> packing -> the nodes with a free slot holding it, at that packing.
+        self._hits: dict[tuple[str, str], dict[int, set[str]]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -140,16 +142,15 @@ class OneSlotIndex:
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
         asked = set(names)  # the one pass over the names (C-level)
         lifted: dict[str, int] = {}
-        hits = self._hits.get((bitstream, platform))
-        if hits:
-            loaded = self._weights.loaded * RANK_SCALE
-            held = ranks.ranks
-            for name in hits & asked:  # walks the smaller of the two
-                if shadowed and name in shadowed:  # its free copies are promised to other pods
-                    if dra is not None:  # the allocator takes another slot there: scored on its own
-                        lifted[name] = dra(name) * RANK_SCALE + held[name] % RANK_SCALE
-                    continue
-                lifted[name] = loaded + held[name] % RANK_SCALE  # a free copy here: its packing kept
+        loaded = self._weights.loaded * RANK_SCALE
+        for packing, holders in self._hits.get((bitstream, platform), {}).items():
+            found = holders & asked  # walks the smaller of the two
+            if shadowed and found:
+                promised = found.intersection(shadowed)  # their free copies are promised to other pods
+                found -= promised
+                if dra is not None:  # the allocator takes another slot there: scored on its own
+                    lifted.update((name, dra(name) * RANK_SCALE + packing) for name in promised)
+            lifted.update(dict.fromkeys(found, loaded + packing))  # a free copy here: its packing kept
         return best_of_asked(ranks, names, asked, lifted, limit)
 
     def _per_name(
@@ -168,7 +169,7 @@ class OneSlotIndex:
         known = [name for name in names if name in held]
         keys = [_less(held[name], penalty) for name in known]
         loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-        hits = self._hits.get((bitstream, platform), set())
+        hits = set().union(*self._hits.get((bitstream, platform), {}).values())
         for at, name in enumerate(known):
             if name in hits:
                 if shadowed and name in shadowed:
@@ -249,8 +250,9 @@ class OneSlotIndex:
         if any(not node.free_empty.get(p) and node.reusable.get(p) for p in platforms):
             self._valued.add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
+        packing = node.packing(1)
         for key in hits:
-            self._hits.setdefault(key, set()).add(name)
+            self._hits.setdefault(key, {}).setdefault(packing, set()).add(name)
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -258,7 +260,7 @@ class OneSlotIndex:
             self._agreed.clear()
         else:
             group.nodes += 1
-        self._entries[name] = _Entry(node, platforms, hits, catalog)
+        self._entries[name] = _Entry(node, platforms, hits, packing, catalog)
 
     def _remove(self, name: str) -> None:
         entry = self._entries.pop(name, None)
@@ -271,10 +273,13 @@ class OneSlotIndex:
                 if not ranks:
                     del tables[platform]
         for key in entry.hits:
-            holders = self._hits[key]
+            by_packing = self._hits[key]
+            holders = by_packing[entry.packing]
             holders.discard(name)
             if not holders:
-                del self._hits[key]
+                del by_packing[entry.packing]
+                if not by_packing:
+                    del self._hits[key]
         self._valued.discard(name)
         self._ageing.discard(name)
         group = self._catalogs[entry.catalog]
