@@ -5,7 +5,8 @@
   the same device names, attributes, taints and order as a DRA-mode agent publishes.
 * ``shipped_claim``: the claim of ``daemonset/examples/dra/cached-first.yaml`` (its
   ResourceClaimTemplate's spec: both alternatives of the selector-less class ``fpga-slot-cached``,
-  one selector each that checks the driver first) for a given bitstream; ``plainest_claim``: upstream's
+  ``cached`` by the bitstream's capacity, ``any`` by one selector that checks the driver first) for a
+  given bitstream; ``plainest_claim``: upstream's
   benchmark shape, one ``exactly`` device of a class that matches only the driver.
 * ``SHAPES``: the claim and class forms ``bench/scheduler.py --dra`` compares side by side,
   each with the scheduler profile it runs under.
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import slice_devices
 from agent.kube.resourceslices import GROUP_VERSION, slice_spec
@@ -82,7 +84,10 @@ _SHIPPED_SPEC = json.dumps(_example_template_spec())
 
 def shipped_claim(name: str, bitstream: str) -> dict[str, Any]:
     """A ResourceClaim with the shipped example template's spec, asking for ``bitstream``."""
-    spec = json.loads(_SHIPPED_SPEC.replace(EXAMPLE_BITSTREAM, bitstream))
+    key, wanted = bitstream_capacity(EXAMPLE_BITSTREAM), bitstream_capacity(bitstream)
+    if key is None or wanted is None:
+        raise ValueError(f"bitstream name {bitstream!r} is too long for a capacity name")
+    spec = json.loads(_SHIPPED_SPEC.replace(key, wanted).replace(EXAMPLE_BITSTREAM, bitstream))
     return {"metadata": {"name": name}, "spec": spec}
 
 
@@ -108,23 +113,30 @@ def _cel(expression: str) -> list[dict[str, Any]]:
 ATTRIBUTES = f'device.attributes["{DRIVER_NAME}"]'
 
 
-def cached_then_class(name: str, bitstream: str) -> dict[str, Any]:
-    """``firstAvailable``: a slot holding the bitstream, else any slot of the class (no platform clause)."""
-    cached = _cel(f'{ATTRIBUTES}.bitstream == "{bitstream}"')
+def cel_cached(name: str, bitstream: str) -> dict[str, Any]:
+    """The cache-aware claim as shipped before capacities: ``cached`` and ``any`` of the selector-less class, each
+    with one CEL selector that checks the driver first (one evaluation per free device for ``cached``)."""
+    guard = f'device.driver == "{DRIVER_NAME}" && {ATTRIBUTES}'
     choices: list[dict[str, Any]] = [
-        {"name": "cached", "deviceClassName": "fpga-slot", "selectors": cached},
-        {"name": "any", "deviceClassName": "fpga-slot"},
+        {
+            "name": "cached",
+            "deviceClassName": "fpga-slot-cached",
+            "selectors": _cel(f'{guard}.bitstream == "{bitstream}"'),
+        },
+        {"name": "any", "deviceClassName": "fpga-slot-cached", "selectors": _cel(f'{guard}.platform == "{PLATFORM}"')},
     ]
     return _first_available(name, choices, bitstream)
 
 
-def guarded_cached_then_class(name: str, bitstream: str) -> dict[str, Any]:
-    """As :func:`cached_then_class`, the ``cached`` alternative in a class with no selector and one request clause
-    that checks the driver too: one CEL evaluation per device instead of two."""
-    cached = _cel(f'device.driver == "{DRIVER_NAME}" && {ATTRIBUTES}.bitstream == "{bitstream}"')
+def capacity_only(name: str, bitstream: str) -> dict[str, Any]:
+    """No CEL at all: ``cached`` by the bitstream's capacity, ``any`` by the slot capacity (no platform check:
+    for nodes whose cards are of one platform, chosen by the pod's node selector)."""
+    wanted = bitstream_capacity(bitstream)
+    if wanted is None:
+        raise ValueError(f"bitstream name {bitstream!r} is too long for a capacity name")
     choices: list[dict[str, Any]] = [
-        {"name": "cached", "deviceClassName": "bench-no-selector", "selectors": cached},
-        {"name": "any", "deviceClassName": "fpga-slot"},
+        {"name": "cached", "deviceClassName": "fpga-slot-cached", "capacity": {"requests": {wanted: "1"}}},
+        {"name": "any", "deviceClassName": "fpga-slot-cached", "capacity": {"requests": {SLOT_CAPACITY: "1"}}},
     ]
     return _first_available(name, choices, bitstream)
 
@@ -172,12 +184,10 @@ def _plain_classes() -> list[dict[str, Any]]:
 SHAPES: dict[str, Shape] = {
     "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
     "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, shipped_classes),
-    "no-platform": Shape("cached-first without the platform clause, DRA profile", cached_then_class, shipped_classes),
-    "guarded": Shape(
-        "cached guarded, any of the driver-only class, DRA profile",
-        guarded_cached_then_class,
-        lambda: [shipped_class(), driver_class("bench-no-selector", None)],
+    "cel": Shape(
+        "cached-first with CEL for both alternatives (as shipped before), DRA profile", cel_cached, shipped_classes
     ),
+    "capacity-only": Shape("cached-first by capacities only, no CEL, DRA profile", capacity_only, shipped_classes),
 }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
+from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
 from agent.errors import KubeError
@@ -80,7 +81,9 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
     of a device on every CEL evaluation, for every device of every node it filters. A slot that is
     not healthy carries the NoSchedule taint ``UNHEALTHY_TAINT`` instead of an attribute: the
     scheduler allocates it to no claim (the DeviceClass needs no health clause); it loses the taint
-    when it recovers.
+    when it recovers. Capacities (:mod:`agent.dra.capacity`): ``fpga.example.com/slot`` on every
+    device, and the bitstream's own while the slot holds it, so that a claim can ask for either
+    without CEL.
 
     The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
     devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
@@ -97,15 +100,16 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
         if slot.id not in names:
             continue
         busy = state.programming is not None
-        attributes: dict[str, str | int | bool] = {
-            "platform": slot.platform,
-            "card": slot.card,
-            "bitstream": "" if busy else state.bitstream or "",
-        }
+        held = "" if busy else state.bitstream or ""
+        attributes: dict[str, str | int | bool] = {"platform": slot.platform, "card": slot.card, "bitstream": held}
         if slot.numa is not None:
             attributes["numa"] = slot.numa
         taints = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
-        devices.append(SliceDevice(names[slot.id], attributes, taints))
+        capacity = {SLOT_CAPACITY: 1}
+        key = bitstream_capacity(held) if held else None
+        if key is not None:
+            capacity[key] = 1
+        devices.append(SliceDevice(names[slot.id], attributes, taints, capacity))
     return devices
 
 

@@ -12,7 +12,7 @@ distinct values), and :func:`best_of_asked` answers from the set of names asked:
   reading of an answer makes 0) is the lowest rank group that holds a name asked
   (``isdisjoint`` stops at the first one it finds);
 * the **best** are taken from the highest groups down, until ``limit`` are listed;
-  within a group, in the order asked (the names are hot: they were just parsed).
+  of a group with more names asked than still wanted, the first in the order asked.
 
 A few names rank otherwise for the pod at hand (``lifted``: a free copy of its
 bitstream, or a promised copy taken off); they are passed with their ranks and take
@@ -23,7 +23,7 @@ state) is not in any group: it scores the floor, as a node whose agent is gone d
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence, Set
 
 from agent.extender.scoretable import RANK_SCALE, Scores
 
@@ -80,7 +80,7 @@ def best_of_asked(
     """The answer for ``names`` (``asked``: the same as a set): each listed name's score shifted to the
     floor, the floor left out, at most ``limit`` entries (0: all), the best by rank, ties in the order asked.
     ``lifted``: names asked that rank otherwise for this pod, with their ranks."""
-    floor = _floor(table, asked, lifted)
+    floor = _floor(table, names, asked, lifted)
     if floor is None:
         return []
     top = (floor + 1) * RANK_SCALE
@@ -106,9 +106,10 @@ def best_of_asked(
     return picked
 
 
-def _floor(table: RankedNodes, asked: Set[str], lifted: Mapping[str, int]) -> int | None:
+def _floor(table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Mapping[str, int]) -> int | None:
     """The lowest score among the names asked that the table holds; None when it holds none of them."""
     lowest = min(lifted.values()) // RANK_SCALE if lifted else None
+    raised = set(lifted)  # a set: isdisjoint then walks the smaller side
     groups = table.groups
     for rank in reversed(table.order()):
         if lowest is not None and rank // RANK_SCALE >= lowest:
@@ -116,10 +117,11 @@ def _floor(table: RankedNodes, asked: Set[str], lifted: Mapping[str, int]) -> in
         group = groups[rank]
         if group.isdisjoint(asked):
             continue
-        if lifted and not group.isdisjoint(lifted):  # some of its names asked rank otherwise: all of them?
-            rest = group & asked
-            rest.difference_update(lifted)
-            if not rest:
+        if raised and not group.isdisjoint(raised):  # some of its names asked rank otherwise: all of them?
+            if len(group) <= len(asked):
+                if not (group & asked) - raised:
+                    continue
+            elif all(map(raised.__contains__, filter(group.__contains__, names))):  # stops at the first other
                 continue
         return rank // RANK_SCALE
     return lowest
@@ -133,8 +135,8 @@ def _at_rank(
     lifted: Mapping[str, int],
     need: int,
 ) -> Iterable[str]:
-    """The names asked at one rank, the group's (less the lifted) and ``extra``: the first ``need`` of them,
-    in the order asked."""
+    """The names asked at one rank, the group's (less the lifted) and ``extra``: all of them (by name) when
+    they are ``need`` or fewer, else the first ``need`` in the order asked."""
     if group is None:
         found: set[str] = set(extra)
     elif len(group) <= len(asked):
@@ -142,20 +144,24 @@ def _at_rank(
         if lifted:
             found.difference_update(lifted)
         found.update(extra)
-    else:  # a group larger than the sample: the names asked, in order, until enough are found in it
+    elif extra:  # a group larger than the sample, and lifted names at its rank (rare)
         wanted = set(extra)
-        return _first(names, lambda n: (n in group and n not in lifted) or n in wanted, need)
-    return _first(names, found.__contains__, min(need, len(found)))  # in the order asked: no hash order
+        return _first(names, lambda n: (n in group and n not in lifted) or n in wanted, need, ())
+    else:  # a group larger than the sample: the names asked, in order, until enough are found in it
+        return _first(names, group.__contains__, need, lifted)
+    if len(found) <= need:
+        return sorted(found)  # all of them: no scan of the names, and the same order in every process
+    return _first(names, found.__contains__, need, ())
 
 
-def _first(names: Sequence[str], wanted: Callable[[str], bool], need: int) -> list[str]:
-    """The first ``need`` distinct names for which ``wanted`` holds, in order."""
+def _first(names: Sequence[str], wanted: Callable[[str], bool], need: int, skip: Container[str]) -> list[str]:
+    """The first ``need`` distinct names for which ``wanted`` holds and that are not in ``skip``, in order."""
     chosen: list[str] = []
     if need <= 0:
         return chosen
     seen: set[str] = set()
     for name in filter(wanted, names):
-        if name not in seen:
+        if name not in seen and name not in skip:
             seen.add(name)
             chosen.append(name)
             if len(chosen) >= need:

@@ -25,7 +25,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -43,6 +43,8 @@ MAX_ATTRIBUTES = 32
 MAX_STRING = 64
 MAX_TAINTS = 16
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+#: A capacity name as we publish them: the driver's domain (a DNS subdomain), "/", a C identifier of <= 32.
+_CAPACITY_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 #: How often the slice is checked without a change of the devices: a safety net only, since a kubelet
 #: that restarts (and deletes the node's slices) registers the driver again, and the registration hook
@@ -68,11 +70,13 @@ class DeviceTaint:
 
 @dataclass(frozen=True, slots=True)
 class SliceDevice:
-    """One device of the pool: its name (a DNS label), its attributes and its taints."""
+    """One device of the pool: its name (a DNS label), its attributes, its taints and its capacities."""
 
     name: str
     attributes: Mapping[str, AttributeValue]
     taints: tuple[DeviceTaint, ...] = ()
+    #: Capacity name (``<domain>/<C identifier>``) -> amount.
+    capacity: Mapping[str, int] = field(default_factory=dict)
 
 
 def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, AttributeValue]:
@@ -87,6 +91,14 @@ def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, Attri
     return {"string": value}
 
 
+def _capacity(device: str, name: str, value: int) -> dict[str, str]:
+    if not _CAPACITY_NAME.fullmatch(name):
+        raise KubeError(f"device {shown(device)}: capacity name {shown(name)} is not <domain>/<C identifier of <= 32>")
+    if value < 0:
+        raise KubeError(f"device {shown(device)}: capacity {name} is negative")
+    return {"value": str(value)}
+
+
 def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[str, Any]:
     """The slice's ``spec`` for these devices; KubeError naming the device when one breaks the API's limits."""
     if len(devices) > MAX_DEVICES:
@@ -95,10 +107,12 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
     for device in devices:
         if not _DEVICE_NAME.fullmatch(device.name):
             raise KubeError(f"device name {shown(device.name)} is not a DNS label")
-        if len(device.attributes) > MAX_ATTRIBUTES:
-            raise KubeError(f"device {shown(device.name)} has more than {MAX_ATTRIBUTES} attributes")
+        if len(device.attributes) + len(device.capacity) > MAX_ATTRIBUTES:
+            raise KubeError(f"device {shown(device.name)} has more than {MAX_ATTRIBUTES} attributes and capacities")
         attributes = {k: _attribute(device.name, k, v) for k, v in sorted(device.attributes.items())}
         entry: dict[str, Any] = {"name": device.name, "attributes": attributes}
+        if device.capacity:
+            entry["capacity"] = {k: _capacity(device.name, k, v) for k, v in sorted(device.capacity.items())}
         if device.taints:
             if len(device.taints) > MAX_TAINTS or any(t.effect not in TAINT_EFFECTS for t in device.taints):
                 raise KubeError(

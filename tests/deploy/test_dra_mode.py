@@ -24,6 +24,7 @@ import yaml
 from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.capacity import bitstream_capacity
 from agent.node.reconfigure import ANNOTATION
 from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
 
@@ -183,24 +184,27 @@ def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(ex
         assert {choice["deviceClassName"] for choice in choices} <= {"fpga-slot", CACHED_CLASS}
         for choice in choices:
             if choice["deviceClassName"] == CACHED_CLASS:  # what the admission policy asks
-                assert any(s["cel"]["expression"].startswith(GUARD) for s in choice["selectors"]), choice
+                guarded = any(s["cel"]["expression"].startswith(GUARD) for s in choice.get("selectors", []))
+                ours = any(k.startswith(f"{DRIVER_NAME}/") for k in choice.get("capacity", {}).get("requests", {}))
+                assert guarded or ours, choice
     (config,) = devices["config"]
     assert config["opaque"]["driver"] == DRIVER_NAME
     assert set(config["opaque"]["parameters"]) == {"bitstream"}
 
 
-def test_the_cache_aware_example_checks_the_driver_in_its_one_selector_per_alternative() -> None:
-    """Both alternatives of cached-first.yaml use the selector-less class: one CEL evaluation per device."""
+def test_the_cache_aware_example_asks_for_the_bitstream_by_capacity_and_any_slot_by_one_selector() -> None:
+    """cached-first.yaml: ``cached`` asks for the capacity a slot holding the bitstream publishes (no CEL),
+    ``any`` checks the driver in its one selector (one CEL evaluation per device tried)."""
     (template,) = [e for e in EXAMPLES if e["metadata"]["name"] == "fpga-slot-aes-cached-first"]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
+    cached, any_slot = request["firstAvailable"]
+    assert (cached["name"], cached["deviceClassName"]) == ("cached", CACHED_CLASS)
+    assert "selectors" not in cached
+    assert cached["capacity"] == {"requests": {bitstream_capacity("aes-v1"): "1"}}
+    assert bitstream_capacity("aes-v1") == f"{DRIVER_NAME}/bs_aes_dv1"
     attributes = f'device.attributes["{DRIVER_NAME}"]'
-    assert [
-        (c["name"], c["deviceClassName"], [s["cel"]["expression"] for s in c["selectors"]])
-        for c in request["firstAvailable"]
-    ] == [
-        ("cached", CACHED_CLASS, [f'{GUARD}{attributes}.bitstream == "aes-v1"']),
-        ("any", CACHED_CLASS, [f'{GUARD}{attributes}.platform == "sim-pr-v1"']),
-    ]
+    assert (any_slot["name"], any_slot["deviceClassName"]) == ("any", CACHED_CLASS)
+    assert [s["cel"]["expression"] for s in any_slot["selectors"]] == [f'{GUARD}{attributes}.platform == "sim-pr-v1"']
 
 
 def test_there_is_an_example_per_use() -> None:

@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
+from agent.dra.capacity import SLOT_CAPACITY
 from tests.e2e.cluster import REPO, Cluster, wait_for
 from tests.e2e.deployment import kubectl
 
@@ -31,7 +32,7 @@ MANIFESTS = (COMPONENT / "deviceclass-cached.yaml", COMPONENT / "cached-class-po
 EXAMPLE = REPO / "daemonset" / "examples" / "dra" / "cached-first.yaml"
 CACHED_CLASS = "fpga-slot-cached"
 GUARD = f'device.driver == "{DRIVER_NAME}" && '
-RULE = f"every request using it needs a CEL selector that starts with '{GUARD}'"
+RULE = f"every request using it needs a CEL selector that starts with '{GUARD}', or a capacity request"
 BITSTREAM_CLAUSE = f'device.attributes["{DRIVER_NAME}"].bitstream == "aes-v1"'
 
 
@@ -43,8 +44,20 @@ def choice(name: str, device_class: str, *expressions: str) -> dict[str, Any]:
     return body
 
 
-def claim_spec(*requests: dict[str, Any]) -> dict[str, Any]:
-    return {"devices": {"requests": list(requests)}}
+def claim_spec(*requests: dict[str, Any], bitstream: str | None = None) -> dict[str, Any]:
+    """A claim's spec; with ``bitstream``, one opaque configuration of our driver naming it for every request."""
+    spec: dict[str, Any] = {"devices": {"requests": list(requests)}}
+    if bitstream is not None:
+        opaque = {"driver": DRIVER_NAME, "parameters": {"bitstream": bitstream}}
+        spec["devices"]["config"] = [{"opaque": opaque}]
+    return spec
+
+
+def by_capacity(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``body`` (an alternative, or an ``exactly`` request) asking for these capacities."""
+    target = body.get("exactly", body)
+    target["capacity"] = {"requests": dict.fromkeys(keys, "1")}
+    return body
 
 
 def exactly(name: str, device_class: str, *expressions: str) -> dict[str, Any]:
@@ -120,6 +133,11 @@ REFUSED = [
         ["fpga/cached", "second"],
         id="one-alternative-and-a-request-without-it",
     ),
+    pytest.param(
+        claim_spec(by_capacity(exactly("fpga", CACHED_CLASS), "other.example.com/slot")),
+        ["fpga"],
+        id="a-capacity-of-another-driver",
+    ),
 ]
 
 
@@ -136,6 +154,29 @@ def test_a_claim_of_the_cached_class_without_the_driver_check_is_refused_naming_
     with pytest.raises(ApiException) as gone:
         resource.read_namespaced_resource_claim("unguarded", namespace)
     assert gone.value.status == 404
+
+
+def test_a_bitstream_capacity_that_is_not_the_configured_bitstreams_is_refused_naming_the_expected_key(
+    resource: Any, namespace: str
+) -> None:
+    """``cached`` asking for ``bs_aes_v1`` (not escaped) while the configuration names ``aes-v1``: it could
+    never find the slot holding it. The message names the alternative and the key expected."""
+    spec = claim_spec(
+        first_available(
+            "fpga",
+            by_capacity(choice("cached", CACHED_CLASS), f"{DRIVER_NAME}/bs_aes_v1"),
+            by_capacity(choice("any", CACHED_CLASS), f"{DRIVER_NAME}/slot"),
+        ),
+        bitstream="aes-v1",
+    )
+    message = refusal(lambda: create_claim(resource, namespace, {"metadata": {"name": "mismatched"}, "spec": spec}))
+    assert message is not None, "created"
+    assert "not so in fpga/cached (configured: fpga.example.com/bs_aes_dv1)" in message, message
+    right = claim_spec(
+        first_available("fpga", by_capacity(choice("cached", CACHED_CLASS), f"{DRIVER_NAME}/bs_aes_dv1")),
+        bitstream="aes-v1",
+    )
+    create_claim(resource, namespace, {"metadata": {"name": "matched"}, "spec": right})
 
 
 def test_a_template_of_the_cached_class_without_the_driver_check_is_refused(resource: Any, namespace: str) -> None:
@@ -158,6 +199,8 @@ def test_the_shipped_cache_aware_template_and_claims_of_other_classes_are_accept
     # The guarded form as a claim, and the class with a selector of its own (the policy leaves it alone).
     guarded = {"metadata": {"name": "guarded"}, "spec": claim_spec(exactly("fpga", CACHED_CLASS, GUARD + "true"))}
     create_claim(resource, namespace, guarded)
+    slot = {"metadata": {"name": "slot"}, "spec": claim_spec(by_capacity(exactly("fpga", CACHED_CLASS), SLOT_CAPACITY))}
+    create_claim(resource, namespace, slot)
     plain = {"metadata": {"name": "plain"}, "spec": claim_spec(exactly("fpga", "fpga-slot"))}
     create_claim(resource, namespace, plain)
 

@@ -25,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
+from agent.dra.capacity import bitstream_capacity
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import BITSTREAM, REGISTERED, Cluster, Obj, Suite, running, wait_for
 from tests.e2e.deployment import (
@@ -107,7 +108,7 @@ def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
                                 {
                                     "name": "cached",
                                     "deviceClassName": "fpga-slot-cached",
-                                    "selectors": [{"cel": {"expression": f'{attributes}.bitstream == "{bitstream}"'}}],
+                                    "capacity": {"requests": {bitstream_capacity(bitstream): "1"}},
                                 },
                                 {
                                     "name": "any",

@@ -6,11 +6,12 @@ import dataclasses
 import json
 
 from agent.dra import DeviceHealth
+from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.mode import UNHEALTHY_TAINT, device_health, slice_devices
 from agent.dra.naming import disambiguated_name
 from agent.extender import parse_node_slots
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
-from agent.kube.resourceslices import DeviceTaint, slice_spec
+from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
 from agent.slots import Health, SlotId, SlotRegistry
 from tests.unit.slots.factories import make_slot
 
@@ -27,6 +28,37 @@ def test_each_slot_is_one_device_with_what_it_holds() -> None:
         "0000-3b-00-0-p1": {"platform": "test-pr", "card": "0000:3b:00.0", "bitstream": ""},
     }
     slice_spec("fpga.example.com", "node-a", slice_devices(registry.snapshot()))  # within the API's limits
+
+
+def test_every_device_has_the_slot_capacity_and_the_capacity_of_the_bitstream_it_holds() -> None:
+    """A claim asks for a slot, or for a slot holding a bitstream, by capacity (no CEL); a slot being programmed
+    holds nothing yet, and a bitstream name too long for a capacity name has none."""
+    registry = SlotRegistry()
+    registry.replace_all([make_slot("c0", f"p{i}") for i in range(4)])
+    registry.record_content(SlotId("c0-p0"), "aes-v1", "acc-aes")
+    registry.record_content(SlotId("c0-p1"), "fft", "acc-fft")
+    registry.begin_programming(SlotId("c0-p1"), "aes-v1", "acc-aes")
+    registry.record_content(SlotId("c0-p2"), "x" * 30, "acc-x")
+    devices = {d.name: dict(d.capacity) for d in slice_devices(registry.snapshot())}
+    assert devices == {
+        "c0-p0": {SLOT_CAPACITY: 1, "fpga.example.com/bs_aes_dv1": 1},
+        "c0-p1": {SLOT_CAPACITY: 1},
+        "c0-p2": {SLOT_CAPACITY: 1},
+        "c0-p3": {SLOT_CAPACITY: 1},
+    }
+
+
+def test_bitstream_capacity_names_are_one_per_bitstream_and_within_the_api_limit() -> None:
+    names = ["a-b", "a_b", "a.b", "a__b", "a_db", "a-_b", "ab", "a--b", "a.-b", "a", "0", "z" * 26]
+    keys = [bitstream_capacity(name) for name in names]
+    assert None not in keys
+    assert len(set(keys)) == len(names)  # escaping keeps names apart
+    assert bitstream_capacity("a-b") == "fpga.example.com/bs_a_db"
+    assert bitstream_capacity("z" * 29) is not None  # bs_ and 29 characters: 32, the most a name may have
+    assert bitstream_capacity("z" * 30) is None
+    assert bitstream_capacity("z" * 28 + "-") is None  # escaped, it is 30 characters long
+    devices = [SliceDevice("s", {}, capacity={key: 1}) for key in keys if key]
+    slice_spec("fpga.example.com", "node-a", devices)  # every key is a name the API takes
 
 
 def test_a_slot_being_programmed_shows_no_bitstream_and_an_unhealthy_one_says_why() -> None:
