@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.dra_shapes import node_slice
+from agent.kube.nodefields import PLATFORM_LABEL
+from bench.dra_shapes import PLATFORM, node_slice
 from bench.procs import terminate
 
 NAMESPACE = "bench-dra"
@@ -156,10 +157,17 @@ def publish(api: Api, device_classes: Sequence[dict[str, Any]]) -> int:
     for device_class in device_classes:
         put(api, f"{RESOURCE}/deviceclasses", device_class)
     in_parallel(names, lambda node: put(api, f"{RESOURCE}/resourceslices", slice_body(node)))
+    label_platform(api, names)
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
     api.call("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", service_account)
     return len(names)
+
+
+def label_platform(api: Api, names: Sequence[str]) -> None:
+    """Each fake node's platform label, as an agent sets it on a node whose slots are all of one platform."""
+    label = [{"op": "add", "path": "/metadata/labels/" + PLATFORM_LABEL.replace("/", "~1"), "value": PLATFORM}]
+    in_parallel(names, lambda node: api.patch(f"/api/v1/nodes/{node}", label))
 
 
 def wanted_bitstreams(pods: int, seed: int = 7) -> list[str]:
@@ -169,7 +177,7 @@ def wanted_bitstreams(pods: int, seed: int = 7) -> list[str]:
     return [f"bs-{i}" for i in chooser.choices(range(BITSTREAMS), weights=weights, k=pods)]
 
 
-def pod_body(name: str, bitstream: str) -> dict[str, Any]:
+def pod_body(name: str, bitstream: str, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
     """A pod with its own claim (no resourceclaim controller here to make one from a template); the bitstream
     also in the annotation, which the extender reads for pods whose claims it cannot look up by template."""
     container = {
@@ -189,6 +197,7 @@ def pod_body(name: str, bitstream: str) -> dict[str, Any]:
             "automountServiceAccountToken": False,
             "resourceClaims": [{"name": "fpga", "resourceClaimName": name}],
             "containers": [container],
+            **({"nodeSelector": node_selector} if node_selector else {}),
         },
     }
 
@@ -251,7 +260,14 @@ class BindWatch:
                 conn.close()
 
 
-def run(api: Api, scheduler: list[str], pods: int, log: Path, claim: Callable[[str, str], dict[str, Any]]) -> float:
+def run(
+    api: Api,
+    scheduler: list[str],
+    pods: int,
+    log: Path,
+    claim: Callable[[str, str], dict[str, Any]],
+    node_selector: dict[str, str] | None = None,
+) -> float:
     """One backlog run: claims and pods made, the scheduler started, pods/s from the first bind to the last."""
     clear(api)
     names = [f"p-{i:06d}" for i in range(pods)]
@@ -259,7 +275,7 @@ def run(api: Api, scheduler: list[str], pods: int, log: Path, claim: Callable[[s
     claims = f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
     in_parallel(names, lambda name: api.call("POST", claims, claim(name, wanted[name])))
     pods_path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    in_parallel(names, lambda name: api.call("POST", pods_path, pod_body(name, wanted[name])))
+    in_parallel(names, lambda name: api.call("POST", pods_path, pod_body(name, wanted[name], node_selector)))
     watch = BindWatch(api, pods)
     with log.open("ab") as output:
         process = subprocess.Popen(scheduler, stdout=output, stderr=output, start_new_session=True)

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.dra.capacity import bitstream_capacity
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import slice_devices
 from agent.kube.resourceslices import GROUP_VERSION, slice_spec
@@ -82,6 +82,13 @@ def _example_template_spec() -> dict[str, Any]:
 _SHIPPED_SPEC = json.dumps(_example_template_spec())
 
 
+def shipped_node_selector() -> dict[str, str]:
+    """The node selector of the example's pod (the platform label of nodes whose slots are all of one platform)."""
+    (pod,) = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d and d["kind"] == "Pod"]
+    selector: dict[str, str] = pod["spec"].get("nodeSelector", {})
+    return selector
+
+
 def shipped_claim(name: str, bitstream: str) -> dict[str, Any]:
     """A ResourceClaim with the shipped example template's spec, asking for ``bitstream``."""
     key, wanted = bitstream_capacity(EXAMPLE_BITSTREAM), bitstream_capacity(bitstream)
@@ -128,15 +135,16 @@ def cel_cached(name: str, bitstream: str) -> dict[str, Any]:
     return _first_available(name, choices, bitstream)
 
 
-def capacity_only(name: str, bitstream: str) -> dict[str, Any]:
-    """No CEL at all: ``cached`` by the bitstream's capacity, ``any`` by the slot capacity (no platform check:
-    for nodes whose cards are of one platform, chosen by the pod's node selector)."""
+def cel_any(name: str, bitstream: str) -> dict[str, Any]:
+    """``cached`` by the bitstream's capacity (as shipped), ``any`` by a CEL selector that checks driver and platform
+    (the form for nodes that mix platforms; one CEL evaluation per node), no node selector."""
     wanted = bitstream_capacity(bitstream)
     if wanted is None:
         raise ValueError(f"bitstream name {bitstream!r} is too long for a capacity name")
+    guard = f'device.driver == "{DRIVER_NAME}" && {ATTRIBUTES}'
     choices: list[dict[str, Any]] = [
         {"name": "cached", "deviceClassName": "fpga-slot-cached", "capacity": {"requests": {wanted: "1"}}},
-        {"name": "any", "deviceClassName": "fpga-slot-cached", "capacity": {"requests": {SLOT_CAPACITY: "1"}}},
+        {"name": "any", "deviceClassName": "fpga-slot-cached", "selectors": _cel(f'{guard}.platform == "{PLATFORM}"')},
     ]
     return _first_available(name, choices, bitstream)
 
@@ -169,6 +177,8 @@ class Shape:
     profile: dict[str, Any] | None = field(default_factory=dict)
     #: Whether the configuration's extender (the shipped DRA profile calls ours for prioritize) stays.
     extender: bool = True
+    #: The pods' node selector (the shipped example's names the platform; every fake node carries it).
+    node_selector: Callable[[], dict[str, str]] = dict
 
     @property
     def calls_extender(self) -> bool:
@@ -183,11 +193,16 @@ def _plain_classes() -> list[dict[str, Any]]:
 #: The forms compared; the first is the anchor (upstream's shape), the second what we ship.
 SHAPES: dict[str, Shape] = {
     "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
-    "shipped": Shape("shipped: cached-first.yaml, shipped classes and DRA profile", shipped_claim, shipped_classes),
+    "shipped": Shape(
+        "shipped: cached-first.yaml, shipped classes and DRA profile",
+        shipped_claim,
+        shipped_classes,
+        node_selector=shipped_node_selector,
+    ),
     "cel": Shape(
         "cached-first with CEL for both alternatives (as shipped before), DRA profile", cel_cached, shipped_classes
     ),
-    "capacity-only": Shape("cached-first by capacities only, no CEL, DRA profile", capacity_only, shipped_classes),
+    "cel-any": Shape("cached by capacity, any by a CEL platform selector, DRA profile", cel_any, shipped_classes),
 }
 
 

@@ -28,6 +28,7 @@ Needs root (the bench control plane, stopped afterwards unless it was up before)
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched  # noqa: E402
-from bench.dra_shapes import shipped_claim, shipped_classes  # noqa: E402
+from bench.dra_shapes import shipped_claim, shipped_classes, shipped_node_selector  # noqa: E402
 from bench.placement_run import BindCounter, Publisher, backlog_run, clear_namespace, ensure_namespace  # noqa: E402
 from bench.placement_state import ClusterState, wanted  # noqa: E402
 from bench.scheduler import (  # noqa: E402
@@ -122,7 +123,9 @@ def run_mode(
             rate = backlog_run(api, NAMESPACE, bitstreams, extender_pod, None, counter, scheduler, log)
     else:
         counter = BindCounter(state, bitstreams)
-        rate = backlog_run(api, NAMESPACE, bitstreams, dra_sched.pod_body, shipped_claim, counter, scheduler, log)
+        selector = shipped_node_selector()
+        pod = functools.partial(dra_sched.pod_body, node_selector=selector)
+        rate = backlog_run(api, NAMESPACE, bitstreams, pod, shipped_claim, counter, scheduler, log)
     tally = state.tally
     print(
         f"  {mode}: {tally.hits}/{tally.possible} hits ({tally.pods} pods; misses on a node whose copy an earlier "
@@ -226,6 +229,7 @@ def publish_slices(api: dra_sched.Api, names: list[str], args: argparse.Namespac
         dra_sched.put(api, slices, state.slice_body(node))
 
     dra_sched.in_parallel(names, put)
+    dra_sched.label_platform(api, names)  # the example pod's node selector names it
     print(f"DRA: a ResourceSlice on each of {len(names)} nodes", file=sys.stderr)
 
 

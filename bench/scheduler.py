@@ -173,7 +173,7 @@ def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> 
     assert config.shape is not None
     scheduler = [str(RIG / "bin" / "kube-scheduler"), f"--config={config.config_file}", "--secure-port=0", "--v=1"]
     before = cpu_seconds(config.process.pid) if config.process else 0.0
-    rate = dra_sched.run(api, scheduler, pods, log, config.shape.claim)
+    rate = dra_sched.run(api, scheduler, pods, log, config.shape.claim, config.shape.node_selector())
     if config.process:  # the extender's CPU over the run (creating and deleting the claims and pods included)
         config.cpu_ms_per_pod.append((cpu_seconds(config.process.pid) - before) * 1000 / pods)
     config.pods_per_s.append(rate)

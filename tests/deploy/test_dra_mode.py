@@ -24,7 +24,8 @@ import yaml
 from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
-from agent.dra.capacity import bitstream_capacity
+from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION
 from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
 
@@ -192,19 +193,21 @@ def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(ex
     assert set(config["opaque"]["parameters"]) == {"bitstream"}
 
 
-def test_the_cache_aware_example_asks_for_the_bitstream_by_capacity_and_any_slot_by_one_selector() -> None:
-    """cached-first.yaml: ``cached`` asks for the capacity a slot holding the bitstream publishes (no CEL),
-    ``any`` checks the driver in its one selector (one CEL evaluation per device tried)."""
+def test_the_cache_aware_example_asks_for_the_bitstream_and_any_slot_by_capacity_and_the_platform_by_node() -> None:
+    """cached-first.yaml: no CEL at all. ``cached`` asks for the capacity a slot holding the bitstream publishes,
+    ``any`` for the capacity every slot publishes; the pod's node selector keeps it to nodes of one platform."""
     (template,) = [e for e in EXAMPLES if e["metadata"]["name"] == "fpga-slot-aes-cached-first"]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     cached, any_slot = request["firstAvailable"]
     assert (cached["name"], cached["deviceClassName"]) == ("cached", CACHED_CLASS)
+    assert (any_slot["name"], any_slot["deviceClassName"]) == ("any", CACHED_CLASS)
     assert "selectors" not in cached
+    assert "selectors" not in any_slot
     assert cached["capacity"] == {"requests": {bitstream_capacity("aes-v1"): "1"}}
     assert bitstream_capacity("aes-v1") == f"{DRIVER_NAME}/bs_aes_dv1"
-    attributes = f'device.attributes["{DRIVER_NAME}"]'
-    assert (any_slot["name"], any_slot["deviceClassName"]) == ("any", CACHED_CLASS)
-    assert [s["cel"]["expression"] for s in any_slot["selectors"]] == [f'{GUARD}{attributes}.platform == "sim-pr-v1"']
+    assert any_slot["capacity"] == {"requests": {SLOT_CAPACITY: "1"}}
+    (pod,) = [e for e in EXAMPLES if e["kind"] == "Pod" and e["metadata"]["name"] == "fpga-dra-cached"]
+    assert pod["spec"]["nodeSelector"] == {PLATFORM_LABEL: "sim-pr-v1"}
 
 
 def test_there_is_an_example_per_use() -> None:

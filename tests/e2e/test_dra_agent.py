@@ -4,8 +4,8 @@
 The agent registers the DRA driver with the kubelet (its readiness), publishes the node's slots as a
 ResourceSlice, and programs a claim's slot at NodePrepareResources. Pods use the cache-aware claim
 template of daemonset/examples/dra/cached-first.yaml (a slot holding the bitstream first, else any
-slot of the platform, both of the selector-less class fpga-slot-cached with selectors that check the
-driver first) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed, the
+slot, both of the selector-less class fpga-slot-cached, asked for by capacity; the pod's node selector
+names the platform) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed, the
 slice then says so, and a second pod gets that slot through the first alternative with no
 programming; the fpga-scheduler asks the extender to score each DRA pod. A bad bitstream fails
 prepare with an Event that names it; agent and kubelet restarts keep a prepared claim's pod running
@@ -25,7 +25,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
-from agent.dra.capacity import bitstream_capacity
+from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.kube.nodefields import PLATFORM_LABEL
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import BITSTREAM, REGISTERED, Cluster, Obj, Suite, running, wait_for
 from tests.e2e.deployment import (
@@ -94,7 +95,6 @@ def slice_devices(resource: Any, node: str) -> dict[str, dict[str, Any]]:
 
 def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
     """daemonset/examples/dra/cached-first.yaml for the sim platform and ``bitstream``."""
-    attributes = f'device.driver == "{DRIVER_NAME}" && device.attributes["{DRIVER_NAME}"]'
     parameters = {"bitstream": bitstream}
     return {
         "metadata": {"name": f"{TEMPLATE}-{bitstream}", "namespace": namespace},
@@ -113,7 +113,7 @@ def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
                                 {
                                     "name": "any",
                                     "deviceClassName": "fpga-slot-cached",
-                                    "selectors": [{"cel": {"expression": f'{attributes}.platform == "{PLATFORM}"'}}],
+                                    "capacity": {"requests": {SLOT_CAPACITY: "1"}},
                                 },
                             ],
                         }
@@ -132,6 +132,7 @@ def claim_pod(suite: Suite, name: str, bitstream: str) -> Obj:
             "schedulerName": SCHEDULER,
             "terminationGracePeriodSeconds": 0,
             "restartPolicy": "Never",
+            "nodeSelector": {PLATFORM_LABEL: PLATFORM},  # as cached-first.yaml: a node of one platform
             "resourceClaims": [{"name": "fpga", "resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}],
             "containers": [
                 {
@@ -278,6 +279,7 @@ def fake_node_slice(node: str) -> dict[str, Any]:
                         "platform": {"string": PLATFORM},
                         "bitstream": {"string": ""},
                     },
+                    "capacity": {SLOT_CAPACITY: {"value": "1"}},  # as every slot publishes it
                 }
             ],
         },
@@ -295,6 +297,7 @@ def test_the_fpga_scheduler_asks_the_extender_to_score_a_dra_pod(deployment: Dep
     wait_for("the node's ResourceSlice", lambda: slice_devices(resource, suite.node))
     with deployment.fake_nodes(1) as (fake,):
         resource.create_resource_slice(fake_node_slice(fake))
+        suite.cluster.core.patch_node(fake, {"metadata": {"labels": {PLATFORM_LABEL: PLATFORM}}})  # as an agent does
         try:
             before = deployment.extender_calls("prioritize")
             claim_pod(suite, "scored", BITSTREAM)
