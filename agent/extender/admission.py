@@ -19,8 +19,10 @@ What is read, and nothing else:
   for the extended resource ``example.com/fpga-slot`` (the manifest's matchConditions send
   only pods that ask for slots and carry such an annotation).
 
-An object without a bitstream, and any kind, operation or shape this does not recognise,
-is allowed: only the bitstream is checked here (the API server has validated the rest).
+An UPDATE is checked for the bitstreams its old object did not name (so that removing a
+finalizer from a claim made before the webhook never fails). An object without a bitstream,
+and any kind, operation or shape this does not recognise, is allowed: only the bitstream is
+checked here (the API server has validated the rest).
 A bitstream is known when some node's published catalog holds it or an FpgaBitstream
 declares it (the node cache, fed by the extender's watches). Until both watches have
 listed once, nothing is refused (a warning says so): better a late refusal by the agent
@@ -86,11 +88,20 @@ def parse_review(body: bytes) -> Mapping[str, Any]:
 
 
 def bitstreams_named(request: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
-    """(where, value) of every bitstream the request's object asks for; nothing for other kinds."""
-    if request.get("operation") not in ("CREATE", "UPDATE"):
+    """(where, value) of every bitstream the request's object asks for; nothing for other kinds. An UPDATE names
+    only what its old object did not (a finalizer removed from an old claim is never refused)."""
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
         return
-    obj = request.get("object")
-    kind = request.get("kind")
+    named = _named_in(request.get("kind"), request.get("object"))
+    if operation == "CREATE":
+        yield from named
+        return
+    before = {repr(value) for _where, value in _named_in(request.get("kind"), request.get("oldObject"))}
+    yield from ((where, value) for where, value in named if repr(value) not in before)
+
+
+def _named_in(kind: object, obj: object) -> Iterator[tuple[str, object]]:
     if not isinstance(obj, Mapping) or not isinstance(kind, Mapping):
         return
     group, name = kind.get("group"), kind.get("kind")

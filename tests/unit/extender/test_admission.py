@@ -239,3 +239,16 @@ def test_a_review_changes_nothing_in_the_cache(cache: NodeCache) -> None:
         assert validate(body)[0] == 200
     validate(b"garbage")
     assert (cache.generation, dict(cache.nodes), cache.bitstreams_listed) == (generation, nodes, listed)
+
+
+def test_an_update_is_refused_only_for_a_bitstream_its_old_object_did_not_name(cache: NodeCache) -> None:
+    old = template("nope")
+    finalized = template("nope") | {"metadata": {"name": "t", "namespace": "ns", "finalizers": ["x"]}}
+    update = request(finalized, "ResourceClaimTemplate", "UPDATE") | {"oldObject": old}
+    assert list(bitstreams_named(update)) == []
+    assert refusal(update, cache) is None
+    changed = request(template("nope", "other"), "ResourceClaimTemplate", "UPDATE") | {"oldObject": old}
+    reason = refusal(changed, cache)
+    assert reason is not None
+    assert reason.startswith("bitstream 'other'")
+    assert refusal(request(template("nope"), "ResourceClaimTemplate", "UPDATE"), cache) is not None  # no old object
