@@ -33,6 +33,7 @@ and the cache alone.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -40,6 +41,8 @@ from agent.errors import AdmissionRequestError, shown
 from agent.extender.claimtemplates import BITSTREAM_PARAMETER, DRIVER, MAX_CONFIGS
 from agent.extender.wire import BITSTREAM_ANNOTATION
 from agent.files.bitstream import is_valid_name
+
+logger = logging.getLogger(__name__)
 
 ADMISSION_VERSION = "admission.k8s.io/v1"
 #: The largest AdmissionReview read: an object and its old version (etcd keeps objects up to 1.5 MiB each).
@@ -177,6 +180,7 @@ def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:
     response: dict[str, Any] = {"uid": request["uid"], "allowed": reason is None}
     if reason is not None:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": reason}
+        logger.info("admission: refused %s %s: %s", _kind_of(request), _name_of(request), reason)
     elif not known.bitstreams_listed and next(bitstreams_named(request), None) is not None:
         response["warnings"] = [
             "fpga-slot: bitstream not checked (the extender has not listed the nodes' catalogs and the "
@@ -184,6 +188,17 @@ def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:
         ]
     review = {"apiVersion": ADMISSION_VERSION, "kind": "AdmissionReview", "response": response}
     return json.dumps(review, separators=(",", ":")).encode()
+
+
+def _kind_of(request: Mapping[str, Any]) -> str:
+    """The kind of a refused object: one of the three that are read (see :func:`bitstreams_named`)."""
+    return str(_at(request, "kind", "kind"))
+
+
+def _name_of(request: Mapping[str, Any]) -> str:
+    """namespace/name as the request gives them (a pod made from generateName has no name yet), quoted."""
+    namespace, name = request.get("namespace"), request.get("name") or _at(request, "object", "metadata", "name")
+    return shown(f"{namespace or ''}/{name or '(generated)'}")
 
 
 def validator(known: KnownBitstreams) -> Callable[[bytes], tuple[int, bytes]]:
