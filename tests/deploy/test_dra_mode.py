@@ -288,6 +288,13 @@ def test_the_bitstream_webhook_calls_the_extenders_webhook_port_and_never_blocks
     (configuration,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
     assert configuration["metadata"]["name"] == WEBHOOK_CONFIGURATION
     assert configuration["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": f"fpga-slot/{SERVER_SECRET}"}
+    # With cert-manager, the CA injector reads that Certificate: the one whose Secret the extender mounts.
+    (certificate,) = [
+        d
+        for d in load_documents(REPO / "overlays" / "cert-manager" / "certificates.yaml")
+        if d["kind"] == "Certificate" and d["metadata"]["name"] == SERVER_SECRET
+    ]
+    assert (certificate["metadata"]["namespace"], certificate["spec"]["secretName"]) == ("fpga-slot", SERVER_SECRET)
     base = Manifests(render())
     service = base.get("Service", "fpga-slot-extender", "fpga-slot")
     (deployment_container,) = base.get("Deployment", "fpga-slot-extender", "fpga-slot")["spec"]["template"]["spec"][
