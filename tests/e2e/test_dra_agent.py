@@ -74,14 +74,19 @@ def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deploy
         yield deployed
 
 
-def apply_template(suite: Suite, bitstream: str, *, dry_run: bool = False) -> subprocess.CompletedProcess[str]:
-    """``kubectl apply -f`` of the cache-aware template for ``bitstream`` (a YAML file, as a user applies it)."""
+def apply_template(
+    suite: Suite, bitstream: str, *, dry_run: bool = False, name: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply -f`` of the cache-aware template for ``bitstream`` (a YAML file, as a user applies it),
+    named ``name`` when given."""
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="fpga-slot-e2e-") as manifest:
         body = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaimTemplate",
             **cached_first_template(suite.namespace, bitstream),
         }
+        if name:
+            body["metadata"]["name"] = name
         manifest.write(json.dumps(body))
         manifest.flush()
         args = ["kubectl", "apply", "-f", manifest.name, *(["--dry-run=server"] if dry_run else [])]
@@ -353,7 +358,9 @@ def test_a_bitstream_undeclared_after_its_template_was_accepted_fails_prepare_wi
     with declared(suite.cluster, missing):
         wait_for("the declaration at the webhook", lambda: apply_template(suite, missing, dry_run=True).returncode == 0)
         assert apply_template(suite, missing).returncode == 0
-    wait_for("the withdrawal at the webhook", lambda: refused(apply_template(suite, missing, dry_run=True)))
+    # (A new template, not the one accepted: an update is refused only for a bitstream its old object lacked.)
+    probe = lambda: apply_template(suite, missing, dry_run=True, name="withdrawal-probe")  # noqa: E731
+    wait_for("the withdrawal at the webhook", lambda: refused(probe()))
     before = slice_devices(resource, suite.node)
     claim_pod(suite, "bad", missing)
     # (The kubelet retries a failed prepare: an earlier attempt may have failed for another reason, such as an
