@@ -196,14 +196,16 @@ def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
     }
 
 
-def claim_pod(suite: Suite, name: str, bitstream: str) -> Obj:
+def claim_pod(suite: Suite, name: str, bitstream: str, claim: str = "") -> Obj:
+    """A pod of the fpga-scheduler with a claim made from the template for ``bitstream`` (or the claim ``claim``)."""
+    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}
     body = {
         "metadata": {"name": name, "namespace": suite.namespace},
         "spec": {
             "schedulerName": SCHEDULER,
             "terminationGracePeriodSeconds": 0,
             "restartPolicy": "Never",
-            "resourceClaims": [{"name": "fpga", "resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}],
+            "resourceClaims": [{"name": "fpga", **source}],
             "containers": [
                 {
                     "name": "main",
@@ -348,33 +350,50 @@ def test_a_template_naming_an_unknown_bitstream_is_refused_when_applied_and_a_de
         resource.read_namespaced_resource_claim_template(f"{TEMPLATE}-{name}", suite.namespace)
 
 
-def test_a_bitstream_undeclared_after_its_template_was_accepted_fails_prepare_with_an_event_naming_it(
+def test_a_bitstream_undeclared_after_it_was_accepted_holds_no_slot_or_fails_prepare_naming_it(
     deployment: Deployment, resource: Any
 ) -> None:
-    """The agent's refusal at prepare stays as the backstop: the template passed the webhook while an
-    FpgaBitstream declared its bitstream, which is gone by the time a pod's claim is prepared."""
+    """A template and a claim accepted while an FpgaBitstream declared their bitstream, which is then deleted: a
+    pod of the template never gets its claim (the claim the controller makes for it is refused, the pod stays
+    Pending with that reason, no slot is allocated); a pod of the claim made before is allocated a slot, and the
+    agent's refusal at prepare (the backstop) names the bitstream."""
     suite = deployment.suite
     missing = "e2e-withdrawn"
+    spec = cached_first_template(suite.namespace, missing)["spec"]["spec"]
     with declared(suite.cluster, missing):
         wait_for("the declaration at the webhook", lambda: apply_template(suite, missing, dry_run=True).returncode == 0)
         assert apply_template(suite, missing).returncode == 0
+        claim = {"metadata": {"name": "withdrawn", "namespace": suite.namespace}, "spec": spec}
+        resource.create_namespaced_resource_claim(suite.namespace, claim)
     # (A new template, not the one accepted: an update is refused only for a bitstream its old object lacked.)
     probe = lambda: apply_template(suite, missing, dry_run=True, name="withdrawal-probe")  # noqa: E731
     wait_for("the withdrawal at the webhook", lambda: refused(probe()))
     before = slice_devices(resource, suite.node)
-    claim_pod(suite, "bad", missing)
+
+    claim_pod(suite, "from-template", missing)
+    event = suite.cluster.wait_event(
+        suite.namespace, "from-template", {"FailedResourceClaimCreation"}, saying=f"bitstream '{missing}'"
+    )
+    assert f'admission webhook "claims.bitstreams.fpga.example.com" denied the request' in event.message
+    pod = suite.cluster.core.read_namespaced_pod("from-template", suite.namespace)
+    assert pod.status.phase == "Pending"
+    assert not pod.spec.node_name  # never scheduled: no claim, no slot
+    suite.delete_pod("from-template")
+
+    claim_pod(suite, "from-claim", missing, claim="withdrawn")
     # (The kubelet retries a failed prepare: an earlier attempt may have failed for another reason, such as an
     # agent that had not yet seen the declaration go.)
     event = suite.cluster.wait_event(
-        suite.namespace, "bad", {"FailedPrepareDynamicResources"}, saying=f"'{missing}' is not in the catalog"
+        suite.namespace, "from-claim", {"FailedPrepareDynamicResources"}, saying=f"'{missing}' is not in the catalog"
     )
     assert "no FpgaBitstream declares it either" in event.message, event.message
-    pod = suite.cluster.core.read_namespaced_pod("bad", suite.namespace)
+    pod = suite.cluster.core.read_namespaced_pod("from-claim", suite.namespace)
     assert pod.status.phase == "Pending"
     assert {name: d["bitstream"] for name, d in slice_devices(resource, suite.node).items()} == {
         name: d["bitstream"] for name, d in before.items()
     }
-    suite.delete_pod("bad")
+    suite.delete_pod("from-claim")
+    resource.delete_namespaced_resource_claim("withdrawn", suite.namespace)
 
 
 def fake_node_slice(node: str) -> dict[str, Any]:
