@@ -374,7 +374,7 @@ def test_a_bitstream_undeclared_after_it_was_accepted_holds_no_slot_or_fails_pre
     event = suite.cluster.wait_event(
         suite.namespace, "from-template", {"FailedResourceClaimCreation"}, saying=f"bitstream '{missing}'"
     )
-    assert f'admission webhook "claims.bitstreams.fpga.example.com" denied the request' in event.message
+    assert 'admission webhook "claims.bitstreams.fpga.example.com" denied the request' in event.message
     pod = suite.cluster.core.read_namespaced_pod("from-template", suite.namespace)
     assert pod.status.phase == "Pending"
     assert not pod.spec.node_name  # never scheduled: no claim, no slot
