@@ -179,9 +179,12 @@ class NodeCache:
 
     def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:
         """A list of the FpgaBitstream objects: the declared bitstreams are these."""
+        declared = {d.name: d.platform for d in declarations}
+        if self._declarations_failing or not self._declarations_listed:
+            logger.info("FpgaBitstream objects listed: %d", len(declared))
         self._declarations_failing = False
         self._declarations_listed = True
-        self.set_declared({d.name: d.platform for d in declarations})
+        self.set_declared(declared)
 
     def apply_declared(self, kind: str, declaration: DeclaredBitstream) -> None:
         """One FpgaBitstream event (ADDED, MODIFIED, DELETED)."""

@@ -229,6 +229,7 @@ async def test_the_extender_refuses_what_no_node_has_and_nothing_declares_until_
 ) -> None:
     port = int((await extender_with_webhook.wait_for_line(WEBHOOK))[1])
     await extender_with_webhook.wait_for_line(re.compile(r"node cache synced: 1 nodes"))
+    await extender_with_webhook.wait_for_line(re.compile(r"FpgaBitstream objects listed: 1"))
     await extender_with_webhook.wait_for_line(re.compile(r"declared bitstreams: 1"))
     url = f"https://127.0.0.1:{port}/validate"
 

@@ -252,3 +252,11 @@ def test_an_update_is_refused_only_for_a_bitstream_its_old_object_did_not_name(c
     assert reason is not None
     assert reason.startswith("bitstream 'other'")
     assert refusal(request(template("nope"), "ResourceClaimTemplate", "UPDATE"), cache) is not None  # no old object
+
+
+def test_the_first_list_of_declarations_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    known = NodeCache()
+    with caplog.at_level("INFO", logger="agent.extender.cache"):
+        known.replace_declared([])
+        known.replace_declared([])
+    assert [r.getMessage() for r in caplog.records if "listed" in r.getMessage()] == ["FpgaBitstream objects listed: 0"]
