@@ -74,6 +74,7 @@ class Config:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
+    webhook_listen: ListenAddress | None = None
     mode: str = "device-plugin"
     dra_registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
@@ -257,6 +258,14 @@ OPTIONS: tuple[_Option, ...] = (
         "beside an HTTPS --listen; empty: none",
     ),
     _Option(
+        "webhook-listen",
+        _parse_listen,
+        lambda env: "",
+        "extender: HTTPS address of /validate, the admission webhook that refuses claims and pods naming a "
+        "bitstream no node has and no FpgaBitstream declares (no client certificate asked; needs "
+        "--tls-cert-file); empty: none",
+    ),
+    _Option(
         "tls-cert-file",
         _parse_optional_path,
         lambda env: "",
@@ -307,6 +316,10 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             raise ConfigError(f"--{opt.flag}: {exc} (from {source})") from None
     if (values["tls_cert_file"] is None) != (values["tls_key_file"] is None):
         raise ConfigError("--tls-cert-file and --tls-key-file: give both (HTTPS) or neither (plain HTTP)")
+    if values["webhook_listen"] is not None and values["tls_cert_file"] is None:
+        raise ConfigError(
+            "--webhook-listen: the API server calls admission webhooks over HTTPS only: give --tls-cert-file"
+        )
     if values["tls_client_ca_file"] is not None and values["tls_cert_file"] is None:
         raise ConfigError("--tls-client-ca-file: client certificates are checked over HTTPS only: give --tls-cert-file")
     if values["command_programmers"]:

@@ -10,7 +10,8 @@ gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
     │   ├── DuplicateSlotError       the same ID twice in one request
     │   ├── UnhealthySlotError       an ID that is advertised Unhealthy
     │   ├── AllocationSizeError      a preferred-allocation size that cannot be met
-    │   └── ExtenderRequestError     a scheduler-extender call whose body is not what kube-scheduler sends
+    │   ├── ExtenderRequestError     a scheduler-extender call whose body is not what kube-scheduler sends
+    │   └── AdmissionRequestError    a webhook call whose body is not an AdmissionReview v1 request
     ├── DiscoveryError               a backend could not enumerate or watch its devices
     ├── CatalogError                 a bitstream cannot be used as asked; nothing was programmed
     │   ├── InvalidBitstreamName     a name outside [a-z0-9][a-z0-9._-]*, <= 63 chars
@@ -118,6 +119,10 @@ class AllocationSizeError(RequestError):
 
 class ExtenderRequestError(RequestError):
     """A scheduler-extender call whose body is not an ExtenderArgs as kube-scheduler sends it (HTTP 400)."""
+
+
+class AdmissionRequestError(RequestError):
+    """An admission webhook call whose body is not an AdmissionReview v1 request (HTTP 400)."""
 
 
 class DiscoveryError(FpgaSlotError):

@@ -17,6 +17,11 @@ upgrade, or Secrets made by cert-manager or by hand), so the Job can run on ever
 the CA of the other's certificate): it says so and changes nothing. With ``--out-dir``
 the same two sets go to ``DIR/server/`` and ``DIR/client/`` instead, for an extender
 run outside the cluster.
+
+With ``--webhook-configuration NAME`` (DRA mode's manifests give it) the CA of the
+extender's Secret then goes into the ``caBundle`` of every webhook of that
+ValidatingWebhookConfiguration, so that the API server trusts the extender's admission
+webhook; a configuration that does not exist yet is an error, and the Job tries again.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from agent.cli.options import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.extender.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.files.atomic import fsync_directory
-from agent.kube import SecretReader, SecretWriter, connect_api
+from agent.kube import SecretReader, SecretWriter, WebhookCaBundle, connect_api
 
 # Names of Secrets and a Secret type, not secrets:
 SERVER_SECRET = "fpga-slot-extender-tls"  # noqa: S105
@@ -77,6 +82,12 @@ def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
                        f"{CLIENT_NAME})")  # fmt: skip
     certs.add_argument("--days", type=int, default=DAYS, help=f"validity of the certificates (default {DAYS})")
     add_option_argument(certs, "kubeconfig")
+    certs.add_argument(
+        "--webhook-configuration",
+        metavar="NAME",
+        help="then put the CA into the caBundle of this ValidatingWebhookConfiguration (the extender's admission "
+        "webhook)",
+    )
     certs.add_argument(
         "--out-dir", type=Path, help="write DIR/server/ and DIR/client/ (PEM files) instead of Secrets; no API access"
     )
@@ -168,6 +179,24 @@ def make_certificates(store: Store, make: Callable[[], Issued], say: Callable[[s
     say(f"made a CA and its server and client certificates, valid until {until:%Y-%m-%d}: {' and '.join(present)}")
 
 
+def _say(line: str) -> None:
+    print(f"fpga-agent certs: {line}", file=sys.stderr)
+
+
+def trust_webhook(reader: SecretReader, server: str, bundle: WebhookCaBundle, name: str) -> str:
+    """The CA of the extender's Secret into the webhooks' caBundle; what was done, or FpgaSlotError."""
+    secret = reader.read(server)
+    ca = secret.data.get("ca.crt") if secret is not None else None
+    if not ca:
+        raise FpgaSlotError(
+            f"Secret {reader.namespace}/{server} has no ca.crt: the webhook cannot be told whom to trust"
+        )
+    changed = bundle.fill(name, ca)
+    if changed:
+        return f"ValidatingWebhookConfiguration {name}: caBundle set to the CA of Secret {server} ({changed} webhooks)"
+    return f"ValidatingWebhookConfiguration {name} trusts the CA of Secret {server} already"
+
+
 def resolve_namespace(given: str | None, env: Mapping[str, str]) -> str:
     namespace = given or env.get("FPGA_AGENT_NAMESPACE") or env.get("POD_NAMESPACE") or "fpga-slot"
     if not _DNS_LABEL.fullmatch(namespace):
@@ -195,7 +224,12 @@ def run_certs(args: argparse.Namespace) -> int:
         def make() -> Issued:
             return issue(names, client_name=args.client_name, days=args.days)
 
+        webhook = args.webhook_configuration
+        if webhook is not None:
+            _check_name("--webhook-configuration", webhook)
         if args.out_dir is not None:
+            if webhook is not None:
+                raise ConfigError("--webhook-configuration: the caBundle is set from the Secrets, not with --out-dir")
             store: Store = DirectoryStore(args.out_dir)
         else:
             server = _check_name("--server-secret", args.server_secret)
@@ -205,7 +239,10 @@ def run_certs(args: argparse.Namespace) -> int:
             store = SecretStore(
                 SecretReader(api_client, namespace), SecretWriter(api_client, namespace), server, client
             )
-        make_certificates(store, make, lambda line: print(f"fpga-agent certs: {line}", file=sys.stderr))
+        make_certificates(store, make, _say)
+        if webhook is not None and api_client is not None:
+            reader = SecretReader(api_client, namespace)
+            _say(trust_webhook(reader, args.server_secret, WebhookCaBundle(api_client), webhook))
     except FpgaSlotError as exc:
         print(f"fpga-agent certs: {exc}", file=sys.stderr)
         return 1

@@ -44,7 +44,7 @@ DISCOVER: Groups = (*HARDWARE, *LOGGING)
 CATALOG: Groups = (("catalog", ("bitstream-dir",)), *LOGGING)
 CLUSTER: Groups = (("API server", ("kubeconfig",)), *LOGGING)
 EXTENDER: Groups = (
-    ("HTTP", ("listen", "probe-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file")),
+    ("HTTP", ("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file")),
     ("scoring", ("score-weights", "answer-limit")),
     ("API server", ("kubeconfig",)),
     *LOGGING,

@@ -3,9 +3,10 @@
 ``fpga-agent extender`` runs this: a watch of all Nodes (their published slot state) and
 one of the FpgaBitstream declarations feed the node cache, and one of the
 ResourceClaimTemplates tells what DRA pods ask for; the scheduler's HTTP(S) port
-answers filter and prioritize from it, and the probe port answers the kubelet's probes
-and serves ``/metrics``. A flag whose address or files cannot be used is a ConfigError
-naming it, before anything listens.
+answers filter and prioritize from it, the probe port answers the kubelet's probes
+and serves ``/metrics``, and the webhook port (``--webhook-listen``) answers the API
+server's admission reviews of claims and pods from the same cache. A flag whose
+address or files cannot be used is a ConfigError naming it, before anything listens.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from agent.errors import ConfigError
 from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
 from agent.extender.http import HttpServer, tls_context
-from agent.extender.server import extender_metrics
+from agent.extender.server import build_webhook_app, extender_metrics, start_webhook
 from agent.kube import connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claimtemplatewatch import ClaimTemplateWatcher
@@ -51,6 +52,21 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
         ) from None
 
 
+def webhook_tls(config: Config) -> ssl.SSLContext:
+    """The webhook port's TLS context: the extender's certificate, no client certificate asked (the API server
+    shows none); ConfigError naming the flags when the files are bad."""
+    if config.tls_cert_file is None or config.tls_key_file is None:
+        raise ConfigError(
+            "--webhook-listen: the API server calls admission webhooks over HTTPS only: give --tls-cert-file"
+        )
+    try:
+        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"--tls-cert-file/--tls-key-file: cannot load {config.tls_cert_file}, {config.tls_key_file}: {exc}"
+        ) from None
+
+
 async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, HttpServer]) -> HttpServer:
     """The started server; a refused bind is a ConfigError naming the flag."""
     try:
@@ -73,6 +89,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     Without API access there is nothing to answer names from: KubeError, before anything listens.
     """
     tls = extender_tls(config)
+    hook_tls = webhook_tls(config) if config.webhook_listen is not None else None
     api_client = connect_api(config.kubeconfig)
     cache = NodeCache()
     watcher = NodeWatcher(
@@ -114,6 +131,12 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
             probe = config.probe_listen
             probe_app = build_probe_app(extender, metrics)
             servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
+        if config.webhook_listen is not None and hook_tls is not None:
+            hook = config.webhook_listen
+            hook_app = build_webhook_app(cache)
+            servers.append(
+                await _listen("--webhook-listen", hook, start_webhook(hook_app, hook.host, hook.port, hook_tls))
+            )
         async with asyncio.TaskGroup() as group:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")

@@ -15,7 +15,9 @@ on their Nodes, without calling the API server:
 * :mod:`~agent.extender.cache`: node name -> state, fed by a node watch that the
   wiring (``agent.cli.main``) takes from ``agent.kube``; this package imports no adapter;
 * :mod:`~agent.extender.server`: the app (``/filter``, ``/prioritize``, ``/healthz``, ``/metrics``), and the
-  plain-HTTP probe port's (``/healthz``, ``/metrics``) beside an HTTPS one.
+  plain-HTTP probe port's (``/healthz``, ``/metrics``) beside an HTTPS one;
+* :mod:`~agent.extender.admission`: DRA mode's admission webhook (``/validate`` on a port of its own), which
+  refuses claims and pods naming a bitstream that no node has and nothing declares.
 """
 
 from agent.extender.cache import NodeCache, RequestNodes, WatchedNode, parse_watched_node

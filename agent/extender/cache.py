@@ -85,6 +85,7 @@ class NodeCache:
         self._declared: dict[str, str] = {}
         self._derived: Derived = {}
         self._declarations_failing = False
+        self._declarations_listed = False
 
     @property
     def nodes(self) -> Mapping[str, NodeSlots]:
@@ -113,6 +114,19 @@ class NodeCache:
     def synced(self) -> bool:
         """True once the first list arrived (and from then on, also while relisting)."""
         return self._synced
+
+    @property
+    def bitstreams_listed(self) -> bool:
+        """True once the nodes and the FpgaBitstream objects have both been listed: from then on a bitstream
+        that :meth:`bitstream_known` does not know is unknown in the cluster (the admission check)."""
+        return self._synced and self._declarations_listed
+
+    def bitstream_known(self, name: str) -> bool:
+        """Whether an FpgaBitstream declares ``name`` or some node's published catalog holds it. One dict
+        lookup per node at worst (an unknown name), no copy: cheap enough for admission, which is rare."""
+        if name in self._declared:
+            return True
+        return any(name in state.catalog for state in self._nodes.values())
 
     @property
     def last_error(self) -> str | None:
@@ -165,8 +179,12 @@ class NodeCache:
 
     def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:
         """A list of the FpgaBitstream objects: the declared bitstreams are these."""
+        declared = {d.name: d.platform for d in declarations}
+        if self._declarations_failing or not self._declarations_listed:
+            logger.info("FpgaBitstream objects listed: %d", len(declared))
         self._declarations_failing = False
-        self.set_declared({d.name: d.platform for d in declarations})
+        self._declarations_listed = True
+        self.set_declared(declared)
 
     def apply_declared(self, kind: str, declaration: DeclaredBitstream) -> None:
         """One FpgaBitstream event (ADDED, MODIFIED, DELETED)."""

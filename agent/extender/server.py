@@ -22,6 +22,10 @@ When the scheduler's port requires client certificates, the kubelet's probes and
 Prometheus (which have none) are answered on a second, plain-HTTP port that serves
 only ``GET /healthz`` and ``GET /metrics`` (:func:`build_probe_app`): nothing there
 scores, and nothing there is secret.
+
+The admission webhook (``POST /validate``, :func:`build_webhook_app`, see
+``agent.extender.admission``) has a port of its own, HTTPS with the same server certificate
+but no client certificate asked: the API server calls webhooks without one.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agent.errors import ExtenderRequestError, shown
+from agent.extender.admission import MAX_REVIEW_BYTES, KnownBitstreams, validator
 from agent.extender.cache import RequestNodes
 from agent.extender.claimtemplates import ClaimTemplates
 from agent.extender.demand import PodDemand
@@ -59,6 +64,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 FILTER_PATH = "/filter"
 PRIORITIZE_PATH = "/prioritize"
 HEALTH_PATH = "/healthz"
+VALIDATE_PATH = "/validate"
 JSON = "application/json"
 
 Route = Callable[[bytes], Reply]
@@ -200,6 +206,17 @@ def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> Exte
     return ExtenderApp(routes, None, max_body_bytes=0)
 
 
+def build_webhook_app(known: KnownBitstreams) -> ExtenderApp:
+    """The admission webhook's routes: ``POST /validate`` alone (``agent.extender.admission``)."""
+    validate = validator(known)
+
+    def route(body: bytes) -> Reply:
+        status, answer = validate(body)
+        return Reply(status, JSON, answer)
+
+    return ExtenderApp({("POST", VALIDATE_PATH): route}, None, MAX_REVIEW_BYTES)
+
+
 def extender_metrics() -> ExtenderMetrics:
     """Metrics labelled by the verbs kube-scheduler calls."""
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
@@ -210,6 +227,14 @@ async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | No
     server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
     scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
     logger.info("scheduler extender listening on %s, %s", ", ".join(_address(a) for a in server.addresses), scheme)
+    return server
+
+
+async def start_webhook(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext) -> HttpServer:
+    """Bind and serve the admission webhook (HTTPS, no client certificate asked: the API server shows none)."""
+    server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
+    where = ", ".join(_address(a) for a in server.addresses)
+    logger.info("admission webhook listening on %s, https: %s", where, VALIDATE_PATH)
     return server
 
 

@@ -10,6 +10,7 @@
 * :class:`BitstreamWatcher`: the FpgaBitstream objects the cluster declares (list+watch);
   :class:`SecretReader`: the pull Secrets they name, in the agent's own namespace;
   :class:`SecretWriter`: the extender's TLS Secrets, made once at install (``fpga-agent certs``);
+  :class:`WebhookCaBundle`: the install's CA in the admission webhook's caBundle (``fpga-agent certs``);
 * for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
   driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
 
@@ -41,6 +42,7 @@ from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 from agent.kube.secrets import SecretData, SecretReader, SecretWriter
+from agent.kube.webhooks import WebhookCaBundle
 
 __all__ = [
     "BITSTREAMS_ANNOTATION",
@@ -69,6 +71,7 @@ __all__ = [
     "SecretReader",
     "SecretWriter",
     "SliceDevice",
+    "WebhookCaBundle",
     "build_api_client",
     "connect_api",
     "list_nodes",

@@ -137,6 +137,16 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         namespace="fpga-slot",
     ),
     ApiAccess(
+        "webhooks.WebhookCaBundle",
+        "certs",
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        frozenset({"get", "patch"}),
+        "fpga-agent certs --webhook-configuration (DRA mode): the install's CA into the bitstream webhook's "
+        "caBundle (a ClusterRole of daemonset/dra-mode, limited to that configuration)",
+        names=("fpga-slot-bitstreams",),
+    ),
+    ApiAccess(
         "uninstall.successor_expected",
         "agent",
         "",

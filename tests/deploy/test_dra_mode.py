@@ -21,13 +21,15 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from agent.cli.certs import SERVER_SECRET
 from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.extender.server import VALIDATE_PATH
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION
-from tests.deploy.manifests import DAEMONSET_DIR, REPO, Obj, load_documents, object_id
+from tests.deploy.manifests import DAEMONSET_DIR, REPO, Manifests, Obj, load_documents, object_id, render
 
 COMPONENT = DAEMONSET_DIR / "dra-mode"
 EXAMPLES = [doc for path in sorted((DAEMONSET_DIR / "examples" / "dra").glob("*.yaml")) for doc in load_documents(path)]
@@ -278,3 +280,84 @@ def test_the_agent_is_updated_beside_the_old_pod_with_sockets_of_its_own() -> No
     assert f'"{sockets.registration}"' in command
     listen = next(e["value"] for e in container["env"] if e["name"] == "FPGA_AGENT_HEALTH_LISTEN")
     assert container["livenessProbe"]["httpGet"]["port"] == int(listen.rsplit(":", 1)[1])
+
+
+# ------------------------------------------------------------------------ the bitstream webhook
+WEBHOOK_CONFIGURATION = "fpga-slot-bitstreams"
+
+
+def test_the_bitstream_webhook_calls_the_extenders_webhook_port_and_never_blocks() -> None:
+    """Each webhook: AdmissionReview v1, no side effects, Ignore on failure with a short timeout, the extender's
+    Service at the port that reaches ``--webhook-listen``, path /validate; caBundle left to the Job/cert-manager."""
+    documents = load_documents(COMPONENT / "bitstream-webhook.yaml")
+    for obj in documents:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    (configuration,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert configuration["metadata"]["name"] == WEBHOOK_CONFIGURATION
+    assert configuration["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": f"fpga-slot/{SERVER_SECRET}"}
+    # With cert-manager, the CA injector reads that Certificate: the one whose Secret the extender mounts.
+    (certificate,) = [
+        d
+        for d in load_documents(REPO / "overlays" / "cert-manager" / "certificates.yaml")
+        if d["kind"] == "Certificate" and d["metadata"]["name"] == SERVER_SECRET
+    ]
+    assert (certificate["metadata"]["namespace"], certificate["spec"]["secretName"]) == ("fpga-slot", SERVER_SECRET)
+    base = Manifests(render())
+    service = base.get("Service", "fpga-slot-extender", "fpga-slot")
+    (deployment_container,) = base.get("Deployment", "fpga-slot-extender", "fpga-slot")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    env = {e["name"]: e["value"] for e in deployment_container["env"] if "value" in e}
+    container_ports = {p["name"]: p["containerPort"] for p in deployment_container["ports"]}
+    assert env["FPGA_AGENT_WEBHOOK_LISTEN"] == f"$(POD_IP):{container_ports['webhook']}"
+    resources = set()
+    for webhook in configuration["webhooks"]:
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert webhook["sideEffects"] == "None"
+        assert webhook["failurePolicy"] == "Ignore"
+        assert 1 <= webhook["timeoutSeconds"] <= 5
+        assert webhook["matchConditions"]
+        target = webhook["clientConfig"]["service"]
+        assert "caBundle" not in webhook["clientConfig"]
+        assert (target["name"], target["namespace"], target["path"]) == (
+            "fpga-slot-extender",
+            "fpga-slot",
+            VALIDATE_PATH,
+        )
+        (port,) = [p for p in service["spec"]["ports"] if p["port"] == target["port"]]
+        assert container_ports[port["targetPort"]] == int(env["FPGA_AGENT_WEBHOOK_LISTEN"].rsplit(":", 1)[1])
+        for rule in webhook["rules"]:
+            resources |= set(rule["resources"])
+            assert "DELETE" not in rule["operations"]
+    assert resources == {"resourceclaims", "resourceclaimtemplates", "pods"}
+    assert "bitstream-webhook.yaml" in component()["resources"]
+
+
+def test_the_pod_webhook_is_sent_only_pods_with_a_bitstream_annotation_that_ask_for_slots() -> None:
+    (configuration,) = [
+        d for d in load_documents(COMPONENT / "bitstream-webhook.yaml") if d["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    (pods,) = [w for w in configuration["webhooks"] if w["rules"][0]["resources"] == ["pods"]]
+    conditions = {c["name"]: c["expression"] for c in pods["matchConditions"]}
+    assert f'k == "{ANNOTATION}"' in conditions["names-a-bitstream"]
+    assert f'k.startsWith("{ANNOTATION}.")' in conditions["names-a-bitstream"]
+    assert conditions["asks-for-slots"].count(f'"{RESOURCE_NAME}" in c.resources.') == 4  # limits, requests x2
+    assert "object.spec.resourceClaims" in conditions["asks-for-slots"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+def test_on_a_cluster_without_service_routing_the_api_server_reaches_the_webhook_at_the_loopback() -> None:
+    rendered = kustomize(REPO / "overlays" / "sim-dra")
+    (service,) = [o for o in rendered if o["kind"] == "Service" and o["metadata"]["name"] == "fpga-slot-extender"]
+    assert service["spec"]["type"] == "ExternalName"
+    assert service["spec"]["externalName"] == "127.0.0.1"
+    (extender,) = [o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == "fpga-slot-extender"]
+    (container,) = extender["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    (configuration,) = [o for o in rendered if o["kind"] == "ValidatingWebhookConfiguration"]
+    ports = {w["clientConfig"]["service"]["port"] for w in configuration["webhooks"]}
+    assert {env["FPGA_AGENT_WEBHOOK_LISTEN"]} == {f"127.0.0.1:{port}" for port in ports}
+    (job,) = [o for o in rendered if o["kind"] == "Job"]
+    assert (
+        f"--webhook-configuration={WEBHOOK_CONFIGURATION}" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+    )

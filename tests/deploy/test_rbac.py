@@ -17,13 +17,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 import agent.kube
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
 from agent.kube.core import CoreCalls
-from tests.deploy.manifests import Manifests, Obj, render
+from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, load_documents, render
 
 Rule = tuple[str, str, str]  # (group, resource, verb)
 KUBE_DIR = Path(agent.kube.__file__).parent
@@ -39,7 +40,9 @@ _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
 
 def api_classes() -> dict[str, type]:
     """The generated API classes, and agent.kube's own CoreCalls (the same methods, built on ApiClient)."""
-    apis = {name: cls for name, cls in vars(client).items() if name.endswith("Api") and isinstance(cls, type)}
+    # dir(), not vars(): the client's package loads its API classes on first use.
+    apis = {name: getattr(client, name) for name in dir(client) if name.endswith("Api")}
+    apis = {name: cls for name, cls in apis.items() if isinstance(cls, type)}
     return {**apis, "CoreCalls": CoreCalls}
 
 
@@ -249,7 +252,7 @@ def test_the_certs_job_reads_its_two_secrets_by_name_and_creates_secrets_in_its_
     wanted = {
         (access.namespace, access.group, access.resource, verb, access.names)
         for access in API_ACCESS
-        if access.component == "certs"
+        if access.component == "certs" and access.namespace  # DRA mode's cluster-wide grant: the next test
         for verb in access.verbs
     }
     found = set()
@@ -265,7 +268,7 @@ def test_the_certs_job_reads_its_two_secrets_by_name_and_creates_secrets_in_its_
                 (namespace, g, r, v, names) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
             }
     assert found == wanted
-    (read,) = [access for access in API_ACCESS if access.component == "certs" and "get" in access.verbs]
+    (read,) = [a for a in API_ACCESS if a.component == "certs" and a.resource == "secrets" and "get" in a.verbs]
     assert set(read.names) == {SERVER_SECRET, CLIENT_SECRET}
     mounted = {
         volume["secret"]["secretName"]
@@ -274,6 +277,40 @@ def test_the_certs_job_reads_its_two_secrets_by_name_and_creates_secrets_in_its_
         if "secret" in volume
     }
     assert mounted == {SERVER_SECRET, CLIENT_SECRET}
+
+
+def test_in_dra_mode_the_certs_job_may_set_the_bitstream_webhooks_ca_bundle_and_nothing_else() -> None:
+    """daemonset/dra-mode adds a ClusterRole for the Job's account: get and patch of the one
+    ValidatingWebhookConfiguration the component ships, whose name the Job is given."""
+    component = DAEMONSET_DIR / "dra-mode"
+    documents = load_documents(component / "bitstream-webhook.yaml")
+    dra = Manifests(documents)
+    (configuration,) = dra.of_kind("ValidatingWebhookConfiguration")
+    (binding,) = dra.of_kind("ClusterRoleBinding")
+    job = Manifests(render()).get("Job", "fpga-slot-certs", "fpga-slot")
+    account = job["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "fpga-slot"}]
+    role = dra.get("ClusterRole", binding["roleRef"]["name"])
+    found = {
+        (g, r, v, tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    wanted = {
+        (a.group, a.resource, verb, a.names)
+        for a in API_ACCESS
+        if a.component == "certs" and not a.namespace
+        for verb in a.verbs
+    }
+    assert found == wanted
+    assert {names for *_rule, names in found} == {(configuration["metadata"]["name"],)}
+    kustomization = yaml.safe_load((component / "kustomization.yaml").read_text())
+    (patch,) = [p for p in kustomization["patches"] if p["target"]["kind"] == "Job"]
+    assert patch["target"]["name"] == job["metadata"]["name"]
+    (operation,) = yaml.safe_load(patch["patch"])
+    assert operation["value"] == f"--webhook-configuration={configuration['metadata']['name']}"
 
 
 def test_operator_requests_are_granted_to_no_workload() -> None:

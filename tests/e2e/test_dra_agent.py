@@ -7,8 +7,10 @@ template of daemonset/examples/dra/cached-first.yaml (a slot holding the bitstre
 slot, both of the selector-less class fpga-slot-cached, asked for by capacity; the pod's node selector
 names the platform) and the fpga-scheduler with the DRA profile: the first pod's slot is programmed, the
 slice then says so, and a second pod gets that slot through the first alternative with no
-programming; the fpga-scheduler asks the extender to score each DRA pod. A bad bitstream fails
-prepare with an Event that names it; agent and kubelet restarts keep a prepared claim's pod running
+programming; the fpga-scheduler asks the extender to score each DRA pod. The extender's admission
+webhook refuses a claim template (and a pod) naming a bitstream that no node has and nothing declares,
+when it is applied; a bitstream undeclared after its template was accepted fails prepare with an Event
+that names it (the agent's backstop); agent and kubelet restarts keep a prepared claim's pod running
 and its slot held.
 """
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,8 +31,9 @@ from kubernetes.client.exceptions import ApiException
 from agent.dra import DRIVER_NAME
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.kube.nodefields import PLATFORM_LABEL
+from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
-from tests.e2e.cluster import BITSTREAM, REGISTERED, Cluster, Obj, Suite, running, wait_for
+from tests.e2e.cluster import BITSTREAM, REGISTERED, WAIT_S, Cluster, Obj, Suite, running, wait_for, workload_pod_body
 from tests.e2e.deployment import (
     EXTENDER,
     NAMESPACE,
@@ -44,6 +49,11 @@ TEMPLATE = "fpga-cached-first"
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; sleep 3600'
 #: Longer than the agent takes to publish a changed node state (it renders at most twice a second).
 STEADY_S = 3.0
+#: The FpgaBitstream custom resource, and the webhook that refuses what no node has and nothing declares.
+BITSTREAMS = ("example.com", "v1alpha1", "fpgabitstreams")
+TEMPLATE_WEBHOOK = "claim-templates.bitstreams.fpga.example.com"
+POD_WEBHOOK = "pods.bitstreams.fpga.example.com"
+UNDECLARED = "e2e-undeclared"
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +61,69 @@ def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deploy
     with deploy_as_configured(cluster, pytestconfig, dra_components(pytestconfig)) as deployed:
         deployed.wait_available(SCHEDULER)
         deployed.wait_available(EXTENDER)
+        suite = deployed.suite
+        # The bitstream webhook is in force once the certificates' Job has set its caBundle and the extender has
+        # listed the nodes (their catalogs) and the FpgaBitstream objects: until then (failurePolicy Ignore)
+        # every template passes. From then on the catalog's bitstream is accepted and an unknown one refused.
+        wait_for(
+            "the bitstream webhook refusing an unknown bitstream",
+            lambda: refused(apply_template(suite, UNDECLARED, dry_run=True)),
+        )
+        wait_for(
+            "the bitstream webhook knowing the catalog's bitstream",
+            lambda: apply_template(suite, BITSTREAM, dry_run=True).returncode == 0,
+        )
         yield deployed
+
+
+def apply_template(
+    suite: Suite, bitstream: str, *, dry_run: bool = False, name: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply -f`` of the cache-aware template for ``bitstream`` (a YAML file, as a user applies it),
+    named ``name`` when given."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="fpga-slot-e2e-") as manifest:
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            **cached_first_template(suite.namespace, bitstream),
+        }
+        if name:
+            body["metadata"]["name"] = name
+        manifest.write(json.dumps(body))
+        manifest.flush()
+        args = ["kubectl", "apply", "-f", manifest.name, *(["--dry-run=server"] if dry_run else [])]
+        return subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S, check=False)
+
+
+def refused(done: subprocess.CompletedProcess[str]) -> bool:
+    return done.returncode != 0 and f'admission webhook "{TEMPLATE_WEBHOOK}" denied the request' in done.stderr
+
+
+def fpga_bitstream(name: str) -> dict[str, Any]:
+    """A declaration the extender accepts (its source is never pulled here: no pod asks for it on a node)."""
+    return {
+        "apiVersion": "example.com/v1alpha1",
+        "kind": "FpgaBitstream",
+        "metadata": {"name": name},
+        "spec": {
+            "platform": PLATFORM,
+            "acceleratorId": "e2e0000000000000000000000000dec1",
+            "sha256": "ab" * 32,
+            "size": 4096,
+            "source": {"oci": "localhost:5000/fpga/e2e-declared:1"},
+        },
+    }
+
+
+@contextlib.contextmanager
+def declared(cluster: Cluster, name: str) -> Iterator[None]:
+    custom = client.CustomObjectsApi(cluster.api)
+    custom.create_cluster_custom_object(*BITSTREAMS, fpga_bitstream(name))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ApiException):
+            custom.delete_cluster_custom_object(*BITSTREAMS, name)
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +197,9 @@ def cached_first_template(namespace: str, bitstream: str) -> dict[str, Any]:
     }
 
 
-def claim_pod(suite: Suite, name: str, bitstream: str) -> Obj:
+def claim_pod(suite: Suite, name: str, bitstream: str, claim: str = "") -> Obj:
+    """A pod of the fpga-scheduler with a claim made from the template for ``bitstream`` (or the claim ``claim``)."""
+    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}
     body = {
         "metadata": {"name": name, "namespace": suite.namespace},
         "spec": {
@@ -133,7 +207,7 @@ def claim_pod(suite: Suite, name: str, bitstream: str) -> Obj:
             "terminationGracePeriodSeconds": 0,
             "restartPolicy": "Never",
             "nodeSelector": {PLATFORM_LABEL: PLATFORM},  # as cached-first.yaml: a node of one platform
-            "resourceClaims": [{"name": "fpga", "resourceClaimTemplateName": f"{TEMPLATE}-{bitstream}"}],
+            "resourceClaims": [{"name": "fpga", **source}],
             "containers": [
                 {
                     "name": "main",
@@ -245,23 +319,83 @@ def test_a_claim_is_programmed_at_prepare_and_the_next_pod_gets_that_slot_withou
     wait_for("the slot free after release", lambda: slot_is_free(suite, device) is True)
 
 
-def test_a_claim_for_a_bitstream_not_in_the_catalog_fails_prepare_with_an_event_naming_it(
+def test_a_template_naming_an_unknown_bitstream_is_refused_when_applied_and_a_declared_one_accepted(
     deployment: Deployment, resource: Any
 ) -> None:
     suite = deployment.suite
-    missing = "no-such-bitstream"
-    resource.create_namespaced_resource_claim_template(suite.namespace, cached_first_template(suite.namespace, missing))
+    done = apply_template(suite, UNDECLARED)
+    assert refused(done), done.stderr
+    message = done.stderr
+    assert f"bitstream '{UNDECLARED}' (spec.spec.devices.config[0].opaque.parameters.bitstream) is unknown" in message
+    assert "declare it with an FpgaBitstream object" in message
+    with pytest.raises(ApiException) as gone:
+        resource.read_namespaced_resource_claim_template(f"{TEMPLATE}-{UNDECLARED}", suite.namespace)
+    assert gone.value.status == 404
+
+    # A pod asking for a slot through the extended resource with that bitstream is refused too.
+    pod = workload_pod_body(suite.namespace, "undeclared", None, suite.image, 1, UNDECLARED, "true", SCHEDULER)
+    with pytest.raises(ApiException) as refusal:
+        suite.cluster.core.create_namespaced_pod(suite.namespace, pod, dry_run="All")
+    assert refusal.value.status == 403
+    message = json.loads(refusal.value.body)["message"]
+    assert message.startswith(f'admission webhook "{POD_WEBHOOK}" denied the request: ')
+    assert f"bitstream '{UNDECLARED}' (annotation {ANNOTATION}) is unknown" in message
+    known = workload_pod_body(suite.namespace, "known", None, suite.image, 1, BITSTREAM, "true", SCHEDULER)
+    suite.cluster.core.create_namespaced_pod(suite.namespace, known, dry_run="All")  # the catalog's: admitted
+
+    # Declared by an FpgaBitstream: accepted (once the extender's watch has it).
+    name = "e2e-declared"
+    with declared(suite.cluster, name):
+        wait_for("the declaration at the webhook", lambda: apply_template(suite, name, dry_run=True).returncode == 0)
+        done = apply_template(suite, name)
+        assert done.returncode == 0, done.stderr
+        resource.read_namespaced_resource_claim_template(f"{TEMPLATE}-{name}", suite.namespace)
+
+
+def test_a_bitstream_undeclared_after_it_was_accepted_holds_no_slot_or_fails_prepare_naming_it(
+    deployment: Deployment, resource: Any
+) -> None:
+    """A template and a claim accepted while an FpgaBitstream declared their bitstream, which is then deleted: a
+    pod of the template never gets its claim (the claim the controller makes for it is refused, the pod stays
+    Pending with that reason, no slot is allocated); a pod of the claim made before is allocated a slot, and the
+    agent's refusal at prepare (the backstop) names the bitstream."""
+    suite = deployment.suite
+    missing = "e2e-withdrawn"
+    spec = cached_first_template(suite.namespace, missing)["spec"]["spec"]
+    with declared(suite.cluster, missing):
+        wait_for("the declaration at the webhook", lambda: apply_template(suite, missing, dry_run=True).returncode == 0)
+        assert apply_template(suite, missing).returncode == 0
+        claim = {"metadata": {"name": "withdrawn", "namespace": suite.namespace}, "spec": spec}
+        resource.create_namespaced_resource_claim(suite.namespace, claim)
+    # (A new template, not the one accepted: an update is refused only for a bitstream its old object lacked.)
+    probe = lambda: apply_template(suite, missing, dry_run=True, name="withdrawal-probe")  # noqa: E731
+    wait_for("the withdrawal at the webhook", lambda: refused(probe()))
     before = slice_devices(resource, suite.node)
-    claim_pod(suite, "bad", missing)
-    # (The kubelet retries a failed prepare: an earlier attempt may have failed for another reason.)
-    event = suite.cluster.wait_event(suite.namespace, "bad", {"FailedPrepareDynamicResources"}, saying=missing)
-    assert "is not in the catalog" in event.message, event.message
-    pod = suite.cluster.core.read_namespaced_pod("bad", suite.namespace)
+
+    claim_pod(suite, "from-template", missing)
+    event = suite.cluster.wait_event(
+        suite.namespace, "from-template", {"FailedResourceClaimCreation"}, saying=f"bitstream '{missing}'"
+    )
+    assert 'admission webhook "claims.bitstreams.fpga.example.com" denied the request' in event.message
+    pod = suite.cluster.core.read_namespaced_pod("from-template", suite.namespace)
+    assert pod.status.phase == "Pending"
+    assert not pod.spec.node_name  # never scheduled: no claim, no slot
+    suite.delete_pod("from-template")
+
+    claim_pod(suite, "from-claim", missing, claim="withdrawn")
+    # (The kubelet retries a failed prepare: an earlier attempt may have failed for another reason, such as an
+    # agent that had not yet seen the declaration go.)
+    event = suite.cluster.wait_event(
+        suite.namespace, "from-claim", {"FailedPrepareDynamicResources"}, saying=f"'{missing}' is not in the catalog"
+    )
+    assert "no FpgaBitstream declares it either" in event.message, event.message
+    pod = suite.cluster.core.read_namespaced_pod("from-claim", suite.namespace)
     assert pod.status.phase == "Pending"
     assert {name: d["bitstream"] for name, d in slice_devices(resource, suite.node).items()} == {
         name: d["bitstream"] for name, d in before.items()
     }
-    suite.delete_pod("bad")
+    suite.delete_pod("from-claim")
+    resource.delete_namespaced_resource_claim("withdrawn", suite.namespace)
 
 
 def fake_node_slice(node: str) -> dict[str, Any]:

@@ -29,14 +29,14 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
     },
     ("cluster",): {"json", "all", "files", "kubeconfig", "log-level", "log-format"},
     ("extender",): {
-        *("listen", "probe-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file"),
+        *("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file"),
         *("score-weights", "answer-limit"),
         *("kubeconfig", "log-level", "log-format"),
     },
     ("demo",): {"sim-cards", "sim-slots-per-card", "sim-program-ms", "log-level", "log-format"},
     ("certs",): {
         *("namespace", "service", "server-name", "server-secret", "client-secret", "client-name", "days"),
-        *("kubeconfig", "out-dir"),
+        *("kubeconfig", "out-dir", "webhook-configuration"),
     },
 }
 OPTION = re.compile(r"^\s{2}(--[a-z][a-z0-9-]*)", re.MULTILINE)

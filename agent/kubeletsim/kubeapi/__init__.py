@@ -28,6 +28,8 @@ the real server where the agent depends on it:
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET /apis/resource.k8s.io/v1/[namespaces/{ns}/]resourceclaimtemplates``: list and watch as
   above, and ``GET`` of one, of the templates the test put;
+* ``GET``/``PATCH`` of one ValidatingWebhookConfiguration (``/apis/admissionregistration.k8s.io/v1``)
+  the test put (``fpga-agent certs`` fills its caBundle);
 * ``GET``/``PATCH`` of single pods and nodes: strategic merge patch, JSON merge
   patch, JSON patch; a ``metadata.resourceVersion`` in the patch is a
   precondition (409 Conflict);

@@ -41,6 +41,7 @@ _KINDS = {
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
+    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
 }
 _NAMESPACED = {
     "pods": True,
@@ -52,6 +53,7 @@ _NAMESPACED = {
     "resourceslices": False,
     "resourceclaims": True,
     "resourceclaimtemplates": True,
+    "validatingwebhookconfigurations": False,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -64,6 +66,7 @@ _API = {
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
     "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
+    "validatingwebhookconfigurations": "/apis/admissionregistration.k8s.io/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -108,8 +111,14 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates)"
+_PREFIX = (
+    r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1"
+    r"|/apis/admissionregistration\.k8s\.io/v1)"
+)
+_RESOURCES = (
+    r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates"
+    r"|validatingwebhookconfigurations)"
+)
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 

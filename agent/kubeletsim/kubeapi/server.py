@@ -223,7 +223,7 @@ class FakeKubeApiServer(RequestHandling):
             with self._cond:
                 if request.method == "GET":
                     return 200, copy.deepcopy(self._get(resource, key))
-                if request.method == "PATCH" and resource in ("pods", "nodes"):
+                if request.method == "PATCH" and resource in ("pods", "nodes", "validatingwebhookconfigurations"):
                     return 200, self._patch(resource, key, request)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         raise ApiError(404, "the server could not find the requested resource")

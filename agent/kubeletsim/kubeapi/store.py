@@ -212,6 +212,19 @@ class ObjectStore:
             self._get("fpgabitstreams", ("", name))
             return self._remove("fpgabitstreams", ("", name))
 
+    def put_validating_webhook_configuration(self, obj: JSON) -> JSON:
+        """Create or replace a ValidatingWebhookConfiguration (cluster-scoped), as ``kubectl apply`` would."""
+        obj = copy.deepcopy(obj)
+        key = ("", obj["metadata"]["name"])
+        with self._cond:
+            current = self._objects["validatingwebhookconfigurations"].get(key)
+            obj["metadata"]["uid"] = current["metadata"]["uid"] if current else str(uuid.uuid4())
+            return self._store("validatingwebhookconfigurations", key, obj)
+
+    def get_validating_webhook_configuration(self, name: str) -> JSON:
+        with self._cond:
+            return copy.deepcopy(self._get("validatingwebhookconfigurations", ("", name)))
+
     def put_secret(self, namespace: str, name: str, data: Mapping[str, bytes], secret_type: str = "Opaque") -> JSON:  # noqa: S107
         """Create or replace a Secret; ``data`` is stored base64-encoded, as the API server serves it."""
         encoded = {key: base64.b64encode(value).decode("ascii") for key, value in data.items()}

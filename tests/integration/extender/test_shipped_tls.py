@@ -6,6 +6,8 @@ directory) are changed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import re
 import ssl
 import sys
@@ -22,15 +24,18 @@ import yaml
 from agent.cli.certs import DirectoryStore, make_certificates
 from agent.extender.certs import issue, service_names
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
-from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, render
+from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, load_documents, render
 from tests.integration.extender.test_cli import ExtenderProcess, extender_env
 from tests.integration.extender.test_tls import prioritize
+from tests.integration.extender.test_webhook import claim_template_review
 from tests.unit.extender.factories import annotations, slot
 
 MANIFESTS = Manifests(render())
 HTTPS = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+), https \(client certificates required\)")
 PROBE = re.compile(r"extender probe endpoint on 127\.0\.0\.1:(\d+), http: /healthz, /metrics")
+WEBHOOK = re.compile(r"admission webhook listening on 127\.0\.0\.1:(\d+), https: /validate")
 SYNCED = re.compile(r"node cache synced: 1 nodes")
+DECLARATIONS = re.compile(r"FpgaBitstream objects listed: 0")
 
 
 def extender_container() -> dict[str, Any]:
@@ -91,8 +96,10 @@ def shipped_environment(install: Install) -> dict[str, str]:
 
 
 @pytest.fixture
-async def shipped(apiserver: FakeKubeApiServer, install: Install, tmp_path: Path) -> AsyncIterator[tuple[int, int]]:
-    """The extender process as shipped; its HTTPS and probe ports once its node cache synced."""
+async def shipped(
+    apiserver: FakeKubeApiServer, install: Install, tmp_path: Path
+) -> AsyncIterator[tuple[int, int, int]]:
+    """The extender process as shipped; its HTTPS, probe and webhook ports once its node cache synced."""
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     process = await asyncio.create_subprocess_exec(
@@ -104,8 +111,10 @@ async def shipped(apiserver: FakeKubeApiServer, install: Install, tmp_path: Path
     try:
         https = int((await running.wait_for_line(HTTPS))[1])
         probe = int((await running.wait_for_line(PROBE))[1])
+        webhook = int((await running.wait_for_line(WEBHOOK))[1])
         await running.wait_for_line(SYNCED)
-        yield https, probe
+        await running.wait_for_line(DECLARATIONS)
+        yield https, probe, webhook
     finally:
         process.kill()
         await process.wait()
@@ -135,16 +144,16 @@ async def call(port: int, context: ssl.SSLContext | None) -> int:
     return await prioritize(port, context, server_hostname=service_host() if context else None)
 
 
-async def test_the_scheduler_is_answered_with_its_certificate(shipped: tuple[int, int], install: Install) -> None:
-    https, _probe = shipped
+async def test_the_scheduler_is_answered_with_its_certificate(shipped: tuple[int, int, int], install: Install) -> None:
+    https, _probe, _webhook = shipped
     assert await call(https, scheduler_context(install)) == 200
 
 
 @pytest.mark.parametrize("client", [None, "extender", "stranger"], ids=["no-certificate", "server-cert", "other-ca"])
 async def test_a_client_without_the_schedulers_certificate_is_refused(
-    shipped: tuple[int, int], install: Install, tmp_path: Path, client: str | None
+    shipped: tuple[int, int, int], install: Install, tmp_path: Path, client: str | None
 ) -> None:
-    https, _probe = shipped
+    https, _probe, _webhook = shipped
     context = scheduler_context(install, client)
     if client == "stranger":  # a client certificate of another install's CA
         make_certificates(
@@ -155,14 +164,14 @@ async def test_a_client_without_the_schedulers_certificate_is_refused(
         await call(https, context)
 
 
-async def test_plain_http_is_refused(shipped: tuple[int, int]) -> None:
-    https, _probe = shipped
+async def test_plain_http_is_refused(shipped: tuple[int, int, int]) -> None:
+    https, _probe, _webhook = shipped
     with pytest.raises((ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, TimeoutError)):
         await call(https, None)
 
 
-async def test_the_probes_are_answered_on_the_plain_port_which_scores_nothing(shipped: tuple[int, int]) -> None:
-    _https, probe = shipped
+async def test_the_probes_are_answered_on_the_plain_port_which_scores_nothing(shipped: tuple[int, int, int]) -> None:
+    _https, probe, _webhook = shipped
     container = extender_container()
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     env = {item["name"]: item.get("value", "") for item in container["env"]}
@@ -183,7 +192,42 @@ async def test_the_probes_are_answered_on_the_plain_port_which_scores_nothing(sh
                 assert response.status == 404
 
 
-def test_both_ports_listen_on_the_pods_own_address() -> None:
+async def test_the_api_server_is_answered_on_the_webhook_port_without_a_client_certificate(
+    shipped: tuple[int, int, int], install: Install
+) -> None:
+    """As the API server calls a webhook given by Service: the caBundle (the CA of the extender's Secret) trusted,
+    the certificate checked against ``<service>.<namespace>.svc``, no client certificate shown."""
+    _https, _probe, webhook = shipped
+    (configuration,) = [
+        d for d in load_documents(DAEMONSET_DIR / "dra-mode" / "bitstream-webhook.yaml")
+        if d["kind"] == "ValidatingWebhookConfiguration"
+    ]  # fmt: skip
+    service = configuration["webhooks"][0]["clientConfig"]["service"]
+    context = ssl.create_default_context(cafile=str(install.files["fpga-slot-extender-tls"] / "ca.crt"))
+    review = json.dumps(claim_template_review("nope")).encode()
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", webhook, ssl=context, server_hostname=f"{service['name']}.{service['namespace']}.svc"
+    )
+    try:
+        writer.write(
+            f"POST {service['path']} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+            + f"Content-Length: {len(review)}\r\nConnection: close\r\n\r\n".encode()
+            + review
+        )
+        async with asyncio.timeout(30):
+            answer = await reader.read()
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    response = json.loads(body)["response"]
+    assert response["allowed"] is False  # node fpga-1's catalog has no "nope", and nothing declares it (listed)
+    assert "bitstream 'nope'" in response["status"]["message"]
+
+
+def test_every_port_listens_on_the_pods_own_address() -> None:
     listens = {item["name"]: item["value"] for item in extender_container()["env"] if item["name"].endswith("_LISTEN")}
-    assert set(listens) == {"FPGA_AGENT_LISTEN", "FPGA_AGENT_PROBE_LISTEN"}
+    assert set(listens) == {"FPGA_AGENT_LISTEN", "FPGA_AGENT_PROBE_LISTEN", "FPGA_AGENT_WEBHOOK_LISTEN"}
     assert all(value.startswith("$(POD_IP):") for value in listens.values()), listens
