@@ -19,7 +19,7 @@ from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
-from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled, shifted
+from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
 from tests.unit.extender.factories import annotations, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
