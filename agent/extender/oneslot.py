@@ -152,7 +152,7 @@ class OneSlotIndex:
                         keys[at] = dra(names[at]) * RANK_SCALE + keys[at] % RANK_SCALE  # its penalty included
                     continue
                 keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
-        return best_ranked(names, keys, limit, distinct)
+        return best_ranked(names, keys, limit, distinct, pack_ties=dra is not None)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 

@@ -37,8 +37,9 @@ def shipped() -> tuple[dict[str, Any], dict[str, Any]]:
 
 @pytest.fixture
 async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[tuple[str, ExtenderProcess]]:
-    """The extender as a process, over four nodes: a free copy of aes-v1 (fpga-1), an empty free slot (fpga-2),
-    a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4)."""
+    """The extender as a process, over five nodes: a free copy of aes-v1 (fpga-1), an empty free slot beside a
+    busy one (fpga-2), a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4),
+    two empty free slots (fpga-5)."""
     minute_ago = int(time.time()) - 60
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes-v1", last_used=1)], CATALOG))
     apiserver.add_node("fpga-2", annotations=annotations([slot("s0"), slot("s1", free=False)], CATALOG))
@@ -46,6 +47,7 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
         "fpga-3", annotations=annotations([slot("s0", bitstream="sha-v1", last_used=minute_ago)], CATALOG)
     )
     apiserver.add_node("fpga-4", annotations=annotations([slot("s0", free=False)], CATALOG))
+    apiserver.add_node("fpga-5", annotations=annotations([slot("s0"), slot("s1")], CATALOG))
     apiserver.put_resource_claim_template(shipped()[0])
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     process = await asyncio.create_subprocess_exec(
@@ -55,7 +57,7 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
     running = ExtenderProcess(process)
     try:
         port = int((await running.wait_for_line(LISTENING))[1])
-        await running.wait_for_line(re.compile(r"node cache synced: 4 nodes"))
+        await running.wait_for_line(re.compile(r"node cache synced: 5 nodes"))
         await running.wait_for_line(re.compile(r"ResourceClaimTemplates listed: 1"))
         yield f"http://127.0.0.1:{port}", running
     finally:
@@ -98,6 +100,9 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
         assert await prioritize(session, url, pod) == [{"Host": "fpga-1", "Score": 10}]
         assert await prioritize(session, url, pod, ["fpga-2", "fpga-3", "fpga-4"]) == [{"Host": "fpga-2", "Score": 7}]
         assert await prioritize(session, url, pod, ["fpga-3", "fpga-4"]) == [{"Host": "fpga-3", "Score": 4}]
+        # fpga-5 and fpga-2 both program an empty slot (7 each): the fuller one (fpga-2) is listed, as no
+        # scheduler plugin packs DRA slots.
+        assert await prioritize(session, url, pod, ["fpga-5", "fpga-2"]) == [{"Host": "fpga-2", "Score": 1}]
 
         # The template changes (through the watch): now fpga-3 holds the bitstream asked for.
         changed = copy.deepcopy(template)
