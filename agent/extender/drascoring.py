@@ -54,7 +54,8 @@ NONE_PROMISED: Mapping[str, int] = {}
 #: scheduler plugin packs FPGA slots (devices are not node resources) and of the nodes an answer ranks equal the
 #: scheduler picks at random; the one best node carries the packing that device-plugin mode's MostAllocated
 #: profile gives. In the cluster simulation's workload grid this takes DRA placement from 1.19 x the extender's
-#: reconfigurations at the worst point (16 entries) to 1.04 x (bench/RESULTS.md).
+#: reconfigurations at the worst point (16 entries) to 1.04 x (bench/RESULTS.md). For the same reason, when every
+#: node asked scores alike, the answer still lists the best packed, at 1 (``best_ranked``'s ``pack_ties``).
 DRA_ANSWER_LIMIT = 1
 
 

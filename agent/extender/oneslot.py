@@ -151,7 +151,7 @@ class OneSlotIndex:
                 if dra is not None:  # the allocator takes another slot there: scored on its own
                     lifted.update((name, dra(name) * RANK_SCALE + packing) for name in promised)
             lifted.update(dict.fromkeys(found, loaded + packing))  # a free copy here: its packing kept
-        return best_of_asked(ranks, names, asked, lifted, limit)
+        return best_of_asked(ranks, names, asked, lifted, limit, pack_ties=dra is not None)
 
     def _per_name(
         self,
@@ -176,8 +176,8 @@ class OneSlotIndex:
                     if dra is not None:
                         keys[at] = dra(name) * RANK_SCALE + keys[at] % RANK_SCALE
                     continue
-                keys[at] = loaded + keys[at] % RANK_SCALE
-        return best_ranked(known, keys, limit)
+                keys[at] = loaded + keys[at] % RANK_SCALE  # a free copy here: its packing kept
+        return best_ranked(known, keys, limit, pack_ties=dra is not None)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 

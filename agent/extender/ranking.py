@@ -31,7 +31,8 @@ the cluster's values spread the scores, most of 500 names stand out above a few 
 whose free slots hold wanted bitstreams, and the answer would list nearly all of them
 (17 kB that kube-scheduler decodes inside its cycle). The scheduler takes the node of
 best score plus packing, and that is nearly always one of those kept: they score
-highest, and of equal scores the fullest come first.
+highest, and of equal scores the fullest come first. A DRA pod's answer (no scheduler
+plugin packs its slots) lists the best packed at 1 even when every node scores the floor.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class ScoreBoard:
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)
         scores = prioritize_dra(demand, names, lookup, self._weights, now, keep, self.facts.version, promised)
-        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), limit)
+        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), limit, pack_ties=True)
         if promises is not None and single is not None and single[1] == 1:
             return promises.settle(cache, demand.pod, single[0], answer, now)
         return answer

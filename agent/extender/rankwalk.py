@@ -75,29 +75,45 @@ class RankedNodes:
 
 
 def best_of_asked(
-    table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Mapping[str, int], limit: int
+    table: RankedNodes,
+    names: Sequence[str],
+    asked: Set[str],
+    lifted: Mapping[str, int],
+    limit: int,
+    *,
+    pack_ties: bool = False,
 ) -> Scores:
     """The answer for ``names`` (``asked``: the same as a set): each listed name's score shifted to the
     floor, the floor left out, at most ``limit`` entries (0: all), the best by rank, ties in the order asked.
-    ``lifted``: names asked that rank otherwise for this pod, with their ranks."""
-    floor = _floor(table, names, asked, lifted)
-    if floor is None:
+    ``lifted``: names asked that rank otherwise for this pod, with their ranks. ``pack_ties`` as for
+    :func:`~agent.extender.scoretable.best_ranked`: when every name scores the floor but their packings
+    differ, the best packed are listed at 1."""
+    lowest = _lowest(table, names, asked, lifted)
+    if lowest is None:
         return []
+    floor = lowest // RANK_SCALE
     top = (floor + 1) * RANK_SCALE
     extra: dict[int, list[str]] = {}
     for name, rank in lifted.items():
-        if rank >= top:
-            extra.setdefault(rank, []).append(name)
+        extra.setdefault(rank, []).append(name)
     picked: Scores = []
     listed: set[str] = set()
     last = None
     for rank in heapq.merge(table.order(), sorted(extra, reverse=True), reverse=True):
-        if rank < top or 0 < limit <= len(picked):
+        if 0 < limit <= len(picked) or rank < lowest:
             break
         if rank == last:
             continue
         last = rank
         need = limit - len(picked) if limit > 0 else len(names)
+        if rank < top:  # at the floor's score: left out, unless every name is and packing tells them apart
+            if picked or not pack_ties or rank == lowest:
+                break
+            found = _at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need)
+            picked.extend((name, 1) for name in found)
+            if picked:
+                break
+            continue
         score = rank // RANK_SCALE - floor
         for name in _at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need):
             if name not in listed:
@@ -106,13 +122,13 @@ def best_of_asked(
     return picked
 
 
-def _floor(table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Mapping[str, int]) -> int | None:
-    """The lowest score among the names asked that the table holds; None when it holds none of them."""
-    lowest = min(lifted.values()) // RANK_SCALE if lifted else None
+def _lowest(table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Mapping[str, int]) -> int | None:
+    """The lowest rank among the names asked that the table holds; None when it holds none of them."""
+    lowest = min(lifted.values()) if lifted else None
     raised = set(lifted)  # a set: isdisjoint then walks the smaller side
     groups = table.groups
     for rank in reversed(table.order()):
-        if lowest is not None and rank // RANK_SCALE >= lowest:
+        if lowest is not None and rank >= lowest:
             break
         group = groups[rank]
         if group.isdisjoint(asked):
@@ -123,7 +139,7 @@ def _floor(table: RankedNodes, names: Sequence[str], asked: Set[str], lifted: Ma
                     continue
             elif all(map(raised.__contains__, filter(group.__contains__, names))):  # stops at the first other
                 continue
-        return rank // RANK_SCALE
+        return rank
     return lowest
 
 

@@ -49,16 +49,25 @@ def ranks_of(scores: Scores, packing: Callable[[str], int]) -> list[int]:
     return [score * RANK_SCALE + packing(name) for name, score in scores]
 
 
-def best_ranked(names: Sequence[str], ranks: list[int], limit: int, distinct: set[int] | None = None) -> Scores:
+def best_ranked(
+    names: Sequence[str], ranks: list[int], limit: int, distinct: set[int] | None = None, *, pack_ties: bool = False
+) -> Scores:
     """The answer: each name's score shifted to the floor, the floor left out, at most ``limit`` entries
     (0: all), the best by rank, ties in the order asked. ``ranks`` holds each name's rank, in the order of
     ``names``; ``distinct``, when the caller has it, the set of them. Python steps per entry listed only,
-    C-level scans otherwise."""
+    C-level scans otherwise.
+
+    ``pack_ties`` (DRA pods: no scheduler plugin packs their slots): when every name scores the floor but their
+    packings differ, the best packed still stand out, at 1, rather than none (which leaves the scheduler to
+    pick at random among them)."""
     if not ranks:
         return []
     order = sorted(set(ranks) if distinct is None else distinct, reverse=True)  # few: scores x packings
     floor = order[-1] // RANK_SCALE
     top = (floor + 1) * RANK_SCALE  # the lowest rank that stands out
+    if pack_ties and order[0] < top and order[0] != order[-1]:  # one score, several packings: the best stands out
+        floor, top = floor - 1, order[0]
+        order = order[:1]
     if limit <= 0:
         return [(name, rank // RANK_SCALE - floor) for name, rank in zip(names, ranks, strict=True) if rank >= top]
     picked: Scores = []

@@ -137,7 +137,7 @@ class Extender:
             else:
                 scores = prioritize_nodes(demand, names, lookup, self.weights, self._clock())
             ranks = ranks_of(scores, packing_for(demand, lookup))
-            scores = best_ranked(names, ranks, self._board.limit)
+            scores = best_ranked(names, ranks, self._board.limit, pack_ties=demand.dra is not None)
         return Reply(200, JSON, encode_priorities(scores))
 
     @property

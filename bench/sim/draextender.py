@@ -28,7 +28,9 @@ NodeResourcesFit sees none), and of the nodes an answer ranks equal the schedule
 would pick at random. Listing only the best by score and packing is what the
 MostAllocated profile of (c) does with the extender's ties. On the grid (seed 1) this
 takes DRA placement from 1.19 x (c)'s reconfigurations at the worst point (median
-1.05) with 16 entries to 1.04 x (median 1.01) with one.
+1.05) with 16 entries to 1.04 x (median 1.01) with one. When every node scores alike,
+the answer still lists the best packed (``pack_ties``): seed 2, point 1, 1.071 -> 1.041
+(the mean over six tie-break streams 1.035 -> 1.030; bench/RESULTS.md).
 
 Left out: promises of free copies to one-slot pods (the simulation publishes a node's
 new state before the next pod, where promises change nothing), and the order of
@@ -91,4 +93,5 @@ class DraExtender:
                     node.memo.clear()
                 node.memo[key] = score
             scores.append((name, score))
-        return dict(best_ranked(names, ranks_of(scores, packing_for(demand, states.get)), board.limit))
+        ranks = ranks_of(scores, packing_for(demand, states.get))
+        return dict(best_ranked(names, ranks, board.limit, pack_ties=True))

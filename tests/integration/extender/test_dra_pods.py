@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 import yaml
 
-from agent.kubeletsim.kubeapi import FakeKubeApiServer
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, make_node
 from tests.integration.extender.test_cli import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, extender_env
 from tests.unit.extender.factories import PAC, annotations, slot
 
@@ -24,6 +24,9 @@ EXAMPLE = Path(__file__).parents[3] / "daemonset" / "examples" / "dra" / "cached
 NAMES = ["fpga-1", "fpga-2", "fpga-3", "fpga-4"]
 CATALOG = {"aes-v1": PAC, "sha-v1": PAC}
 POLL_S = 0.05
+#: An empty free slot beside a busy one; two empty free slots.
+FPGA_2 = [slot("s0"), slot("s1", free=False)]
+FPGA_5 = [slot("s0"), slot("s1")]
 POLLS = int(PROCESS_TIMEOUT_S / POLL_S)
 
 
@@ -37,15 +40,17 @@ def shipped() -> tuple[dict[str, Any], dict[str, Any]]:
 
 @pytest.fixture
 async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[tuple[str, ExtenderProcess]]:
-    """The extender as a process, over four nodes: a free copy of aes-v1 (fpga-1), an empty free slot (fpga-2),
-    a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4)."""
+    """The extender as a process, over five nodes: a free copy of aes-v1 (fpga-1), an empty free slot beside a
+    busy one (fpga-2), a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4),
+    two empty free slots (fpga-5)."""
     minute_ago = int(time.time()) - 60
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes-v1", last_used=1)], CATALOG))
-    apiserver.add_node("fpga-2", annotations=annotations([slot("s0"), slot("s1", free=False)], CATALOG))
+    apiserver.add_node("fpga-2", annotations=annotations(FPGA_2, CATALOG))
     apiserver.add_node(
         "fpga-3", annotations=annotations([slot("s0", bitstream="sha-v1", last_used=minute_ago)], CATALOG)
     )
     apiserver.add_node("fpga-4", annotations=annotations([slot("s0", free=False)], CATALOG))
+    apiserver.add_node("fpga-5", annotations=annotations(FPGA_5, CATALOG))
     apiserver.put_resource_claim_template(shipped()[0])
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     process = await asyncio.create_subprocess_exec(
@@ -55,7 +60,7 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
     running = ExtenderProcess(process)
     try:
         port = int((await running.wait_for_line(LISTENING))[1])
-        await running.wait_for_line(re.compile(r"node cache synced: 4 nodes"))
+        await running.wait_for_line(re.compile(r"node cache synced: 5 nodes"))
         await running.wait_for_line(re.compile(r"ResourceClaimTemplates listed: 1"))
         yield f"http://127.0.0.1:{port}", running
     finally:
@@ -69,6 +74,23 @@ async def prioritize(
 ) -> list[dict[str, Any]]:
     """The answer for ``pod`` over ``names``: for a DRA pod, the one best node (``DRA_ANSWER_LIMIT``)."""
     async with session.post(url + "/prioritize", json={"Pod": pod, "Nodes": None, "NodeNames": names}) as response:
+        assert response.status == 200
+        answer: list[dict[str, Any]] = await response.json()
+        return answer
+
+
+async def prioritize_nodes(
+    session: aiohttp.ClientSession, url: str, pod: dict[str, Any], nodes: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The answer for ``pod`` over nodes sent whole (``Nodes``: name -> published slots), as kube-scheduler sends
+    them to an extender that is not nodeCacheCapable."""
+    items = []
+    for name, slots in nodes.items():
+        node = make_node(name, annotations=annotations(slots, CATALOG))
+        node["metadata"]["resourceVersion"] = "1"
+        items.append(node)
+    body = {"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+    async with session.post(url + "/prioritize", json=body) as response:
         assert response.status == 200
         answer: list[dict[str, Any]] = await response.json()
         return answer
@@ -98,6 +120,13 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
         assert await prioritize(session, url, pod) == [{"Host": "fpga-1", "Score": 10}]
         assert await prioritize(session, url, pod, ["fpga-2", "fpga-3", "fpga-4"]) == [{"Host": "fpga-2", "Score": 7}]
         assert await prioritize(session, url, pod, ["fpga-3", "fpga-4"]) == [{"Host": "fpga-3", "Score": 4}]
+        # fpga-5 and fpga-2 both program an empty slot (7 each): the fuller one (fpga-2) is listed, as no
+        # scheduler plugin packs DRA slots.
+        assert await prioritize(session, url, pod, ["fpga-5", "fpga-2"]) == [{"Host": "fpga-2", "Score": 1}]
+        # The same two nodes sent whole (a profile without nodeCacheCapable): the same answer.
+        assert await prioritize_nodes(session, url, pod, {"fpga-5": FPGA_5, "fpga-2": FPGA_2}) == [
+            {"Host": "fpga-2", "Score": 1}
+        ]
 
         # The template changes (through the watch): now fpga-3 holds the bitstream asked for.
         changed = copy.deepcopy(template)

@@ -66,15 +66,14 @@ def demand(*containers: tuple[str, int, str | None] | tuple[str, int, str | None
     return PodDemand.of("default/p", [ContainerDemand(*c) for c in containers])
 
 
-def expected_answer(scores: Sequence[tuple[str, int]], pod: PodDemand, lookup: NodeLookup, limit: int) -> Scores:
+def expected_answer(
+    scores: Sequence[tuple[str, int]], pod: PodDemand, lookup: NodeLookup, limit: int, pack_ties: bool = False
+) -> Scores:
     """A prioritize answer by its definition, for comparing: the lowest score becomes 0 and is left out, then
-    the best ``limit`` entries (0: all) by score, then by the node's packing for the pod, ties in order."""
+    the best ``limit`` entries (0: all) by score, then by the node's packing for the pod, ties in order.
+    ``pack_ties`` (DRA pods): when every score is the floor, the best packed nodes at 1 (none if all pack alike)."""
     if not scores:
         return []
-    floor = min(score for _, score in scores)
-    shifted = [(name, score - floor) for name, score in scores if score != floor]
-    if limit <= 0:
-        return shifted
     app = sum(c.slots for c in pod.containers if not c.init)  # kube-scheduler: app containers together,
     count = max([app, *(c.slots for c in pod.containers if c.init)])  # or the largest init container
 
@@ -82,4 +81,14 @@ def expected_answer(scores: Sequence[tuple[str, int]], pod: PodDemand, lookup: N
         node = lookup(name)
         return 0 if node is None else node.packing(count)
 
+    floor = min(score for _, score in scores)
+    if pack_ties and all(score == floor for _, score in scores):
+        best = max(packing(name) for name, _ in scores)
+        if all(packing(name) == best for name, _ in scores):
+            return []
+        packed = [(name, 1) for name, _ in scores if packing(name) == best]
+        return packed if limit <= 0 else packed[:limit]
+    shifted = [(name, score - floor) for name, score in scores if score != floor]
+    if limit <= 0:
+        return shifted
     return sorted(shifted, key=lambda entry: (-entry[1], -packing(entry[0])))[:limit]

@@ -232,5 +232,42 @@ def test_a_one_slot_dra_pod_answered_from_the_index_equals_scoring_every_node(mo
         keep = slow.facts.keep_values(cache.nodes.values(), NOW)
         scores = prioritize_dra(pod, names, cache.lookup(), W, NOW, keep, slow.facts.version, promised)
         slow.count(pod)
-        expected = slow.promises.settle(cache, pod.pod, bitstream, expected_answer(scores, pod, cache.lookup(), 1), NOW)
+        ranked = expected_answer(scores, pod, cache.lookup(), 1, pack_ties=True)
+        expected = slow.promises.settle(cache, pod.pod, bitstream, ranked, NOW)
         assert got == expected, number
+
+
+def cluster(*states: NodeSlots) -> NodeCache:
+    cache = NodeCache()
+    cache.replace([WatchedNode(state.name, state) for state in states])
+    return cache
+
+
+@pytest.mark.parametrize("count", [1, 2], ids=["one-slot-from-the-index", "two-slots-scored-per-name"])
+def test_when_every_node_scores_alike_a_dra_answer_still_lists_the_best_packed(count: int) -> None:
+    """No node holds the bitstream and each would program empty slots (all score ``empty``): kube-scheduler's
+    DRA profile has no plugin that packs slots, so the answer lists the fullest node (at 1) rather than none."""
+    some = n(slot("s0"), slot("s1"), slot("s2"), slot("s3", free=False), name="some")
+    idle = n(slot("i0"), slot("i1"), slot("i2"), slot("i3"), name="idle")
+    most = n(slot("m0"), slot("m1"), *(slot(f"m{i}", free=False) for i in (2, 3, 4)), name="most")
+    cache = cluster(some, idle, most)
+    pod = dra(("aes", count))
+    names = ["idle", "some", "most"]
+    assert [cache.nodes[name].packing(count) for name in names] == [25 * count, 25 + 25 * count, 60 + 20 * count]
+    assert {score for _, score in prioritize_dra(pod, names, cache.lookup(), W, NOW)} == {W.empty}
+    assert ScoreBoard(W).prioritize(cache, pod, names, cache.lookup(), NOW) == [("most", 1)]
+
+
+def test_when_every_node_scores_and_packs_alike_a_dra_answer_lists_none() -> None:
+    cache = cluster(*(n(slot(f"{name}0"), slot(f"{name}1", free=False), name=name) for name in ("a", "b")))
+    assert ScoreBoard(W).prioritize(cache, dra(("aes", 1)), ["a", "b"], cache.lookup(), NOW) == []
+
+
+def test_a_device_plugin_pod_scored_alike_everywhere_is_left_to_the_profiles_packing() -> None:
+    """The same cluster for a device-plugin pod: NodeResourcesFit (MostAllocated) packs, the answer lists none."""
+    half = n(slot("h0"), slot("h1"), slot("h2", free=False), slot("h3", free=False), name="half")
+    idle = n(slot("i0"), slot("i1"), slot("i2"), slot("i3"), name="idle")
+    cache = cluster(half, idle)
+    for count in (1, 2):
+        pod = demand(("main", count, "aes"))
+        assert ScoreBoard(W).prioritize(cache, pod, ["idle", "half"], cache.lookup(), NOW) == []

@@ -122,6 +122,21 @@ def test_the_floor_is_left_out_and_packing_alone_does_not_stand_out() -> None:
     assert best_ranked([], [], 16) == []
 
 
+def test_with_pack_ties_the_best_packed_stands_out_when_every_name_scores_alike() -> None:
+    names = ["a", "b", "c", "d"]
+    ranks = [5 * RANK_SCALE + 50, 5 * RANK_SCALE + 100, 5 * RANK_SCALE, 5 * RANK_SCALE + 100]
+    assert best_ranked(names, ranks, 1, pack_ties=True) == [("b", 1)]
+    assert best_ranked(names, ranks, 16, pack_ties=True) == [("b", 1), ("d", 1)]
+    assert best_ranked(names, ranks, 0, pack_ties=True) == [("b", 1), ("d", 1)]
+    assert best_ranked(names, ranks, 1, set(ranks), pack_ties=True) == [("b", 1)]
+    # packings alike too: nothing stands out
+    assert best_ranked(names, [5 * RANK_SCALE + 25] * 4, 1, pack_ties=True) == []
+    assert best_ranked(["a"], [3 * RANK_SCALE + 75], 1, pack_ties=True) == []
+    # scores apart: the answer is the ordinary one
+    spread = [7 * RANK_SCALE + 50, 7 * RANK_SCALE + 100, 4 * RANK_SCALE + 100]
+    assert best_ranked(names[:3], spread, 1, pack_ties=True) == best_ranked(names[:3], spread, 1) == [("b", 3)]
+
+
 def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     cache = NodeCache()
     cache.replace([WatchedNode("a", node("a", [slot("s0")])), WatchedNode("b", node("b", [slot("s0")]))])
