@@ -22,10 +22,12 @@ from kubernetes import client
 import agent.kube
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_NAME, grant_objects
 from agent.kube.core import CoreCalls
 from tests.deploy.manifests import Manifests, Obj, render
 
 Rule = tuple[str, str, str]  # (group, resource, verb)
+NamedRule = tuple[str, str, str, tuple[str, ...]]  # and the resourceNames it is limited to
 KUBE_DIR = Path(agent.kube.__file__).parent
 #: component -> (ServiceAccount, ClusterRole, workload kind, workload name)
 IDENTITIES = {
@@ -125,11 +127,17 @@ def declared() -> dict[str, set[Rule]]:
 
 
 def granted(role: Obj) -> set[Rule]:
-    rules: set[Rule] = set()
+    """What a role grants, as (group, resource, verb); see :func:`granted_by_name` for rules limited to names."""
+    return {(g, r, v) for g, r, v, _names in granted_by_name(role)}
+
+
+def granted_by_name(role: Obj) -> set[NamedRule]:
+    """(group, resource, verb, resourceNames) of every rule (names () when the rule is not limited to names)."""
+    rules: set[NamedRule] = set()
     for rule in role["rules"]:
-        assert "resourceNames" not in rule
         assert "nonResourceURLs" not in rule
-        rules |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        names = tuple(sorted(rule.get("resourceNames", ())))
+        rules |= {(g, r, v, names) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     return rules
 
 
@@ -199,12 +207,12 @@ def test_the_cluster_role_grants_exactly_what_the_component_requests(component: 
     manifests = Manifests(render())
     _account, role_name, _kind, _name = IDENTITIES[component]
     wanted = {
-        (access.group, access.resource, verb)
+        (access.group, access.resource, verb, tuple(sorted(access.names)))
         for access in API_ACCESS
         if access.component == component and not access.namespace
         for verb in access.verbs
     }
-    assert granted(manifests.get("ClusterRole", role_name)) == wanted
+    assert granted_by_name(manifests.get("ClusterRole", role_name)) == wanted
 
 
 @pytest.mark.parametrize("component", sorted(IDENTITIES))
@@ -274,6 +282,41 @@ def test_the_certs_job_reads_its_two_secrets_by_name_and_creates_secrets_in_its_
         if "secret" in volume
     }
     assert mounted == {SERVER_SECRET, CLIENT_SECRET}
+
+
+def test_the_cleanup_grant_holds_only_rules_the_agents_cluster_role_holds() -> None:
+    """The API server lets the agent make a ClusterRole only with rules its own ClusterRoleBindings grant it (no
+    ``escalate``); the grant must also allow every request of a clean stop that is an uninstall."""
+    manifests = Manifests(render())
+    role, binding = grant_objects("fpga-slot", "uid-1")
+    held = granted_by_name(manifests.get("ClusterRole", "fpga-slot-agent"))
+    assert granted_by_name(role) <= held
+    stop_owners = ("uninstall.", "nodes.NodePublisher")
+    needed = {
+        (access.group, access.resource, verb, tuple(sorted(access.names)))
+        for access in API_ACCESS
+        if access.component == "agent" and access.owner.startswith(stop_owners)
+        for verb in access.verbs
+    }
+    assert needed <= granted_by_name(role)
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] == GRANT_NAME
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "fpga-slot"}]
+    for obj in (role, binding):
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Namespace", "fpga-slot", "uid-1")
+    # In no manifest: `kubectl delete -k` would delete it with the rest.
+    assert not [o for o in manifests.objects if o["metadata"]["name"] == GRANT_NAME]
+
+
+def test_only_the_agents_service_account_carries_the_cleanup_finalizer() -> None:
+    """The account's finalizer keeps its tokens valid while the agents clear their Nodes; RBAC objects carry none
+    (the last agent could not remove the finalizer of the role that lets it do so)."""
+    carriers = [
+        (o["kind"], o["metadata"]["name"]) for o in Manifests(render()).objects if o["metadata"].get("finalizers")
+    ]
+    assert carriers == [("ServiceAccount", ACCOUNT)]
+    account = Manifests(render()).get("ServiceAccount", ACCOUNT, "fpga-slot")
+    assert account["metadata"]["finalizers"] == [FINALIZER]
 
 
 def test_operator_requests_are_granted_to_no_workload() -> None:

@@ -41,6 +41,10 @@ _KINDS = {
     "resourceslices": "ResourceSlice",
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
+    "serviceaccounts": "ServiceAccount",
+    "namespaces": "Namespace",
+    "clusterroles": "ClusterRole",
+    "clusterrolebindings": "ClusterRoleBinding",
 }
 _NAMESPACED = {
     "pods": True,
@@ -52,6 +56,10 @@ _NAMESPACED = {
     "resourceslices": False,
     "resourceclaims": True,
     "resourceclaimtemplates": True,
+    "serviceaccounts": True,
+    "namespaces": False,
+    "clusterroles": False,
+    "clusterrolebindings": False,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -64,6 +72,10 @@ _API = {
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
     "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
+    "serviceaccounts": "/api/v1",
+    "namespaces": "/api/v1",
+    "clusterroles": "/apis/rbac.authorization.k8s.io/v1",
+    "clusterrolebindings": "/apis/rbac.authorization.k8s.io/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -83,6 +95,10 @@ _FIELDS = {
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
     "resourceclaimtemplates": {"metadata.name", "metadata.namespace"},
+    "serviceaccounts": {"metadata.name", "metadata.namespace"},
+    "namespaces": {"metadata.name", "status.phase"},
+    "clusterroles": {"metadata.name"},
+    "clusterrolebindings": {"metadata.name"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -108,8 +124,14 @@ _MERGE_KEYS = {
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1)"
-_RESOURCES = r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates)"
+_PREFIX = (
+    r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1"
+    r"|/apis/rbac\.authorization\.k8s\.io/v1)"
+)
+_RESOURCES = (
+    r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates|serviceaccounts|namespaces"
+    r"|clusterrolebindings|clusterroles)"
+)
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
 
