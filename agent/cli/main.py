@@ -24,6 +24,7 @@ from agent.cli.demo import add_demo_command, run_demo_command
 from agent.cli.extender import add_extender_command, run_extender_command
 from agent.cli.flags import Subparsers
 from agent.cli.node import add_discover_command, add_run_command, run_discover, run_run
+from agent.cli.uninstall import add_uninstall_command, run_uninstall
 from agent.errors import ConfigError, FpgaSlotError
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("cluster", add_cluster_command, run_cluster),
     Command("extender", add_extender_command, run_extender_command),
     Command("certs", add_certs_command, run_certs),
+    Command("uninstall", add_uninstall_command, run_uninstall),
     Command("demo", add_demo_command, run_demo_command),
 )
 

@@ -213,6 +213,15 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "DRA: the bitstream and slot count of the claims a DRA pod names, for scoring it",
     ),
     ApiAccess(
+        "uninstall.clear_every_node",
+        "operator",
+        "",
+        "nodes",
+        frozenset({"list", "patch"}),
+        "fpga-agent uninstall: the agent's keys on every Node that still has them (then, as the agent does, "
+        "uninstall.release_account: get and patch on the ServiceAccount fpga-slot-agent)",
+    ),
+    ApiAccess(
         "nodes.list_nodes",
         "operator",
         "",

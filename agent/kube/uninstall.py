@@ -40,7 +40,7 @@ from agent.errors import KubeError
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
-from agent.kube.nodefields import owned_fields
+from agent.kube.nodefields import clear_body, keys_of, owned_fields
 
 REQUEST_TIMEOUT_S = 5.0
 #: Nodes per page when looking for one that still carries slot state.
@@ -92,6 +92,35 @@ def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -
                 return None
     except Exception as exc:
         raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
+
+
+def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> dict[str, list[str]]:
+    """Remove the agent's keys from every Node that has them (``fpga-agent uninstall``, with an operator's
+    credentials): Node name -> the keys removed. Only the owned keys go, each Node in one merge patch.
+    KubeError naming the Node (or the list) that failed. Blocking."""
+    calls = CoreCalls(api_client)
+    cleared: dict[str, list[str]] = {}
+    token = ""
+    while True:
+        try:
+            page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
+        for item in _mapping(page).get("items") or []:
+            name = str(_mapping(_mapping(item).get("metadata")).get("name") or "")
+            body = clear_body(owned_fields(_mapping(item)))
+            if body is None or not name:
+                continue
+            try:
+                calls.patch_node(name, body, _request_timeout=REQUEST_TIMEOUT_S)
+            except Exception as exc:
+                if api_status(exc) == 404:  # deleted meanwhile: nothing left on it
+                    continue
+                raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
+            cleared[name] = sorted(keys_of(body))
+        token = str(_mapping(_mapping(page).get("metadata")).get("continue") or "")
+        if not token:
+            return cleared
 
 
 def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUNT) -> bool:

@@ -89,6 +89,8 @@ class Deployment:
     """fpga-slot as deployed from daemonset/ on the node of ``suite`` (whose namespace holds the test pods)."""
 
     suite: Suite
+    #: The generated kustomization applied (``kubectl delete -k`` of it uninstalls as a user does)
+    kustomization: Path
 
     @property
     def cluster(self) -> Cluster:
@@ -275,7 +277,7 @@ def deploy(
             cluster.core.patch_node(node, {"metadata": {"labels": {FPGA_NODE_LABEL: "true"}}})
             write_kustomization(Path(tmp), REPO / overlay, image, components)
             kubectl("apply", "-k", tmp)
-            deployment = Deployment(suite)
+            deployment = Deployment(suite, Path(tmp))
             pod = deployment.wait_rolled_out()
             assert is_ready(pod)
             deployment.add_to_catalog()

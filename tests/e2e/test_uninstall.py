@@ -2,20 +2,25 @@
 removes its slot state, heartbeat and platform labels from the Node on its clean stop (during an update it
 leaves them for the next agent pod).
 
-The DaemonSet goes first, with foreground deletion, as docs/dra.md says to uninstall: ``kubectl delete -k``
-alone also deletes the agent's ServiceAccount and RBAC at once, before the agents are stopped, so that they
-can no longer write to their Nodes (the extender then ignores their state once the heartbeat is old).
+A plain ``kubectl delete -k`` deletes the agent's ServiceAccount and RBAC in the same breath as its DaemonSet:
+the agent still cleans its Node through the cleanup grant it made at start (owned by the Namespace), and the
+ServiceAccount's finalizer keeps its token valid until the agent that clears the last Node releases it; then
+everything goes, the grant with the namespace. Deleting the DaemonSet alone (with foreground deletion) cleans
+the Node too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
+from agent.kube.cleanupgrant import ACCOUNT, GRANT_NAME
 from tests.e2e.cluster import REPO, Cluster, wait_for
-from tests.e2e.deployment import AGENT, NAMESPACE, deploy_as_configured
+from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, dra_components, kubectl
 
 PREFIXES = ("example.com/fpga-slots", "example.com/fpga-bitstreams", "example.com/fpga-agent", "example.com/fpga-pl")
 LABEL_PREFIX = "fpga-platform.example.com/"
@@ -63,3 +68,62 @@ def test_deleting_the_daemonset_removes_the_agents_labels_and_annotations_from_t
         tail = "\n".join(log[-15:])
         assert any("removing its slot state" in line for line in log), tail
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
+
+
+def grant_exists(cluster: Cluster) -> bool:
+    """Whether the agent's cleanup grant (ClusterRole and ClusterRoleBinding) is there."""
+    try:
+        cluster.rbac.read_cluster_role(GRANT_NAME)
+        cluster.rbac.read_cluster_role_binding(GRANT_NAME)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def unstick(cluster: Cluster, node: str) -> None:
+    """After a failed uninstall: what ``fpga-agent uninstall`` does by hand (the Node's keys, the account's
+    finalizer), so that the namespace can go and the next test can install again."""
+    keys = fpga_keys(cluster, node)
+    if keys:
+        body = {"metadata": {"annotations": dict.fromkeys(keys), "labels": dict.fromkeys(keys)}}
+        cluster.core.patch_node(node, body)
+    with contextlib.suppress(ApiException):
+        cluster.core.patch_namespaced_service_account(ACCOUNT, NAMESPACE, {"metadata": {"finalizers": None}})
+
+
+def one_step_components(pytestconfig: pytest.Config, mode: str) -> tuple[Path, ...]:
+    return dra_components(pytestconfig) if mode == "dra" else ()
+
+
+@pytest.mark.parametrize("mode", ["device-plugin", "dra"])
+def test_kubectl_delete_k_alone_leaves_no_fpga_node_and_no_object_behind(
+    cluster: Cluster, pytestconfig: pytest.Config, mode: str
+) -> None:
+    with deploy_as_configured(cluster, pytestconfig, one_step_components(pytestconfig, mode)) as deployed:
+        node = deployed.suite.node
+        published = wait_for("the slot state on the node", lambda: fpga_keys(cluster, node))
+        assert {"example.com/fpga-slots", "example.com/fpga-agent-heartbeat"} <= set(published)
+        assert any(k.startswith(LABEL_PREFIX) for k in published)
+        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster))
+        try:
+            uninstall_in_one_step(cluster, deployed, node)
+        finally:
+            unstick(cluster, node)
+
+
+def uninstall_in_one_step(cluster: Cluster, deployed: Deployment, node: str) -> None:
+    agent = deployed.agent_pod().metadata.name
+    log: list[str] = []
+    reader = follow_log(cluster, agent, log)
+    # As a user uninstalls: one command, which waits until every object is gone (the namespace included).
+    kubectl("delete", "-k", str(deployed.kustomization), "--timeout=150s")
+    reader.join(timeout=10)
+    tail = "\n".join(log[-15:])
+    assert any("removing its slot state" in line for line in log), tail
+    assert any("released the service account" in line for line in log), tail
+    assert fpga_keys(cluster, node) == []
+    left = kubectl("get", "-k", str(deployed.kustomization), "--ignore-not-found", "-o", "name")
+    assert left.strip() == "", f"left after kubectl delete -k: {left}"
+    wait_for("the cleanup grant to go with the namespace", lambda: not grant_exists(cluster))

@@ -28,6 +28,7 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
         *("username", "password-stdin"),
     },
     ("cluster",): {"json", "all", "files", "kubeconfig", "log-level", "log-format"},
+    ("uninstall",): {"kubeconfig", "namespace", "log-level", "log-format"},
     ("extender",): {
         *("listen", "probe-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file"),
         *("score-weights", "answer-limit"),
