@@ -17,6 +17,7 @@ from agent.kube import connect_api
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.uninstall import clear_every_node, release_account
 
+
 def add_uninstall_command(commands: cliflags.Subparsers) -> None:
     uninstall = commands.add_parser(
         "uninstall",

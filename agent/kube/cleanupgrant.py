@@ -8,7 +8,9 @@ one on the other object (and the API server drops any ``foregroundDeletion`` fin
 background delete meets, and adds none to an object already being deleted).
 
 So the agent makes, when it starts and the objects are missing, the ClusterRole and
-ClusterRoleBinding ``fpga-slot-agent-cleanup``, owned by its Namespace: they are in no
+ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>``, owned by its Namespace (named
+after it, so that an install made just after an uninstall makes its own grant instead of
+finding the old one, which the garbage collector is about to delete): they are in no
 manifest, so ``kubectl delete -k`` leaves them, and the garbage collector deletes them
 once the Namespace is gone. The Namespace waits for the ServiceAccount, which carries the
 finalizer :data:`FINALIZER` (its tokens stay valid for 60 s after its deletion while it
@@ -34,8 +36,8 @@ from agent.kube.core import CoreCalls
 
 logger = logging.getLogger(__name__)
 
-#: The ClusterRole and ClusterRoleBinding the agent makes.
-GRANT_NAME = "fpga-slot-agent-cleanup"
+#: The ClusterRole and ClusterRoleBinding the agent makes: this and the UID of its Namespace.
+GRANT_PREFIX = "fpga-slot-agent-cleanup-"
 #: The finalizer on the agent's ServiceAccount (daemonset/agent-rbac.yaml).
 FINALIZER = "fpga.example.com/node-cleanup"
 #: The agent's ServiceAccount and DaemonSet (daemonset/agent-rbac.yaml, agent-daemonset.yaml).
@@ -53,10 +55,16 @@ GRANT_RULES: tuple[dict[str, Any], ...] = (
 _LABELS = {"app.kubernetes.io/name": "fpga-slot", "app.kubernetes.io/component": "agent"}
 
 
+def grant_name(namespace_uid: str) -> str:
+    """The name of the ClusterRole and ClusterRoleBinding of the namespace with this UID."""
+    return GRANT_PREFIX + namespace_uid
+
+
 def grant_objects(namespace: str, namespace_uid: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ClusterRole and ClusterRoleBinding, owned by the Namespace ``namespace``."""
     owner = {"apiVersion": "v1", "kind": "Namespace", "name": namespace, "uid": namespace_uid}
-    metadata = {"name": GRANT_NAME, "labels": dict(_LABELS), "ownerReferences": [owner]}
+    name = grant_name(namespace_uid)
+    metadata = {"name": name, "labels": dict(_LABELS), "ownerReferences": [owner]}
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -67,7 +75,7 @@ def grant_objects(namespace: str, namespace_uid: str) -> tuple[dict[str, Any], d
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {**metadata, "labels": dict(_LABELS), "ownerReferences": [dict(owner)]},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": GRANT_NAME},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}],
     }
     return role, binding
@@ -94,6 +102,6 @@ def ensure_cleanup_grant(api_client: ApiClient, namespace: str) -> bool:
         except Exception as exc:
             if api_status(exc) == 409:
                 continue
-            raise KubeError(f"cannot create {kind} {GRANT_NAME}: {describe_api_error(exc)[1]}") from exc
+            raise KubeError(f"cannot create {kind} {body['metadata']['name']}: {describe_api_error(exc)[1]}") from exc
         made = True
     return made

@@ -22,7 +22,7 @@ from kubernetes import client
 import agent.kube
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
-from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_NAME, grant_objects
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_PREFIX, grant_objects
 from agent.kube.core import CoreCalls
 from tests.deploy.manifests import Manifests, Obj, render
 
@@ -299,13 +299,15 @@ def test_the_cleanup_grant_holds_only_rules_the_agents_cluster_role_holds() -> N
         for verb in access.verbs
     }
     assert needed <= granted_by_name(role)
-    assert binding["roleRef"]["name"] == role["metadata"]["name"] == GRANT_NAME
+    assert (
+        binding["roleRef"]["name"] == role["metadata"]["name"] == binding["metadata"]["name"] == GRANT_PREFIX + "uid-1"
+    )
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "fpga-slot"}]
     for obj in (role, binding):
         (owner,) = obj["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["uid"]) == ("Namespace", "fpga-slot", "uid-1")
     # In no manifest: `kubectl delete -k` would delete it with the rest.
-    assert not [o for o in manifests.objects if o["metadata"]["name"] == GRANT_NAME]
+    assert not [o for o in manifests.objects if o["metadata"]["name"].startswith(GRANT_PREFIX)]
 
 
 def test_only_the_agents_service_account_carries_the_cleanup_finalizer() -> None:

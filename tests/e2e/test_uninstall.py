@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from agent.kube.cleanupgrant import ACCOUNT, GRANT_NAME
+from agent.kube.cleanupgrant import ACCOUNT, grant_name
 from tests.e2e.cluster import REPO, Cluster, wait_for
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, dra_components, kubectl
 
@@ -70,11 +70,11 @@ def test_deleting_the_daemonset_removes_the_agents_labels_and_annotations_from_t
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
 
 
-def grant_exists(cluster: Cluster) -> bool:
-    """Whether the agent's cleanup grant (ClusterRole and ClusterRoleBinding) is there."""
+def grant_exists(cluster: Cluster, namespace_uid: str) -> bool:
+    """Whether the agent's cleanup grant (ClusterRole and ClusterRoleBinding) of that namespace is there."""
     try:
-        cluster.rbac.read_cluster_role(GRANT_NAME)
-        cluster.rbac.read_cluster_role_binding(GRANT_NAME)
+        cluster.rbac.read_cluster_role(grant_name(namespace_uid))
+        cluster.rbac.read_cluster_role_binding(grant_name(namespace_uid))
     except ApiException as exc:
         if exc.status == 404:
             return False
@@ -106,14 +106,15 @@ def test_kubectl_delete_k_alone_leaves_no_fpga_node_and_no_object_behind(
         published = wait_for("the slot state on the node", lambda: fpga_keys(cluster, node))
         assert {"example.com/fpga-slots", "example.com/fpga-agent-heartbeat"} <= set(published)
         assert any(k.startswith(LABEL_PREFIX) for k in published)
-        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster))
+        uid = cluster.core.read_namespace(NAMESPACE).metadata.uid
+        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster, uid))
         try:
-            uninstall_in_one_step(cluster, deployed, node)
+            uninstall_in_one_step(cluster, deployed, node, uid)
         finally:
             unstick(cluster, node)
 
 
-def uninstall_in_one_step(cluster: Cluster, deployed: Deployment, node: str) -> None:
+def uninstall_in_one_step(cluster: Cluster, deployed: Deployment, node: str, namespace_uid: str) -> None:
     agent = deployed.agent_pod().metadata.name
     log: list[str] = []
     reader = follow_log(cluster, agent, log)
@@ -126,4 +127,4 @@ def uninstall_in_one_step(cluster: Cluster, deployed: Deployment, node: str) -> 
     assert fpga_keys(cluster, node) == []
     left = kubectl("get", "-k", str(deployed.kustomization), "--ignore-not-found", "-o", "name")
     assert left.strip() == "", f"left after kubectl delete -k: {left}"
-    wait_for("the cleanup grant to go with the namespace", lambda: not grant_exists(cluster))
+    wait_for("the cleanup grant to go with the namespace", lambda: not grant_exists(cluster, namespace_uid))

@@ -195,12 +195,16 @@ class RequestHandling(ObjectStore):
                 return self._remove(resource, key)
         return self._store(resource, key, patched)
 
+    @staticmethod
+    def namespace_uid(name: str) -> str:
+        """The UID the server gives the namespace ``name`` (the same for the same name)."""
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"fake-namespace/{name}"))
+
     def _namespace(self, name: str) -> JSON:
-        """A namespace the server knows, with a UID that stays the same for its name."""
+        """A namespace the server knows, with its UID (:meth:`namespace_uid`)."""
         if name not in self.namespaces:
             raise ApiError(404, f'namespaces "{name}" not found', details={"name": name, "kind": "namespaces"})
-        uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"fake-namespace/{name}"))
-        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": uid}}
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": self.namespace_uid(name)}}
 
     def _create_cluster_object(self, resource: str, body: Any) -> JSON:
         """A ClusterRole or ClusterRoleBinding made by a client: 409 AlreadyExists when one of that name exists."""

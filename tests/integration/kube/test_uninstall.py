@@ -8,7 +8,7 @@ from kubernetes import client
 
 from agent.errors import KubeError
 from agent.kube import PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_NAME, GRANT_RULES, ensure_cleanup_grant
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_RULES, ensure_cleanup_grant, grant_name
 from agent.kube.uninstall import node_with_state, release_account
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
 
@@ -21,8 +21,9 @@ def test_the_grant_is_made_once_owned_by_the_namespace(
 ) -> None:
     apiserver.namespaces.add(NAMESPACE)
     assert ensure_cleanup_grant(api_client, NAMESPACE) is True
-    role = apiserver.cluster_object("clusterroles", GRANT_NAME)
-    binding = apiserver.cluster_object("clusterrolebindings", GRANT_NAME)
+    grant = grant_name(apiserver.namespace_uid(NAMESPACE))
+    role = apiserver.cluster_object("clusterroles", grant)
+    binding = apiserver.cluster_object("clusterrolebindings", grant)
     assert role is not None
     assert binding is not None
     owners = {(o["kind"], o["name"]) for obj in (role, binding) for o in obj["metadata"]["ownerReferences"]}
@@ -32,13 +33,13 @@ def test_the_grant_is_made_once_owned_by_the_namespace(
     assert all(uids)
     assert role["rules"] == [dict(rule) for rule in GRANT_RULES]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}]
-    assert binding["roleRef"]["name"] == GRANT_NAME
+    assert binding["roleRef"]["name"] == grant
     # A restarted agent (or the next of many) finds them there: 409, nothing changed.
     versions = (role["metadata"]["resourceVersion"], binding["metadata"]["resourceVersion"])
     assert ensure_cleanup_grant(api_client, NAMESPACE) is False
     role, binding = (
-        apiserver.cluster_object("clusterroles", GRANT_NAME),
-        apiserver.cluster_object("clusterrolebindings", GRANT_NAME),
+        apiserver.cluster_object("clusterroles", grant),
+        apiserver.cluster_object("clusterrolebindings", grant),
     )
     assert role is not None
     assert binding is not None
@@ -49,7 +50,7 @@ def test_the_grant_is_made_once_owned_by_the_namespace(
     ("failing", "message"),
     [
         ("/api/v1/namespaces/fpga-slot", "cannot read namespace fpga-slot"),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "cannot create ClusterRole fpga-slot-agent-cleanup"),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "cannot create ClusterRole fpga-slot-agent-cleanup-"),
     ],
     ids=["namespace-unreadable", "create-forbidden"],
 )
@@ -61,7 +62,7 @@ def test_a_refused_grant_is_an_error_naming_the_call(
     apiserver.fail_next(method, failing, 403, message="forbidden by the test")
     with pytest.raises(KubeError, match=message):
         ensure_cleanup_grant(api_client, NAMESPACE)
-    assert apiserver.cluster_object("clusterrolebindings", GRANT_NAME) is None
+    assert apiserver.cluster_object("clusterrolebindings", grant_name(apiserver.namespace_uid(NAMESPACE))) is None
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 500], ids=["pages-of-1", "pages-of-2", "one-page"])

@@ -19,7 +19,7 @@ import pytest
 
 from agent.app import Agent, connect_kube
 from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_NAME
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, grant_name
 from agent.kubeletsim import DraKubelet
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 from tests.fakes import KubeletStandIn, test_config
@@ -75,7 +75,8 @@ async def agent_stopping(
                 await asyncio.to_thread(dra.register, dra.sockets()[0])
             await api.until(lambda: SLOTS_ANNOTATION in owned(api), WAIT_S)
             if pod_name:
-                await api.until(lambda: api.cluster_object("clusterrolebindings", GRANT_NAME) is not None, WAIT_S)
+                name = grant_name(api.namespace_uid(NAMESPACE))
+                await api.until(lambda: api.cluster_object("clusterrolebindings", name) is not None, WAIT_S)
             yield api
         finally:
             stop.set()
@@ -108,7 +109,7 @@ async def test_a_clean_stop_removes_the_nodes_fpga_keys_unless_the_daemonset_sta
     assert account is not None
     released = situation in ("daemonset-deleted", "daemonset-deleting")
     assert account["metadata"]["finalizers"] == ([] if released else [FINALIZER])
-    made = api.cluster_object("clusterroles", GRANT_NAME) is not None
+    made = api.cluster_object("clusterroles", grant_name(api.namespace_uid(NAMESPACE))) is not None
     assert made is (situation != "not-in-a-pod")
 
 
