@@ -26,7 +26,7 @@ ServiceAccount (and so the namespace and the grant) in place. Each agent clears 
 Node before it looks, so whichever finishes last sees every Node clean; agents that look
 at the same moment both release it, which is harmless. A Node whose agent was killed keeps
 its state, and then the finalizer stays: ``fpga-agent uninstall`` clears such Nodes and
-releases it (docs/operations.md).
+releases it (docs/uninstall.md).
 """
 
 from __future__ import annotations

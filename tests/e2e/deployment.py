@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,6 +55,17 @@ STATE_DIR = "/var/lib/fpga-agent"
 EXTENDER_PROBE_PORT = 8889
 #: Slots per node in the sim overlays.
 SLOTS = 2
+
+
+def fpga_agent_uninstall() -> subprocess.CompletedProcess[str]:
+    """``fpga-agent uninstall`` as an operator runs it, with the suite's KUBECONFIG."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", "uninstall"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
 
 
 def kubectl(*args: str) -> str:
@@ -284,7 +296,14 @@ def deploy(
             yield deployment
         finally:
             try:
-                kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                try:
+                    kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                except AssertionError:
+                    # An agent that did not stop cleanly keeps the namespace (docs/uninstall.md): finish as an
+                    # operator would, so that the next test can install, and still fail this one.
+                    fpga_agent_uninstall()
+                    kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                    raise
                 # The agent removed its socket on SIGTERM: the kubelet stops offering the node's slots.
                 cluster.wait_node(node, lambda n: not has_agent(n), "with no allocatable slot once the agent left")
             finally:

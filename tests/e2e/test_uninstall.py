@@ -18,9 +18,18 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from agent.kube.cleanupgrant import ACCOUNT, grant_name
+from agent.kube import HEARTBEAT_ANNOTATION, SLOTS_ANNOTATION
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, grant_name
 from tests.e2e.cluster import REPO, Cluster, wait_for
-from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, dra_components, kubectl
+from tests.e2e.deployment import (
+    AGENT,
+    NAMESPACE,
+    Deployment,
+    deploy_as_configured,
+    dra_components,
+    fpga_agent_uninstall,
+    kubectl,
+)
 
 PREFIXES = ("example.com/fpga-slots", "example.com/fpga-bitstreams", "example.com/fpga-agent", "example.com/fpga-pl")
 LABEL_PREFIX = "fpga-platform.example.com/"
@@ -83,14 +92,24 @@ def grant_exists(cluster: Cluster, namespace_uid: str) -> bool:
 
 
 def unstick(cluster: Cluster, node: str) -> None:
-    """After a failed uninstall: what ``fpga-agent uninstall`` does by hand (the Node's keys, the account's
-    finalizer), so that the namespace can go and the next test can install again."""
+    """After a failed uninstall: the Node's keys and the account's finalizer removed by hand (not through the
+    command under test), so that the namespace can go and the next test can install again."""
     keys = fpga_keys(cluster, node)
     if keys:
         body = {"metadata": {"annotations": dict.fromkeys(keys), "labels": dict.fromkeys(keys)}}
         cluster.core.patch_node(node, body)
     with contextlib.suppress(ApiException):
         cluster.core.patch_namespaced_service_account(ACCOUNT, NAMESPACE, {"metadata": {"finalizers": None}})
+
+
+def namespace_gone(cluster: Cluster) -> bool:
+    try:
+        cluster.core.read_namespace(NAMESPACE)
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
 
 
 def one_step_components(pytestconfig: pytest.Config, mode: str) -> tuple[Path, ...]:
@@ -128,3 +147,46 @@ def uninstall_in_one_step(cluster: Cluster, deployed: Deployment, node: str, nam
     left = kubectl("get", "-k", str(deployed.kustomization), "--ignore-not-found", "-o", "name")
     assert left.strip() == "", f"left after kubectl delete -k: {left}"
     wait_for("the cleanup grant to go with the namespace", lambda: not grant_exists(cluster, namespace_uid))
+
+
+def test_a_node_left_with_fpga_keys_keeps_the_namespace_until_fpga_agent_uninstall(
+    cluster: Cluster, pytestconfig: pytest.Config
+) -> None:
+    """A Node whose agent did not stop cleanly (here a Node object without a kubelet, carrying an agent's keys)
+    keeps the ServiceAccount's finalizer after ``kubectl delete -k``: the namespace stays until an operator
+    runs ``fpga-agent uninstall``, which clears that Node and lets everything go."""
+    with deploy_as_configured(cluster, pytestconfig) as deployed:
+        node = deployed.suite.node
+        wait_for("the slot state on the node", lambda: fpga_keys(cluster, node))
+        uid = cluster.core.read_namespace(NAMESPACE).metadata.uid
+        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster, uid))
+        with deployed.fake_nodes(1) as (orphan,):
+            left = {
+                "annotations": {SLOTS_ANNOTATION: "[]", HEARTBEAT_ANNOTATION: "1"},
+                "labels": {LABEL_PREFIX + "x": "true"},
+            }
+            cluster.core.patch_node(orphan, {"metadata": left})
+            agent = deployed.agent_pod().metadata.name
+            log: list[str] = []
+            reader = follow_log(cluster, agent, log)
+            try:
+                kubectl("delete", "-k", str(deployed.kustomization), "--wait=false")
+                cluster.wait_pod_gone(NAMESPACE, agent)
+                reader.join(timeout=10)
+                tail = "\n".join(log[-15:])
+                assert any("removing its slot state" in line for line in log), tail
+                assert any(f"node {orphan} still has slot state" in line for line in log), tail
+                assert fpga_keys(cluster, node) == []
+                account = cluster.core.read_namespaced_service_account(ACCOUNT, NAMESPACE)
+                assert account.metadata.deletion_timestamp is not None
+                assert account.metadata.finalizers == [FINALIZER]
+                done = fpga_agent_uninstall()
+                assert done.returncode == 0, done.stderr
+                assert done.stdout.splitlines()[0].startswith(f"node {orphan}: removed "), done.stdout
+                assert f"finalizer {FINALIZER} removed" in done.stdout, done.stdout
+                assert fpga_keys(cluster, orphan) == []
+                wait_for("the namespace to go", lambda: namespace_gone(cluster))
+                wait_for("the cleanup grant to go with the namespace", lambda: not grant_exists(cluster, uid))
+            finally:
+                unstick(cluster, node)
+                unstick(cluster, orphan)
