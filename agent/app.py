@@ -330,7 +330,11 @@ class Agent:
         try:
             left = await asyncio.to_thread(node_with_state, kube.api_client)
             if left is not None:
-                logger.info("node %s still has slot state: its agent releases the uninstall", left)
+                logger.info(
+                    "node %s still has slot state: the service account's finalizer stays for the agent that clears "
+                    "the last node (or fpga-agent uninstall)",
+                    left,
+                )
                 return
             released = await asyncio.to_thread(release_account, kube.api_client, namespace)
         except KubeError as exc:
