@@ -23,7 +23,6 @@ from agent.errors import ConfigError, KubeError, KubeletError
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
-from agent.kube.cleanupgrant import ensure_cleanup_grant
 from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.kube.uninstall import node_with_state, release_account, successor_expected
 from agent.node.backend import Backend, build_backend, log_enumeration
@@ -260,8 +259,6 @@ class Agent:
                 if self.distribution is not None:
                     background.append(group.create_task(self.distribution.run(entries), name="bitstreams"))
                 if self.kube is not None:
-                    if self.config.pod_name:  # one-shot: not among the long-lived tasks that liveness watches
-                        group.create_task(self._make_cleanup_grant(self.kube), name="cleanup-grant")
                     self.kube.pods.add_listener(self._on_pod_change)
                     background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
                     background.append(group.create_task(self.kube.events.run(), name="events"))
@@ -303,7 +300,12 @@ class Agent:
                 successor_expected, kube.api_client, self.config.namespace, self.config.pod_name
             )
         except KubeError as exc:
-            logger.warning("slot state left on node %s (readers ignore it once its heartbeat is old): %s", node, exc)
+            logger.warning(
+                "slot state left on node %s (readers ignore it once its heartbeat is old; fpga-agent uninstall "
+                "removes it): %s",
+                node,
+                exc,
+            )
             return
         if follows:
             logger.info("slot state left on node %s for the next agent: %s", node, why)
@@ -311,17 +313,6 @@ class Agent:
         logger.info("no agent follows on node %s (%s): removing its slot state", node, why)
         if await kube.nodes.clear() and self.config.pod_name:
             await self._release_if_last(kube)
-
-    async def _make_cleanup_grant(self, kube: KubeAccess) -> None:
-        """The grant that lets a ``kubectl delete -k`` stop leave the Node clean (agent.kube.cleanupgrant)."""
-        namespace = self.config.namespace
-        try:
-            made = await asyncio.to_thread(ensure_cleanup_grant, kube.api_client, namespace)
-        except KubeError as exc:
-            logger.warning("a one-step uninstall will leave this node's slot state in place: %s", exc)
-            return
-        if made:
-            logger.info("made the cleanup grant of namespace %s (for a clean uninstall)", namespace)
 
     async def _release_if_last(self, kube: KubeAccess) -> None:
         """After an uninstall cleared this Node: when no Node has slot state left, release the ServiceAccount's

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 #: Who makes the request: the node agent (DaemonSet), the scheduler extender
-#: (Deployment), the install's certificates Job (``fpga-agent certs``), or a person
-#: running ``fpga-agent cluster`` with their own kubeconfig.
-Component = Literal["agent", "extender", "certs", "operator"]
+#: (Deployment), the install's certificates Job (``fpga-agent certs``), its cleanup
+#: grant Job (``fpga-agent cleanup-grant``), or a person running ``fpga-agent cluster``
+#: with their own kubeconfig.
+Component = Literal["agent", "extender", "certs", "grant", "operator"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,28 +174,29 @@ API_ACCESS: tuple[ApiAccess, ...] = (
     ),
     ApiAccess(
         "cleanupgrant.ensure_cleanup_grant",
-        "agent",
+        "grant",
         "",
         "namespaces",
         frozenset({"get"}),
-        "the UID of its Namespace, which owns the cleanup grant (the garbage collector removes it with the namespace)",
+        "fpga-agent cleanup-grant: the UID of the Namespace that owns the grant (removed with the namespace)",
         names=("fpga-slot",),
     ),
     ApiAccess(
         "cleanupgrant.ensure_cleanup_grant",
-        "agent",
+        "grant",
         "rbac.authorization.k8s.io",
         "clusterroles",
         frozenset({"create"}),
-        "the cleanup grant's ClusterRole, when missing (the API server lets it hold only rules the agent holds)",
+        "fpga-agent cleanup-grant: the grant's ClusterRole, when missing (only with rules the Job holds itself)",
     ),
     ApiAccess(
         "cleanupgrant.ensure_cleanup_grant",
-        "agent",
+        "grant",
         "rbac.authorization.k8s.io",
         "clusterrolebindings",
         frozenset({"create"}),
-        "the cleanup grant's binding to the agent's ServiceAccount, when missing (RBAC cannot limit create to names)",
+        "fpga-agent cleanup-grant: the grant's binding to the agent's ServiceAccount, when missing (RBAC cannot "
+        "limit create to names)",
     ),
     ApiAccess(
         "nodewatch.NodeWatcher",

@@ -7,17 +7,18 @@ that removes the last such finalizer loses the very permission it needs to remov
 one on the other object (and the API server drops any ``foregroundDeletion`` finalizer a
 background delete meets, and adds none to an object already being deleted).
 
-So the agent makes, when it starts and the objects are missing, the ClusterRole and
-ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>``, owned by its Namespace (named
-after it, so that an install made just after an uninstall makes its own grant instead of
-finding the old one, which the garbage collector is about to delete): they are in no
-manifest, so ``kubectl delete -k`` leaves them, and the garbage collector deletes them
-once the Namespace is gone. The Namespace waits for the ServiceAccount, which carries the
-finalizer :data:`FINALIZER` (its tokens stay valid for 60 s after its deletion while it
-exists); the agent that finds no Node with slot state left releases it
-(:mod:`agent.kube.uninstall`). The grant holds only what a clean stop needs, every rule of
-it also in the agent's ClusterRole (the API server refuses to let anyone make a role that
-grants more than they hold).
+So the install's Job ``fpga-slot-cleanup-grant`` (``fpga-agent cleanup-grant``,
+daemonset/cleanup-grant-job.yaml) makes the ClusterRole and ClusterRoleBinding
+``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's ServiceAccount, owned by the
+Namespace (named after it, so that an install made just after an uninstall makes its own
+grant instead of finding the old one, which the garbage collector is about to delete): they
+are in no manifest, so ``kubectl delete -k`` leaves them, and the garbage collector deletes
+them once the Namespace is gone. The agent itself cannot create RBAC objects. The Namespace
+waits for the ServiceAccount, which carries the finalizer :data:`FINALIZER` (its tokens stay
+valid for 60 s after its deletion while it exists); the agent that finds no Node with slot
+state left releases it (:mod:`agent.kube.uninstall`). The grant holds only what a clean stop
+needs; the Job holds its rules too (the API server refuses to let anyone make or bind a role
+that grants more than they hold).
 
 The calls: ``get`` on the Namespace (its UID, for the owner reference) and ``create`` on
 the two objects; an object that exists already (409) is left as it is.
@@ -36,7 +37,7 @@ from agent.kube.core import CoreCalls
 
 logger = logging.getLogger(__name__)
 
-#: The ClusterRole and ClusterRoleBinding the agent makes: this and the UID of its Namespace.
+#: The ClusterRole and ClusterRoleBinding of the grant: this and the UID of the Namespace.
 GRANT_PREFIX = "fpga-slot-agent-cleanup-"
 #: The finalizer on the agent's ServiceAccount (daemonset/agent-rbac.yaml).
 FINALIZER = "fpga.example.com/node-cleanup"

@@ -3,7 +3,8 @@ removes its slot state, heartbeat and platform labels from the Node on its clean
 leaves them for the next agent pod).
 
 A plain ``kubectl delete -k`` deletes the agent's ServiceAccount and RBAC in the same breath as its DaemonSet:
-the agent still cleans its Node through the cleanup grant it made at start (owned by the Namespace), and the
+the agent still cleans its Node through the cleanup grant the install's Job made (owned by the Namespace; the
+agent itself may create no RBAC object), and the
 ServiceAccount's finalizer keeps its token valid until the agent that clears the last Node releases it; then
 everything goes, the grant with the namespace. Deleting the DaemonSet alone (with foreground deletion) cleans
 the Node too.
@@ -16,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.kube import HEARTBEAT_ANNOTATION, SLOTS_ANNOTATION
@@ -31,6 +33,7 @@ from tests.e2e.deployment import (
     kubectl,
 )
 
+GRANT_JOB = "fpga-slot-cleanup-grant"  # its ServiceAccount (daemonset/cleanup-grant-job.yaml)
 PREFIXES = ("example.com/fpga-slots", "example.com/fpga-bitstreams", "example.com/fpga-agent", "example.com/fpga-pl")
 LABEL_PREFIX = "fpga-platform.example.com/"
 
@@ -77,6 +80,22 @@ def test_deleting_the_daemonset_removes_the_agents_labels_and_annotations_from_t
         tail = "\n".join(log[-15:])
         assert any("removing its slot state" in line for line in log), tail
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
+
+
+def may(cluster: Cluster, account: str, verb: str, resource: str) -> bool:
+    """Whether the API server's authorizer lets the ServiceAccount ``account`` of fpga-slot do ``verb`` on RBAC
+    ``resource`` (a SubjectAccessReview, as ``kubectl auth can-i --as`` asks)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{NAMESPACE}:{account}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"],
+            "resourceAttributes": {"group": "rbac.authorization.k8s.io", "resource": resource, "verb": verb},
+        },
+    }
+    answer = client.AuthorizationV1Api(cluster.api).create_subject_access_review(review)
+    return bool(answer.status.allowed)
 
 
 def grant_exists(cluster: Cluster, namespace_uid: str) -> bool:
@@ -126,7 +145,12 @@ def test_kubectl_delete_k_alone_leaves_no_fpga_node_and_no_object_behind(
         assert {"example.com/fpga-slots", "example.com/fpga-agent-heartbeat"} <= set(published)
         assert any(k.startswith(LABEL_PREFIX) for k in published)
         uid = cluster.core.read_namespace(NAMESPACE).metadata.uid
-        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster, uid))
+        wait_for("the cleanup grant from the install's Job", lambda: grant_exists(cluster, uid))
+        # Made by the Job's account; the agents (on every node) may create, escalate or bind no RBAC object.
+        assert may(cluster, GRANT_JOB, "create", "clusterroles")
+        for resource in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"):
+            for verb in ("create", "update", "patch", "escalate", "bind"):
+                assert not may(cluster, ACCOUNT, verb, resource), (verb, resource)
         try:
             uninstall_in_one_step(cluster, deployed, node, uid)
         finally:
@@ -159,7 +183,7 @@ def test_a_node_left_with_fpga_keys_keeps_the_namespace_until_fpga_agent_uninsta
         node = deployed.suite.node
         wait_for("the slot state on the node", lambda: fpga_keys(cluster, node))
         uid = cluster.core.read_namespace(NAMESPACE).metadata.uid
-        wait_for("the agent's cleanup grant", lambda: grant_exists(cluster, uid))
+        wait_for("the cleanup grant from the install's Job", lambda: grant_exists(cluster, uid))
         with deployed.fake_nodes(1) as (orphan,):
             left = {
                 "annotations": {SLOTS_ANNOTATION: "[]", HEARTBEAT_ANNOTATION: "1"},

@@ -1,4 +1,4 @@
-"""The pieces of a one-step uninstall over real HTTP: the cleanup grant the agent makes at start, the search for a
+"""The pieces of a one-step uninstall over real HTTP: the cleanup grant the install's Job makes, the search for a
 Node that still carries slot state, and the release of the ServiceAccount's finalizer."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_grant_is_made_once_owned_by_the_namespace(
     assert role["rules"] == [dict(rule) for rule in GRANT_RULES]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}]
     assert binding["roleRef"]["name"] == grant
-    # A restarted agent (or the next of many) finds them there: 409, nothing changed.
+    # The Job run again (the next `kubectl apply -k`) finds them there: 409, nothing changed.
     versions = (role["metadata"]["resourceVersion"], binding["metadata"]["resourceVersion"])
     assert ensure_cleanup_grant(api_client, NAMESPACE) is False
     role, binding = (

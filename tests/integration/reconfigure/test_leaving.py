@@ -2,15 +2,17 @@
 agent pod follows on the node (uninstalled, or not run in a pod), and stay for the next agent when its
 DaemonSet goes on (an update: the successor publishes over them).
 
-For a one-step uninstall (``kubectl delete -k``) the agent in a pod makes its cleanup grant when it starts,
-and after an uninstall the agent that finds no Node with slot state left releases its ServiceAccount's
-finalizer (an update keeps it)."""
+For a one-step uninstall (``kubectl delete -k``) the agent relies on the cleanup grant the install's Job made
+(it makes no RBAC object itself), and after an uninstall the agent that finds no Node with slot state left
+releases its ServiceAccount's finalizer (an update keeps it). Without the grant its requests are refused: it
+says so once and leaves the Node for ``fpga-agent uninstall``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 
 from agent.app import Agent, connect_kube
 from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, grant_name
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kubeletsim import DraKubelet
 from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 from tests.fakes import KubeletStandIn, test_config
@@ -74,9 +76,6 @@ async def agent_stopping(
                 await api.until(lambda: bool(dra.sockets()), WAIT_S)
                 await asyncio.to_thread(dra.register, dra.sockets()[0])
             await api.until(lambda: SLOTS_ANNOTATION in owned(api), WAIT_S)
-            if pod_name:
-                name = grant_name(api.namespace_uid(NAMESPACE))
-                await api.until(lambda: api.cluster_object("clusterrolebindings", name) is not None, WAIT_S)
             yield api
         finally:
             stop.set()
@@ -109,8 +108,16 @@ async def test_a_clean_stop_removes_the_nodes_fpga_keys_unless_the_daemonset_sta
     assert account is not None
     released = situation in ("daemonset-deleted", "daemonset-deleting")
     assert account["metadata"]["finalizers"] == ([] if released else [FINALIZER])
-    made = api.cluster_object("clusterroles", grant_name(api.namespace_uid(NAMESPACE))) is not None
-    assert made is (situation != "not-in-a-pod")
+    assert rbac_requests(api) == []
+
+
+def rbac_requests(api: FakeKubeApiServer) -> list[str]:
+    """What the agent asked of RBAC objects and of its Namespace: nothing (the install's Job makes the grant)."""
+    return [
+        f"{r.method} {r.path}"
+        for r in api.requests()
+        if r.path.startswith("/apis/rbac.authorization.k8s.io/") or r.path == f"/api/v1/namespaces/{NAMESPACE}"
+    ]
 
 
 @pytest.mark.parametrize("mode", ["device-plugin", "dra"])
@@ -137,3 +144,27 @@ async def test_kubectl_delete_k_leaves_no_account_once_the_last_node_is_clean(
             pass
         assert owned(api) == {}
         assert api.service_account(NAMESPACE, ACCOUNT) is None
+
+
+@pytest.mark.parametrize("mode", ["device-plugin", "dra"])
+async def test_without_the_cleanup_grant_an_uninstalled_agent_says_once_that_it_leaves_the_node(
+    sock_dir: Path, bitstreams: Bitstreams, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kubectl delete -k`` when the grant's Job could not run: the agent's ClusterRole is gone, so reading its own
+    pod is refused (403). It leaves the Node's keys and the account's finalizer for ``fpga-agent uninstall``, with
+    one warning."""
+    async with agent_stopping(sock_dir, bitstreams, mode, POD) as api:
+        agent_pod(api)
+        published = owned(api)
+        api.fail_next("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}", 403, message="forbidden by the test")
+        caplog.clear()
+    assert owned(api) == published
+    account = api.service_account(NAMESPACE, ACCOUNT)
+    assert account is not None
+    assert account["metadata"]["finalizers"] == [FINALIZER]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert f"slot state left on node {DEFAULT_NODE}" in warnings[0]
+    assert "fpga-agent uninstall" in warnings[0]
+    assert "forbidden by the test" in warnings[0]
+    assert rbac_requests(api) == []
