@@ -24,7 +24,7 @@ from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
 from agent.kube.resourceslices import ResourceSlicePublisher
-from agent.kube.uninstall import successor_expected
+from agent.kube.uninstall import node_with_state, release_account, successor_expected
 from agent.node.backend import Backend, build_backend, log_enumeration
 from agent.node.distribution import Distribution
 from agent.node.health import HealthServer, PortInUse
@@ -300,13 +300,39 @@ class Agent:
                 successor_expected, kube.api_client, self.config.namespace, self.config.pod_name
             )
         except KubeError as exc:
-            logger.warning("slot state left on node %s (readers ignore it once its heartbeat is old): %s", node, exc)
+            logger.warning(
+                "slot state left on node %s (readers ignore it once its heartbeat is old; fpga-agent uninstall "
+                "removes it): %s",
+                node,
+                exc,
+            )
             return
         if follows:
             logger.info("slot state left on node %s for the next agent: %s", node, why)
             return
         logger.info("no agent follows on node %s (%s): removing its slot state", node, why)
-        await kube.nodes.clear()
+        if await kube.nodes.clear() and self.config.pod_name:
+            await self._release_if_last(kube)
+
+    async def _release_if_last(self, kube: KubeAccess) -> None:
+        """After an uninstall cleared this Node: when no Node has slot state left, release the ServiceAccount's
+        finalizer, so that the namespace (and with it the cleanup grant) can go."""
+        namespace = self.config.namespace
+        try:
+            left = await asyncio.to_thread(node_with_state, kube.api_client)
+            if left is not None:
+                logger.info(
+                    "node %s still has slot state: the service account's finalizer stays for the agent that clears "
+                    "the last node (or fpga-agent uninstall)",
+                    left,
+                )
+                return
+            released = await asyncio.to_thread(release_account, kube.api_client, namespace)
+        except KubeError as exc:
+            logger.warning("uninstall not finished from here (fpga-agent uninstall finishes it): %s", exc)
+            return
+        if released:
+            logger.info("no node has slot state left: released the service account of namespace %s", namespace)
 
     async def _checkpoint_before_programming(self) -> None:
         """The checkpoint says a programming is under way before the hardware is touched."""

@@ -1,4 +1,5 @@
-"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | certs | demo``.
+"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | certs | cleanup-grant | uninstall |
+demo``.
 
 One module per subcommand, each with a pair ``add_<name>_command(commands)`` (its parser,
 with only its own options) and a runner taking the parsed arguments and returning the exit
@@ -19,11 +20,13 @@ from typing import Any, NamedTuple, NoReturn, cast
 from agent import __version__
 from agent.cli.catalog import add_catalog_command, run_catalog
 from agent.cli.certs import add_certs_command, run_certs
+from agent.cli.cleanupgrant import add_cleanup_grant_command, run_cleanup_grant
 from agent.cli.cluster import add_cluster_command, run_cluster
 from agent.cli.demo import add_demo_command, run_demo_command
 from agent.cli.extender import add_extender_command, run_extender_command
 from agent.cli.flags import Subparsers
 from agent.cli.node import add_discover_command, add_run_command, run_discover, run_run
+from agent.cli.uninstall import add_uninstall_command, run_uninstall
 from agent.errors import ConfigError, FpgaSlotError
 
 logger = logging.getLogger(__name__)
@@ -44,6 +47,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("cluster", add_cluster_command, run_cluster),
     Command("extender", add_extender_command, run_extender_command),
     Command("certs", add_certs_command, run_certs),
+    Command("cleanup-grant", add_cleanup_grant_command, run_cleanup_grant),
+    Command("uninstall", add_uninstall_command, run_uninstall),
     Command("demo", add_demo_command, run_demo_command),
 )
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 #: Who makes the request: the node agent (DaemonSet), the scheduler extender
-#: (Deployment), the install's certificates Job (``fpga-agent certs``), or a person
-#: running ``fpga-agent cluster`` with their own kubeconfig.
-Component = Literal["agent", "extender", "certs", "operator"]
+#: (Deployment), the install's certificates Job (``fpga-agent certs``), its cleanup
+#: grant Job (``fpga-agent cleanup-grant``), or a person running ``fpga-agent cluster``
+#: with their own kubeconfig.
+Component = Literal["agent", "extender", "certs", "grant", "operator"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +153,8 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "",
         "pods",
         frozenset({"get"}),
-        "the agent's own pod on a clean stop: which DaemonSet runs it",
-        namespace="fpga-slot",
+        "the agent's own pod on a clean stop: which DaemonSet runs it (cluster-wide, as the cleanup grant must "
+        "hold it, and no more than the pods list the agent has anyway)",
     ),
     ApiAccess(
         "uninstall.successor_expected",
@@ -162,7 +163,50 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "daemonsets",
         frozenset({"get"}),
         "that DaemonSet on a clean stop: gone or being deleted means uninstalled, so the Node's slot state goes",
-        namespace="fpga-slot",
+        names=("fpga-slot-agent",),
+    ),
+    ApiAccess(
+        "uninstall.node_with_state",
+        "agent",
+        "",
+        "nodes",
+        frozenset({"list"}),
+        "after an uninstall cleared its Node: whether any Node still carries slot state (pages, first hit ends it)",
+    ),
+    ApiAccess(
+        "uninstall.release_account",
+        "agent",
+        "",
+        "serviceaccounts",
+        frozenset({"get", "patch"}),
+        "the finalizer that keeps the agent's ServiceAccount (and namespace) until the last Node is clean",
+        names=("fpga-slot-agent",),
+    ),
+    ApiAccess(
+        "cleanupgrant.ensure_cleanup_grant",
+        "grant",
+        "",
+        "namespaces",
+        frozenset({"get"}),
+        "fpga-agent cleanup-grant: the UID of the Namespace that owns the grant (removed with the namespace)",
+        names=("fpga-slot",),
+    ),
+    ApiAccess(
+        "cleanupgrant.ensure_cleanup_grant",
+        "grant",
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        frozenset({"create"}),
+        "fpga-agent cleanup-grant: the grant's ClusterRole, when missing (only with rules the Job holds itself)",
+    ),
+    ApiAccess(
+        "cleanupgrant.ensure_cleanup_grant",
+        "grant",
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        frozenset({"create"}),
+        "fpga-agent cleanup-grant: the grant's binding to the agent's ServiceAccount, when missing (RBAC cannot "
+        "limit create to names)",
     ),
     ApiAccess(
         "nodewatch.NodeWatcher",
@@ -179,6 +223,15 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resourceclaimtemplates",
         frozenset({"list", "watch"}),
         "DRA: the bitstream and slot count of the claims a DRA pod names, for scoring it",
+    ),
+    ApiAccess(
+        "uninstall.clear_every_node",
+        "operator",
+        "",
+        "nodes",
+        frozenset({"list", "patch"}),
+        "fpga-agent uninstall: the agent's keys on every Node that still has them (then, as the agent does, "
+        "uninstall.release_account: get and patch on the ServiceAccount fpga-slot-agent)",
     ),
     ApiAccess(
         "nodes.list_nodes",

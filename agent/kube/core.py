@@ -1,4 +1,5 @@
-"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams).
+"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams,
+rbac.authorization.k8s.io/v1 for the agent's cleanup grant).
 
 The generated ``CoreV1Api`` holds every core/v1 request (about 60,000 lines): loading it
 costs the agent about 20 MB of memory for five calls. These methods build the same
@@ -87,6 +88,24 @@ class CoreCalls:
     def read_namespaced_daemon_set(self, name: str, namespace: str, **kwargs: Any) -> Any:
         path = "/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def read_namespace(self, name: str, **kwargs: Any) -> Any:
+        return self._request("GET", "/api/v1/namespaces/{name}", {"name": name}, kwargs)
+
+    def read_namespaced_service_account(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/api/v1/namespaces/{namespace}/serviceaccounts/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def patch_namespaced_service_account(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
+        kwargs.setdefault("_content_type", "application/json-patch+json")
+        path = "/api/v1/namespaces/{namespace}/serviceaccounts/{name}"
+        return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
+
+    def create_cluster_role(self, body: object, **kwargs: Any) -> Any:
+        return self._request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {}, kwargs, body)
+
+    def create_cluster_role_binding(self, body: object, **kwargs: Any) -> Any:
+        return self._request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {}, kwargs, body)
 
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
         """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""

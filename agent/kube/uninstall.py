@@ -13,9 +13,20 @@ look empty until the successor publishes again, and with an overlapping successo
 * The agent does not run in a pod (``pod_name`` empty: a process on the host): nothing
   follows that the agent knows of. The state goes.
 
-The calls are ``get`` on the agent's own pod and on DaemonSets in its namespace. When
-they fail (an uninstall may already have removed the agent's RBAC), nothing can be
-removed either: the readers' heartbeat check is then what hides the state.
+The calls are ``get`` on the agent's own pod and on its DaemonSet. During ``kubectl delete
+-k`` the agent's own ClusterRole is already gone; the grant of :mod:`agent.kube.cleanupgrant`
+still allows these calls and the Node's cleanup. When they fail anyway (an agent that
+stopped more than 60 s after its ServiceAccount was deleted, or a cluster where the
+grant could not be made), nothing can be removed: the readers' heartbeat check is then
+what hides the state.
+
+After an uninstall the agent also asks whether it was the last (:func:`release_account`):
+when no Node carries slot state any more, it removes the finalizer that kept its
+ServiceAccount (and so the namespace and the grant) in place. Each agent clears its own
+Node before it looks, so whichever finishes last sees every Node clean; agents that look
+at the same moment both release it, which is harmless. A Node whose agent was killed keeps
+its state, and then the finalizer stays: ``fpga-agent uninstall`` clears such Nodes and
+releases it (docs/uninstall.md).
 """
 
 from __future__ import annotations
@@ -26,10 +37,14 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
+from agent.kube.nodefields import clear_body, keys_of, owned_fields
 
 REQUEST_TIMEOUT_S = 5.0
+#: Nodes per page when looking for one that still carries slot state.
+NODE_PAGE_SIZE = 500
 
 
 def successor_expected(api_client: ApiClient, namespace: str, pod_name: str) -> tuple[bool, str]:
@@ -55,6 +70,97 @@ def successor_expected(api_client: ApiClient, namespace: str, pod_name: str) -> 
     if _mapping(daemonset.get("metadata")).get("deletionTimestamp"):
         return False, f"DaemonSet {namespace}/{owner} is being deleted"
     return True, f"DaemonSet {namespace}/{owner} starts the next agent pod here"
+
+
+def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> str | None:
+    """The name of a Node that still carries slot state, heartbeat or platform labels; None when none does.
+
+    Reads Nodes a page at a time and stops at the first such Node (during an uninstall
+    most agents find one on their first page). KubeError when they cannot be listed.
+    """
+    calls = CoreCalls(api_client)
+    token = ""
+    try:
+        while True:
+            page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
+            for item in _mapping(page).get("items") or []:
+                owned = owned_fields(_mapping(item))
+                if owned.annotations or owned.labels:
+                    return str(_mapping(_mapping(item).get("metadata")).get("name") or "?")
+            token = str(_mapping(_mapping(page).get("metadata")).get("continue") or "")
+            if not token:
+                return None
+    except Exception as exc:
+        raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
+
+
+def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> dict[str, list[str]]:
+    """Remove the agent's keys from every Node that has them (``fpga-agent uninstall``, with an operator's
+    credentials): Node name -> the keys removed. Only the owned keys go, each Node in one merge patch.
+    KubeError naming the Node (or the list) that failed. Blocking."""
+    calls = CoreCalls(api_client)
+    cleared: dict[str, list[str]] = {}
+    token = ""
+    while True:
+        try:
+            page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
+        for item in _mapping(page).get("items") or []:
+            name = str(_mapping(_mapping(item).get("metadata")).get("name") or "")
+            body = clear_body(owned_fields(_mapping(item)))
+            if body is None or not name:
+                continue
+            try:
+                calls.patch_node(name, body, _request_timeout=REQUEST_TIMEOUT_S)
+            except Exception as exc:
+                if api_status(exc) == 404:  # deleted meanwhile: nothing left on it
+                    continue
+                raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
+            cleared[name] = sorted(keys_of(body))
+        token = str(_mapping(_mapping(page).get("metadata")).get("continue") or "")
+        if not token:
+            return cleared
+
+
+def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUNT) -> bool:
+    """Remove :data:`FINALIZER` from the agent's ServiceAccount; False when it was not there (or the account is
+    gone). KubeError naming the failure. Blocking.
+
+    A JSON patch that tests the finalizer's position before removing it, so that a
+    finalizer list changed meanwhile (another agent released it) is read again, not cut
+    at the wrong place.
+    """
+    calls = CoreCalls(api_client)
+    for _attempt in range(3):
+        try:
+            found = calls.read_namespaced_service_account(account, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            if api_status(exc) == 404:
+                return False
+            raise KubeError(f"cannot read ServiceAccount {namespace}/{account}: {describe_api_error(exc)[1]}") from exc
+        finalizers = list(_mapping(_mapping(found).get("metadata")).get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return False
+        index = finalizers.index(FINALIZER)
+        body = [
+            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
+            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+        ]
+        try:
+            calls.patch_namespaced_service_account(account, namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            status = api_status(exc)
+            if status == 404:
+                return False
+            if status in (409, 422):  # the list changed under us: read it again
+                continue
+            raise KubeError(
+                f"cannot remove finalizer {FINALIZER} from ServiceAccount {namespace}/{account}: "
+                f"{describe_api_error(exc)[1]}"
+            ) from exc
+        return True
+    raise KubeError(f"ServiceAccount {namespace}/{account} kept changing while its finalizer was being removed")
 
 
 def _daemonset_owner(pod: Mapping[str, Any]) -> str | None:

@@ -357,7 +357,7 @@ def test_on_a_cluster_without_service_routing_the_api_server_reaches_the_webhook
     (configuration,) = [o for o in rendered if o["kind"] == "ValidatingWebhookConfiguration"]
     ports = {w["clientConfig"]["service"]["port"] for w in configuration["webhooks"]}
     assert {env["FPGA_AGENT_WEBHOOK_LISTEN"]} == {f"127.0.0.1:{port}" for port in ports}
-    (job,) = [o for o in rendered if o["kind"] == "Job"]
+    (job,) = [o for o in rendered if o["kind"] == "Job" and o["metadata"]["name"] == "fpga-slot-certs"]
     assert (
         f"--webhook-configuration={WEBHOOK_CONFIGURATION}" in job["spec"]["template"]["spec"]["containers"][0]["args"]
     )

@@ -71,8 +71,11 @@ def test_test_pods_use_the_host_network_and_a_local_image() -> None:
 
 
 def test_the_agent_gets_the_shipped_rules_and_makes_its_own_device_node() -> None:
-    # resourceslices and resourceclaims for DRA; fpgabitstreams for bitstreams pulled on demand (#14)
+    # resourceslices and resourceclaims for DRA; fpgabitstreams for bitstreams pulled on demand (#14); the rest for
+    # a clean one-step uninstall (#22): its DaemonSet, its ServiceAccount's finalizer (the cleanup grant is the
+    # install Job's: the agent gets no RBAC objects)
     shipped = {"pods", "events", "nodes", "resourceslices", "resourceclaims", "fpgabitstreams"}
+    shipped |= {"daemonsets", "serviceaccounts"}
     assert shipped == {r for rule in agent_rules() for r in rule["resources"]}
     container = agent_pod_body("e2e", "agent", "node-a", "img", "/s")["spec"]["containers"][0]  # type: ignore[index]
     script = container["command"][2]

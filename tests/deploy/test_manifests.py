@@ -126,7 +126,8 @@ def test_our_image_is_the_package_version() -> None:
     assert entry["newTag"] == project_version()
     jobs = Manifests(RENDERED).of_kind("Job")
     ours = [c["image"] for w in WORKLOADS + jobs for c in containers(w) if c["image"].split(":")[0] == IMAGE]
-    assert len(ours) == 3  # the agent, the extender and the certificates' Job: one image, three commands
+    # the agent, the extender, the certificates' Job and the cleanup grant's Job: one image, four commands
+    assert len(ours) == 4
     assert set(ours) == {f"{IMAGE}:{project_version()}"}
 
 
@@ -191,7 +192,8 @@ def test_the_host_network_overlay_changes_only_where_the_scheduler_finds_the_ext
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
 def test_the_host_network_overlay_keeps_the_extender_on_the_nodes_loopback() -> None:
     """On the host network the pod's IP is the node's: the extender listens on 127.0.0.1 there instead, and the
-    certificates' Job, which needs the API server, runs on the host network as the other pods do."""
+    certificates' and the cleanup grant's Jobs, which need the API server, run on the host network as the other pods
+    do."""
     rendered = yaml.safe_load_all(
         subprocess.run(
             ["kubectl", "kustomize", str(REPO / "overlays" / "sim-hostnet")],
@@ -205,7 +207,8 @@ def test_the_host_network_overlay_keeps_the_extender_on_the_nodes_loopback() -> 
     assert env["FPGA_AGENT_LISTEN"] == "127.0.0.1:8888"
     assert env["FPGA_AGENT_PROBE_LISTEN"] == "$(POD_IP):8889"  # the kubelet probes the pod's (the node's) IP
     assert extender["spec"]["template"]["spec"]["hostNetwork"] is True
-    assert manifests.get("Job", "fpga-slot-certs", NAMESPACE)["spec"]["template"]["spec"]["hostNetwork"] is True
+    for job in ("fpga-slot-certs", "fpga-slot-cleanup-grant"):
+        assert manifests.get("Job", job, NAMESPACE)["spec"]["template"]["spec"]["hostNetwork"] is True
 
 
 def test_the_sim_overlay_only_switches_the_agent_to_simulated_slots() -> None:

@@ -23,16 +23,23 @@ from kubernetes import client
 import agent.kube
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
 from agent.kube.access import API_ACCESS
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_PREFIX, GRANT_RULES, grant_objects
 from agent.kube.core import CoreCalls
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, load_documents, render
 
 Rule = tuple[str, str, str]  # (group, resource, verb)
+NamedRule = tuple[str, str, str, tuple[str, ...]]  # and the resourceNames it is limited to
 KUBE_DIR = Path(agent.kube.__file__).parent
 #: component -> (ServiceAccount, ClusterRole, workload kind, workload name)
 IDENTITIES = {
     "agent": ("fpga-slot-agent", "fpga-slot-agent", "DaemonSet", "fpga-slot-agent"),
     "extender": ("fpga-slot-extender", "fpga-slot-extender", "Deployment", "fpga-slot-extender"),
 }
+#: The install's Job that makes the cleanup grant: (ServiceAccount, ClusterRole, Job)
+GRANT_JOB = ("fpga-slot-cleanup-grant", "fpga-slot-cleanup-grant", "fpga-slot-cleanup-grant")
+RBAC_GROUP = "rbac.authorization.k8s.io"
+#: Verbs on RBAC objects that let an account grant permissions (to itself or another)
+GRANTING_VERBS = {"create", "update", "patch", "escalate", "bind", "*"}
 _PATH = re.compile(r"""['"](/apis?/[^'"]+)['"]""")
 _METHOD = re.compile(r"""['"](GET|POST|PUT|PATCH|DELETE)['"]""")
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
@@ -128,11 +135,17 @@ def declared() -> dict[str, set[Rule]]:
 
 
 def granted(role: Obj) -> set[Rule]:
-    rules: set[Rule] = set()
+    """What a role grants, as (group, resource, verb); see :func:`granted_by_name` for rules limited to names."""
+    return {(g, r, v) for g, r, v, _names in granted_by_name(role)}
+
+
+def granted_by_name(role: Obj) -> set[NamedRule]:
+    """(group, resource, verb, resourceNames) of every rule (names () when the rule is not limited to names)."""
+    rules: set[NamedRule] = set()
     for rule in role["rules"]:
-        assert "resourceNames" not in rule
         assert "nonResourceURLs" not in rule
-        rules |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        names = tuple(sorted(rule.get("resourceNames", ())))
+        rules |= {(g, r, v, names) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     return rules
 
 
@@ -192,7 +205,7 @@ def test_the_table_lists_every_request_the_code_makes_and_no_other() -> None:
 
 def test_every_table_entry_names_who_makes_it() -> None:
     for access in API_ACCESS:
-        assert access.component in ("agent", "extender", "certs", "operator")
+        assert access.component in ("agent", "extender", "certs", "grant", "operator")
         assert access.why
 
 
@@ -202,12 +215,12 @@ def test_the_cluster_role_grants_exactly_what_the_component_requests(component: 
     manifests = Manifests(render())
     _account, role_name, _kind, _name = IDENTITIES[component]
     wanted = {
-        (access.group, access.resource, verb)
+        (access.group, access.resource, verb, tuple(sorted(access.names)))
         for access in API_ACCESS
         if access.component == component and not access.namespace
         for verb in access.verbs
     }
-    assert granted(manifests.get("ClusterRole", role_name)) == wanted
+    assert granted_by_name(manifests.get("ClusterRole", role_name)) == wanted
 
 
 @pytest.mark.parametrize("component", sorted(IDENTITIES))
@@ -311,6 +324,103 @@ def test_in_dra_mode_the_certs_job_may_set_the_bitstream_webhooks_ca_bundle_and_
     assert patch["target"]["name"] == job["metadata"]["name"]
     (operation,) = yaml.safe_load(patch["patch"])
     assert operation["value"] == f"--webhook-configuration={configuration['metadata']['name']}"
+
+
+def bound_roles(manifests: Manifests, account: str) -> list[Obj]:
+    """Every ClusterRole and Role bound to the ServiceAccount ``account`` of fpga-slot."""
+    roles = []
+    for binding in manifests.of_kind("ClusterRoleBinding") + manifests.of_kind("RoleBinding"):
+        if any(
+            s["kind"] == "ServiceAccount" and s["name"] == account and s.get("namespace", "fpga-slot") == "fpga-slot"
+            for s in binding["subjects"]
+        ):
+            ref = binding["roleRef"]
+            namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+            roles.append(manifests.get(ref["kind"], ref["name"], namespace))
+    return roles
+
+
+def test_the_agent_can_create_escalate_or_bind_no_rbac_object() -> None:
+    """A node agent runs on every node: none of its roles lets it make, change or bind a role (the cleanup grant is
+    made by the install's Job instead)."""
+    manifests = Manifests(render())
+    roles = bound_roles(manifests, ACCOUNT)
+    assert {role["metadata"]["name"] for role in roles} == {"fpga-slot-agent", "fpga-slot-agent-pull-secrets"}
+    for role in roles:
+        for rule in role["rules"]:
+            if RBAC_GROUP in rule["apiGroups"] or "*" in rule["apiGroups"]:
+                assert not GRANTING_VERBS & set(rule["verbs"]), (role["metadata"]["name"], rule)
+            assert "*" not in rule["resources"], (role["metadata"]["name"], rule)
+
+
+def test_the_grant_job_holds_its_requests_and_the_grants_rules_and_nothing_else() -> None:
+    """``fpga-agent cleanup-grant`` as the Job runs it: its own account and ClusterRole, which grant the requests the
+    command makes, plus the grant's rules, without which the API server refuses to create or bind a role holding
+    them; no ``escalate`` or ``bind``."""
+    manifests = Manifests(render())
+    account, role_name, job_name = GRANT_JOB
+    job = manifests.get("Job", job_name, "fpga-slot")
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == account
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["cleanup-grant"]
+    (role,) = bound_roles(manifests, account)
+    assert role["kind"] == "ClusterRole"
+    assert role["metadata"]["name"] == role_name
+    requests = {
+        (access.group, access.resource, verb, tuple(sorted(access.names)))
+        for access in API_ACCESS
+        if access.component == "grant"
+        for verb in access.verbs
+    }
+    assert {(RBAC_GROUP, "clusterroles", "create", ()), (RBAC_GROUP, "clusterrolebindings", "create", ())} <= requests
+    grant_role, _binding = grant_objects("fpga-slot", "uid-1")
+    assert granted_by_name(role) == requests | granted_by_name(grant_role)
+    assert not {verb for _g, _r, verb, _n in granted_by_name(role)} & {"escalate", "bind", "*"}
+    assert not [a for a in API_ACCESS if a.owner.startswith("cleanupgrant.") and a.component != "grant"]
+
+
+def test_the_cleanup_grant_holds_what_a_clean_stop_needs_and_no_more_than_the_agent_holds() -> None:
+    """The grant allows every request of a clean stop that is an uninstall, and nothing the agent's own ClusterRole
+    does not grant while it is installed."""
+    manifests = Manifests(render())
+    role, binding = grant_objects("fpga-slot", "uid-1")
+    assert granted_by_name(role) == {
+        (g, r, v, tuple(sorted(rule.get("resourceNames", ()))))
+        for rule in GRANT_RULES
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    held = granted_by_name(manifests.get("ClusterRole", "fpga-slot-agent"))
+    assert granted_by_name(role) <= held
+    stop_owners = ("uninstall.", "nodes.NodePublisher")
+    needed = {
+        (access.group, access.resource, verb, tuple(sorted(access.names)))
+        for access in API_ACCESS
+        if access.component == "agent" and access.owner.startswith(stop_owners)
+        for verb in access.verbs
+    }
+    assert needed <= granted_by_name(role)
+    assert (
+        binding["roleRef"]["name"] == role["metadata"]["name"] == binding["metadata"]["name"] == GRANT_PREFIX + "uid-1"
+    )
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "fpga-slot"}]
+    for obj in (role, binding):
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Namespace", "fpga-slot", "uid-1")
+    # In no manifest: `kubectl delete -k` would delete it with the rest.
+    assert not [o for o in manifests.objects if o["metadata"]["name"].startswith(GRANT_PREFIX)]
+
+
+def test_only_the_agents_service_account_carries_the_cleanup_finalizer() -> None:
+    """The account's finalizer keeps its tokens valid while the agents clear their Nodes; RBAC objects carry none
+    (the last agent could not remove the finalizer of the role that lets it do so)."""
+    carriers = [
+        (o["kind"], o["metadata"]["name"]) for o in Manifests(render()).objects if o["metadata"].get("finalizers")
+    ]
+    assert carriers == [("ServiceAccount", ACCOUNT)]
+    account = Manifests(render()).get("ServiceAccount", ACCOUNT, "fpga-slot")
+    assert account["metadata"]["finalizers"] == [FINALIZER]
 
 
 def test_operator_requests_are_granted_to_no_workload() -> None:

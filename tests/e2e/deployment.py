@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +57,17 @@ EXTENDER_PROBE_PORT = 8889
 SLOTS = 2
 
 
+def fpga_agent_uninstall() -> subprocess.CompletedProcess[str]:
+    """``fpga-agent uninstall`` as an operator runs it, with the suite's KUBECONFIG."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli.main", "uninstall"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+
+
 def kubectl(*args: str) -> str:
     done = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=WAIT_S, check=False)
     assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
@@ -89,6 +101,8 @@ class Deployment:
     """fpga-slot as deployed from daemonset/ on the node of ``suite`` (whose namespace holds the test pods)."""
 
     suite: Suite
+    #: The generated kustomization applied (``kubectl delete -k`` of it uninstalls as a user does)
+    kustomization: Path
 
     @property
     def cluster(self) -> Cluster:
@@ -275,14 +289,21 @@ def deploy(
             cluster.core.patch_node(node, {"metadata": {"labels": {FPGA_NODE_LABEL: "true"}}})
             write_kustomization(Path(tmp), REPO / overlay, image, components)
             kubectl("apply", "-k", tmp)
-            deployment = Deployment(suite)
+            deployment = Deployment(suite, Path(tmp))
             pod = deployment.wait_rolled_out()
             assert is_ready(pod)
             deployment.add_to_catalog()
             yield deployment
         finally:
             try:
-                kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                try:
+                    kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                except AssertionError:
+                    # An agent that did not stop cleanly keeps the namespace (docs/uninstall.md): finish as an
+                    # operator would, so that the next test can install, and still fail this one.
+                    fpga_agent_uninstall()
+                    kubectl("delete", "-k", tmp, "--ignore-not-found", "--wait=true", f"--timeout={WAIT_S}s")
+                    raise
                 # The agent removed its socket on SIGTERM: the kubelet stops offering the node's slots.
                 cluster.wait_node(node, lambda n: not has_agent(n), "with no allocatable slot once the agent left")
             finally:

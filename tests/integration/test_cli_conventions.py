@@ -28,6 +28,8 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
         *("username", "password-stdin"),
     },
     ("cluster",): {"json", "all", "files", "kubeconfig", "log-level", "log-format"},
+    ("uninstall",): {"kubeconfig", "namespace", "log-level", "log-format"},
+    ("cleanup-grant",): {"kubeconfig", "namespace", "log-level", "log-format"},
     ("extender",): {
         *("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file"),
         *("score-weights", "answer-limit"),
@@ -128,7 +130,16 @@ def test_version(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "words",
-    [("run",), ("discover",), ("catalog", "list"), ("cluster",), ("extender",), ("certs",), ("demo",)],
+    [
+        ("run",),
+        ("discover",),
+        ("catalog", "list"),
+        ("cluster",),
+        ("extender",),
+        ("certs",),
+        ("cleanup-grant",),
+        ("demo",),
+    ],
     ids=" ".join,
 )
 def test_an_unknown_option_shows_the_commands_usage(capsys: pytest.CaptureFixture[str], words: tuple[str, ...]) -> None:

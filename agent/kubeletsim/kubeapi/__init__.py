@@ -24,6 +24,10 @@ the real server where the agent depends on it:
   ``POST /api/v1/namespaces/{ns}/secrets``: created (name, namespace, base64 data and, for
   ``kubernetes.io/tls``, its two keys checked), 409 AlreadyExists when one of that name exists;
 * ``GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}``: DaemonSets the test put (metadata only);
+* ``GET /api/v1/namespaces/{name}`` (a UID that stays the same per name); ``GET`` and JSON ``PATCH``
+  of ServiceAccounts the test put, with finalizers as the real server keeps them (none may be added
+  to an object being deleted, 422; one being deleted goes when its last finalizer goes);
+  ``POST`` of ClusterRoles and ClusterRoleBindings (409 AlreadyExists when one of that name exists);
 * ``GET /apis/example.com/v1alpha1/fpgabitstreams`` (the FpgaBitstream custom resource,
   cluster-scoped): list and watch as above, objects put and deleted by the test;
 * ``GET /apis/resource.k8s.io/v1/[namespaces/{ns}/]resourceclaimtemplates``: list and watch as
@@ -45,7 +49,7 @@ cleanly or dropped (connection cut mid-stream), history compacted, faults
 injected for the next requests, and every request is recorded. ``wait_for``
 and ``until`` wait on a condition instead of sleeping.
 
-Not emulated: pagination (``limit``/``continue`` are ignored, as a server may),
+Pagination: ``limit`` gives pages, ``continue`` the next (the token is an offset). Not emulated:
 ``sendInitialEvents``, server-side apply, ``$patch`` directives of strategic merge
 patch (list merge keys are known by field name only, see ``_MERGE_KEYS`` in :mod:`.objects`), TLS,
 and any resource not listed above.

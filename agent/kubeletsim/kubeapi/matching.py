@@ -137,6 +137,8 @@ def _json_patch(doc: JSON, operations: list[Any]) -> JSON:
                 raise ApiError(422, f"json patch: missing path {op['path']!r}")
         kind = op.get("op")
         if kind == "test":
+            if isinstance(parent, list) and not 0 <= int(last) < len(parent):
+                raise ApiError(422, f"json patch: test of a missing index {op['path']!r}")
             current = parent[int(last)] if isinstance(parent, list) else parent.get(last)
             if current != op.get("value"):
                 raise ApiError(422, f"json patch: test failed at {op['path']!r}")
@@ -154,6 +156,8 @@ def _json_patch(doc: JSON, operations: list[Any]) -> JSON:
                 parent[last] = op.get("value")
         elif kind == "remove":
             if isinstance(parent, list):
+                if not 0 <= int(last) < len(parent):
+                    raise ApiError(422, f"json patch: remove of a missing index {op['path']!r}")
                 del parent[int(last)]
             elif last in parent:
                 del parent[last]

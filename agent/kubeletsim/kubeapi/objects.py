@@ -42,6 +42,10 @@ _KINDS = {
     "resourceclaims": "ResourceClaim",
     "resourceclaimtemplates": "ResourceClaimTemplate",
     "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
+    "serviceaccounts": "ServiceAccount",
+    "namespaces": "Namespace",
+    "clusterroles": "ClusterRole",
+    "clusterrolebindings": "ClusterRoleBinding",
 }
 _NAMESPACED = {
     "pods": True,
@@ -54,6 +58,10 @@ _NAMESPACED = {
     "resourceclaims": True,
     "resourceclaimtemplates": True,
     "validatingwebhookconfigurations": False,
+    "serviceaccounts": True,
+    "namespaces": False,
+    "clusterroles": False,
+    "clusterrolebindings": False,
 }
 #: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
 _API = {
@@ -67,6 +75,10 @@ _API = {
     "resourceclaims": "/apis/resource.k8s.io/v1",
     "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
     "validatingwebhookconfigurations": "/apis/admissionregistration.k8s.io/v1",
+    "serviceaccounts": "/api/v1",
+    "namespaces": "/api/v1",
+    "clusterroles": "/apis/rbac.authorization.k8s.io/v1",
+    "clusterrolebindings": "/apis/rbac.authorization.k8s.io/v1",
 }
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
@@ -86,6 +98,10 @@ _FIELDS = {
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
     "resourceclaims": {"metadata.name", "metadata.namespace"},
     "resourceclaimtemplates": {"metadata.name", "metadata.namespace"},
+    "serviceaccounts": {"metadata.name", "metadata.namespace"},
+    "namespaces": {"metadata.name", "status.phase"},
+    "clusterroles": {"metadata.name"},
+    "clusterrolebindings": {"metadata.name"},
     "events": {
         "metadata.name",
         "metadata.namespace",
@@ -113,11 +129,11 @@ _DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PREFIX = (
     r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1"
-    r"|/apis/admissionregistration\.k8s\.io/v1)"
+    r"|/apis/admissionregistration\.k8s\.io/v1|/apis/rbac\.authorization\.k8s\.io/v1)"
 )
 _RESOURCES = (
-    r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates"
-    r"|validatingwebhookconfigurations)"
+    r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates|serviceaccounts|namespaces"
+    r"|clusterrolebindings|clusterroles|validatingwebhookconfigurations)"
 )
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
 _ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")

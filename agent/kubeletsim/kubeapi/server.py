@@ -214,6 +214,8 @@ class FakeKubeApiServer(RequestHandling):
                 return 201, self._create_event(namespace, request.body)
             if request.method == "POST" and resource == "secrets" and namespace is not None:
                 return 201, self._create_secret(namespace, request.body)
+            if request.method == "POST" and resource in ("clusterroles", "clusterrolebindings"):
+                return 201, self._create_cluster_object(resource, request.body)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         match = _ITEM.match(request.path)
         if match:
@@ -221,9 +223,16 @@ class FakeKubeApiServer(RequestHandling):
             self._check_scope(resource, namespace, match["api"])
             key = (namespace or "", name)
             with self._cond:
+                if request.method == "GET" and resource == "namespaces":
+                    return 200, self._namespace(name)
                 if request.method == "GET":
                     return 200, copy.deepcopy(self._get(resource, key))
-                if request.method == "PATCH" and resource in ("pods", "nodes", "validatingwebhookconfigurations"):
+                if request.method == "PATCH" and resource in (
+                    "pods",
+                    "nodes",
+                    "validatingwebhookconfigurations",
+                    "serviceaccounts",
+                ):
                     return 200, self._patch(resource, key, request)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         raise ApiError(404, "the server could not find the requested resource")

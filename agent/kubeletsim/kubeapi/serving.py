@@ -132,10 +132,17 @@ class RequestHandling(ObjectStore):
                     item.pop("apiVersion", None)
                     items.append(item)
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        metadata = {"resourceVersion": str(rv)}
+        if query.get("limit"):  # pages: the continue token is the offset of the next item
+            start = int(query.get("continue") or 0)
+            end = start + int(query["limit"])
+            if end < len(items):
+                metadata["continue"] = str(end)
+            items = items[start:end]
         return {
             "kind": _KINDS[resource] + "List",
             "apiVersion": _api_version(resource),
-            "metadata": {"resourceVersion": str(rv)},
+            "metadata": metadata,
             "items": items,
         }
 
@@ -174,7 +181,53 @@ class RequestHandling(ObjectStore):
         if not isinstance(patched, dict) or patched.get("metadata", {}).get("name") != key[1]:
             raise ApiError(422, f'{_KINDS[resource]} "{key[1]}" is invalid: metadata.name: Invalid value')
         patched["metadata"]["uid"] = current["metadata"]["uid"]
+        before, after = current["metadata"].get("finalizers") or [], patched["metadata"].get("finalizers") or []
+        if current["metadata"].get("deletionTimestamp"):
+            added = [f for f in after if f not in before]
+            if added:
+                raise ApiError(
+                    422,
+                    f'{_KINDS[resource]} "{key[1]}" is invalid: metadata.finalizers: Forbidden: no new finalizers '
+                    f"can be added if the object is being deleted, found new finalizers {added}",
+                    "Invalid",
+                )
+            if not after:  # the last finalizer of an object being deleted went: the object goes
+                return self._remove(resource, key)
         return self._store(resource, key, patched)
+
+    @staticmethod
+    def namespace_uid(name: str) -> str:
+        """The UID the server gives the namespace ``name`` (the same for the same name)."""
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"fake-namespace/{name}"))
+
+    def _namespace(self, name: str) -> JSON:
+        """A namespace the server knows, with its UID (:meth:`namespace_uid`)."""
+        if name not in self.namespaces:
+            raise ApiError(404, f'namespaces "{name}" not found', details={"name": name, "kind": "namespaces"})
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": self.namespace_uid(name)}}
+
+    def _create_cluster_object(self, resource: str, body: Any) -> JSON:
+        """A ClusterRole or ClusterRoleBinding made by a client: 409 AlreadyExists when one of that name exists."""
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            raise ApiError(400, f"{_KINDS[resource]}: the body has no metadata")
+        obj = copy.deepcopy(body)
+        name = obj["metadata"].get("name", "")
+        if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+            raise ApiError(422, f'{_KINDS[resource]} "{name}" is invalid: metadata.name: Invalid value')
+        with self._cond:
+            return self._store_new_cluster_object(resource, name, obj)
+
+    def _store_new_cluster_object(self, resource: str, name: str, obj: JSON) -> JSON:
+        if ("", name) in self._objects[resource]:
+            raise ApiError(
+                409,
+                f'{resource}.rbac.authorization.k8s.io "{name}" already exists',
+                "AlreadyExists",
+                {"name": name, "group": "rbac.authorization.k8s.io", "kind": resource},
+            )
+        obj["metadata"]["uid"] = str(uuid.uuid4())
+        obj["metadata"]["creationTimestamp"] = now_rfc3339()
+        return self._store(resource, ("", name), obj)
 
     def _create_secret(self, namespace: str, body: Any) -> JSON:
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):

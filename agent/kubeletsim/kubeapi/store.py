@@ -9,7 +9,7 @@ import copy
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,6 +240,28 @@ class ObjectStore:
         with self._cond:
             self.namespaces.add(namespace)
             return self._store("daemonsets", (namespace, name), {"metadata": meta})
+
+    def put_service_account(
+        self, namespace: str, name: str, *, finalizers: Sequence[str] = (), deleting: bool = False
+    ) -> JSON:
+        """Create or replace a ServiceAccount (``deleting``: with a deletionTimestamp, kept by its finalizers)."""
+        meta: JSON = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()), "finalizers": list(finalizers)}
+        if deleting:
+            meta["deletionTimestamp"] = now_rfc3339()
+        with self._cond:
+            self.namespaces.add(namespace)
+            return self._store("serviceaccounts", (namespace, name), {"metadata": meta})
+
+    def service_account(self, namespace: str, name: str) -> JSON | None:
+        with self._cond:
+            found = self._objects["serviceaccounts"].get((namespace, name))
+            return copy.deepcopy(found) if found else None
+
+    def cluster_object(self, resource: str, name: str) -> JSON | None:
+        """A stored ClusterRole or ClusterRoleBinding (``resource``: ``clusterroles``, ``clusterrolebindings``)."""
+        with self._cond:
+            found = self._objects[resource].get(("", name))
+            return copy.deepcopy(found) if found else None
 
     def delete_daemonset(self, namespace: str, name: str) -> None:
         with self._cond:

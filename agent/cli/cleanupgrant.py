@@ -1,0 +1,45 @@
+"""``fpga-agent cleanup-grant``: the grant that lets the agents clean their Nodes through ``kubectl delete -k``.
+
+The shipped manifests run it as a Job (``daemonset/cleanup-grant-job.yaml``), so that the
+node agents themselves need no right to create RBAC objects: it makes the ClusterRole and
+ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's
+ServiceAccount, owned by the Namespace (:mod:`agent.kube.cleanupgrant`). Objects that exist
+are left as they are, so the Job can run on every ``kubectl apply``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import agent.cli.flags as cliflags
+from agent.kube import connect_api
+from agent.kube.cleanupgrant import ACCOUNT, GRANT_PREFIX, ensure_cleanup_grant
+
+
+def add_cleanup_grant_command(commands: cliflags.Subparsers) -> None:
+    grant = commands.add_parser(
+        "cleanup-grant",
+        help="make the RBAC grant the agents clean their Nodes with on kubectl delete -k, unless it exists",
+        description=f"Make the ClusterRole and ClusterRoleBinding {GRANT_PREFIX}<namespace UID>, owned by the "
+        f"namespace and bound to its ServiceAccount {ACCOUNT}: what the agents need to clear their Nodes and release "
+        "the ServiceAccount when the install is deleted. Objects that exist are left as they are. Credentials are "
+        "found as kubectl finds them: --kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.",
+    )
+    cliflags.add_option_groups(grant, cliflags.CLEANUP_GRANT)
+
+
+def run_cleanup_grant(args: argparse.Namespace) -> int:
+    """Make the grant unless it exists; KubeError (one line, exit 1) naming the failed call."""
+    config = cliflags.command_config(args)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
+    api_client = connect_api(config.kubeconfig)
+    try:
+        made = ensure_cleanup_grant(api_client, config.namespace)
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+    what = f"cleanup grant of namespace {config.namespace} for ServiceAccount {ACCOUNT}"
+    print(f"{what}: made" if made else f"{what}: already there")
+    sys.stdout.flush()
+    return 0
