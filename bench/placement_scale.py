@@ -11,8 +11,10 @@ fpga-scheduler profile in both modes:
   names only) watching the Nodes; pods ask ``example.com/fpga-slot: 1`` and name their
   bitstream in the annotation. As each pod is bound, its node's annotation is
   republished with the slot taken, as the node's agent would;
-* ``dra``: daemonset/dra-mode/scheduler-config.yaml, a ResourceSlice per node, each pod
-  with its own claim in the cache-aware form of daemonset/examples/dra/cached-first.yaml.
+* ``dra``: daemonset/dra-mode/scheduler-config.yaml (which asks the same extender), a
+  ResourceSlice per node, each pod with its own claim in the cache-aware form of
+  daemonset/examples/dra/cached-first.yaml and its node selector; the node's annotation
+  is published and republished as in ``extender`` (a DRA-mode agent publishes it too).
 
 For each pod, in the order of the binds: did some node have a free slot holding its
 bitstream, and did the pod land on such a node. The hit rate is the share of the pods
@@ -121,11 +123,12 @@ def run_mode(
             publisher.publish_all()  # the initial state (and the previous round's changes undone)
             counter = BindCounter(state, bitstreams, publisher.changed, publisher.lock)
             rate = backlog_run(api, NAMESPACE, bitstreams, extender_pod, None, counter, scheduler, log)
-    else:
-        counter = BindCounter(state, bitstreams)
-        selector = shipped_node_selector()
-        pod = functools.partial(dra_sched.pod_body, node_selector=selector)
-        rate = backlog_run(api, NAMESPACE, bitstreams, pod, shipped_claim, counter, scheduler, log)
+    else:  # a DRA-mode agent publishes its slot state too (the extender scores DRA pods by it), besides the slice
+        pod = functools.partial(dra_sched.pod_body, node_selector=shipped_node_selector())
+        with Publisher(api, state, names) as publisher:
+            publisher.publish_all()
+            counter = BindCounter(state, bitstreams, publisher.changed, publisher.lock)
+            rate = backlog_run(api, NAMESPACE, bitstreams, pod, shipped_claim, counter, scheduler, log)
     tally = state.tally
     print(
         f"  {mode}: {tally.hits}/{tally.possible} hits ({tally.pods} pods; misses on a node whose copy an earlier "
