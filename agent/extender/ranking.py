@@ -65,7 +65,7 @@ __all__ = [
     "ScoreTable",
     "Scores",
     "best_ranked",
-    "published",
+    "distinct",
     "ranks_of",
 ]
 
@@ -87,13 +87,9 @@ def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
     return packing
 
 
-def published(cache: ChangeLog, names: Sequence[str]) -> Sequence[str]:
-    """The names asked that have published state, each once: a node without any (its agent is gone, or has
-    not published yet) is left out of an answer, so it scores the floor, and does not set the floor itself."""
-    nodes = cache.nodes
-    if all(map(nodes.__contains__, names)) and len(set(names)) == len(names):
-        return names
-    return list(dict.fromkeys(name for name in names if name in nodes))
+def distinct(names: Sequence[str]) -> Sequence[str]:
+    """The names asked, each once (kube-scheduler never repeats one; an answer must not list one twice)."""
+    return names if len(set(names)) == len(names) else list(dict.fromkeys(names))
 
 
 class ScoreBoard:
@@ -144,9 +140,11 @@ class ScoreBoard:
             bitstream, promises = demand.single[0], self.promises
             shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
             answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit, shadowed)
-            if answer is not None:
-                return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
-        names = published(cache, names)
+            if answer is None:  # the catalogs disagree, or a node without published state: per name
+                names = distinct(names)
+                answer = best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
+            return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
+        names = distinct(names)
         if demand.single is None:
             scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
             return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
@@ -170,7 +168,7 @@ class ScoreBoard:
             answer = self._one_slot_dra(cache, demand.dra[0][0], demand, names, lookup, keep, now, limit)
             if answer is not None:
                 return answer
-        names = published(cache, names)
+        names = distinct(names)
         promised: Mapping[str, int] = {}
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)

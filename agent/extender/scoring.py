@@ -18,9 +18,8 @@ cluster's (``keep``, from ``agent.extender.facts``: how many pods ask for that b
 lately, against how many free copies of it exist) and the slot's own recency (1 when a
 pod used it just now, down to 0 at ``LRU_HORIZON_S`` or never). The node's score is the
 mean over those slots, rounded; 0 when the pod does not fit in the node's free healthy
-slots. A pod that names no bitstream gets ``neutral`` on every node, which changes no
-ranking. A node without published state scores ``neutral`` here, but answers leave
-such nodes out (``agent.extender.ranking.published``): they score the floor.
+slots. A pod that names no bitstream, and a node without published state, get
+``neutral`` on every node, which changes no ranking.
 
 What a pod asks for is its :class:`~agent.extender.demand.PodDemand`.
 

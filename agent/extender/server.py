@@ -46,7 +46,7 @@ from agent.extender.drapods import dra_demand
 from agent.extender.drascoring import prioritize_dra
 from agent.extender.http import HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
-from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, packing_for, ranks_of
+from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, distinct, packing_for, ranks_of
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
     SchedulingRequest,
@@ -131,7 +131,7 @@ class Extender:
             scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), self._clock())
         else:
             lookup = self._lookup(request)
-            names = [name for name in request.names if lookup(name) is not None]  # as published() does
+            names = distinct(request.names)
             if demand.dra is not None:
                 scores = prioritize_dra(demand, names, lookup, self.weights, self._clock())
             else:

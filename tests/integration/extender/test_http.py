@@ -156,10 +156,8 @@ async def test_prioritize_ranks_loaded_then_empty_then_eviction_by_age(extender:
 
     assert status == 200
     # a slot unused for two hours, of a bitstream no pod asked for, is as cheap as an empty one
-    # "full" is the floor; "no-state" (no published state) scores the floor: both left out
-    assert ranking(answer, names) == [0, 4, 0, 7, 7, 10]
-    listed = sorted(entry["Host"] for entry in answer)  # the scheduler does not read the order
-    assert listed == sorted(set(names) - {"full", "no-state"})
+    assert ranking(answer, names) == [0, 4, 5, 7, 7, 10]  # "full" is the floor: left out
+    assert sorted(entry["Host"] for entry in answer) == sorted(names[1:])  # the scheduler does not read the order
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -173,7 +171,7 @@ async def test_an_answer_lists_the_best_nodes_by_score_then_packing_then_order(m
     cluster.add("full", [slot("s0"), slot("s1"), held, slot("h2", free=False)])  # 7, packing 75
     for name in ("e1", "e2", "e3"):
         cluster.add(name, [slot("s0"), slot("s1"), slot("s2"), slot("s3")])  # 7, packing 25
-    cluster.add("no-state", None)  # no published state: the floor, left out
+    cluster.add("no-state", None)  # neutral 5: above the floor, below the empty ones
     names = ["e3", "floor", "e1", "no-state", "full", "e2", "copy"]
     async with ExtenderUnderTest(answer_limit=3) as extender:
         extender.publish(cluster)
@@ -194,40 +192,34 @@ async def test_weights_from_the_configuration_are_used() -> None:
             "/prioritize", extender_args(pod("aes"), ["loaded", "empty", "x"], "names", cluster)
         )
         _, neutral = await extender.post("/prioritize", extender_args(pod(None), ["loaded"], "names", cluster))
-    assert ranking(scored, ["loaded", "empty", "x"]) == [6, 0, 0]  # 8 and 2 shifted; x, unknown, the floor
+    assert ranking(scored, ["loaded", "empty", "x"]) == shifted([8, 2, 3])
     assert neutral == []
 
 
 # --- stale and missing state ---------------------------------------------------------------
 
 
-def n1(cluster: Cluster) -> WatchedNode:
-    (node,) = [watched for watched in cluster.watched() if watched.name == "n1"]
-    return node
-
-
 async def test_answers_follow_the_node_cache(extender: ExtenderUnderTest) -> None:
-    names = ["n1", "n2", "unpublished"]  # the last never publishes: the floor (left out) throughout
+    names = ["n1", "unpublished"]  # the second never publishes: neutral (5) throughout
     args = extender_args(pod("aes"), names, "names", Cluster())
 
-    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0, 0]  # not synced: all unknown
+    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0]  # not synced: both unknown
 
     cluster = Cluster()
-    cluster.add("n2", [slot("s0", bitstream="sha", free=False)])  # 0: no free slot
     cluster.add("n1", [slot("s0")])
     extender.publish(cluster)
-    assert ranking((await extender.post("/prioritize", args))[1], names) == [7, 0, 0]
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([7, 5])
 
     cluster.add("n1", [slot("s0", bitstream="aes")])
-    extender.cache.apply("MODIFIED", n1(cluster))
-    assert ranking((await extender.post("/prioritize", args))[1], names) == [10, 0, 0]
+    extender.cache.apply("MODIFIED", cluster.watched()[0])
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([10, 5])
 
     cluster.add("n1", [slot("s0", bitstream="sha", free=False)])
-    extender.cache.apply("MODIFIED", n1(cluster))
-    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0, 0]
+    extender.cache.apply("MODIFIED", cluster.watched()[0])
+    assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([0, 5])
 
-    extender.cache.apply("DELETED", n1(cluster))
-    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0, 0]
+    extender.cache.apply("DELETED", cluster.watched()[0])
+    assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0]
     assert (await extender.post("/filter", args))[1]["NodeNames"] == names
 
 
@@ -246,13 +238,12 @@ async def test_malformed_published_state_is_no_state(
     cluster = Cluster()
     cluster.raw_annotations["broken"] = broken
     cluster.add("empty", [slot("s0")])
-    cluster.add("full", [slot("s0", free=False)])
     extender.publish(cluster)
-    args = extender_args(pod("aes"), ["broken", "empty", "full"], mode, cluster)
+    args = extender_args(pod("aes"), ["broken", "empty"], mode, cluster)
 
     status, answer = await extender.post("/prioritize", args)
     assert status == 200
-    assert ranking(answer, ["broken", "empty", "full"]) == [0, 7, 0]  # broken: as if unpublished, the floor
+    assert ranking(answer, ["broken", "empty"]) == shifted([5, 7])  # broken: neutral, as if unpublished
     status, answer = await extender.post("/filter", args)
     assert status == 200
     assert answer["FailedAndUnresolvableNodes"] == {}

@@ -19,7 +19,7 @@ from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
-from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
+from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled, shifted
 from tests.unit.extender.factories import annotations, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
@@ -191,10 +191,9 @@ async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, 
 
         assert len(apiserver.requests()) == before
         assert answers[0][0] == 200
-        # "not-a-node" (no published state) scores the floor: 7, so the empty ones are left out with it
-        assert settled(ranking(answers[0][1], names), [0, 3, 0, 3, 0, 0])
+        assert settled(ranking(answers[0][1], names), shifted([7, 10, 7, 10, 7, 5]))
 
         apiserver.add_node("n0", annotations=published("aes"))
         assert await heard.next() == ("MODIFIED", "n0")
         _, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": names})
-        assert settled(ranking(answer, names), [3, 3, 0, 3, 0, 0])  # "not-a-node": the floor, 7
+        assert settled(ranking(answer, names), shifted([10, 10, 7, 10, 7, 5]))

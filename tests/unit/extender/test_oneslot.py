@@ -9,8 +9,8 @@ import pytest
 
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
-from agent.extender.oneslot import OneSlotIndex
-from agent.extender.ranking import published
+from agent.extender.oneslot import UNKNOWN_CHECK, OneSlotIndex
+from agent.extender.ranking import ScoreBoard, distinct
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
@@ -76,14 +76,13 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         limit = rng.choice([0, 1, 3, 8])
         answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))
-        # a name without published state scores the floor (left out); a name asked twice counts once
-        known = published(cache, list(dict.fromkeys(asked)))
+        known = distinct(asked)  # a name asked twice counts once
         scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
         expected = expected_answer(scores, pod, cache.lookup(), limit)
         if answer is not None:
             answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
             assert sorted(answer) == sorted(expected)
-    assert answered > 200
+    assert answered > 150  # not when a name without published state is asked (per name: neutral)
     assert facts.version > 1
 
 
@@ -106,9 +105,9 @@ def test_catalogs_that_disagree_about_the_bitstream_leave_it_to_per_name_scoring
     assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16) is None
 
 
-def test_a_name_the_cache_does_not_know_scores_the_floor() -> None:
-    """A node without published state (its agent gone, or not yet published) is left out and does not set
-    the floor: the known nodes are shifted among themselves."""
+def test_a_name_the_cache_does_not_know_is_left_to_per_name_scoring_and_scores_neutral_there() -> None:
+    """A node without published state among the first names asked: the index does not answer (the board scores
+    per name, the node neutral); further down a long list it scores the floor."""
     cache = NodeCache()
     cache.replace(
         [
@@ -117,9 +116,14 @@ def test_a_name_the_cache_does_not_know_scores_the_floor() -> None:
         ]
     )
     index = OneSlotIndex(ScoreWeights())
-    assert index.prioritize(cache, "aes", ["stranger", "a", "b"], {}, 0, NOW, 16) == [("a", 3)]
-    assert index.prioritize(cache, "aes", ["a", "stranger"], {}, 0, NOW, 16) == []  # a alone is the floor
-    assert index.prioritize(cache, "aes", ["stranger"], {}, 0, NOW, 16) == []
+    assert index.prioritize(cache, "aes", ["a", "b", "stranger"], {}, 0, NOW, 16) is None
+    board = ScoreBoard(ScoreWeights(), promises=False)
+    assert sorted(board.prioritize(cache, demand(("main", 1, "aes")), ["a", "b", "stranger"], cache.lookup(), NOW)) == [
+        ("a", 5),
+        ("b", 2),
+    ]  # 10, 7 and neutral 5, shifted
+    long = ["a", "b"] * (UNKNOWN_CHECK // 2) + ["stranger"]
+    assert sorted(index.prioritize(cache, "aes", long, {}, 0, NOW, 16) or []) == [("a", 3)]
 
 
 def test_a_bitstream_no_node_can_program_scores_zero_everywhere() -> None:
