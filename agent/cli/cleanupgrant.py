@@ -10,11 +10,10 @@ are left as they are, so the Job can run on every ``kubectl apply``.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 import agent.cli.flags as cliflags
-from agent.kube import connect_api
+from agent.kube import command_api
 from agent.kube.cleanupgrant import ACCOUNT, GRANT_PREFIX, ensure_cleanup_grant
 
 
@@ -33,12 +32,8 @@ def add_cleanup_grant_command(commands: cliflags.Subparsers) -> None:
 def run_cleanup_grant(args: argparse.Namespace) -> int:
     """Make the grant unless it exists; KubeError (one line, exit 1) naming the failed call."""
     config = cliflags.command_config(args)
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
-    api_client = connect_api(config.kubeconfig)
-    try:
+    with command_api(config.kubeconfig) as api_client:
         made = ensure_cleanup_grant(api_client, config.namespace)
-    finally:
-        api_client.close()  # type: ignore[no-untyped-call]
     what = f"cleanup grant of namespace {config.namespace} for ServiceAccount {ACCOUNT}"
     print(f"{what}: made" if made else f"{what}: already there")
     sys.stdout.flush()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 import agent.cli.flags as cliflags
 import agent.cluster.view as clusterview
-from agent.kube import SLOTS_ANNOTATION, connect_api, list_nodes
+from agent.kube import SLOTS_ANNOTATION, command_api, list_nodes
 from agent.output.tables import format_table
 
 
@@ -34,12 +33,8 @@ def add_cluster_command(commands: cliflags.Subparsers) -> None:
 def run_cluster(args: argparse.Namespace) -> int:
     """Print the cluster's slot map; KubeError (one line, exit 1) when the nodes cannot be read."""
     config = cliflags.command_config(args)
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
-    api_client = connect_api(config.kubeconfig)
-    try:
+    with command_api(config.kubeconfig) as api_client:
         nodes = list_nodes(api_client)
-    finally:
-        api_client.close()  # type: ignore[no-untyped-call]
     views = clusterview.cluster_views(nodes, include_unpublished=args.all)
     if args.json:
         print(json.dumps(clusterview.json_document(views), indent=2))

@@ -9,11 +9,10 @@ releases the finalizer, with the operator's own credentials.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 import agent.cli.flags as cliflags
-from agent.kube import connect_api
+from agent.kube import command_api
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.uninstall import clear_every_node, release_account
 
@@ -33,13 +32,9 @@ def add_uninstall_command(commands: cliflags.Subparsers) -> None:
 def run_uninstall(args: argparse.Namespace) -> int:
     """Clear every Node, then release the account; KubeError (one line, exit 1) naming what failed."""
     config = cliflags.command_config(args)
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings: the one error line says it
-    api_client = connect_api(config.kubeconfig)
-    try:
+    with command_api(config.kubeconfig) as api_client:
         cleared = clear_every_node(api_client)
         released = release_account(api_client, config.namespace)
-    finally:
-        api_client.close()  # type: ignore[no-untyped-call]
     for node, keys in sorted(cleared.items()):
         print(f"node {node}: removed {', '.join(keys)}")
     if not cleared:

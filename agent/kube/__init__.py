@@ -21,7 +21,7 @@ here (``KubeError``) or logged here, never passed on as library exceptions.
 
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import AllocatedDevice, ClaimInfo, ClaimReader, parse_claim
-from agent.kube.client import KubeconfigChoice, build_api_client, connect_api, resolve_kubeconfig
+from agent.kube.client import KubeconfigChoice, build_api_client, command_api, connect_api, resolve_kubeconfig
 from agent.kube.events import EventRecorder, EventType
 from agent.kube.model import (
     SLOT_RESOURCE,
@@ -73,6 +73,7 @@ __all__ = [
     "SliceDevice",
     "WebhookCaBundle",
     "build_api_client",
+    "command_api",
     "connect_api",
     "list_nodes",
     "parse_claim",

@@ -14,10 +14,11 @@ exceptions (``ApiException``, urllib3 errors) into short log text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,18 @@ def connect_api(
     """An ApiClient for the kubeconfig :func:`resolve_kubeconfig` finds; KubeError saying what is missing."""
     choice = resolve_kubeconfig(given, environ, home)
     return build_api_client(choice.path, origin=choice.origin, environ=environ)
+
+
+@contextlib.contextmanager
+def command_api(given: Path | None) -> Iterator[client.ApiClient]:
+    """The API client of a one-shot command (:func:`connect_api`), closed afterwards; urllib3's retry warnings
+    silenced, since the command's one error line says what failed."""
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    api_client = connect_api(given)
+    try:
+        yield api_client
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
 
 
 def build_api_client(
