@@ -48,6 +48,7 @@ from bench import dra_sched  # noqa: E402
 from bench.dra_shapes import shipped_claim, shipped_classes, shipped_node_selector  # noqa: E402
 from bench.placement_run import BindCounter, Publisher, backlog_run, clear_namespace, ensure_namespace  # noqa: E402
 from bench.placement_state import ClusterState, wanted  # noqa: E402
+from bench.procs import exit_on_sigterm  # noqa: E402
 from bench.scheduler import (  # noqa: E402
     BENCH_KUBECONFIG,
     K8S,
@@ -156,6 +157,7 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    exit_on_sigterm()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or any(m not in ("extender", "dra") for m in modes):
         raise SystemExit(f"--modes: {args.modes!r}: name extender, dra or both")

@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched, dra_shapes  # noqa: E402
-from bench.procs import terminate  # noqa: E402
+from bench.procs import exit_on_sigterm, run_group, terminate  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s")).resolve()
@@ -182,11 +182,11 @@ def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> 
 
 def run_once(config: Configuration, pods: int) -> None:
     before = cpu_seconds(config.process.pid) if config.process else 0.0
-    done = subprocess.run(
+    rendered = f"--config={RIG / 'data' / 'bench' / config.config_file.name.removesuffix('.in')}"
+    done = run_group(
         [str(K8S / "scripts" / "sched-bench.sh"), str(config.config_file), str(pods), "1", "--fpga", "--bitstream"],
-        capture_output=True,
-        text=True,
-        check=False,
+        # the scheduler sched-bench.sh starts has a session of its own: found by its config
+        on_abort=lambda: subprocess.run(["pkill", "-TERM", "-f", "--", rendered], check=False),
     )
     if done.returncode != 0:
         raise SystemExit(f"sched-bench.sh failed for {config.name}:\n{done.stdout}{done.stderr}")
@@ -211,6 +211,7 @@ def main() -> int:
     parser.add_argument("--dra-only", action="store_true", help="only the DRA forms (implies --dra)")
     parser.add_argument("--json", action="store_true", help="machine-readable rows for bench/run")
     args = parser.parse_args()
+    exit_on_sigterm()  # stopped with kill: the control plane and every process started are stopped too
     pods = 1000 if args.quick else args.pods
     args.dra = args.dra or args.dra_only
     args.shapes = parse_shapes(args.shapes) if args.dra else []
