@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -78,6 +78,8 @@ class NodeCache:
 
     def __init__(self) -> None:
         self._nodes: dict[str, NodeSlots] = {}
+        #: Nodes the watch reported without usable state (no agent, or its agent gone): they score neutral.
+        self._unpublished: set[str] = set()
         self._synced = False
         self._last_error: str | None = None
         self._generation = 0
@@ -98,6 +100,11 @@ class NodeCache:
     @property
     def changes(self) -> Sequence[str]:
         return self._changes
+
+    @property
+    def unpublished(self) -> Collection[str]:
+        """Nodes the watch reported without usable published state (a name it never reported is in neither)."""
+        return self._unpublished
 
     def get(self, name: str) -> NodeSlots | None:
         return self._nodes.get(name)
@@ -138,7 +145,14 @@ class NodeCache:
     def replace(self, nodes: Iterable[WatchedNode]) -> None:
         declared = self._declared
         derived = self._derived
-        self._nodes = {node.name: node.state.declaring(declared, derived) for node in nodes if node.state is not None}
+        published: dict[str, NodeSlots] = {}
+        unpublished: set[str] = set()
+        for node in nodes:
+            if node.state is None:
+                unpublished.add(node.name)
+            else:
+                published[node.name] = node.state.declaring(declared, derived)
+        self._nodes, self._unpublished = published, unpublished
         self._new_generation()
         self._last_error = None
         if not self._synced:
@@ -146,10 +160,15 @@ class NodeCache:
             logger.info("node cache synced: %d nodes with published slot state", len(self._nodes))
 
     def apply(self, kind: str, node: WatchedNode) -> None:
-        if kind == "DELETED" or node.state is None:
+        if kind == "DELETED":
             self._nodes.pop(node.name, None)
+            self._unpublished.discard(node.name)
+        elif node.state is None:
+            self._nodes.pop(node.name, None)
+            self._unpublished.add(node.name)
         else:
             self._nodes[node.name] = node.state.declaring(self._declared, self._derived)
+            self._unpublished.discard(node.name)
         if len(self._changes) >= CHANGE_LOG_LIMIT:
             self._new_generation()
         else:
@@ -159,7 +178,7 @@ class NodeCache:
         """Drop the nodes whose agent is gone (heartbeat too old, :meth:`NodeSlots.stale`); their names."""
         gone = [name for name, state in self._nodes.items() if state.stale(now)]
         for name in gone:
-            self.apply("DELETED", WatchedNode(name, None))
+            self.apply("MODIFIED", WatchedNode(name, None))  # the node is still there: it scores neutral
         if gone:
             logger.info("ignoring the slot state of %d node(s) whose agent is gone: %s", len(gone), ", ".join(gone[:8]))
         return gone

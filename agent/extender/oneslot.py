@@ -23,10 +23,11 @@ the best ``limit``: no lookup of each name in a table of every node (at 5000 nod
 those cost more than all the rest, their memory being out of the CPU's caches). The
 answer equals scoring every name, shifting and keeping the best entries as
 :mod:`agent.extender.scoretable` does. For a bitstream every node must pull first, the
-names are looked up one by one. When the catalogs disagree, or one of the first
-``UNKNOWN_CHECK`` names asked has no published state (it scores ``neutral``),
-:meth:`OneSlotIndex.prioritize` returns None and the caller scores per name; a name
-without published state further down a long list scores the floor.
+names are looked up one by one. When the catalogs disagree, or a name asked is one the node watch reported without
+published state (``NodeCache.unpublished``: it scores ``neutral``),
+:meth:`OneSlotIndex.prioritize` returns None and the caller scores per name. That check
+walks the smaller of the two sets: nothing per name in a cluster whose nodes all publish.
+A name the watch never reported (a node created a moment ago) scores the floor.
 
 The index follows the node cache's change log (a changed node is taken out and put
 back), the cluster's values (bases that depend on them, those of nodes that would
@@ -70,11 +71,6 @@ class _Group:
     mapping: Mapping[str, str]
     nodes: int = 1
 
-
-#: How many of the names asked are checked for one without published state (which scores ``neutral`` and is
-#: left to per-name scoring): all of a short list, the first of a long one (a lookup per name in a table of every
-#: node is what the index avoids; a name without state beyond them scores the floor).
-UNKNOWN_CHECK = 64
 
 #: One int object per rank value (at most 11 x 101 of them): the lookups of a call then touch a few
 #: objects that stay in the CPU's caches, not one per node.
@@ -142,15 +138,14 @@ class OneSlotIndex:
         platform, penalty = agreed
         tables = self._ranks if dra is None else self._dra_ranks
         ranks = tables.get(platform) if platform is not None else None
-        entries = self._entries
-        checked = names if len(names) <= UNKNOWN_CHECK else names[:UNKNOWN_CHECK]
-        if not all(map(entries.__contains__, checked)):  # a node without published state: neutral, per name
+        asked = set(names)  # the one pass over the names (C-level)
+        unpublished = cache.unpublished
+        if unpublished and not asked.isdisjoint(unpublished):  # a node without published state: neutral, per name
             return None
         if platform is None or ranks is None:  # no node can program it: every name asked scores 0
             return []
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
-        asked = set(names)  # the one pass over the names (C-level)
         lifted: dict[str, int] = {}
         loaded = self._weights.loaded * RANK_SCALE
         for packing, holders in self._hits.get((bitstream, platform), {}).items():

@@ -67,6 +67,7 @@ __all__ = [
     "best_ranked",
     "distinct",
     "ranks_of",
+    "reported",
 ]
 
 #: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
@@ -90,6 +91,14 @@ def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
 def distinct(names: Sequence[str]) -> Sequence[str]:
     """The names asked, each once (kube-scheduler never repeats one; an answer must not list one twice)."""
     return names if len(set(names)) == len(names) else list(dict.fromkeys(names))
+
+
+def reported(cache: ChangeLog, names: Sequence[str]) -> Sequence[str]:
+    """The names asked that the node watch reported (with published state or without), each once. A name it
+    never reported (a node created a moment ago, or none at all) is left out of the answer: it scores the
+    floor, as the one-slot index scores it."""
+    nodes, unpublished = cache.nodes, cache.unpublished
+    return distinct([name for name in names if name in nodes or name in unpublished])
 
 
 class ScoreBoard:
@@ -141,10 +150,10 @@ class ScoreBoard:
             shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
             answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit, shadowed)
             if answer is None:  # the catalogs disagree, or a node without published state: per name
-                names = distinct(names)
+                names = reported(cache, names)
                 answer = best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
             return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
-        names = distinct(names)
+        names = reported(cache, names)
         if demand.single is None:
             scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
             return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
@@ -168,7 +177,7 @@ class ScoreBoard:
             answer = self._one_slot_dra(cache, demand.dra[0][0], demand, names, lookup, keep, now, limit)
             if answer is not None:
                 return answer
-        names = distinct(names)
+        names = reported(cache, names)
         promised: Mapping[str, int] = {}
         if promises is not None and single is not None:
             promised = promises.promised(cache, demand.pod, single[0], now)

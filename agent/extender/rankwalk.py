@@ -17,8 +17,8 @@ distinct values), and :func:`best_of_asked` answers from the set of names asked:
 A few names rank otherwise for the pod at hand (``lifted``: a free copy of its
 bitstream, or a promised copy taken off); they are passed with their ranks and take
 part as if their group were that rank. A name the table does not hold (no published
-state) is not in any group: it scores the floor (the caller checks the first names asked
-for such a name and scores per name when it finds one).
+state) is not in any group: it scores the floor (the caller checks the names asked against
+the nodes known to be without state and scores per name when it finds one).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ in the order asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +31,8 @@ class ChangeLog(Protocol):
     def generation(self) -> int: ...
     @property
     def changes(self) -> Sequence[str]: ...
+    @property
+    def unpublished(self) -> Collection[str]: ...
 
 
 #: Entries a prioritize answer lists at most (:func:`best_ranked`): the nodes kube-scheduler will choose

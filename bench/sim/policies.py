@@ -164,6 +164,8 @@ class SimNodeCache:
         self.nodes: dict[str, NodeSlots] = {}
         self.generation = 0
         self.changes: list[str] = []
+        #: Every simulated node publishes its state.
+        self.unpublished: frozenset[str] = frozenset()
         self._journal: list[SimNode] | None = None
         self._read = 0
 

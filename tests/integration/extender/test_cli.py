@@ -60,6 +60,7 @@ async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> Asyn
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
+    apiserver.add_node("other")  # no agent: no published state
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
         "--score-weights", "empty=6", "--answer-limit", "1",

@@ -187,6 +187,7 @@ async def test_weights_from_the_configuration_are_used() -> None:
         cluster = Cluster()
         cluster.add("loaded", [slot("s0", bitstream="aes")])
         cluster.add("empty", [slot("s0")])
+        cluster.add("x", None)  # publishes nothing: neutral
         extender.publish(cluster)
         _, scored = await extender.post(
             "/prioritize", extender_args(pod("aes"), ["loaded", "empty", "x"], "names", cluster)
@@ -207,18 +208,19 @@ async def test_answers_follow_the_node_cache(extender: ExtenderUnderTest) -> Non
 
     cluster = Cluster()
     cluster.add("n1", [slot("s0")])
+    cluster.add("unpublished", None)
     extender.publish(cluster)
     assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([7, 5])
 
     cluster.add("n1", [slot("s0", bitstream="aes")])
-    extender.cache.apply("MODIFIED", cluster.watched()[0])
+    extender.cache.apply("MODIFIED", next(w for w in cluster.watched() if w.name == "n1"))
     assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([10, 5])
 
     cluster.add("n1", [slot("s0", bitstream="sha", free=False)])
-    extender.cache.apply("MODIFIED", cluster.watched()[0])
+    extender.cache.apply("MODIFIED", next(w for w in cluster.watched() if w.name == "n1"))
     assert ranking((await extender.post("/prioritize", args))[1], names) == shifted([0, 5])
 
-    extender.cache.apply("DELETED", cluster.watched()[0])
+    extender.cache.apply("DELETED", next(w for w in cluster.watched() if w.name == "n1"))
     assert ranking((await extender.post("/prioritize", args))[1], names) == [0, 0]
     assert (await extender.post("/filter", args))[1]["NodeNames"] == names
 

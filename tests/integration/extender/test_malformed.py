@@ -95,6 +95,7 @@ def client() -> Iterator[Client]:
     cluster = Cluster()
     cluster.add("n1", [slot("s0", bitstream="aes"), slot("s1")])
     cluster.add("n2", [slot("s0", bitstream="sha", free=False)])
+    cluster.add("unknown", None)  # a node that publishes nothing: neutral
     cache.replace(cluster.watched())
     with extender_in_thread(cache) as url:
         client = Client(url)

@@ -9,8 +9,8 @@ import pytest
 
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
-from agent.extender.oneslot import UNKNOWN_CHECK, OneSlotIndex
-from agent.extender.ranking import ScoreBoard, distinct
+from agent.extender.oneslot import OneSlotIndex
+from agent.extender.ranking import ScoreBoard, reported
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
@@ -51,7 +51,8 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
     cache, index, facts = NodeCache(), OneSlotIndex(weights), ClusterFacts()
     now = NOW
     catalogs = [CATALOG] if seed % 2 else AGREEING
-    cache.replace(random_node(rng, name, now, catalogs) for name in names)
+    bare = WatchedNode("no-agent", None)  # a node whose agent never published
+    cache.replace([*(random_node(rng, name, now, catalogs) for name in names), bare])
     answered = 0
     for _ in range(300):
         action = rng.random()
@@ -62,7 +63,7 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
             cache.apply("DELETED", WatchedNode(gone, None))
             cache.apply("ADDED", random_node(rng, gone, now, catalogs))
         elif action < 0.35:
-            cache.replace(random_node(rng, name, now, catalogs) for name in names)
+            cache.replace([*(random_node(rng, name, now, catalogs) for name in names), bare])
         elif action < 0.37:
             cache.set_declared(rng.choice([{}, {"big": PAC}]))
         elif action < 0.45:
@@ -70,13 +71,13 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         bitstream = rng.choice([*CATALOG, "big", "unknown-to-all"])
         facts.note_request(bitstream)
         keep = facts.keep_values(cache.nodes.values(), now)
-        asked = rng.sample(names, rng.randint(1, len(names))) + (["never-seen"] if rng.random() < 0.2 else [])
+        asked = rng.sample(names, rng.randint(1, len(names))) + (["no-agent"] if rng.random() < 0.2 else [])
         if rng.random() < 0.1:
             asked.append(rng.choice(asked))  # a name twice (kube-scheduler never sends one; it must not matter)
         limit = rng.choice([0, 1, 3, 8])
         answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
         pod = demand(("main", 1, bitstream))
-        known = distinct(asked)  # a name asked twice counts once
+        known = reported(cache, asked)  # a name asked twice counts once; one no node has is left out
         scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
         expected = expected_answer(scores, pod, cache.lookup(), limit)
         if answer is not None:
@@ -105,25 +106,32 @@ def test_catalogs_that_disagree_about_the_bitstream_leave_it_to_per_name_scoring
     assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16) is None
 
 
-def test_a_name_the_cache_does_not_know_is_left_to_per_name_scoring_and_scores_neutral_there() -> None:
-    """A node without published state among the first names asked: the index does not answer (the board scores
-    per name, the node neutral); further down a long list it scores the floor."""
+def test_a_node_without_published_state_is_left_to_per_name_scoring_and_scores_neutral_there() -> None:
+    """A node the watch reported without state (no agent, or its agent gone), anywhere in the list: the index
+    does not answer (the board scores per name, the node neutral). A name never reported scores the floor."""
     cache = NodeCache()
     cache.replace(
         [
             WatchedNode("a", node("a", [slot("s0", bitstream="aes")])),  # a copy: 10
             WatchedNode("b", node("b", [slot("s0")])),  # empty: 7
+            WatchedNode("bare", None),
         ]
     )
     index = OneSlotIndex(ScoreWeights())
-    assert index.prioritize(cache, "aes", ["a", "b", "stranger"], {}, 0, NOW, 16) is None
+    long = ["a", "b"] * 100 + ["bare"]
+    assert index.prioritize(cache, "aes", long, {}, 0, NOW, 16) is None
     board = ScoreBoard(ScoreWeights(), promises=False)
-    assert sorted(board.prioritize(cache, demand(("main", 1, "aes")), ["a", "b", "stranger"], cache.lookup(), NOW)) == [
+    assert sorted(board.prioritize(cache, demand(("main", 1, "aes")), ["a", "b", "bare"], cache.lookup(), NOW)) == [
         ("a", 5),
         ("b", 2),
     ]  # 10, 7 and neutral 5, shifted
-    long = ["a", "b"] * (UNKNOWN_CHECK // 2) + ["stranger"]
+    assert sorted(index.prioritize(cache, "aes", ["a", "b", "stranger"], {}, 0, NOW, 16) or []) == [("a", 3)]
+    cache.apply("MODIFIED", WatchedNode("bare", node("bare", [slot("s0")])))  # its agent publishes: now indexed
     assert sorted(index.prioritize(cache, "aes", long, {}, 0, NOW, 16) or []) == [("a", 3)]
+    cache.apply("MODIFIED", WatchedNode("b", None))  # b's agent withdrew its state: b is neutral again
+    assert index.prioritize(cache, "aes", ["a", "b"], {}, 0, NOW, 16) is None
+    cache.apply("DELETED", WatchedNode("b", None))  # gone from the cluster
+    assert index.prioritize(cache, "aes", ["a", "bare"], {}, 0, NOW, 16) == [("a", 3)]
 
 
 def test_a_bitstream_no_node_can_program_scores_zero_everywhere() -> None:

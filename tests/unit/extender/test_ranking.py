@@ -9,7 +9,7 @@ import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
 from agent.extender.facts import STEP_S, ClusterFacts
-from agent.extender.ranking import RANK_SCALE, ScoreBoard, best_ranked, distinct
+from agent.extender.ranking import RANK_SCALE, ScoreBoard, best_ranked, reported
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
@@ -97,7 +97,7 @@ def test_answers_equal_todays_scores_shifted_to_the_floor(seed: int) -> None:
                 for bitstream in pod.by_bitstream:
                     reference.note_request(bitstream)
             keep = dict(reference.keep_values(cache.nodes.values(), now))
-        known = distinct(asked)  # a name asked twice counts once
+        known = reported(cache, asked)  # a name asked twice counts once; one no node has is left out
         scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, reference.version)
         expected = expected_answer(scores, pod, cache.lookup(), board.limit)
         # the same scores; kube-scheduler sums them per node, so the order of the answer is not read
@@ -145,8 +145,10 @@ def test_a_node_changed_since_the_table_was_built_is_scored_again() -> None:
     assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == []  # both empty: 7 and 7
     cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
     assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 3)]
-    cache.apply("DELETED", WatchedNode("b", None))
+    cache.apply("MODIFIED", WatchedNode("b", None))  # b's agent withdrew its state
     assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == [("a", 5)]  # b: neutral 5
+    cache.apply("DELETED", WatchedNode("b", None))  # b is no node any more: left out, a alone is the floor
+    assert (board.prioritize(cache, pod, ["a", "b"], cache.lookup(), NOW)) == []
 
 
 def test_ranks_that_age_with_the_clock_are_worked_out_again_at_each_step() -> None:
