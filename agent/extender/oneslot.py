@@ -62,6 +62,8 @@ class _Entry:
     hits: tuple[tuple[str, str], ...]
     packing: int
     catalog: CatalogKey
+    #: The bitstreams whose cluster values its bases depend on (the contents it would overwrite).
+    valued_by: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -106,8 +108,8 @@ class OneSlotIndex:
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
-        #: Nodes whose base depends on the cluster's values (they would overwrite), by name.
-        self._valued: set[str] = set()
+        #: Bitstream -> the nodes whose bases depend on its cluster value (they would overwrite a copy of it).
+        self._valued_by: dict[str, set[str]] = {}
         #: Nodes whose base depends on the clock step (a free slot used within LRU_HORIZON_S).
         self._ageing: set[str] = set()
 
@@ -143,7 +145,7 @@ class OneSlotIndex:
         if unpublished and not asked.isdisjoint(unpublished):  # a node without published state: neutral, per name
             return None
         if platform is None or ranks is None:  # no node can program it: every name asked scores 0
-            return []
+            return [] if dra is None else None  # a DRA answer may still list the best packed: per name
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
         lifted: dict[str, int] = {}
@@ -207,9 +209,12 @@ class OneSlotIndex:
                     self._add(node)
             self._seen = len(changes)
         rebase: set[str] = set()
-        if keep_version != self._keep_version:
+        if keep_version != self._keep_version:  # only the nodes that would overwrite a bitstream whose value moved
+            old, valued_by = self._keep, self._valued_by
+            for bitstream in old.keys() | keep.keys():
+                if old.get(bitstream, 0.0) != keep.get(bitstream, 0.0) and bitstream in valued_by:
+                    rebase.update(valued_by[bitstream])
             self._keep, self._keep_version = keep, keep_version
-            rebase.update(self._valued)
         if step != self._step:
             self._step = step
             rebase.update(self._ageing)
@@ -222,7 +227,7 @@ class OneSlotIndex:
         self._keep, self._keep_version, self._step = keep, keep_version, step
         self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}
         self._catalogs, self._agreed = {}, {}
-        self._valued, self._ageing = set(), set()
+        self._valued_by, self._ageing = {}, set()
         for node in cache.nodes.values():
             self._add(node)
 
@@ -252,8 +257,9 @@ class OneSlotIndex:
         name = node.name
         platforms = tuple(set(node.bitstreams.values()))
         self._put_bases(node, platforms)
-        if any(not node.free_empty.get(p) and node.reusable.get(p) for p in platforms):
-            self._valued.add(name)
+        valued_by = self._keep_dependencies(node, platforms)
+        for bitstream in valued_by:
+            self._valued_by.setdefault(bitstream, set()).add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
         packing = node.packing(1)
         for key in hits:
@@ -265,7 +271,21 @@ class OneSlotIndex:
             self._agreed.clear()
         else:
             group.nodes += 1
-        self._entries[name] = _Entry(node, platforms, hits, packing, catalog)
+        self._entries[name] = _Entry(node, platforms, hits, packing, catalog, valued_by)
+
+    def _keep_dependencies(self, node: NodeSlots, platforms: tuple[str, ...]) -> tuple[str, ...]:
+        """The bitstreams whose cluster values the node's bases read: those of the slots it would overwrite (no
+        free empty slot of the platform), and for DRA pods that of the first free slot of each platform."""
+        found: set[str] = set()
+        for platform in platforms:
+            if not node.free_empty.get(platform):
+                found.update(slot.bitstream for slot in node.reusable.get(platform, ()) if slot.bitstream)
+        if self._with_dra:
+            for platform in platforms:
+                first = next((slot for slot in node.free_order if slot.platform == platform), None)
+                if first is not None and first.bitstream:
+                    found.add(first.bitstream)
+        return tuple(found)
 
     def _remove(self, name: str) -> None:
         entry = self._entries.pop(name, None)
@@ -285,7 +305,11 @@ class OneSlotIndex:
                 del by_packing[entry.packing]
                 if not by_packing:
                     del self._hits[key]
-        self._valued.discard(name)
+        for bitstream in entry.valued_by:
+            nodes = self._valued_by[bitstream]
+            nodes.discard(name)
+            if not nodes:
+                del self._valued_by[bitstream]
         self._ageing.discard(name)
         group = self._catalogs[entry.catalog]
         group.nodes -= 1

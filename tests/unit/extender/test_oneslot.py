@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from agent.extender import NodeCache, ScoreWeights, WatchedNode
+from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
+from agent.extender.drascoring import prioritize_dra
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.ranking import ScoreBoard, reported
@@ -25,23 +26,32 @@ WEIGHTS = [
 AGREEING = [CATALOG, CATALOG, {**CATALOG, "big": PAC}]
 
 
-def random_node(rng: random.Random, name: str, now: float, catalogs: list[dict[str, str]]) -> WatchedNode:
-    slots = [
-        slot(
-            f"s{i}",
-            platform=rng.choice([PAC, PAC, N3K]),
-            bitstream=rng.choice([None, *CATALOG, "big"]),
-            free=rng.random() < 0.7,
-            healthy=rng.random() < 0.9,
-            last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
+def random_node(
+    rng: random.Random, name: str, now: float, catalogs: list[dict[str, str]], fitting: bool = False
+) -> WatchedNode:
+    """A node with random slots; ``fitting``: each slot holds only bitstreams of its own platform (as an agent
+    publishes them; DRA's allocator matches a slot by its bitstream whatever the platform, so only such states
+    compare)."""
+    slots = []
+    for i in range(rng.randint(0, 5)):
+        platform = rng.choice([PAC, PAC, N3K])
+        held = [b for b, p in {**CATALOG, "big": PAC}.items() if p == platform or not fitting]
+        slots.append(
+            slot(
+                f"s{i}",
+                platform=platform,
+                bitstream=rng.choice([None, *held]),
+                free=rng.random() < 0.7,
+                healthy=rng.random() < 0.9,
+                last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
+            )
         )
-        for i in range(rng.randint(0, 5))
-    ]
     return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
 
 
+@pytest.mark.parametrize("dra", [False, True], ids=["device-plugin", "dra"])
 @pytest.mark.parametrize("seed", range(16))
-def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
+def test_answers_equal_scoring_every_name_through_changes(seed: int, dra: bool) -> None:
     """Node updates, deletions, relists, declarations, clock steps and new cluster values: the index
     follows them all and answers exactly the per-name scores, shifted, the best ``limit`` of them (ties
     broken by packing, then by the order asked); it answers most calls itself."""
@@ -52,18 +62,18 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
     now = NOW
     catalogs = [CATALOG] if seed % 2 else AGREEING
     bare = WatchedNode("no-agent", None)  # a node whose agent never published
-    cache.replace([*(random_node(rng, name, now, catalogs) for name in names), bare])
+    cache.replace([*(random_node(rng, name, now, catalogs, dra) for name in names), bare])
     answered = 0
     for _ in range(300):
         action = rng.random()
         if action < 0.3:
-            cache.apply("MODIFIED", random_node(rng, rng.choice(names), now, catalogs))
+            cache.apply("MODIFIED", random_node(rng, rng.choice(names), now, catalogs, dra))
         elif action < 0.33:
             gone = rng.choice(names)
             cache.apply("DELETED", WatchedNode(gone, None))
-            cache.apply("ADDED", random_node(rng, gone, now, catalogs))
+            cache.apply("ADDED", random_node(rng, gone, now, catalogs, dra))
         elif action < 0.35:
-            cache.replace([*(random_node(rng, name, now, catalogs) for name in names), bare])
+            cache.replace([*(random_node(rng, name, now, catalogs, dra) for name in names), bare])
         elif action < 0.37:
             cache.set_declared(rng.choice([{}, {"big": PAC}]))
         elif action < 0.45:
@@ -75,15 +85,22 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int) -> None:
         if rng.random() < 0.1:
             asked.append(rng.choice(asked))  # a name twice (kube-scheduler never sends one; it must not matter)
         limit = rng.choice([0, 1, 3, 8])
-        answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
-        pod = demand(("main", 1, bitstream))
         known = reported(cache, asked)  # a name asked twice counts once; one no node has is left out
-        scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
-        expected = expected_answer(scores, pod, cache.lookup(), limit)
+        if dra:  # a one-slot DRA pod: the first free slot in slice order is the one taken
+            answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit, dra=lambda _n: 0)
+            pod = PodDemand.of_claims("default/p", [(bitstream, 1)])
+            scores = prioritize_dra(pod, known, cache.lookup(), weights, now, keep, facts.version)
+            expected = expected_answer(scores, pod, cache.lookup(), limit, pack_ties=True)
+        else:
+            answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
+            pod = demand(("main", 1, bitstream))
+            scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
+            expected = expected_answer(scores, pod, cache.lookup(), limit)
         if answer is not None:
             answered += 1  # the same scores (kube-scheduler sums them per node: the order is not read)
             assert sorted(answer) == sorted(expected)
-    assert answered > 150  # not when a name without published state is asked (per name: neutral)
+    # not when a node without published state is asked (per name: neutral), nor (DRA) for a bitstream no node has
+    assert answered > (100 if dra else 150)
     assert facts.version > 1
 
 
