@@ -92,11 +92,28 @@ def per_call_us(bodies: list[bytes], call: Callable[[int, bytes], object], repea
     return (time.perf_counter() - started) / (len(bodies) * repeat) * 1e6
 
 
+def flushed_us(bodies: list[bytes], call: Callable[[int, bytes], object], flush_mb: int) -> float:
+    """Per call, with ``flush_mb`` MB of memory written before each (timed apart): the extender's tables out of
+    the CPU caches, as the API server, etcd and the scheduler leave them between two calls in a real run."""
+    scratch = bytearray(flush_mb << 20)
+    zeros = bytes(len(scratch) // 64)
+    spent = 0.0
+    for index, body in enumerate(bodies):
+        scratch[::64] = zeros  # one write per cache line
+        started = time.perf_counter()
+        call(index, body)
+        spent += time.perf_counter() - started
+    return spent / len(bodies) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="one machine-readable line (for bench/run)")
+    parser.add_argument(
+        "--flush-mb", type=int, default=8, help="memory written between calls for the cache-flushed row (0: none)"
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -116,6 +133,7 @@ def main() -> None:
     pace[0] = 0.0  # warm: the clock (and with it the cluster's values) stands still
     per_call_us(bodies, lambda _i, body: extender.prioritize(body))
     warm = per_call_us(bodies, lambda _i, body: extender.prioritize(body), repeat=2)
+    flushed = flushed_us(bodies, lambda _i, body: extender.prioritize(body), args.flush_mb) if args.flush_mb else None
     requests = [parse_extender_args(body) for body in bodies]
     board = extender._board  # the score board alone, for the breakdown
     lookup = cache.lookup()
@@ -131,6 +149,11 @@ def main() -> None:
     rows: list[Row] = [
         (f"prioritize handler, {NAMES} of {NODES} names, cold (no score tables)", f"{cold:.0f} us", ""),
         (f"prioritize handler, {NAMES} of {NODES} names, warm", f"{warm:.0f} us", ""),
+        *(
+            [(f"  the same, {args.flush_mb} MB written between calls (caches flushed)", f"{flushed:.0f} us", "")]
+            if flushed is not None
+            else []
+        ),
         ("  of it: parsing the request", f"{parse:.0f} us", ""),
         ("  of it: the score board", f"{score:.0f} us", ""),
         ("  of it: encoding the answer", f"{encode:.1f} us", ""),
