@@ -124,13 +124,15 @@ class OneSlotIndex:
         limit: int,
         shadowed: Collection[str] = frozenset(),
         dra: Callable[[str], int] | None = None,
+        tops: list[str] | None = None,
     ) -> Scores | None:
         """The best ``limit`` shifted scores of ``names`` for a pod asking one slot of ``bitstream``;
         None when the catalogs disagree about it (then score per name). Nodes in ``shadowed`` score as if
         their free copies of it were gone (promised to other pods: ``agent.extender.promises``).
 
         ``dra``: the pod is a DRA pod (``agent.extender.drascoring``): a node without a free copy scores what the
-        slot the allocator takes there is worth, and a shadowed node scores ``dra(name)``."""
+        slot the allocator takes there is worth, and a shadowed node scores ``dra(name)``. ``tops`` receives the
+        names that tie for the top of the answer (``rankwalk.best_of_asked``)."""
         if dra is not None and not self._with_dra:
             self._with_dra, self._cache = True, None  # rebuilt below, with the DRA bases
         self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
@@ -158,7 +160,7 @@ class OneSlotIndex:
                 if dra is not None:  # the allocator takes another slot there: scored on its own
                     lifted.update((name, dra(name) * RANK_SCALE + packing) for name in promised)
             lifted.update(dict.fromkeys(found, loaded + packing))  # a free copy here: its packing kept
-        return best_of_asked(ranks, names, asked, lifted, limit, pack_ties=dra is not None)
+        return best_of_asked(ranks, names, asked, lifted, limit, pack_ties=dra is not None, tops=tops)
 
     def _per_name(
         self,

@@ -31,7 +31,7 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.extender.nodestate import NodeSlots
@@ -88,11 +88,14 @@ class Promises:
         self._follow(cache, now)
         return self._full.get(bitstream, _NONE)
 
-    def settle(self, cache: ChangeLog, pod: str, bitstream: str, answer: Scores, now: float) -> Scores:
+    def settle(
+        self, cache: ChangeLog, pod: str, bitstream: str, answer: Scores, now: float, tied: Sequence[str] | None = None
+    ) -> Scores:
         """The answer with its top made unique and promised to ``pod``, when a node holding a free copy tops it.
 
         ``answer`` lists the best nodes first (``best_ranked``), with nodes whose copies are all
-        promised already scored without them.
+        promised already scored without them. ``tied``: the leading names that tie for the top (same score,
+        same packing), when the caller knows them (the one-slot index does); else found here.
         """
         self._release(pod)
         if not answer:
@@ -104,11 +107,12 @@ class Promises:
         top_score, packing = answer[0][1], first.packing(1)
         # The nodes the scheduler would choose among at random (same score, same packing): one of them,
         # spread by the pod's name as the scheduler's random pick would spread them, not always the first.
-        tied = [
-            name
-            for name, score in answer
-            if score == top_score and (node := nodes.get(name)) is not None and node.packing(1) == packing
-        ]
+        if tied is None:
+            tied = [
+                name
+                for name, score in answer
+                if score == top_score and (node := nodes.get(name)) is not None and node.packing(1) == packing
+            ]
         chosen = tied[zlib.crc32(pod.encode()) % len(tied)]
         self._by_pod[pod] = _Promise(bitstream, chosen, now + PROMISE_TTL_S)
         self._on_node.setdefault(chosen, set()).add(pod)

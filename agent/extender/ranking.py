@@ -148,11 +148,14 @@ class ScoreBoard:
         if demand.single is not None and demand.single[1] == 1 and not demand.unnamed:
             bitstream, promises = demand.single[0], self.promises
             shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
-            answer = self._one_slot.prioritize(cache, bitstream, names, keep, facts.version, now, self.limit, shadowed)
+            tops: list[str] | None = []
+            answer = self._one_slot.prioritize(
+                cache, bitstream, names, keep, facts.version, now, self.limit, shadowed, tops=tops
+            )
             if answer is None:  # the catalogs disagree, or a node without published state: per name
-                names = reported(cache, names)
+                names, tops = reported(cache, names), None
                 answer = best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
-            return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now)
+            return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now, tops)
         names = reported(cache, names)
         if demand.single is None:
             scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
@@ -213,10 +216,11 @@ class ScoreBoard:
             return score_dra(demand, lookup(name), weights, step_now, keep, taken.get(name, 0))
 
         version = self.facts.version
-        answer = self._one_slot.prioritize(cache, bitstream, names, keep, version, now, limit, shadowed, alone)
+        tops: list[str] = []
+        answer = self._one_slot.prioritize(cache, bitstream, names, keep, version, now, limit, shadowed, alone, tops)
         if answer is None or promises is None:
             return answer
-        return promises.settle(cache, demand.pod, bitstream, answer, now)
+        return promises.settle(cache, demand.pod, bitstream, answer, now, tops)
 
     def _single_ranks(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float

@@ -83,12 +83,14 @@ def best_of_asked(
     limit: int,
     *,
     pack_ties: bool = False,
+    tops: list[str] | None = None,
 ) -> Scores:
     """The answer for ``names`` (``asked``: the same as a set): each listed name's score shifted to the
     floor, the floor left out, at most ``limit`` entries (0: all), the best by rank, ties in the order asked.
     ``lifted``: names asked that rank otherwise for this pod, with their ranks. ``pack_ties`` as for
     :func:`~agent.extender.scoretable.best_ranked`: when every name scores the floor but their packings
-    differ, the best packed are listed at 1."""
+    differ, the best packed are listed at 1. ``tops``, when given, receives the names listed at the best rank
+    (score and packing alike: the leading entries that tie for the top)."""
     lowest = _lowest(table, names, asked, lifted)
     if lowest is None:
         return []
@@ -110,16 +112,21 @@ def best_of_asked(
         if rank < top:  # at the floor's score: left out, unless every name is and packing tells them apart
             if picked or not pack_ties or rank == lowest:
                 break
-            found = _at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need)
+            found = list(_at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need))
             picked.extend((name, 1) for name in found)
             if picked:
+                if tops is not None:
+                    tops.extend(found)
                 break
             continue
         score = rank // RANK_SCALE - floor
+        first = not picked
         for name in _at_rank(table.groups.get(rank), extra.get(rank, ()), names, asked, lifted, need):
             if name not in listed:
                 listed.add(name)
                 picked.append((name, score))
+                if first and tops is not None:
+                    tops.append(name)
     return picked
 
 
