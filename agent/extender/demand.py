@@ -13,6 +13,7 @@ scheduler's allocator will take (``agent.extender.drascoring``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class PodDemand:
     @classmethod
     def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
         wanted = tuple(c for c in containers if c.slots > 0)
+        if len(wanted) == 1 and (named := wanted[0].bitstream) is not None:  # the common pod: one container
+            return cls(pod, wanted, _one(named, wanted[0].slots), 0, (named, wanted[0].slots))
         app: dict[str | None, int] = {}
         for c in wanted:
             if not c.init:
@@ -74,3 +77,9 @@ class PodDemand:
         listed = tuple((name, count) for name, count in requests if count > 0)
         containers = [ContainerDemand(f"request-{index}", count, name) for index, (name, count) in enumerate(listed)]
         return dataclasses.replace(cls.of(pod, containers), dra=listed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _one(bitstream: str, slots: int) -> Mapping[str, int]:
+    """``by_bitstream`` of a pod naming one bitstream: read only, so pods that ask alike share one."""
+    return types.MappingProxyType({bitstream: slots})

@@ -173,12 +173,11 @@ def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
         if not isinstance(listed, list):
             raise ExtenderRequestError(f"Pod.spec.{field_name} must be a list, got {_kind(listed)}")
         for index, container in enumerate(listed):
-            where = f"Pod.spec.{field_name}[{index}]"
             if not isinstance(container, dict):
-                raise ExtenderRequestError(f"{where} must be an object, got {_kind(container)}")
+                raise ExtenderRequestError(f"Pod.spec.{field_name}[{index}] must be an object, got {_kind(container)}")
             cname = container.get("name")
             cname = cname if isinstance(cname, str) else ""
-            slots = _container_slots(container, where)
+            slots = _container_slots(container, field_name, index)
             if slots:
                 bitstream = annotations.get(f"{BITSTREAM_ANNOTATION}.{cname}") or annotations.get(BITSTREAM_ANNOTATION)
                 containers.append(ContainerDemand(cname, slots, bitstream or None, init))
@@ -199,17 +198,27 @@ def read_pod_claims(pod: Mapping[str, Any]) -> DraPod | None:
     return read_dra_pod(name, namespace, spec, annotations.get(BITSTREAM_ANNOTATION) or None)
 
 
-def _container_slots(container: Mapping[str, Any], where: str) -> int:
-    resources = _object(container.get("resources"), f"{where}.resources")
+def _container_slots(container: Mapping[str, Any], field_name: str, index: int) -> int:
+    """The container's ``example.com/fpga-slot`` count (0: none); where it is, named only in an error."""
+    resources = container.get("resources")
+    if resources is None:
+        return 0
+    if not isinstance(resources, dict):
+        _object(resources, f"Pod.spec.{field_name}[{index}].resources")  # raises, naming the place
     # An extended resource must have a limit; a request, if given, equals it.
     for kind in ("limits", "requests"):
-        values = _object(resources.get(kind), f"{where}.resources.{kind}")
+        values = resources.get(kind)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            _object(values, f"Pod.spec.{field_name}[{index}].resources.{kind}")  # raises, naming the place
         raw = values.get(SLOT_RESOURCE)
         if raw is not None:
             try:
                 return _slot_count(raw) if isinstance(raw, str) else parse_count(raw)
             except ValueError as exc:
-                raise ExtenderRequestError(f"{where}.resources.{kind}[{SLOT_RESOURCE}]: {exc}") from None
+                where = f"Pod.spec.{field_name}[{index}].resources.{kind}[{SLOT_RESOURCE}]"
+                raise ExtenderRequestError(f"{where}: {exc}") from None
     return 0
 
 

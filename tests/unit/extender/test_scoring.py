@@ -41,6 +41,8 @@ def n(*slots: Mapping[str, Any], bitstreams: Mapping[str, str] | None = None) ->
     ("pod", "by_bitstream", "unnamed"),
     [
         pytest.param(demand(("main", 2, "aes")), {"aes": 2}, 0, id="one-container"),
+        pytest.param(demand(("i", 2, "aes", True)), {"aes": 2}, 0, id="one-init-container"),
+        pytest.param(demand(("main", 2, None)), {}, 2, id="one-container-any-content"),
         pytest.param(demand(("a", 1, "aes"), ("b", 2, "aes")), {"aes": 3}, 0, id="app-containers-summed"),
         pytest.param(demand(("a", 1, "aes"), ("i", 3, "aes", True)), {"aes": 3}, 0, id="init-larger-wins"),
         pytest.param(demand(("a", 2, "aes"), ("i", 1, "aes", True)), {"aes": 2}, 0, id="app-larger-wins"),
@@ -55,6 +57,7 @@ def n(*slots: Mapping[str, Any], bitstreams: Mapping[str, str] | None = None) ->
 def test_demand_is_the_most_held_at_once(pod: PodDemand, by_bitstream: dict[str, int], unnamed: int) -> None:
     assert dict(pod.by_bitstream) == by_bitstream
     assert pod.unnamed == unnamed
+    assert pod.single == (next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None)
 
 
 @pytest.mark.parametrize(
