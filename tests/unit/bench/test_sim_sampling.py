@@ -35,18 +35,14 @@ def _nodes(count: int, full: frozenset[int] | set[int] = frozenset()) -> list[Si
 def test_the_search_starts_where_the_last_one_ended_and_counts_nodes_that_do_not_fit() -> None:
     nodes = _nodes(300, full={1, 3})
     sampler = Sampler(percentage=None)  # 300 nodes: 50 - 2 = 48 % -> 144 nodes
-
-    def fits(node: SimNode) -> bool:
-        return node.slots[0].holder is None
-
-    first = sampler.feasible(nodes, fits)
+    first = sampler.feasible(nodes, 1)
     assert len(first) == 144
     assert [n.name for n in first[:3]] == ["n0", "n2", "n4"]  # n1 and n3 are examined, do not fit
     assert sampler.next_start == 146  # 144 found + 2 that did not fit
-    second = sampler.feasible(nodes, fits)
+    second = sampler.feasible(nodes, 1)
     assert [n.name for n in second[:2]] == ["n146", "n147"]
     assert second[-1].name == "n289"
-    third = sampler.feasible(nodes, fits)  # wraps around the end of the list
+    third = sampler.feasible(nodes, 1)  # wraps around the end of the list
     assert [n.name for n in third[:11]] == [f"n{i}" for i in range(290, 300)] + ["n0"]
 
 
@@ -54,7 +50,7 @@ def test_a_search_that_finds_too_few_examines_every_node_once() -> None:
     nodes = _nodes(200, full=set(range(150)))
     sampler = Sampler()
     sampler.next_start = 170
-    found = sampler.feasible(nodes, lambda node: node.slots[0].holder is None)
+    found = sampler.feasible(nodes, 1)
     assert len(found) == 50
     assert sampler.next_start == 170  # examined all 200: back where it started
 
