@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import pytest
 
-from bench.sim.engine import SimNode, SimSlot, retry, simulate
+from bench.sim.engine import SimNode, SimSlot, programmings, retry, simulate
 from bench.sim.sampling import Sampler, nodes_to_find
-from bench.sim.workload import Pod, Shape, Workload
+from bench.sim.workload import Pod, Shape, Workload, make_workload
 
 
 @pytest.mark.parametrize(
@@ -80,3 +83,67 @@ def test_retry_skips_pods_asking_as_much_as_one_that_just_failed() -> None:
     still = retry(waiting, start, 0.0)
     assert tried == [0, 3]  # 1 and 2 ask at least as many slots as pod 0, which found no node
     assert [p.index for p in still] == [0, 1, 2]
+
+
+def _walk(nodes: list[SimNode], need: int, start: int, wanted: int) -> tuple[list[SimNode], int]:
+    """The search node by node, as kube-scheduler's loop runs it: (found, next start)."""
+    found: list[SimNode] = []
+    examined = 0
+    while examined < len(nodes) and len(found) < wanted:
+        node = nodes[(start + examined) % len(nodes)]
+        examined += 1
+        if node.free_count >= need:
+            found.append(node)
+    return found, (start + examined) % len(nodes)
+
+
+@pytest.mark.parametrize("percentage", [None, 1, 30, 100])
+def test_the_search_in_runs_finds_and_stops_as_a_walk_node_by_node(percentage: int | None) -> None:
+    rng = random.Random(percentage or 0)
+    for _ in range(40):
+        total = rng.choice([1, 7, 99, 100, 101, 250, 1200])
+        busy = rng.random()  # from nearly every node fitting to nearly none
+        nodes = [
+            SimNode(f"n{i}", [SimSlot(holder=1 if rng.random() < busy else None) for _ in range(rng.randint(1, 4))])
+            for i in range(total)
+        ]
+        sampler = Sampler(percentage)
+        sampler.next_start = start = rng.randrange(total)
+        for need in (1, 2, 3):  # successive pods: each search starts where the last one ended
+            expected, after = _walk(nodes, need, start, nodes_to_find(total, percentage))
+            assert sampler.feasible(nodes, need) == expected
+            assert sampler.next_start == after
+            start = after
+
+
+def test_a_node_keeps_its_free_slots_and_free_copies_counted_through_a_simulation() -> None:
+    shape = Shape(nodes=6, slots=(2, 4, 8), bitstreams=5, multi_share=0.4, max_slots=4, load=0.9, pods=600)
+    seen = {"checks": 0}
+
+    def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
+        for node in nodes:  # what the engine keeps on every change, against the slots themselves
+            assert node.free_count == len(node.free())
+            assert node.free_held == Counter(
+                s.bitstream for s in node.slots if s.holder is None and s.bitstream is not None
+            )
+            seen["checks"] += 1
+        fitting = [n for n in nodes if n.free_count >= pod.slots]
+        if not fitting:
+            return None
+        node = fitting[pod.index % len(fitting)]
+        return node, node.free()[: pod.slots]
+
+    simulate(make_workload(shape, seed=4), place)
+    assert seen["checks"] >= shape.pods * shape.nodes
+
+
+def test_programmings_are_what_each_fitting_node_lacks_of_free_copies() -> None:
+    nodes = [
+        SimNode("two-copies", [SimSlot(bitstream=3), SimSlot(bitstream=3), SimSlot(bitstream=1)]),
+        SimNode("one-copy-busy", [SimSlot(bitstream=3, holder=7), SimSlot(bitstream=3), SimSlot()]),
+        SimNode("too-small", [SimSlot(bitstream=3)]),
+    ]
+    found, least = programmings(nodes, Pod(0, 0.0, 3, 2, 1.0))
+    assert [(node.name, count) for node, count in found] == [("two-copies", 0), ("one-copy-busy", 1)]
+    assert least == 0
+    assert programmings(nodes[2:], Pod(1, 0.0, 3, 2, 1.0)) == ([], 2)  # fits nowhere
