@@ -9,7 +9,7 @@ costliest first, so that neither core waits for the other near the end.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.extender.ranking import ANSWER_LIMIT
@@ -20,7 +20,19 @@ from bench.sim.workload import Shape
 
 #: (point, seed, scheduler configuration, the extender's weights, its answer limit, tie-break stream)
 GridJob = tuple[Shape, int, Path, ScoreWeights | None, int, int]
-Job = tuple[str, GridJob | ScaleJob]
+
+
+@dataclass(frozen=True, slots=True)
+class GridJobSpec:
+    spec: GridJob
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleJobSpec:
+    spec: ScaleJob
+
+
+Job = GridJobSpec | ScaleJobSpec
 
 
 def grid_jobs(
@@ -62,21 +74,16 @@ def gather_grid(jobs: Sequence[GridJob], results: Sequence[PointResult | dict[st
 
 
 def cost(job: Job) -> float:
-    """A rough cost, for the order the pool takes the jobs in (node visits per pod, times pods)."""
-    kind, spec = job
-    shape, stream = spec[0], spec[-1]
-    if kind == "scale":
-        examined = shape.nodes if spec[2] == EVERY_NODE else min(shape.nodes, 700)
-        return examined * shape.pods * 1.5
-    # a grid point: about twenty simulations at stream 0, seven with a further stream
-    return shape.nodes * shape.pods * (20 if stream == 0 else 7)
+    """A rough cost, for the order the pool takes the jobs in (nodes looked at per pod, times pods)."""
+    if isinstance(job, ScaleJobSpec):
+        shape, search = job.spec[0], job.spec[2]
+        return (shape.nodes if search == EVERY_NODE else min(shape.nodes, 700)) * shape.pods * 1.5
+    shape, stream = job.spec[0], job.spec[5]
+    return shape.nodes * shape.pods * (20 if stream == 0 else 7)  # about twenty simulations at stream 0, seven after
 
 
 def run_job(job: Job) -> PointResult | dict[str, float] | ScaleRow:
-    kind, spec = job
-    if kind == "scale":
-        return run_scale_job(spec)  # type: ignore[arg-type]
-    return run_grid_job(spec)  # type: ignore[arg-type]
+    return run_scale_job(job.spec) if isinstance(job, ScaleJobSpec) else run_grid_job(job.spec)
 
 
 def run_all(
@@ -92,11 +99,10 @@ def run_all(
     """The grid's points and the large clusters' rows, each with ``streams`` tie-break streams."""
     jobs: list[Job] = []
     if grid:
-        jobs += [("grid", job) for job in grid_jobs(seed, scheduler_config, streams, weights, answer_limit)]
+        jobs += [GridJobSpec(job) for job in grid_jobs(seed, scheduler_config, streams, weights, answer_limit)]
     if scale:
-        jobs += [("scale", job) for job in scale_jobs(seed, scheduler_config, streams)]
-    order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
-    ordered = [jobs[i] for i in order]
+        jobs += [ScaleJobSpec(job) for job in scale_jobs(seed, scheduler_config, streams)]
+    ordered = sorted(jobs, key=lambda job: -cost(job))
     if processes <= 1:
         done = [run_job(job) for job in ordered]
     else:
@@ -104,10 +110,13 @@ def run_all(
 
         with multiprocessing.Pool(processes) as pool:
             done = pool.map(run_job, ordered, chunksize=1)
-    results: list[PointResult | dict[str, float] | ScaleRow] = [None] * len(jobs)  # type: ignore[list-item]
-    for i, result in zip(order, done, strict=True):
-        results[i] = result
-    grid_specs = [spec for kind, spec in jobs if kind == "grid"]
-    grid_done = [r for (kind, _), r in zip(jobs, results, strict=True) if kind == "grid"]
-    rows = [r for (kind, _), r in zip(jobs, results, strict=True) if kind == "scale"]
-    return gather_grid(grid_specs, grid_done), rows  # type: ignore[arg-type]
+    grid_specs: list[GridJob] = []
+    grid_done: list[PointResult | dict[str, float]] = []
+    rows: list[ScaleRow] = []
+    for job, result in zip(ordered, done, strict=True):
+        if isinstance(result, ScaleRow):
+            rows.append(result)
+        elif isinstance(job, GridJobSpec):
+            grid_specs.append(job.spec)
+            grid_done.append(result)
+    return gather_grid(grid_specs, grid_done), rows

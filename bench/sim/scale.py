@@ -3,11 +3,20 @@
 At these sizes kube-scheduler filters and scores only a sample of the nodes
 (``bench.sim.sampling``: about 42 % at 1000 nodes, 34 % at 2000, 10 % at 5000 with the
 adaptive percentage), and the extender and DRA's allocator see only that sample. Each
-point runs the scheduler-based policies twice: with the search of the shipped profiles
-(their ``percentageOfNodesToScore``, adaptive when unset) and with every node scored
-(``percentageOfNodesToScore: 100``, what the simulation assumed before). The references
-are left out here: they look at every node for every pod, too slow at these sizes in
-this simulation; the small points of the grid hold them.
+point runs the scheduler-based policies (a), (c) and (e) with the search of the shipped
+profiles (their ``percentageOfNodesToScore``, adaptive when unset), and (c) and (e) again
+with every node scored (``percentageOfNodesToScore: 100``, what the simulation assumed
+before). With ``--streams N``, (c) and (e) with the shipped search run with N tie-break
+streams (``bench.sim.streams``); every node is scored with stream 0 only.
+
+What a pod costs here is what the scheduler looks at: the nodes its search examines
+(each a read of a count the engine keeps, ``SimNode.free_count``), the scores of those
+found, and the extender's own answer (its one-slot index, per name for other pods). The
+run scoring every node at 5000 nodes is the costliest (about 6 ms a pod for (c), 9 ms
+for (e), on this machine's cores); the whole of ``--scale`` takes about 15 minutes of one
+core. Left out: the references (r) and the oracle, which look at every node's slots for
+every pod (too slow at these sizes); the grid's small points hold them, so "(c) against
+(r)" is judged there.
 """
 
 from __future__ import annotations
