@@ -12,9 +12,10 @@ streams (``bench.sim.streams``); every node is scored with stream 0 only.
 What a pod costs here is what the scheduler looks at: the nodes its search examines
 (each a read of a count the engine keeps, ``SimNode.free_count``), the scores of those
 found, and the extender's own answer (its one-slot index, per name for other pods). The
-run scoring every node at 5000 nodes is the costliest (about 6 ms a pod for (c), 9 ms
-for (e), on this machine's cores); the whole of ``--scale`` takes about 15 minutes of one
-core. Left out: the references (r) and the oracle, which look at every node's slots for
+runs scoring every node at 5000 nodes are the costliest (about 6 ms of CPU a pod for (c),
+9 ms for (e), on a core of the 2-core machine bench/RESULTS.md names; before the engine
+kept its counts, (e) there took 53 s for its first 1000 pods, now 8 s, with the same
+reconfigurations). Left out: the references (r) and the oracle, which look at every node's slots for
 every pod (too slow at these sizes); the grid's small points hold them, so "(c) against
 (r)" is judged there.
 """
