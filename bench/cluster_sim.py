@@ -16,6 +16,7 @@ cold-miss lower bound. (b) and (c) run the project's real code.
 Usage:
   python bench/cluster_sim.py [--nodes 100 --slots 4 --bitstreams 40 --zipf 1.1 --pods 20000 ...]
   python bench/cluster_sim.py --grid      # the fixed workload grid, one row per point, and the large clusters
+  python bench/cluster_sim.py --grid --streams 3  # (c), (e) and (r) with 3 tie-break streams per point
   python bench/cluster_sim.py --scale     # only the large clusters (1000 to 5000 nodes, the scheduler's sample)
   python bench/cluster_sim.py --cache-gap # per grid point, what clairvoyance is worth in a single cache
 """
@@ -36,9 +37,15 @@ from agent.extender.ranking import ANSWER_LIMIT  # noqa: E402
 from agent.extender.scoring import parse_score_weights  # noqa: E402
 from bench.sim.cachegap import cache_gap  # noqa: E402
 from bench.sim.engine import percentile  # noqa: E402
-from bench.sim.grid import GRID, INFORMED, ORACLE, A, C, grid_tables, run_grid, run_point  # noqa: E402
-from bench.sim.scale import run_scale, scale_table  # noqa: E402
+from bench.sim.grid import GRID, INFORMED, ORACLE, A, C, grid_tables, run_point  # noqa: E402
+from bench.sim.runs import run_all  # noqa: E402
+from bench.sim.scale import scale_table  # noqa: E402
+from bench.sim.streams import streams_table  # noqa: E402
 from bench.sim.workload import Shape  # noqa: E402
+
+#: Tie-break streams per point by default: enough to judge a 5 % target on the mean (one stream moves a per-point
+#: ratio by about +-0.03), few enough that the whole grid runs in about half an hour on two cores.
+STREAMS = 3
 
 
 def main() -> None:
@@ -53,6 +60,12 @@ def main() -> None:
         "--scale", action="store_true", help="only the large-cluster points (the scheduler's sample of the nodes)"
     )
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="grid points run in parallel")
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=STREAMS,
+        help="with --grid or --scale: tie-break streams per point for the policies the targets compare",
+    )
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--slots", default="4", help="slots per node; several (2,4,8) are cycled over the nodes")
     parser.add_argument("--bitstreams", type=int, default=40)
@@ -92,15 +105,27 @@ def main() -> None:
     if args.cache_gap:
         print(cache_gap_table(args.seed))
         return
-    if args.grid:
-        points = run_grid(args.seed, args.scheduler_config, args.processes, args.score_weights, args.answer_limit)
-        print(f"workload grid, seed {args.seed}, mean pod duration 300 s, 20-80 MB bitstreams at 100 MB/s")
-        print(grid_tables(points))
+    if args.streams < 1:
+        parser.error(f"--streams must be 1 or more, not {args.streams}")
     if args.grid or args.scale:
+        points, rows = run_all(
+            args.seed,
+            args.scheduler_config,
+            args.processes,
+            args.streams,
+            args.score_weights,
+            args.answer_limit,
+            grid=args.grid,
+        )
+        if points:
+            print(f"workload grid, seed {args.seed}, mean pod duration 300 s, 20-80 MB bitstreams at 100 MB/s")
+            print(grid_tables(points))
+            print()
+            print(streams_table(points))
         print("\nLarge clusters: the scheduler's sample of the nodes (reconfigurations per pod)\n")
-        print(scale_table(run_scale(args.seed, args.scheduler_config, args.processes)))
-    if args.grid or args.scale:
-        print(f"simulated in {time.monotonic() - started:.0f} s")
+        print(scale_table(rows))
+        took = time.monotonic() - started
+        print(f"simulated in {took:.0f} s ({args.streams} tie-break streams, {args.processes} processes)")
         return
 
     shape = Shape(

@@ -64,18 +64,25 @@ def dra(
     search = sampler if sampler is not None else Sampler()
 
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        fitting = search.feasible(nodes, lambda n: len(n.free()) >= pod.slots)
+        fitting = search.feasible(nodes, pod.slots)
         if not fitting:
             return None
-        raw = {n.name: FIRST if len(cached_slots(n, pod)) >= pod.slots else SECOND for n in fitting}
-        top = max(raw.values())
-        answer: dict[str, int] = {}
+        bitstream, need = pod.bitstream, pod.slots
+        raw = [FIRST if n.free_held.get(bitstream, 0) >= need else SECOND for n in fitting]
+        top = max(raw)
+        base = {r: r * 100 / top * weight for r in (FIRST, SECOND)}
+        keys = [base[r] for r in raw]
         if extender is not None and len(fitting) >= 2:
-            answer = extender.answer(nodes, pod, [n.name for n in fitting], now)
-        scale = 10.0 * extender_weight
-        node = max(
-            fitting, key=lambda n: raw[n.name] * 100 / top * weight + scale * answer.get(n.name, 0) + rng.random()
-        )
+            names = [n.name for n in fitting]
+            answer = extender.answer(nodes, pod, names, now)
+            if answer:
+                scale = 10.0 * extender_weight
+                at = {name: index for index, name in enumerate(names)}
+                for name, score in answer.items():
+                    keys[at[name]] += scale * score
+        draw = rng.random
+        keys = [key + draw() for key in keys]  # ties at random: one draw per node, in the order found
+        node = fitting[keys.index(max(keys))]
         cached = cached_slots(node, pod)
         chosen = cached[: pod.slots] if len(cached) >= pod.slots else slice_order(node, lru)[: pod.slots]
         return node, chosen

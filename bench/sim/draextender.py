@@ -40,19 +40,16 @@ published state by bitstream).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 
-from agent.extender.demand import ContainerDemand, PodDemand
+from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
-from agent.extender.ranking import ScoreBoard, best_ranked, packing_for, ranks_of
-from agent.extender.scoring import CLOCK_STEP_S, MEMO_LIMIT, ScoreWeights
+from agent.extender.ranking import ScoreBoard
+from agent.extender.scoring import ScoreWeights
 from bench.sim.engine import SimNode
 from bench.sim.policies import EPOCH, SimNodeCache, bitstream_name
 from bench.sim.workload import Pod
-
-_EXTENDERS = itertools.count()
 
 
 def first_fit_score(
@@ -70,28 +67,10 @@ class DraExtender:
         self.weights, self.catalog = weights, catalog
         self.board = ScoreBoard(weights, limit=answer_limit, promises=False)
         self.cache = SimNodeCache()
-        self._token = next(_EXTENDERS)
 
     def answer(self, nodes: list[SimNode], pod: Pod, names: list[str], now: float) -> dict[str, int]:
-        bitstream = bitstream_name(pod.bitstream)
-        demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream)])
+        """The extender's answer through its own score board, as it serves a DRA pod's prioritize: a one-slot pod
+        from the one-slot index, others per name (``ScoreBoard._prioritize_dra``)."""
+        demand = PodDemand.of_claims(f"p{pod.index}", [(bitstream_name(pod.bitstream), pod.slots)])
         self.cache.refresh(nodes, self.catalog)
-        board, states = self.board, self.cache.nodes
-        board.count(demand)
-        clock = EPOCH + now
-        keep = board.facts.keep_values(states.values(), clock)
-        step = int(clock // CLOCK_STEP_S)
-        # An unchanged node state scores a kind of pod once per clock step and version of the cluster values.
-        key = f"dra|{self._token}|{bitstream}|{pod.slots}|{step}|{board.facts.version}"
-        scores = []
-        for name in names:
-            node = states[name]
-            score = node.memo.get(key)
-            if not isinstance(score, int):
-                score = first_fit_score(node, bitstream, pod.slots, self.weights, float(step * CLOCK_STEP_S), keep)
-                if len(node.memo) >= MEMO_LIMIT:
-                    node.memo.clear()
-                node.memo[key] = score
-            scores.append((name, score))
-        ranks = ranks_of(scores, packing_for(demand, states.get))
-        return dict(best_ranked(names, ranks, board.limit, pack_ties=True))
+        return dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))

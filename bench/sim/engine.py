@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.sim.workload import Pod, Workload
@@ -33,14 +33,33 @@ class SimNode:
     cached: object | None = None
     #: Every node whose slots changed, in order, shared by the nodes of one simulation (``changed``).
     journal: list[SimNode] = field(default_factory=list)
+    #: Free slots, and bitstream -> free slots holding it: kept by ``changed`` (a policy reads them per node
+    #: examined, so that a search costs one attribute read per node rather than a walk of its slots).
+    free_count: int = field(init=False, default=0)
+    free_held: dict[int, int] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._count()
 
     def free(self) -> list[int]:
         return [i for i, s in enumerate(self.slots) if s.holder is None]
 
     def changed(self) -> None:
-        """Drop what policies derived from the slots, and log the change for those that follow the journal."""
+        """Drop what policies derived from the slots, count the free slots again, and log the change for those
+        that follow the journal. Whoever changes a slot's holder or content calls it."""
         self.cached = None
+        self._count()
         self.journal.append(self)
+
+    def _count(self) -> None:
+        held: dict[int, int] = {}
+        free = 0
+        for slot in self.slots:
+            if slot.holder is None:
+                free += 1
+                if slot.bitstream is not None:
+                    held[slot.bitstream] = held.get(slot.bitstream, 0) + 1
+        self.free_count, self.free_held = free, held
 
 
 Placement = Callable[[list[SimNode], Pod, float], "tuple[SimNode, list[int]] | None"]
@@ -140,12 +159,13 @@ def retry(waiting: list[Pod], start: Callable[[Pod, float], bool], now: float) -
     return still
 
 
-def fitting(nodes: list[SimNode], pod: Pod) -> Iterator[tuple[SimNode, list[int], list[int]]]:
-    """Each node where the pod fits, with its free slots and those of them already holding the pod's bitstream."""
-    for node in nodes:
-        free = node.free()
-        if len(free) >= pod.slots:
-            yield node, free, [i for i in free if node.slots[i].bitstream == pod.bitstream]
+def programmings(nodes: list[SimNode], pod: Pod) -> tuple[list[tuple[SimNode, int]], int]:
+    """Each node where the pod fits, with the slots it must program there at least (those it needs beyond the
+    free slots holding its bitstream), and the least of them over the nodes: a rule that places by the fewest
+    programmings first need only look closer at the nodes that reach it."""
+    need, bitstream = pod.slots, pod.bitstream
+    found = [(node, max(0, need - node.free_held.get(bitstream, 0))) for node in nodes if node.free_count >= need]
+    return found, min((count for _, count in found), default=need)
 
 
 def best_of(runs: dict[str, Result]) -> tuple[str, Result]:
@@ -159,11 +179,9 @@ def free_copies(nodes: list[SimNode]) -> tuple[dict[int, int], int]:
     copies: dict[int, int] = {}
     free = 0
     for node in nodes:
-        for slot in node.slots:
-            if slot.holder is None:
-                free += 1
-                if slot.bitstream is not None:
-                    copies[slot.bitstream] = copies.get(slot.bitstream, 0) + 1
+        free += node.free_count
+        for bitstream, count in node.free_held.items():
+            copies[bitstream] = copies.get(bitstream, 0) + count
     return copies, free
 
 

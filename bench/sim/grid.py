@@ -39,6 +39,10 @@ DRA_ALONE = "(e') DRA, no extender"
 INFORMED = "(r) online, told the popularity"
 #: Policies that know nothing of the future (the oracle must beat each of them on every point).
 ONLINE = (A, B, C, C2, DRA, DRA_ALONE)
+#: The policies run again with each further tie-break stream (``--streams``): those the targets compare.
+STREAMED = (C, DRA, INFORMED)
+#: Tie-break streams' seeds lie this far apart (``tie_seed``).
+STREAM_STRIDE = 1000
 
 _BASE = Shape(pods=5000)
 #: The grid: shapes a real cluster has, each differing from the default in one to four ways.
@@ -92,9 +96,15 @@ class PointResult:
     bound: int
     #: Which told-the-popularity rule gave the online reference.
     informed_variant: str = ""
+    #: Reconfigurations per pod of the ``STREAMED`` policies with each further tie-break stream (``run_stream``).
+    more_streams: tuple[dict[str, float], ...] = ()
 
     def rate(self, policy: str) -> float:
         return self.results[policy].per_pod(self.shape.pods)
+
+    def stream_rates(self, policy: str) -> list[float]:
+        """The policy's reconfigurations per pod with each tie-break stream run, the grid's own (stream 0) first."""
+        return [self.rate(policy), *(rates[policy] for rates in self.more_streams)]
 
     @property
     def bound_rate(self) -> float:
@@ -155,7 +165,7 @@ def run_point(
     weights = weights if weights is not None else ScoreWeights()
 
     def rng() -> random.Random:
-        return random.Random(seed + 1)
+        return random.Random(tie_seed(seed, 0))
 
     results = {
         name: simulate(workload, place)
@@ -167,11 +177,7 @@ def run_point(
     online_slots = WithExtender(
         rng(), never_again_first(workload), weights, weight, catalog, answer_limit=answer_limit, most_allocated=packs
     )
-    told = WithExtender(
-        rng(), ours, weights, weight, catalog, packs, facts=ToldFacts(workload), answer_limit=answer_limit
-    )
-    told_runs = {f"{EXACT}, window {w:g}": simulate(workload, exact(workload, rng(), window=w)) for w in WINDOWS}
-    told_runs[TOLD] = simulate(workload, told)
+    told_runs = informed_runs(workload, rng, weights, weight, catalog, packs, answer_limit)
     informed_variant, results[INFORMED] = best_of(told_runs)
     told_exact = exact(workload, rng(), clairvoyant=True)
     told_slots = WithExtender(
@@ -189,6 +195,55 @@ def run_point(
         {f"(r), {name}": run for name, run in told_runs.items()},
     )
     return PointResult(shape, results, variant, cold_miss_bound(workload), informed_variant)
+
+
+def informed_runs(
+    workload: Workload,
+    rng: Callable[[], random.Random],
+    weights: ScoreWeights,
+    weight: int,
+    catalog: dict[str, str],
+    packs: bool,
+    answer_limit: int,
+) -> dict[str, Result]:
+    """The online reference's rules (``bench.sim.informed``), each run: (r) is the best of them."""
+    told = WithExtender(
+        rng(), ours, weights, weight, catalog, packs, facts=ToldFacts(workload), answer_limit=answer_limit
+    )
+    runs = {f"{EXACT}, window {w:g}": simulate(workload, exact(workload, rng(), window=w)) for w in WINDOWS}
+    runs[TOLD] = simulate(workload, told)
+    return runs
+
+
+def tie_seed(seed: int, stream: int) -> int:
+    """The seed of the scheduler's random tie-breaks (and the references' own) for a workload seed and a stream;
+    stream 0 is the one the grid has always used."""
+    return seed + 1 + STREAM_STRIDE * stream
+
+
+def run_stream(
+    shape: Shape,
+    seed: int,
+    scheduler_config: Path,
+    stream: int,
+    weights: ScoreWeights | None = None,
+    answer_limit: int = ANSWER_LIMIT,
+) -> dict[str, float]:
+    """The ``STREAMED`` policies' reconfigurations per pod on the point's workload, with tie-break stream
+    ``stream``: what the scheduler's random picks alone move."""
+    weight, packs = profile_settings(scheduler_config)
+    workload = make_workload(shape, seed)
+    catalog = {bitstream_name(b): PLATFORM for b in range(shape.bitstreams)}
+    weights = weights if weights is not None else ScoreWeights()
+
+    def rng() -> random.Random:
+        return random.Random(tie_seed(seed, stream))
+
+    policies = online_policies(scheduler_config, catalog, rng, weights, answer_limit)
+    rates = {name: simulate(workload, policies[name]).per_pod(shape.pods) for name in (C, DRA)}
+    _, informed = best_of(informed_runs(workload, rng, weights, weight, catalog, packs, answer_limit))
+    rates[INFORMED] = informed.per_pod(shape.pods)
+    return rates
 
 
 def online_policies(
@@ -240,26 +295,6 @@ def best_oracle(
     runs.update({name: simulate(workload, place) for name, place in (more or {}).items()})
     runs.update(done or {})
     return best_of(runs)
-
-
-def _run(job: tuple[Shape, int, Path, ScoreWeights | None, int]) -> PointResult:
-    return run_point(*job)
-
-
-def run_grid(
-    seed: int,
-    scheduler_config: Path,
-    processes: int,
-    weights: ScoreWeights | None = None,
-    answer_limit: int = ANSWER_LIMIT,
-) -> list[PointResult]:
-    jobs = [(shape, seed, scheduler_config, weights, answer_limit) for shape in GRID]
-    if processes <= 1:
-        return [_run(job) for job in jobs]
-    import multiprocessing
-
-    with multiprocessing.Pool(processes) as pool:
-        return pool.map(_run, jobs, chunksize=1)
 
 
 def grid_tables(points: list[PointResult]) -> str:

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from agent.extender.facts import ClusterFacts, asked_at_least
 from agent.extender.nodestate import NodeSlots
-from bench.sim.engine import Placement, SimNode, fitting, free_copies
+from bench.sim.engine import Placement, SimNode, free_copies, programmings
 from bench.sim.oracle import next_use
 from bench.sim.policies import EPOCH, bitstream_index
 from bench.sim.workload import Pod, Workload
@@ -79,16 +79,32 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False, win
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         chances = workload.chances(now)
         copies, free_slots = free_copies(nodes)
-        value = {b: asked_at_least(n, chances[b] * window * free_slots) for b, n in copies.items()}
-        if later is not None:
-            value = {b: v if later(b, now, {}) < math.inf else -1.0 for b, v in value.items()}
+        values: dict[int, float] = {}
+
+        def value(bitstream: int) -> float:
+            """What a free copy of the bitstream is worth (worked out once per pod, for the content looked at)."""
+            worth = values.get(bitstream)
+            if worth is None:
+                worth = asked_at_least(copies[bitstream], chances[bitstream] * window * free_slots)
+                if later is not None and later(bitstream, now, {}) == math.inf:
+                    worth = -1.0
+                values[bitstream] = worth
+            return worth
+
+        candidates, least = programmings(nodes, pod)
+        draw = rng.random
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
-        for node, free, hits in fitting(nodes, pod):
+        for node, count in candidates:
+            tie = draw()  # one draw per fitting node, in order, whether or not it can win
+            if count > least:  # more programmings than the best: the first part of its key loses
+                continue
+            free = [i for i, s in enumerate(node.slots) if s.holder is None]
+            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
             worth = {i: _worth(node.slots[i].bitstream, value) for i in free if i not in hits}
             rest = sorted(worth, key=lambda i: (worth[i], node.slots[i].last_used))
-            overwritten = rest[: max(0, pod.slots - len(hits))]
+            overwritten = rest[:count]
             packing = (len(node.slots) - len(free) + pod.slots) / len(node.slots)
-            key = (len(overwritten), sum(worth[i] for i in overwritten), -packing, rng.random())
+            key = (count, sum(worth[i] for i in overwritten), -packing, tie)
             if best is None or key < best[0]:
                 best = (key, node, (hits + rest)[: pod.slots])
         return None if best is None else (best[1], best[2])
@@ -96,6 +112,6 @@ def exact(workload: Workload, rng: random.Random, clairvoyant: bool = False, win
     return place
 
 
-def _worth(bitstream: int | None, value: Mapping[int, float]) -> float:
-    """An empty slot is worth less than any content (-1); content nobody asks for is worth 0."""
-    return -1.0 if bitstream is None else value.get(bitstream, 0.0)
+def _worth(bitstream: int | None, value: Callable[[int], float]) -> float:
+    """An empty slot is worth less than any content (-1); content nobody asks for again (clairvoyant) -1 too."""
+    return -1.0 if bitstream is None else value(bitstream)

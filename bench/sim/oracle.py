@@ -53,7 +53,7 @@ import math
 from collections.abc import Callable
 from itertools import accumulate
 
-from bench.sim.engine import Placement, SimNode, fitting, free_copies
+from bench.sim.engine import Placement, SimNode, free_copies, programmings
 from bench.sim.policies import agent_order
 from bench.sim.workload import Pod, Workload
 
@@ -89,8 +89,13 @@ def copies_used_up(workload: Workload) -> NeedTime:
 def clairvoyant(workload: Workload, need: NeedTime, pack_first: bool = False) -> Placement:
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
         copies, _ = free_copies(nodes)
+        candidates, least = programmings(nodes, pod)
         best: tuple[tuple[float, ...], SimNode, list[int]] | None = None
-        for node, free, hits in fitting(nodes, pod):
+        for node, count in candidates:
+            if count > least:  # more programmings than the best: the first part of its key loses
+                continue
+            free = [i for i, s in enumerate(node.slots) if s.holder is None]
+            hits = [i for i in free if node.slots[i].bitstream == pod.bitstream]
             later = {i: need(node.slots[i].bitstream, now, copies) for i in free if i not in hits}
             rest = sorted(later, key=lambda i: -later[i])
             chosen = (hits + rest)[: pod.slots]

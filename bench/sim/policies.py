@@ -22,7 +22,7 @@ from collections.abc import Callable
 from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.facts import ClusterFacts
 from agent.extender.nodestate import NodeSlots, PublishedSlot
-from agent.extender.ranking import ANSWER_LIMIT, ScoreBoard
+from agent.extender.ranking import ANSWER_LIMIT, ScoreBoard, Scores
 from agent.extender.scoring import ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
@@ -113,9 +113,21 @@ def agent_order(node: SimNode, pod: Pod, now: float) -> list[int]:
     return [int(sid.rsplit("slot", 1)[1]) for sid in chosen]
 
 
-def fits(pod: Pod) -> Callable[[SimNode], bool]:
-    """NodeResourcesFit's filter for the pod: enough free slots."""
-    return lambda node: sum(1 for s in node.slots if s.holder is None) >= pod.slots
+#: (node size, slots asked, MostAllocated) -> the NodeResourcesFit score by free slots (``fit_scores``).
+_FIT_SCORES: dict[tuple[int, int, bool], list[int]] = {}
+
+
+def _fit_table(size: int, asked: int, most_allocated: bool) -> list[int]:
+    """The score of a node of ``size`` slots for a pod asking ``asked``, by its free slots (0 where it does not fit)."""
+    key = (size, asked, most_allocated)
+    table = _FIT_SCORES.get(key)
+    if table is None:
+        table = []
+        for free in range(size + 1):
+            used = size - free + asked
+            table.append(used * 100 // size if most_allocated else (size - used) * 100 // size)
+        _FIT_SCORES[key] = table
+    return table
 
 
 def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random.Random) -> list[tuple[float, SimNode]]:
@@ -125,17 +137,27 @@ def fit_scores(nodes: list[SimNode], pod: Pod, most_allocated: bool, rng: random
     MostAllocated (packing) favours nodes whose slots are in use. As the scheduler
     computes them: with the pod's own request counted as in use, in whole points
     (integer division), so that nodes of different sizes compare as they do there.
-    Ties are broken at random, as the scheduler picks among its best nodes.
+    Ties are broken at random, as the scheduler picks among its best nodes (one draw per
+    fitting node, in order).
     """
+    need, draw = pod.slots, rng.random
+    tables: dict[int, list[int]] = {}
     out = []
     for node in nodes:
-        free = sum(1 for s in node.slots if s.holder is None)
-        if free >= pod.slots:
+        free = node.free_count
+        if free >= need:
             size = len(node.slots)
-            used = size - free + pod.slots
-            score = used * 100 // size if most_allocated else (size - used) * 100 // size
-            out.append((score + rng.random() * 1e-3, node))
+            table = tables.get(size)
+            if table is None:
+                table = tables[size] = _fit_table(size, need, most_allocated)
+            out.append((table[free] + draw() * 1e-3, node))
     return out
+
+
+def best_node(scored: list[tuple[float, SimNode]]) -> SimNode:
+    """The node of the highest score, the first of equal ones (as ``max`` keyed by score)."""
+    scores = [score for score, _ in scored]
+    return scored[scores.index(max(scores))][1]
 
 
 def plain(
@@ -144,10 +166,10 @@ def plain(
     search = sampler if sampler is not None else Sampler()
 
     def place(nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        scored = fit_scores(search.feasible(nodes, fits(pod)), pod, most_allocated, rng)
+        scored = fit_scores(search.feasible(nodes, pod.slots), pod, most_allocated, rng)
         if not scored:
             return None
-        node = max(scored, key=lambda pair: pair[0])[1]
+        node = best_node(scored)
         return node, choose(node, pod, now)
 
     return place
@@ -215,14 +237,30 @@ class WithExtender:
         self.cache = SimNodeCache()
 
     def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
-        scored = fit_scores(self.sampler.feasible(nodes, fits(pod)), pod, self.most_allocated, self.rng)
+        scored = fit_scores(self.sampler.feasible(nodes, pod.slots), pod, self.most_allocated, self.rng)
         if not scored:
             return None
         if len(scored) >= 2:
             demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
             self.cache.refresh(nodes, self.catalog)
             names = [n.name for _, n in scored]
-            answer = dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
-            scored = [(s + 10.0 * self.weight * answer.get(n.name, 0), n) for s, n in scored]
-        node = max(scored, key=lambda pair: pair[0])[1]
+            answer = self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now)
+            scored = with_answer(scored, names, answer, 10.0 * self.weight)
+        node = best_node(scored)
         return node, self.choose(node, pod, now)
+
+
+def with_answer(
+    scored: list[tuple[float, SimNode]], names: list[str], answer: Scores, scale: float
+) -> list[tuple[float, SimNode]]:
+    """The scores with an extender's answer added (``scale`` times its score), as the scheduler adds it; a node
+    the answer leaves out gains nothing, so only the nodes listed are touched."""
+    if not answer:
+        return scored
+    at = {name: index for index, name in enumerate(names)} if len(answer) > 4 else None
+    out = list(scored)
+    for name, score in answer:
+        index = at[name] if at is not None else names.index(name)
+        base, node = out[index]
+        out[index] = (base + scale * score, node)
+    return out

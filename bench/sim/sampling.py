@@ -21,8 +21,6 @@ parallel there, so a few more nodes than needed may be examined; that is left ou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from bench.sim.engine import SimNode
 
 #: Below this many nodes every node is examined, and a search never stops with fewer fitting nodes.
@@ -51,19 +49,24 @@ class Sampler:
         self.percentage = percentage
         self.next_start = 0
 
-    def feasible(self, nodes: Sequence[SimNode], fits: Callable[[SimNode], bool]) -> list[SimNode]:
-        """The nodes where the pod fits that this search finds, in the order it finds them."""
+    def feasible(self, nodes: list[SimNode], need: int) -> list[SimNode]:
+        """The nodes with ``need`` free slots or more (NodeResourcesFit's filter) that this search finds, in the
+        order it finds them.
+
+        Node by node as the scheduler does, in runs: a run of k nodes is filtered at once when k more fitting
+        nodes are wanted, so that the search can only stop at the end of a run, and it stops exactly where a
+        walk node by node would."""
         total = len(nodes)
         if not total:
             return []
         wanted = nodes_to_find(total, self.percentage)
+        start = self.next_start
+        ring = nodes[start:] + nodes[:start] if start else nodes
         found: list[SimNode] = []
         examined = 0
-        start = self.next_start
         while examined < total and len(found) < wanted:
-            node = nodes[(start + examined) % total]
-            examined += 1
-            if fits(node):
-                found.append(node)
+            end = min(total, examined + wanted - len(found))
+            found += [node for node in ring[examined:end] if node.free_count >= need]
+            examined = end
         self.next_start = (start + examined) % total
         return found

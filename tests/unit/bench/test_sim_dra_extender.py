@@ -7,7 +7,9 @@ import random
 from pathlib import Path
 
 from agent.extender.demand import ContainerDemand, PodDemand
-from agent.extender.scoring import ScoreWeights, score_single
+from agent.extender.drascoring import DRA_ANSWER_LIMIT
+from agent.extender.scoretable import RANK_SCALE, best_ranked
+from agent.extender.scoring import CLOCK_STEP_S, ScoreWeights, score_single
 from bench.sim.dra import dra
 from bench.sim.draextender import DraExtender, first_fit_score
 from bench.sim.engine import SimNode, SimSlot
@@ -97,3 +99,36 @@ def test_the_dra_profile_takes_its_extender_weight_from_its_own_entry_else_the_e
         "profiles: [{schedulerName: fpga-scheduler}]\nextenders: [{urlPrefix: 'http://x', weight: 3}]\n"
     )
     assert dra_extender_weight(extender_profile) == 3
+
+
+def test_the_answer_through_the_score_board_equals_scoring_every_name_by_the_allocators_slots() -> None:
+    # The simulation asks the extender's own score board (one-slot pods from its index); its answer must be what
+    # scoring each node by the slots the allocator takes gives, shifted to the floor, the best by score and packing.
+    rng = random.Random(5)
+    for round_ in range(30):
+        now = 4000.0 + 50.0 * round_
+        nodes = [
+            node(
+                f"n{i}",
+                [
+                    (rng.choice([None, 0, 1, 2, 3]), rng.choice([None, None, 9]), rng.uniform(0.0, now))
+                    for _ in range(rng.choice([2, 4, 8]))
+                ],
+            )
+            for i in range(rng.randint(2, 9))
+        ]
+        pod = Pod(round_, now, rng.randrange(4), rng.choice([1, 1, 2]), 10.0)
+        names = [n.name for n in nodes if n.free_count >= pod.slots]
+        if len(names) < 2:
+            continue
+        extender = DraExtender(WEIGHTS, CATALOG)
+        answer = extender.answer(nodes, pod, names, now)
+        keep = extender.board.facts.keep_values(extender.cache.nodes.values(), EPOCH + now)
+        states = {n.name: published(n, CATALOG) for n in nodes}
+        clock = (EPOCH + now) // CLOCK_STEP_S * CLOCK_STEP_S  # the extender reads its clock in steps
+        ranks = [
+            first_fit_score(states[name], bitstream_name(pod.bitstream), pod.slots, WEIGHTS, clock, keep) * RANK_SCALE
+            + states[name].packing(pod.slots)
+            for name in names
+        ]
+        assert answer == dict(best_ranked(names, ranks, DRA_ANSWER_LIMIT, pack_ties=True)), round_
