@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from agent.extender.admission import validator  # noqa: E402
 from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
 from agent.extender.nodestate import read_node_slots  # noqa: E402
+from agent.kubeletsim.kubeapi import claim_template_review  # noqa: E402
 from bench.extender_handler import NODES, PLATFORM, node_annotations  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
 
@@ -46,41 +47,7 @@ class Declared:
 
 def review(bitstream: str) -> bytes:
     """An AdmissionReview v1 of a claim template with one config for the driver naming ``bitstream``."""
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "fpga", "namespace": "default"},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "fpga", "exactly": {"deviceClassName": "fpga-slot", "count": 1}}],
-                    "config": [
-                        {
-                            "requests": ["fpga"],
-                            "opaque": {"driver": "fpga.example.com", "parameters": {"bitstream": bitstream}},
-                        }
-                    ],
-                }
-            }
-        },
-    }
-    return json.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "0b6d2f1e-6a58-4b8e-9d52-3f1c7e2a9b10",
-                "kind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaimTemplate"},
-                "resource": {"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaimtemplates"},
-                "namespace": "default",
-                "operation": "CREATE",
-                "userInfo": {"username": "kubernetes-admin"},
-                "object": template,
-                "oldObject": None,
-                "dryRun": False,
-            },
-        }
-    ).encode()
+    return json.dumps(claim_template_review(bitstream)).encode()
 
 
 def build_cache() -> NodeCache:

@@ -59,6 +59,7 @@ Shipped (not only in tests) because ``fpga-agent demo dra`` runs the agent again
 
 from __future__ import annotations
 
+from agent.kubeletsim.kubeapi.admission import claim_template_review
 from agent.kubeletsim.kubeapi.objects import (
     DEFAULT_NODE,
     JSON,
@@ -82,6 +83,7 @@ __all__ = [
     "ApiError",
     "FakeKubeApiServer",
     "RecordedRequest",
+    "claim_template_review",
     "make_node",
     "make_pod",
     "make_resource_claim",

@@ -12,6 +12,9 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
+import re
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -227,3 +230,55 @@ def extender_in_thread(cache: NodeCache | None = None) -> Iterator[str]:
             loop.call_soon_threadsafe(stop.set)
         thread.join(10.0)
         assert not thread.is_alive(), "the extender thread did not stop"
+
+
+PROCESS_TIMEOUT_S = 60.0
+LISTENING = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+)")
+
+
+def extender_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FPGA_AGENT_")}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    env.pop("KUBERNETES_SERVICE_PORT", None)
+    env["FPGA_AGENT_LOG_LEVEL"] = "info"
+    return env
+
+
+class ExtenderProcess:
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.log: list[str] = []
+
+    async def wait_for_line(self, pattern: re.Pattern[str]) -> re.Match[str]:
+        """The first log line that matches, read so far or still to come (the process says when it listens
+        and when its node cache synced, in either order: the watch and the server start together)."""
+        assert self.process.stderr is not None
+        for line in self.log:
+            if found := pattern.search(line):
+                return found
+        async with asyncio.timeout(PROCESS_TIMEOUT_S):
+            while True:
+                raw = await self.process.stderr.readline()
+                assert raw, f"the extender exited early: {self.log}"
+                line = raw.decode()
+                self.log.append(line)
+                found = pattern.search(line)
+                if found:
+                    return found
+
+
+@contextlib.asynccontextmanager
+async def running_extender(*args: str, env: Mapping[str, str] | None = None) -> AsyncIterator[ExtenderProcess]:
+    """``fpga-agent <args>`` as a child process (its log read through :class:`ExtenderProcess`), killed on the
+    way out if it is still running."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent.cli.main", *args,
+        env=dict(env) if env is not None else extender_env(),
+        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield ExtenderProcess(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

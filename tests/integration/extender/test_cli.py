@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import socket
@@ -17,42 +16,15 @@ import pytest
 
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.fakes import run_fpga_agent
-from tests.integration.extender.conftest import pod
+from tests.integration.extender.conftest import (
+    LISTENING,
+    PROCESS_TIMEOUT_S,
+    ExtenderProcess,
+    extender_env,
+    pod,
+    running_extender,
+)
 from tests.unit.extender.factories import CATALOG, PAC, annotations, slot
-
-PROCESS_TIMEOUT_S = 60.0
-LISTENING = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+)")
-
-
-def extender_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("FPGA_AGENT_")}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    env.pop("KUBERNETES_SERVICE_PORT", None)
-    env["FPGA_AGENT_LOG_LEVEL"] = "info"
-    return env
-
-
-class ExtenderProcess:
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.log: list[str] = []
-
-    async def wait_for_line(self, pattern: re.Pattern[str]) -> re.Match[str]:
-        """The first log line that matches, read so far or still to come (the process says when it listens
-        and when its node cache synced, in either order: the watch and the server start together)."""
-        assert self.process.stderr is not None
-        for line in self.log:
-            if found := pattern.search(line):
-                return found
-        async with asyncio.timeout(PROCESS_TIMEOUT_S):
-            while True:
-                raw = await self.process.stderr.readline()
-                assert raw, f"the extender exited early: {self.log}"
-                line = raw.decode()
-                self.log.append(line)
-                found = pattern.search(line)
-                if found:
-                    return found
 
 
 @pytest.fixture
@@ -61,18 +33,11 @@ async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> Asyn
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
     apiserver.add_node("other")  # no agent: no published state
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+    async with running_extender(
+        "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
         "--score-weights", "empty=6", "--answer-limit", "1",
-        env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    running = ExtenderProcess(process)
-    try:
+    ) as running:  # fmt: skip
         yield running
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_process: ExtenderProcess) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from agent.kubeletsim.kubeapi import FakeKubeApiServer, make_node
-from tests.integration.extender.test_cli import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, extender_env
+from tests.integration.extender.conftest import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
 from tests.unit.extender.factories import PAC, annotations, slot
 
 EXAMPLE = Path(__file__).parents[3] / "daemonset" / "examples" / "dra" / "cached-first.yaml"
@@ -53,20 +52,11 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
     apiserver.add_node("fpga-5", annotations=annotations(FPGA_5, CATALOG))
     apiserver.put_resource_claim_template(shipped()[0])
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
-        env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    running = ExtenderProcess(process)
-    try:
+    async with running_extender("extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig)) as running:
         port = int((await running.wait_for_line(LISTENING))[1])
         await running.wait_for_line(re.compile(r"node cache synced: 5 nodes"))
         await running.wait_for_line(re.compile(r"ResourceClaimTemplates listed: 1"))
         yield f"http://127.0.0.1:{port}", running
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def prioritize(

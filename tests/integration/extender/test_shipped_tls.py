@@ -10,7 +10,6 @@ import contextlib
 import json
 import re
 import ssl
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,10 @@ import yaml
 
 from agent.cli.certs import DirectoryStore, make_certificates
 from agent.extender.certs import issue, service_names
-from agent.kubeletsim.kubeapi import FakeKubeApiServer
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, claim_template_review
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, load_documents, render
-from tests.integration.extender.test_cli import ExtenderProcess, extender_env
+from tests.integration.extender.conftest import extender_env, running_extender
 from tests.integration.extender.test_tls import prioritize
-from tests.integration.extender.test_webhook import claim_template_review
 from tests.unit.extender.factories import annotations, slot
 
 MANIFESTS = Manifests(render())
@@ -102,22 +100,18 @@ async def shipped(
     """The extender process as shipped; its HTTPS, probe and webhook ports once its node cache synced."""
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli.main", *extender_container()["args"], "--kubeconfig", str(kubeconfig),
+    async with running_extender(
+        *extender_container()["args"],
+        "--kubeconfig",
+        str(kubeconfig),
         env={**extender_env(), **shipped_environment(install)},
-        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    running = ExtenderProcess(process)
-    try:
+    ) as running:
         https = int((await running.wait_for_line(HTTPS))[1])
         probe = int((await running.wait_for_line(PROBE))[1])
         webhook = int((await running.wait_for_line(WEBHOOK))[1])
         await running.wait_for_line(SYNCED)
         await running.wait_for_line(DECLARATIONS)
         yield https, probe, webhook
-    finally:
-        process.kill()
-        await process.wait()
 
 
 def scheduler_context(install: Install, client: str | None = "scheduler") -> ssl.SSLContext:

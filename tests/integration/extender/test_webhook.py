@@ -8,7 +8,6 @@ import contextlib
 import json
 import re
 import ssl
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,8 @@ from agent.extender.admission import MAX_REVIEW_BYTES
 from agent.extender.certs import issue
 from agent.extender.http import tls_context
 from agent.extender.server import build_webhook_app, start_webhook
-from agent.kubeletsim.kubeapi import FakeKubeApiServer
-from tests.integration.extender.test_cli import PROCESS_TIMEOUT_S, ExtenderProcess, extender_env
+from agent.kubeletsim.kubeapi import FakeKubeApiServer, claim_template_review
+from tests.integration.extender.conftest import PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
 from tests.unit.extender.factories import PAC, annotations, node, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
@@ -52,42 +51,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def api_server_tls(pki: Path) -> ssl.SSLContext:
     """What the API server does: trust the caBundle (the install's CA), show no client certificate."""
     return ssl.create_default_context(cafile=str(pki / "ca.crt"))
-
-
-def claim_template_review(bitstream: str, uid: str = "b8e5a3c6-0b1d-4d43-9a5e-1d2f7a8c9e01") -> dict[str, Any]:
-    """An AdmissionReview as kube-apiserver v1.36 sends it for ``kubectl apply`` of a claim template."""
-    config = [{"requests": ["fpga"], "opaque": {"driver": "fpga.example.com", "parameters": {"bitstream": bitstream}}}]
-    template = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "fpga", "namespace": "default"},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [{"name": "fpga", "exactly": {"deviceClassName": "fpga-slot", "count": 1}}],
-                    "config": config,
-                }
-            }
-        },
-    }
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaimTemplate"},
-            "resource": {"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaimtemplates"},
-            "requestKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaimTemplate"},
-            "name": "fpga",
-            "namespace": "default",
-            "operation": "CREATE",
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": template,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kubectl"},
-        },
-    }
 
 
 @pytest.fixture
@@ -208,20 +171,13 @@ async def extender_with_webhook(
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     apiserver.add_node("fpga-1", annotations=annotations([slot("s0")], {"aes": PAC}))
     apiserver.put_fpga_bitstream({**FPGA_BITSTREAM, "metadata": {"name": "first"}})
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.cli.main", "extender", "--listen", "127.0.0.1:0",
+    async with running_extender(
+        "extender", "--listen", "127.0.0.1:0",
         "--webhook-listen", "127.0.0.1:0", "--tls-cert-file", str(pki / "tls.crt"),
         "--tls-key-file", str(pki / "tls.key"), "--tls-client-ca-file", str(pki / "ca.crt"),
         "--kubeconfig", str(kubeconfig),
-        env=extender_env(), stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    running = ExtenderProcess(process)
-    try:
+    ) as running:  # fmt: skip
         yield running
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_the_extender_refuses_what_no_node_has_and_nothing_declares_until_it_is_declared(
