@@ -202,5 +202,14 @@ def test_the_node_cache_forgets_a_node_once_its_agent_stops_renewing_the_heartbe
     assert cache.expire(beat + STALE_AFTER_S) == []
     assert cache.expire(beat + STALE_AFTER_S + 1) == ["n1"]
     assert cache.get("n1") is None
+    assert list(cache.unpublished) == ["n1"]  # the node is still there, without usable state: neutral
     assert cache.get("n2") is not None  # an agent without heartbeats is taken as it is
     assert list(cache.changes) == ["n1"]
+    cache.apply("MODIFIED", WatchedNode("n1", fresh))  # its agent is back
+    assert cache.get("n1") is not None
+    assert not cache.unpublished
+    cache.apply("MODIFIED", WatchedNode("n1", None))  # its agent withdrew the state
+    assert list(cache.unpublished) == ["n1"]
+    cache.apply("DELETED", WatchedNode("n1", None))  # the node is gone: in neither
+    assert cache.get("n1") is None
+    assert not cache.unpublished
