@@ -30,7 +30,7 @@ from agent.extender.nodestate import read_node_slots
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import ExtenderApp, extender_metrics
 from agent.kubeletsim.kubeapi import make_node
-from tests.unit.extender.factories import annotations
+from tests.unit.extender.factories import PAC, annotations
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"
 #: The clock the scoring sees (last_used values in tests are relative to it).
@@ -282,3 +282,17 @@ async def running_extender(*args: str, env: Mapping[str, str] | None = None) -> 
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+#: An FpgaBitstream of the ``PAC`` platform without a name (tests add ``metadata``).
+FPGA_BITSTREAM = {
+    "apiVersion": "example.com/v1alpha1",
+    "kind": "FpgaBitstream",
+    "spec": {
+        "platform": PAC,
+        "acceleratorId": "0123456789abcdef0123456789abcdef",
+        "sha256": "ab" * 32,
+        "size": 4096,
+        "source": {"oci": "registry.example.com/fpga/new:1"},
+    },
+}

@@ -17,6 +17,7 @@ import pytest
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.fakes import run_fpga_agent
 from tests.integration.extender.conftest import (
+    FPGA_BITSTREAM,
     LISTENING,
     PROCESS_TIMEOUT_S,
     ExtenderProcess,
@@ -76,20 +77,7 @@ async def test_a_bitstream_declared_in_the_cluster_is_pullable_by_nodes_without_
     async with aiohttp.ClientSession() as session:
         async with session.post(url + "/filter", json=body) as response:
             assert (await response.json())["NodeNames"] == ["fpga-3"]  # only its catalog has "new"
-        apiserver.put_fpga_bitstream(
-            {
-                "apiVersion": "example.com/v1alpha1",
-                "kind": "FpgaBitstream",
-                "metadata": {"name": "new"},
-                "spec": {
-                    "platform": PAC,
-                    "acceleratorId": "0123456789abcdef0123456789abcdef",
-                    "sha256": "ab" * 32,
-                    "size": 4096,
-                    "source": {"oci": "registry.example.com/fpga/new:1"},
-                },
-            }
-        )
+        apiserver.put_fpga_bitstream({**FPGA_BITSTREAM, "metadata": {"name": "new"}})
         await extender_process.wait_for_line(re.compile(r"declared bitstreams: 1"))
         async with session.post(url + "/filter", json=body) as response:
             assert (await response.json())["NodeNames"] == ["fpga-1", "fpga-2", "fpga-3"]

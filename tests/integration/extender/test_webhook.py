@@ -24,7 +24,7 @@ from agent.extender.certs import issue
 from agent.extender.http import tls_context
 from agent.extender.server import build_webhook_app, start_webhook
 from agent.kubeletsim.kubeapi import FakeKubeApiServer, claim_template_review
-from tests.integration.extender.conftest import PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
+from tests.integration.extender.conftest import FPGA_BITSTREAM, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
 from tests.unit.extender.factories import PAC, annotations, node, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
@@ -151,17 +151,6 @@ def test_the_webhook_port_needs_the_server_certificate() -> None:
 
 
 # ---------------------------------------------------------------------- fpga-agent extender, the process
-FPGA_BITSTREAM = {
-    "apiVersion": "example.com/v1alpha1",
-    "kind": "FpgaBitstream",
-    "spec": {
-        "platform": PAC,
-        "acceleratorId": "0123456789abcdef0123456789abcdef",
-        "sha256": "ab" * 32,
-        "size": 4096,
-        "source": {"oci": "registry.example.com/fpga/new:1"},
-    },
-}
 
 
 @pytest.fixture
