@@ -40,12 +40,15 @@ IDLE_TIMEOUT_S = 75.0
 
 
 class Reply(NamedTuple):
-    """An answer: status, content type and the whole body."""
+    """An answer: status, content type and the whole body; ``after`` runs once it is written."""
 
     status: int
     content_type: str
     body: bytes
     allow: str = ""  # the Allow header of a 405
+    #: Work the answer does not depend on (bookkeeping, releasing the request's objects): run after the
+    #: answer is on the wire, so that the client, which waits for the answer, does not wait for it too.
+    after: Callable[[], None] | None = None
 
 
 #: ``handle(method, path, content_type, body) -> Reply`` (content type lower-cased, '' when not given);
@@ -167,6 +170,11 @@ class HttpProtocol(asyncio.Protocol):
         self._body = []
         keep_alive = self._parser.should_keep_alive()
         self._write(reply, close=not keep_alive)
+        if reply.after is not None:
+            try:
+                reply.after()
+            except Exception:
+                logger.exception("extender: the work after answering %s %s failed", method, path)
         if keep_alive:
             self._arm(IDLE_TIMEOUT_S, None)
 

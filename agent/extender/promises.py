@@ -70,20 +70,41 @@ class Promises:
         self._cache: ChangeLog | None = None
         self._generation = -1
         self._seen = 0
+        #: The promise the last answer made, with its cache and pod, not recorded yet (``record``).
+        self._pending: tuple[ChangeLog, str, _Promise] | None = None
+
+    def record(self) -> None:
+        """Record the promise the last answer made. Called once the answer is written (the scheduler does not
+        wait for it), and by every read first: a promise is always recorded before the next call reads."""
+        pending = self._pending
+        if pending is None:
+            return
+        self._pending = None
+        cache, pod, promise = pending
+        self._by_pod[pod] = promise
+        self._on_node.setdefault(promise.node, set()).add(pod)
+        per_node = self._taken.setdefault(promise.bitstream, {})
+        per_node[promise.node] = count = per_node.get(promise.node, 0) + 1
+        chosen_node = cache.nodes.get(promise.node)
+        if chosen_node is None or free_copies(chosen_node, promise.bitstream) <= count:
+            self._full.setdefault(promise.bitstream, set()).add(promise.node)
 
     def taken(self, cache: ChangeLog, bitstream: str, now: float) -> Mapping[str, int]:
         """Node -> copies of ``bitstream`` promised there, current with the cache and the clock."""
+        self.record()
         self._follow(cache, now)
         return self._taken.get(bitstream, {})
 
     def promised(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Mapping[str, int]:
         """Node -> copies of ``bitstream`` promised there to pods other than ``pod`` (a DRA pod's scoring takes
         them off the node's free slots, ``agent.extender.drascoring``); read only, and current until the next call."""
+        self.record()
         self._release(pod)  # asked again (the scheduler retries it): its old promise no longer holds
         return self.taken(cache, bitstream, now)
 
     def shadowed(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Collection[str]:
         """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""
+        self.record()
         self._release(pod)  # asked again (the scheduler retries it): its old promise no longer holds
         self._follow(cache, now)
         return self._full.get(bitstream, _NONE)
@@ -97,6 +118,7 @@ class Promises:
         promised already scored without them. ``tied``: the leading names that tie for the top (same score,
         same packing), when the caller knows them (the one-slot index does); else found here.
         """
+        self.record()
         self._release(pod)
         if not answer:
             return answer
@@ -114,13 +136,7 @@ class Promises:
                 if score == top_score and (node := nodes.get(name)) is not None and node.packing(1) == packing
             ]
         chosen = tied[zlib.crc32(pod.encode()) % len(tied)]
-        self._by_pod[pod] = _Promise(bitstream, chosen, now + PROMISE_TTL_S)
-        self._on_node.setdefault(chosen, set()).add(pod)
-        per_node = self._taken.setdefault(bitstream, {})
-        per_node[chosen] = count = per_node.get(chosen, 0) + 1
-        chosen_node = nodes.get(chosen)
-        if chosen_node is None or free_copies(chosen_node, bitstream) <= count:
-            self._full.setdefault(bitstream, set()).add(chosen)
+        self._pending = (cache, pod, _Promise(bitstream, chosen, now + PROMISE_TTL_S))  # recorded by ``record``
         settled: Scores = []
         for name, score in answer:
             if score == top_score and name != chosen:

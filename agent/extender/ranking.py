@@ -124,6 +124,13 @@ class ScoreBoard:
         #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
         self.limit = limit
 
+    def after_answer(self) -> None:
+        """Bookkeeping the answer just given does not depend on: the promise it made is recorded (every call
+        records a pending one first, so calling this is not needed for correctness, only to keep it out of the
+        next call's time)."""
+        if self.promises is not None:
+            self.promises.record()
+
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
         if demand.pod in self._counted:

@@ -31,6 +31,7 @@ but no client certificate asked: the API server calls webhooks without one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 import time
@@ -138,7 +139,7 @@ class Extender:
                 scores = prioritize_nodes(demand, names, lookup, self.weights, self._clock())
             ranks = ranks_of(scores, packing_for(demand, lookup))
             scores = best_ranked(names, ranks, self._board.limit, pack_ties=demand.dra is not None)
-        return Reply(200, JSON, encode_priorities(scores))
+        return Reply(200, JSON, encode_priorities(scores), after=functools.partial(_answered, self._board, request))
 
     @property
     def popularity_changes(self) -> int:
@@ -149,6 +150,12 @@ class Extender:
         if self.nodes.synced:
             return Reply(200, "text/plain; charset=utf-8", b"ok\n")
         return Reply(503, "text/plain; charset=utf-8", b"node cache not synced yet\n")
+
+
+def _answered(board: ScoreBoard, _request: SchedulingRequest) -> None:
+    """Once the answer is written: the promise it made is recorded, and the request (its 500 names, the pod)
+    is released with this call, not before the answer."""
+    board.after_answer()
 
 
 class ExtenderApp:
@@ -178,9 +185,17 @@ class ExtenderApp:
         except Exception as exc:
             logger.exception("extender: %s %s failed", method, path)
             reply = json_error(500, f"internal error ({type(exc).__name__})")
-        if self._metrics is not None:
-            self._metrics.observe(path, reply.status, time.perf_counter() - started)
-        return reply
+        metrics = self._metrics
+        if metrics is None:
+            return reply
+        seconds, status, then = time.perf_counter() - started, reply.status, reply.after
+
+        def observe() -> None:  # once the answer is written: the scheduler does not wait for the metrics
+            metrics.observe(path, status, seconds)
+            if then is not None:
+                then()
+
+        return reply._replace(after=observe)
 
 
 def build_app(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -153,3 +154,38 @@ async def test_a_body_that_is_not_json_gets_415(
         assert json.loads(body)["Error"] == (
             f"415 Unsupported Media Type: the body must be application/json, got {content_type!r}"
         )
+
+
+async def test_the_work_after_an_answer_runs_once_it_is_on_the_wire_and_its_failure_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = socket.socket()
+    received: list[bytes] = []
+    ran = asyncio.Event()
+
+    def after() -> None:  # the client's socket already holds the whole answer when this runs
+        ran.set()
+        client.settimeout(TIMEOUT_S)
+        received.append(client.recv(65536))
+        if len(received) == 2:
+            raise RuntimeError("bookkeeping failed")
+
+    def handle(method: str, path: str, content_type: str, body: bytes) -> agent.extender.http.Reply:
+        return agent.extender.http.Reply(200, "application/json", b'{"n":%d}' % (len(received) + 1), after=after)
+
+    server = await agent.extender.http.start_server(handle, "127.0.0.1", 0, max_body_bytes=1000)
+    try:
+        client.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(client, server.addresses[0])
+        for _ in range(3):
+            ran.clear()
+            client.sendall(request("/x", b"{}"))
+            async with asyncio.timeout(TIMEOUT_S):
+                await ran.wait()
+            client.setblocking(False)
+    finally:
+        client.close()
+        await server.cleanup()
+    assert [answer.rsplit(b"\r\n\r\n", 1)[1] for answer in received] == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
+    failures = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert [record.getMessage() for record in failures] == ["extender: the work after answering POST /x failed"]

@@ -107,3 +107,16 @@ def test_a_node_is_offered_until_each_free_copy_is_promised_and_again_when_a_pro
     assert top("default/p1") == "a"  # p1 asked again: its copy on a is free for it again
     assert top("default/p2") == "a"
     assert top("default/p4") not in ("a", "b")  # every copy promised: the best node is one without a copy
+
+
+def test_a_promise_is_the_same_whether_recorded_after_the_answer_or_by_the_next_call() -> None:
+    cache = cluster()
+    eager, lazy = ScoreBoard(ScoreWeights()), ScoreBoard(ScoreWeights())
+    for pod in ("default/p1", "default/p2", "default/p3", "default/p1"):
+        answer = ask(eager, cache, pod)
+        eager.after_answer()  # as the server does once the answer is written
+        eager.after_answer()  # nothing pending: no second promise
+        assert ask(lazy, cache, pod) == answer  # recorded by its next call instead
+    assert eager.promises is not None
+    assert lazy.promises is not None
+    assert eager.promises.taken(cache, "aes", NOW) == lazy.promises.taken(cache, "aes", NOW) == {"a": 1, "b": 1}
