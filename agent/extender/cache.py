@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -102,7 +102,7 @@ class NodeCache:
         return self._changes
 
     @property
-    def unpublished(self) -> Collection[str]:
+    def unpublished(self) -> Set[str]:
         """Nodes the watch reported without usable published state (a name it never reported is in neither)."""
         return self._unpublished
 

@@ -17,16 +17,17 @@ over every node of the cache:
   penalty on every node, whatever else the catalogs hold.
 
 When every node agrees on the bitstream's platform and penalty (the common case), a
-call makes a set of the names asked, takes the hits among them, and walks the
-platform's nodes grouped by rank (:mod:`agent.extender.rankwalk`) for the floor and
-the best ``limit``: no lookup of each name in a table of every node (at 5000 nodes
-those cost more than all the rest, their memory being out of the CPU's caches). The
+call takes the hits among the names asked (probing the bitstream's holders with the
+names), and walks the platform's nodes grouped by rank (:mod:`agent.extender.rankwalk`)
+for the floor and the best ``limit``: no lookup of each name in a table of every node
+(at 5000 nodes those cost more than all the rest, their memory being out of the CPU's
+caches), and no set of the names asked. The
 answer equals scoring every name, shifting and keeping the best entries as
 :mod:`agent.extender.scoretable` does. For a bitstream every node must pull first, the
 names are looked up one by one. When the catalogs disagree, or a name asked is one the node watch reported without
 published state (``NodeCache.unpublished``: it scores ``neutral``),
 :meth:`OneSlotIndex.prioritize` returns None and the caller scores per name. That check
-walks the smaller of the two sets: nothing per name in a cluster whose nodes all publish.
+is skipped in a cluster whose nodes all publish.
 A name the watch never reported (a node created a moment ago) scores the floor.
 
 The index follows the node cache's change log (a changed node is taken out and put
@@ -103,8 +104,8 @@ class OneSlotIndex:
         #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
         #: clusters pay nothing for them); the first one rebuilds the index with them.
         self._with_dra = False
-        #: (bitstream, platform) -> packing -> the nodes with a free slot holding it, at that packing.
-        self._hits: dict[tuple[str, str], dict[int, set[str]]] = {}
+        #: (bitstream, platform) -> the nodes with a free slot holding it -> their packing for a one-slot pod.
+        self._hits: dict[tuple[str, str], dict[str, int]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -142,25 +143,25 @@ class OneSlotIndex:
         platform, penalty = agreed
         tables = self._ranks if dra is None else self._dra_ranks
         ranks = tables.get(platform) if platform is not None else None
-        asked = set(names)  # the one pass over the names (C-level)
         unpublished = cache.unpublished
-        if unpublished and not asked.isdisjoint(unpublished):  # a node without published state: neutral, per name
+        if unpublished and not unpublished.isdisjoint(names):  # a node without published state: neutral, per name
             return None
         if platform is None or ranks is None:  # no node can program it: every name asked scores 0
             return [] if dra is None else None  # a DRA answer may still list the best packed: per name
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
         lifted: dict[str, int] = {}
-        loaded = self._weights.loaded * RANK_SCALE
-        for packing, holders in self._hits.get((bitstream, platform), {}).items():
-            found = holders & asked  # walks the smaller of the two
+        holders = self._hits.get((bitstream, platform))
+        if holders:
+            found = holders.keys() & names  # walks the names, probing the holders: no holder is touched unless asked
             if shadowed and found:
                 promised = found.intersection(shadowed)  # their free copies are promised to other pods
                 found -= promised
                 if dra is not None:  # the allocator takes another slot there: scored on its own
-                    lifted.update((name, dra(name) * RANK_SCALE + packing) for name in promised)
-            lifted.update(dict.fromkeys(found, loaded + packing))  # a free copy here: its packing kept
-        return best_of_asked(ranks, names, asked, lifted, limit, pack_ties=dra is not None, tops=tops)
+                    lifted.update((name, dra(name) * RANK_SCALE + holders[name]) for name in promised)
+            loaded = self._weights.loaded * RANK_SCALE
+            lifted.update((name, loaded + holders[name]) for name in found)  # a free copy here: its packing kept
+        return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
 
     def _per_name(
         self,
@@ -178,7 +179,7 @@ class OneSlotIndex:
         known = [name for name in names if name in held]
         keys = [_less(held[name], penalty) for name in known]
         loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-        hits = set().union(*self._hits.get((bitstream, platform), {}).values())
+        hits = self._hits.get((bitstream, platform), {})
         for at, name in enumerate(known):
             if name in hits:
                 if shadowed and name in shadowed:
@@ -265,7 +266,7 @@ class OneSlotIndex:
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
         packing = node.packing(1)
         for key in hits:
-            self._hits.setdefault(key, {}).setdefault(packing, set()).add(name)
+            self._hits.setdefault(key, {})[name] = packing
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -300,13 +301,10 @@ class OneSlotIndex:
                 if not ranks:
                     del tables[platform]
         for key in entry.hits:
-            by_packing = self._hits[key]
-            holders = by_packing[entry.packing]
-            holders.discard(name)
+            holders = self._hits[key]
+            del holders[name]
             if not holders:
-                del by_packing[entry.packing]
-                if not by_packing:
-                    del self._hits[key]
+                del self._hits[key]
         for bitstream in entry.valued_by:
             nodes = self._valued_by[bitstream]
             nodes.discard(name)

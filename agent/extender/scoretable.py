@@ -13,7 +13,7 @@ in the order asked.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,7 +32,7 @@ class ChangeLog(Protocol):
     @property
     def changes(self) -> Sequence[str]: ...
     @property
-    def unpublished(self) -> Collection[str]: ...
+    def unpublished(self) -> Set[str]: ...
 
 
 #: Entries a prioritize answer lists at most (:func:`best_ranked`): the nodes kube-scheduler will choose
