@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 Row = tuple[str, str, str]  # measure, result, target
 
@@ -14,6 +15,24 @@ def pct(samples: list[float], q: float) -> float:
     """The q-quantile (nearest rank) of ``samples``."""
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def median_interval(samples: list[float], confidence: float = 0.9) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of ``samples``: order statistics (k-th lowest, k-th highest)
+    with the largest k whose coverage, from the binomial law of how many samples fall below the median, is at
+    least ``confidence``. None when even the whole range covers less (fewer than 5 samples at 90 %)."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    chosen = None
+    below = 0.0  # P(Binomial(n, 1/2) <= k - 1): the chance that fewer than k samples fall below the median
+    for k in range(1, n // 2 + 1):
+        below += math.comb(n, k - 1) / 2.0**n
+        if 1.0 - 2.0 * below < confidence:
+            break
+        chosen = k
+    if chosen is None:
+        return None
+    return ordered[chosen - 1], ordered[n - chosen]
 
 
 def p50_p99(samples: list[float], unit: str = "ms", digits: int = 3) -> str:
