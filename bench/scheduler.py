@@ -17,6 +17,9 @@ election off:
   parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
 * ``fpga-agent extender``: ours, as shipped (prioritize, names only), fed by a watch of
   the bench API server's Nodes;
+* with ``--against DIR``, also the extender of another checkout (``DIR/agent``, run with
+  this checkout's Python and packages) in the same rounds: the way to tell a change to the
+  extender from the machine's drift, which moves every figure here by more than most changes;
 * with ``--dra``, also the DRA claim forms of ``bench/dra_shapes.py`` (``--shapes``): the
   same nodes as DRA mode publishes them (a ResourceSlice each, made by the agent's slice
   code), a ResourceClaim per pod, no extender (``bench/dra_sched.py``). ``plainest`` is
@@ -30,8 +33,8 @@ and the medians compared within this one run: the machine is shared and noisy. T
 extender's CPU time per scheduled pod is read from /proc around each of its runs.
 
 Needs root (the bench control plane). Usage:
-    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--dra [--shapes plainest,shipped,...]]
-                              [--dra-only] [--json]
+    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--against DIR]
+                              [--dra [--shapes plainest,shipped,...]] [--dra-only] [--json]
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ RIG = Path(os.environ.get("K8S_HOME", "/var/tmp/fpga-slot-k8s"))
 BENCH_KUBECONFIG = RIG / "pki" / "bench-admin.kubeconfig"
 EXTENDER_PORT = 18888
 NOOP_PORT = 18889
+AGAINST_PORT = 18890
 STARTUP_TIMEOUT_S = 180.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Keys of the shipped extender entry (HTTPS with client certificates) that the bench's loopback HTTP does not use.
@@ -127,6 +131,8 @@ class Configuration:
     name: str
     config_file: Path
     shape: dra_shapes.Shape | None = None
+    #: Another checkout whose extender this configuration runs (``--against``).
+    checkout: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     pods_per_s: list[float] = field(default_factory=list)
     cpu_ms_per_pod: list[float] = field(default_factory=list)
@@ -202,6 +208,12 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1000 pods, 3 rounds")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="also the extender of another checkout (e.g. a worktree before a change), in the same rounds",
+    )
     parser.add_argument("--dra", action="store_true", help="also the DRA path: claims, slices, no extender")
     parser.add_argument(
         "--shapes",
@@ -215,9 +227,13 @@ def main() -> int:
     pods = 1000 if args.quick else args.pods
     args.dra = args.dra or args.dra_only
     args.shapes = parse_shapes(args.shapes) if args.dra else []
+    if args.against is not None and not (args.against / "agent" / "cli" / "main.py").is_file():
+        raise SystemExit(f"--against {args.against}: not a checkout of this project (no agent/cli/main.py)")
+    if args.against is not None and args.dra_only:
+        raise SystemExit("--against compares the extender path; it does not go with --dra-only")
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
-    for port in (EXTENDER_PORT, NOOP_PORT):
+    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT):
         if not port_free(port):
             raise SystemExit(f"port {port} on 127.0.0.1 is taken")
     with bench_control_plane():
@@ -260,6 +276,10 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 path = work / f"{name.replace(' ', '-')}.yaml.in"
                 path.write_text(scheduler_config(url))
                 configurations.append(Configuration(name, path))
+            if args.against is not None:
+                path = work / "against.yaml.in"
+                path.write_text(scheduler_config(f"http://127.0.0.1:{AGAINST_PORT}"))
+                configurations.append(Configuration(f"extender of {args.against}", path, checkout=args.against))
         api = dra_sched.Api(RIG / "pki")
         if args.shapes:
             classes: dict[str, dict[str, Any]] = {}
@@ -285,6 +305,9 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 ours.process = stack.enter_context(
                     started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
                 )
+                for config in configurations:
+                    if config.checkout is not None:
+                        config.process = stack.enter_context(started_against(config.checkout, work))
             elif any(shape.calls_extender for shape in args.shapes):
                 health = f"http://127.0.0.1:{EXTENDER_PORT}/healthz"
                 ours_process = stack.enter_context(started(extender, health, work / "extender.log"))
@@ -302,6 +325,25 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
     return configurations
 
 
+def started_against(checkout: Path, work: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    """The extender of another checkout, run with this checkout's Python (and so its packages)."""
+    command = [
+        "env",
+        f"PYTHONPATH={checkout.resolve()}",
+        str(ROOT / ".venv" / "bin" / "python"),
+        "-m",
+        "agent.cli.main",
+        "extender",
+        "--kubeconfig",
+        str(BENCH_KUBECONFIG),
+        "--listen",
+        f"127.0.0.1:{AGAINST_PORT}",
+        "--log-level",
+        "warning",
+    ]
+    return started(command, f"http://127.0.0.1:{AGAINST_PORT}/healthz", work / "against.log")
+
+
 def spread(rates: list[float]) -> str:
     """Median (runs, min-max as % of the median)."""
     median = statistics.median(rates)
@@ -314,14 +356,18 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
         (f"kube-scheduler 5000 nodes, {config.name}: pods/s median", spread(config.pods_per_s), "")
         for config in configurations
     ]
-    extenders = [c for c in configurations if c.shape is None]
+    extenders = [c for c in configurations if c.shape is None and c.checkout is None]
+    others = [c for c in configurations if c.checkout is not None]
     if extenders:
         plain, noop, ours = extenders
         rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
         rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
         rows.append(("fpga-agent extender / do-nothing extender, per round", paired(ours, noop), ""))
         rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
-        for config in (noop, ours):
+        for other in others:
+            rows.append((f"fpga-agent extender / {other.name}", _ratio(ours, other), ""))
+            rows.append((f"{other.name} / do-nothing extender, per round", paired(other, noop), ""))
+        for config in (noop, ours, *others):
             cpu = statistics.median(config.cpu_ms_per_pod)
             rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
     forms = [c for c in configurations if c.shape is not None]

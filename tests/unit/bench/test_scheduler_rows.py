@@ -1,0 +1,51 @@
+"""bench/scheduler.py's table: the extender of another checkout (``--against``) is compared in the same rounds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import bench.scheduler as scheduler
+from bench.scheduler import Configuration, summary_rows
+
+
+def configuration(name: str, rates: list[float], cpu: list[float], checkout: Path | None = None) -> Configuration:
+    return Configuration(name, Path(f"{name}.yaml.in"), checkout=checkout, pods_per_s=rates, cpu_ms_per_pod=cpu)
+
+
+def test_the_other_checkout_is_compared_round_by_round_with_ours_and_the_do_nothing_extender() -> None:
+    rows = {
+        measure: result
+        for measure, result, _target in summary_rows(
+            [
+                configuration("plain", [200.0] * 5, []),
+                configuration("do-nothing extender", [180.0] * 5, [0.2] * 5),
+                configuration("fpga-agent extender", [150.0, 160.0, 170.0, 140.0, 150.0], [0.6] * 5),
+                configuration("extender of old", [120.0, 160.0, 100.0, 140.0, 150.0], [0.8] * 5, Path("old")),
+            ]
+        )
+    }
+    assert rows["fpga-agent extender / do-nothing extender"] == "83.3%"
+    assert rows["fpga-agent extender / extender of old"] == (  # medians 150 and 140; round by round 150/120, ...
+        "107.1%; per round median 100.0%, 90 % interval 100.0%-170.0% (125% 100% 170% 100% 100%)"
+    )
+    assert rows["extender of old / do-nothing extender, per round"].startswith("median 77.8%")
+    assert rows["extender of old: CPU per scheduled pod (median of runs)"] == "0.80 ms"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--against", "nowhere"], "--against nowhere: not a checkout of this project (no agent/cli/main.py)"),
+        (["--against", ".", "--dra-only"], "--against compares the extender path; it does not go with --dra-only"),
+    ],
+)
+def test_a_wrong_against_is_one_line_before_anything_starts(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])
+    monkeypatch.setattr(sys, "argv", ["scheduler.py", *argv])
+    with pytest.raises(SystemExit, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        scheduler.main()
