@@ -61,7 +61,6 @@ class _Entry:
     node: NodeSlots
     platforms: tuple[str, ...]
     hits: tuple[tuple[str, str], ...]
-    packing: int
     catalog: CatalogKey
     #: The bitstreams whose cluster values its bases depend on (the contents it would overwrite).
     valued_by: tuple[str, ...]
@@ -274,7 +273,7 @@ class OneSlotIndex:
             self._agreed.clear()
         else:
             group.nodes += 1
-        self._entries[name] = _Entry(node, platforms, hits, packing, catalog, valued_by)
+        self._entries[name] = _Entry(node, platforms, hits, catalog, valued_by)
 
     def _keep_dependencies(self, node: NodeSlots, platforms: tuple[str, ...]) -> tuple[str, ...]:
         """The bitstreams whose cluster values the node's bases read: those of the slots it would overwrite (no
