@@ -291,8 +291,7 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
             nodes = dra_sched.publish(api, list(classes.values()))
             print(f"DRA: a ResourceSlice on each of {nodes} nodes; classes {', '.join(classes)}", file=sys.stderr)
         with contextlib.ExitStack() as stack:
-            agent = [str(ROOT / ".venv" / "bin" / "fpga-agent"), "extender", "--kubeconfig", str(BENCH_KUBECONFIG)]
-            extender = [*agent, "--listen", f"127.0.0.1:{EXTENDER_PORT}", "--log-level", "warning"]
+            extender = [str(ROOT / ".venv" / "bin" / "fpga-agent"), *extender_arguments(EXTENDER_PORT)]
             if not args.dra_only:
                 _plain, noop, ours = configurations[:3]
                 noop.process = stack.enter_context(
@@ -325,22 +324,16 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
     return configurations
 
 
+def extender_arguments(port: int) -> list[str]:
+    """``fpga-agent``'s arguments for an extender on ``port``, fed by the bench API server's Nodes."""
+    listen = f"127.0.0.1:{port}"
+    return ["extender", "--kubeconfig", str(BENCH_KUBECONFIG), "--listen", listen, "--log-level", "warning"]
+
+
 def started_against(checkout: Path, work: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """The extender of another checkout, run with this checkout's Python (and so its packages)."""
-    command = [
-        "env",
-        f"PYTHONPATH={checkout.resolve()}",
-        str(ROOT / ".venv" / "bin" / "python"),
-        "-m",
-        "agent.cli.main",
-        "extender",
-        "--kubeconfig",
-        str(BENCH_KUBECONFIG),
-        "--listen",
-        f"127.0.0.1:{AGAINST_PORT}",
-        "--log-level",
-        "warning",
-    ]
+    python = [str(ROOT / ".venv" / "bin" / "python"), "-m", "agent.cli.main"]
+    command = ["env", f"PYTHONPATH={checkout.resolve()}", *python, *extender_arguments(AGAINST_PORT)]
     return started(command, f"http://127.0.0.1:{AGAINST_PORT}/healthz", work / "against.log")
 
 
