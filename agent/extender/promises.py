@@ -31,6 +31,7 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 from __future__ import annotations
 
 import zlib
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,8 +59,9 @@ class Promises:
     """The promises of one score board; follows its node cache's change log."""
 
     def __init__(self) -> None:
-        #: Pod -> its promise, oldest first (a pod asked again is put last).
-        self._by_pod: dict[str, _Promise] = {}
+        #: Pod -> its promise, oldest first (a pod asked again is put last). An OrderedDict: the oldest is found
+        #: in constant time on every call (a dict walks past every entry deleted from its front).
+        self._by_pod: OrderedDict[str, _Promise] = OrderedDict()
         #: Bitstream -> node -> copies promised there.
         self._taken: dict[str, dict[str, int]] = {}
         #: Node -> the pods promised a copy there.
@@ -161,7 +163,7 @@ class Promises:
                 for pod in list(self._on_node[name]):
                     self._release(pod)
         while self._by_pod:
-            pod, promise = next(iter(self._by_pod.items()))
+            pod, promise = next(iter(self._by_pod.items()))  # the oldest: constant time in an OrderedDict
             if promise.expires > now:
                 break
             self._release(pod)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from agent.extender.demand import PodDemand
@@ -117,7 +118,9 @@ class ScoreBoard:
         #: Names this board's own values in the node states' memos (which every board shares).
         self._token = next(_BOARDS)
         self.facts = facts if facts is not None else ClusterFacts()
-        self._counted: dict[str, None] = {}
+        #: The pods counted, oldest first: an OrderedDict, whose oldest entry is found in constant time (a dict
+        #: used as a queue walks past every entry deleted from its front, up to thousands, on each call).
+        self._counted: OrderedDict[str, None] = OrderedDict()
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
         self._one_slot = OneSlotIndex(weights)
@@ -136,7 +139,7 @@ class ScoreBoard:
         if demand.pod in self._counted:
             return
         if len(self._counted) >= COUNTED_PODS:
-            del self._counted[next(iter(self._counted))]
+            self._counted.popitem(last=False)
         self._counted[demand.pod] = None
         for bitstream in demand.by_bitstream:
             self.facts.note_request(bitstream)

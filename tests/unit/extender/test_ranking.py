@@ -210,3 +210,32 @@ def test_tables_share_one_string_per_node_name() -> None:
     for name in (f"node-{i}" for i in range(50)):
         keys = [next(key for key in table.ranks if key == name) for table in tables]
         assert keys[0] is keys[1] is keys[2]
+
+
+class _NotedFacts(ClusterFacts):
+    """Cluster facts that also list each pod request they were told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted: list[str] = []
+
+    def note_request(self, bitstream: str) -> None:
+        self.noted.append(bitstream)
+        super().note_request(bitstream)
+
+
+def test_each_pod_is_counted_once_and_the_oldest_forgotten_past_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agent.extender.ranking.COUNTED_PODS", 3)
+    facts = _NotedFacts()
+    board = ScoreBoard(ScoreWeights(), facts=facts)
+    for pod in ("a", "b", "c", "a", "b", "d", "a", "c", "e", "e"):
+        board.count(replace(demand(("app", 1, pod.upper())), pod=pod))
+    # a, b, c counted; a and b again: remembered; d forgets a; a counted again (forgets b); c remembered; e forgets c
+    assert facts.noted == ["A", "B", "C", "D", "A", "E"]
+    for pod in ("d", "a", "e"):  # the three remembered
+        board.count(replace(demand(("app", 1, pod.upper())), pod=pod))
+    assert len(facts.noted) == 6
+    for _ in range(5000):  # a long stream of new pods keeps the memory at the limit, oldest out first
+        board.count(replace(demand(("app", 1, "X")), pod=f"p{len(facts.noted)}"))
+    board.count(replace(demand(("app", 1, "Y")), pod="e"))
+    assert facts.noted[-1] == "Y"
