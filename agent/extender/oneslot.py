@@ -105,6 +105,11 @@ class OneSlotIndex:
         self._with_dra = False
         #: (bitstream, platform) -> the nodes with a free slot holding it -> their packing for a one-slot pod.
         self._hits: dict[tuple[str, str], dict[str, int]] = {}
+        #: The same nodes as a set, which the names asked are probed against: a set keeps each entry's hash in
+        #: its table, so a name that holds nothing is told apart without reading any holder's string, where a
+        #: dict reads the stored string of every occupied slot the probe passes (strings made as the watch
+        #: delivered the nodes, scattered in memory: one cache miss each).
+        self._hit_names: dict[tuple[str, str], set[str]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -152,7 +157,8 @@ class OneSlotIndex:
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:
-            found = holders.keys() & names  # walks the names, probing the holders: no holder is touched unless asked
+            # walks the names, probing the holders' set: no holder's string is read unless asked
+            found = self._hit_names[(bitstream, platform)].intersection(names)
             if shadowed and found:
                 promised = found.intersection(shadowed)  # their free copies are promised to other pods
                 found -= promised
@@ -227,7 +233,7 @@ class OneSlotIndex:
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
-        self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}
+        self._entries, self._ranks, self._hits, self._hit_names, self._dra_ranks = {}, {}, {}, {}, {}
         self._catalogs, self._agreed = {}, {}
         self._valued_by, self._ageing = {}, set()
         for node in cache.nodes.values():
@@ -266,6 +272,7 @@ class OneSlotIndex:
         packing = node.packing(1)
         for key in hits:
             self._hits.setdefault(key, {})[name] = packing
+            self._hit_names.setdefault(key, set()).add(name)
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -302,8 +309,9 @@ class OneSlotIndex:
         for key in entry.hits:
             holders = self._hits[key]
             del holders[name]
+            self._hit_names[key].discard(name)
             if not holders:
-                del self._hits[key]
+                del self._hits[key], self._hit_names[key]
         for bitstream in entry.valued_by:
             nodes = self._valued_by[bitstream]
             nodes.discard(name)
