@@ -13,6 +13,9 @@ The same 2000 request bodies are replayed against ``Extender.prioritize``:
   (agent.extender.facts, worked out every 10 s) are in play from the 1500th call on, as in
   a real run: the nodes' scores then spread and answers list most of the names;
 * warm: the same bodies again, tables filled, the clock standing still;
+* long-running: a fresh extender scores 6000 pods first, so that what fills with time
+  (the pods counted once each, 4096 at most; the promises of the last 15 s) is at its
+  steady size, then new pods are timed;
 
 and the pieces of a warm call are timed alone (parsing, the score board, encoding).
 No HTTP, no other process: the floor under what ``bench/extender.py`` and
@@ -48,6 +51,8 @@ BITSTREAMS = 40
 PLATFORM = "sim-pr-v1"
 LONG_AGO = 1_700_000_000
 NOW = 1_800_000_000.0
+#: Pods scored before the long-running row is timed: more than the score board counts (4096), and 15 s of promises.
+LONG_RUN_PODS = 6000
 
 
 def node_annotations(index: int, name: str) -> dict[str, str]:
@@ -106,6 +111,24 @@ def flushed_us(bodies: list[bytes], call: Callable[[int, bytes], object], flush_
     return spent / len(bodies) * 1e6
 
 
+def long_running_us(rng: random.Random, names: list[str], cache: NodeCache, calls: int) -> float:
+    """Per call, for ``calls`` new pods once a fresh extender has scored ``LONG_RUN_PODS`` others at 150 pods/s: the
+    memories that fill with time (the pods counted once each, the promises of the last 15 s) at their sizes."""
+    clock = [NOW]
+
+    def tick() -> float:
+        clock[0] += 1 / 150
+        return clock[0]
+
+    extender = Extender(cache, ScoreWeights(), clock=tick)
+    for index in range(LONG_RUN_PODS):
+        reply = extender.prioritize(request_body(rng, index, names))
+        if reply.after is not None:
+            reply.after()
+    bodies = [request_body(rng, LONG_RUN_PODS + index, names) for index in range(calls)]
+    return per_call_us(bodies, lambda _i, body: extender.prioritize(body))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -134,6 +157,7 @@ def main() -> None:
     per_call_us(bodies, lambda _i, body: extender.prioritize(body))
     warm = per_call_us(bodies, lambda _i, body: extender.prioritize(body), repeat=2)
     flushed = flushed_us(bodies, lambda _i, body: extender.prioritize(body), args.flush_mb) if args.flush_mb else None
+    steady = long_running_us(rng, names, cache, args.calls)
     requests = [parse_extender_args(body) for body in bodies]
     board = extender._board  # the score board alone, for the breakdown
     lookup = cache.lookup()
@@ -153,6 +177,11 @@ def main() -> None:
             [(f"  the same, {args.flush_mb} MB written between calls (caches flushed)", f"{flushed:.0f} us", "")]
             if flushed is not None
             else []
+        ),
+        (
+            f"  the same, new pods after {LONG_RUN_PODS} (pods counted and promises at their steady numbers)",
+            f"{steady:.0f} us",
+            "",
         ),
         ("  of it: parsing the request", f"{parse:.0f} us", ""),
         ("  of it: the score board", f"{score:.0f} us", ""),
