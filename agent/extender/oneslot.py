@@ -103,13 +103,11 @@ class OneSlotIndex:
         #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
         #: clusters pay nothing for them); the first one rebuilds the index with them.
         self._with_dra = False
-        #: (bitstream, platform) -> the nodes with a free slot holding it -> their packing for a one-slot pod.
-        self._hits: dict[tuple[str, str], dict[str, int]] = {}
-        #: The same nodes as a set, which the names asked are probed against: a set keeps each entry's hash in
-        #: its table, so a name that holds nothing is told apart without reading any holder's string, where a
-        #: dict reads the stored string of every occupied slot the probe passes (strings made as the watch
-        #: delivered the nodes, scattered in memory: one cache miss each).
-        self._hit_names: dict[tuple[str, str], set[str]] = {}
+        #: (bitstream, platform) -> the nodes with a free slot holding it. A set, which the names asked are
+        #: probed against: it keeps each entry's hash in its table, so a name that holds nothing is told apart
+        #: without reading any holder's string, where a dict reads the stored string of every occupied slot a
+        #: probe passes (strings made as the watch delivered the nodes, scattered in memory: a cache miss each).
+        self._hits: dict[tuple[str, str], set[str]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -157,15 +155,16 @@ class OneSlotIndex:
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:
-            # walks the names, probing the holders' set: no holder's string is read unless asked
-            found = self._hit_names[(bitstream, platform)].intersection(names)
+            found = holders.intersection(names)  # walks the names, probing the holders: no holder read unless asked
+            entries = self._entries
             if shadowed and found:
                 promised = found.intersection(shadowed)  # their free copies are promised to other pods
                 found -= promised
                 if dra is not None:  # the allocator takes another slot there: scored on its own
-                    lifted.update((name, dra(name) * RANK_SCALE + holders[name]) for name in promised)
+                    lifted.update((name, dra(name) * RANK_SCALE + entries[name].node.packing(1)) for name in promised)
             loaded = self._weights.loaded * RANK_SCALE
-            lifted.update((name, loaded + holders[name]) for name in found)  # a free copy here: its packing kept
+            # a free copy here: its packing kept
+            lifted.update((name, loaded + entries[name].node.packing(1)) for name in found)
         return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
 
     def _per_name(
@@ -184,7 +183,7 @@ class OneSlotIndex:
         known = [name for name in names if name in held]
         keys = [_less(held[name], penalty) for name in known]
         loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-        hits = self._hits.get((bitstream, platform), {})
+        hits = self._hits.get((bitstream, platform), set())
         for at, name in enumerate(known):
             if name in hits:
                 if shadowed and name in shadowed:
@@ -233,7 +232,7 @@ class OneSlotIndex:
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
-        self._entries, self._ranks, self._hits, self._hit_names, self._dra_ranks = {}, {}, {}, {}, {}
+        self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}
         self._catalogs, self._agreed = {}, {}
         self._valued_by, self._ageing = {}, set()
         for node in cache.nodes.values():
@@ -269,10 +268,8 @@ class OneSlotIndex:
         for bitstream in valued_by:
             self._valued_by.setdefault(bitstream, set()).add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
-        packing = node.packing(1)
         for key in hits:
-            self._hits.setdefault(key, {})[name] = packing
-            self._hit_names.setdefault(key, set()).add(name)
+            self._hits.setdefault(key, set()).add(name)
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -308,10 +305,9 @@ class OneSlotIndex:
                     del tables[platform]
         for key in entry.hits:
             holders = self._hits[key]
-            del holders[name]
-            self._hit_names[key].discard(name)
+            holders.discard(name)
             if not holders:
-                del self._hits[key], self._hit_names[key]
+                del self._hits[key]
         for bitstream in entry.valued_by:
             nodes = self._valued_by[bitstream]
             nodes.discard(name)
