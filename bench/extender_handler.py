@@ -111,20 +111,25 @@ def flushed_us(bodies: list[bytes], call: Callable[[int, bytes], object], flush_
     return spent / len(bodies) * 1e6
 
 
+class PodClock:
+    """The extender's clock here: each reading (one per call) moves it by ``pace`` seconds, 150 pods/s as the real
+    scheduler schedules in bench/scheduler.py; a pace of 0 stands it still."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+        self.pace = 1 / 150
+
+    def __call__(self) -> float:
+        self.now += self.pace
+        return self.now
+
+
 def long_running_us(rng: random.Random, names: list[str], cache: NodeCache, calls: int) -> float:
     """Per call, for ``calls`` new pods once a fresh extender has scored ``LONG_RUN_PODS`` others at 150 pods/s: the
     memories that fill with time (the pods counted once each, the promises of the last 15 s) at their sizes."""
-    clock = [NOW]
-
-    def tick() -> float:
-        clock[0] += 1 / 150
-        return clock[0]
-
-    extender = Extender(cache, ScoreWeights(), clock=tick)
+    extender = Extender(cache, ScoreWeights(), clock=PodClock())
     for index in range(LONG_RUN_PODS):
-        reply = extender.prioritize(request_body(rng, index, names))
-        if reply.after is not None:
-            reply.after()
+        extender.prioritize(request_body(rng, index, names))
     bodies = [request_body(rng, LONG_RUN_PODS + index, names) for index in range(calls)]
     return per_call_us(bodies, lambda _i, body: extender.prioritize(body))
 
@@ -144,16 +149,10 @@ def main() -> None:
     cache = NodeCache()
     cache.replace(WatchedNode(n, read_node_slots(n, "1", node_annotations(i, n))) for i, n in enumerate(names))
     bodies = [request_body(rng, i, names) for i in range(args.calls)]
-    clock = [NOW]
-    pace = [1 / 150]
-
-    def tick() -> float:
-        clock[0] += pace[0]
-        return clock[0]
-
-    extender = Extender(cache, ScoreWeights(), clock=tick)
+    clock = PodClock()
+    extender = Extender(cache, ScoreWeights(), clock=clock)
     cold = per_call_us(bodies, lambda _i, body: extender.prioritize(body))
-    pace[0] = 0.0  # warm: the clock (and with it the cluster's values) stands still
+    clock.pace = 0.0  # warm: the clock (and with it the cluster's values) stands still
     per_call_us(bodies, lambda _i, body: extender.prioritize(body))
     warm = per_call_us(bodies, lambda _i, body: extender.prioritize(body), repeat=2)
     flushed = flushed_us(bodies, lambda _i, body: extender.prioritize(body), args.flush_mb) if args.flush_mb else None
@@ -161,11 +160,11 @@ def main() -> None:
     requests = [parse_extender_args(body) for body in bodies]
     board = extender._board  # the score board alone, for the breakdown
     lookup = cache.lookup()
-    answers = [board.prioritize(cache, r.demand, r.node_names or [], lookup, clock[0]) for r in requests]
+    answers = [board.prioritize(cache, r.demand, r.node_names or [], lookup, clock.now) for r in requests]
     parse = per_call_us(bodies, lambda _i, body: parse_extender_args(body), repeat=2)
     score = per_call_us(
         bodies,
-        lambda i, _b: board.prioritize(cache, requests[i].demand, requests[i].node_names or [], lookup, clock[0]),
+        lambda i, _b: board.prioritize(cache, requests[i].demand, requests[i].node_names or [], lookup, clock.now),
         repeat=2,
     )
     encode = per_call_us(bodies, lambda i, _b: encode_priorities(answers[i]), repeat=2)
