@@ -160,9 +160,11 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def started(command: list[str], health_url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def started(
+    command: list[str], health_url: str, log: Path, cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
     try:
         wait_healthy(health_url, process)
         yield process
@@ -330,11 +332,18 @@ def extender_arguments(port: int) -> list[str]:
     return ["extender", "--kubeconfig", str(BENCH_KUBECONFIG), "--listen", listen, "--log-level", "warning"]
 
 
-def started_against(checkout: Path, work: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
-    """The extender of another checkout, run with this checkout's Python (and so its packages)."""
+def against_command(checkout: Path, port: int) -> tuple[list[str], Path]:
+    """The command running the extender of another checkout with this checkout's Python (and so its packages),
+    and the directory to run it in: the checkout itself. ``python -m`` puts its working directory first on the
+    module path, ahead of PYTHONPATH, so run from here it would run this checkout's extender instead."""
     python = [str(ROOT / ".venv" / "bin" / "python"), "-m", "agent.cli.main"]
-    command = ["env", f"PYTHONPATH={checkout.resolve()}", *python, *extender_arguments(AGAINST_PORT)]
-    return started(command, f"http://127.0.0.1:{AGAINST_PORT}/healthz", work / "against.log")
+    return [*python, *extender_arguments(port)], checkout.resolve()
+
+
+def started_against(checkout: Path, work: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    """The extender of another checkout (``against_command``), until the block ends."""
+    command, cwd = against_command(checkout, AGAINST_PORT)
+    return started(command, f"http://127.0.0.1:{AGAINST_PORT}/healthz", work / "against.log", cwd=cwd)
 
 
 def spread(rates: list[float]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -49,3 +50,17 @@ def test_a_wrong_against_is_one_line_before_anything_starts(
     monkeypatch.setattr(sys, "argv", ["scheduler.py", *argv])
     with pytest.raises(SystemExit, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
         scheduler.main()
+
+
+def test_the_other_checkouts_extender_is_the_one_that_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started from this checkout (as the bench is), ``python -m agent.cli.main`` must import the other one."""
+    cli = tmp_path / "other" / "agent" / "cli"
+    cli.mkdir(parents=True)
+    for package in (cli.parent, cli):
+        (package / "__init__.py").write_text("")
+    (cli / "main.py").write_text("import sys\nprint('the other checkout', sys.argv[1:3])\n")
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])  # this checkout, with its own agent/cli/main.py
+    command, cwd = scheduler.against_command(tmp_path / "other", 18890)
+    command[0] = sys.executable  # the test's interpreter: a fresh checkout's .venv is the one running the tests
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == "the other checkout ['extender', '--kubeconfig']\n"
