@@ -52,13 +52,14 @@ sys.path.insert(0, str(ROOT))
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
-from agent.extender import NodeCache  # noqa: E402
+from agent.extender import NodeCache, WatchedNode  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import validate_name  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Health, checkpoint  # noqa: E402
+from bench.extender_handler import node_annotations  # noqa: E402
 from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
@@ -356,21 +357,36 @@ def mutate(body: Any, rng: random.Random) -> bytes:
     walk(document, [])
     path = rng.choice(paths)
     replacement = rng.choice([None, True, 7, -1, 1.5, "", weird_text(rng), [], {}, [weird_text(rng)], {"a": 1}])
-    if not path:
-        return json.dumps(replacement).encode()
-    target = document
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = replacement
-    return json.dumps(document).encode()
+    if path:
+        target = document
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = replacement
+    else:
+        document = replacement
+    if rng.random() < 0.5:
+        return json.dumps(document).encode()
+    # as kube-scheduler sends it (Go's encoding/json: no spaces), sometimes cut or spliced
+    raw = json.dumps(document, separators=(",", ":")).encode()
+    splices = [b"", b'"', b",", b"]", b"}", b"\\", b" "]
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        at = rng.randrange(len(raw) + 1)
+        put = rng.choice([*splices, weird_text(rng).encode()])
+        raw = raw[:at] + put + raw[at + rng.randrange(3) :]
+    return raw
 
 
 def soak_extender(cases: int, rng: random.Random) -> list[Row]:
+    """Mangled requests over HTTP about a one-slot pod, on nodes with published state: an intact request gets
+    as far as the one-slot index and the promises, not only the parser."""
+    names = [f"fake-fpga-{i}" for i in range(1, 41)]
     cache = NodeCache()
-    cache.replace([])
+    cache.replace(WatchedNode(n, read_node_slots(n, "1", node_annotations(i, n))) for i, n in enumerate(names))
     captured = sample("extender-prioritize-request.json")
+    captured["Pod"]["metadata"]["annotations"] = {ANNOTATION: "bs-3"}
+    captured["NodeNames"] = names[::2]
     counts: dict[int, int] = {}
-    crashes = 0
+    crashes = scored = 0
     gc.collect()
     rss_before = rss_mb()
     with extender_in_thread(cache) as url:
@@ -384,6 +400,8 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
                 response = connection.getresponse()
                 answer = response.read()
                 counts[response.status] = counts.get(response.status, 0) + 1
+                if path == "/prioritize" and response.status == 200 and answer != b"[]":
+                    scored += 1
                 if response.status >= 500 or (response.status >= 400 and b"Error" not in answer):
                     crashes += 1
             except (OSError, http.client.HTTPException) as exc:
@@ -395,6 +413,7 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     return [
         (f"extender fuzz ({cases} bodies over HTTP)", shown, "-"),
         ("extender: 5xx, answers without Error, dropped connections", str(crashes), "0"),
+        ("extender: prioritize answers that scored nodes (the request read whole)", str(scored), "-"),
         ("process RSS before / after the extender fuzz", f"{rss_before:.0f} / {rss_mb():.0f} MB", "bounded"),
     ]
 

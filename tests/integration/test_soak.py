@@ -41,6 +41,8 @@ async def test_fuzzed_grpc_calls_are_answered_clearly_and_rejections_change_noth
 def test_fuzzed_extender_bodies_get_200_or_4xx_with_error() -> None:
     rows = soak.soak_extender(300, random.Random(7))
     assert set(zero_rows(rows).values()) == {"0"}, rows
+    scored = next(result for name, result, _ in rows if name.startswith("extender: prioritize answers that scored"))
+    assert int(scored) > 20, rows  # intact requests reach the scoring, not only the parser
 
 
 def test_fuzzed_annotations_never_escape_the_readers() -> None:
