@@ -156,16 +156,22 @@ class OneSlotIndex:
         holders = self._hits.get((bitstream, platform))
         if holders:
             found = holders.intersection(names)  # walks the names, probing the holders: no holder read unless asked
-            entries = self._entries
             if shadowed and found:
                 promised = found.intersection(shadowed)  # their free copies are promised to other pods
                 found -= promised
                 if dra is not None:  # the allocator takes another slot there: scored on its own
-                    lifted.update((name, dra(name) * RANK_SCALE + entries[name].node.packing(1)) for name in promised)
+                    lifted.update((name, dra(name) * RANK_SCALE + self._packing(ranks, name)) for name in promised)
             loaded = self._weights.loaded * RANK_SCALE
             # a free copy here: its packing kept
-            lifted.update((name, loaded + entries[name].node.packing(1)) for name in found)
+            lifted.update((name, loaded + self._packing(ranks, name)) for name in found)
         return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
+
+    @staticmethod
+    def _packing(ranks: RankedNodes, name: str) -> int:
+        """A holder's packing for a one-slot pod, from its rank in the platform's table: one lookup in a table the
+        call reads anyway, where its state is three objects away, each a cache miss (15 % of a call, flushed).
+        Every holder is there: its catalog agrees on the bitstream's platform, or no answer comes from here."""
+        return ranks.ranks[name] % RANK_SCALE
 
     def _per_name(
         self,
