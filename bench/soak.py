@@ -413,7 +413,7 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     return [
         (f"extender fuzz ({cases} bodies over HTTP)", shown, "-"),
         ("extender: 5xx, answers without Error, dropped connections", str(crashes), "0"),
-        ("extender: prioritize answers that scored nodes (the request read whole)", str(scored), "-"),
+        ("extender: prioritize answers that scored nodes (requests intact enough to be scored)", str(scored), "-"),
         ("process RSS before / after the extender fuzz", f"{rss_before:.0f} / {rss_mb():.0f} MB", "bounded"),
     ]
 

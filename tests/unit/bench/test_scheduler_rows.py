@@ -61,6 +61,6 @@ def test_the_other_checkouts_extender_is_the_one_that_runs(tmp_path: Path, monke
     (cli / "main.py").write_text("import sys\nprint('the other checkout', sys.argv[1:3])\n")
     monkeypatch.chdir(Path(__file__).resolve().parents[3])  # this checkout, with its own agent/cli/main.py
     command, cwd = scheduler.against_command(tmp_path / "other", 18890)
-    command[0] = sys.executable  # the test's interpreter: a fresh checkout's .venv is the one running the tests
+    command[0] = sys.executable  # the interpreter running the tests: the command names .venv's, which pytest may lack
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == "the other checkout ['extender', '--kubeconfig']\n"
