@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 
 from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
@@ -79,6 +80,10 @@ class _Group:
 _SHARED_RANKS: dict[int, int] = {}
 
 
+def _shared(rank: int) -> int:
+    return _SHARED_RANKS.setdefault(rank, rank)
+
+
 def _less(key: int, penalty: int) -> int:
     """A rank with ``penalty`` taken off its score (not below 0), its packing kept."""
     return max(0, key // RANK_SCALE - penalty) * RANK_SCALE + key % RANK_SCALE
@@ -103,11 +108,12 @@ class OneSlotIndex:
         #: Whether a DRA pod was asked about: until then the DRA bases are not worked out (device-plugin
         #: clusters pay nothing for them); the first one rebuilds the index with them.
         self._with_dra = False
-        #: (bitstream, platform) -> the nodes with a free slot holding it. A set, which the names asked are
-        #: probed against: it keeps each entry's hash in its table, so a name that holds nothing is told apart
-        #: without reading any holder's string, where a dict reads the stored string of every occupied slot a
-        #: probe passes (strings made as the watch delivered the nodes, scattered in memory: a cache miss each).
-        self._hits: dict[tuple[str, str], set[str]] = {}
+        #: (bitstream, platform) -> the nodes with a free slot holding it, each with its rank there for a one-slot
+        #: pod (the ``loaded`` score and its packing). The names asked are probed against it (a small table, its
+        #: entries' hashes kept in it: a name that holds nothing is told apart without reading any holder's
+        #: string), and a holder found is ranked from the entry just read, not from the platform's table of
+        #: every node, whose entries are out of the CPU's caches (a miss each, 15 % of a call, flushed).
+        self._hits: dict[tuple[str, str], dict[str, int]] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -155,23 +161,16 @@ class OneSlotIndex:
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:
-            found = holders.intersection(names)  # walks the names, probing the holders: no holder read unless asked
+            # walks the names, probing the holders (no holder read unless asked): those asked, in the order asked
+            found = list(filter(holders.__contains__, names))
             if shadowed and found:
-                promised = found.intersection(shadowed)  # their free copies are promised to other pods
-                found -= promised
-                if dra is not None:  # the allocator takes another slot there: scored on its own
-                    lifted.update((name, dra(name) * RANK_SCALE + self._packing(ranks, name)) for name in promised)
-            loaded = self._weights.loaded * RANK_SCALE
-            # a free copy here: its packing kept
-            lifted.update((name, loaded + self._packing(ranks, name)) for name in found)
+                promised = list(filter(shadowed.__contains__, found))  # their free copies are promised to other pods
+                if promised:
+                    found = list(filterfalse(shadowed.__contains__, found))
+                    if dra is not None:  # the allocator takes another slot there: scored on its own, packing kept
+                        lifted.update((name, dra(name) * RANK_SCALE + holders[name] % RANK_SCALE) for name in promised)
+            lifted.update(zip(found, map(holders.__getitem__, found), strict=True))  # a free copy here
         return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
-
-    @staticmethod
-    def _packing(ranks: RankedNodes, name: str) -> int:
-        """A holder's packing for a one-slot pod, from its rank in the platform's table: one lookup in a table the
-        call reads anyway, where its state is three objects away, each a cache miss (15 % of a call, flushed).
-        Every holder is there: its catalog agrees on the bitstream's platform, or no answer comes from here."""
-        return ranks.ranks[name] % RANK_SCALE
 
     def _per_name(
         self,
@@ -189,7 +188,7 @@ class OneSlotIndex:
         known = [name for name in names if name in held]
         keys = [_less(held[name], penalty) for name in known]
         loaded = max(0, self._weights.loaded - penalty) * RANK_SCALE
-        hits = self._hits.get((bitstream, platform), set())
+        hits = self._hits.get((bitstream, platform), {})
         for at, name in enumerate(known):
             if name in hits:
                 if shadowed and name in shadowed:
@@ -200,6 +199,12 @@ class OneSlotIndex:
         return best_ranked(known, keys, limit, pack_ties=dra is not None)
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
+
+    def refresh(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, now: float) -> None:
+        """Bring the index up to date ahead of the next call (once an answer is written), if it follows ``cache``;
+        an index not built yet stays so."""
+        if cache is self._cache:
+            self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
 
     def _sync(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         try:
@@ -233,7 +238,7 @@ class OneSlotIndex:
             rebase.update(self._ageing)
         for name in rebase:  # the same node, a new clock step or new cluster values: only its bases change
             entry = self._entries[name]
-            self._put_bases(entry.node, entry.platforms)
+            self._put_bases(entry.node, entry.platforms, entry.node.packing(1))
 
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
@@ -244,16 +249,15 @@ class OneSlotIndex:
         for node in cache.nodes.values():
             self._add(node)
 
-    def _put_bases(self, node: NodeSlots, platforms: tuple[str, ...]) -> None:
+    def _put_bases(self, node: NodeSlots, platforms: tuple[str, ...], packing: int) -> None:
         name = node.name
         now = float(self._step * CLOCK_STEP_S)
-        packing = node.packing(1)
         for platform in platforms:
             rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-            self._table(self._ranks, platform).put(name, _SHARED_RANKS.setdefault(rank, rank))
+            self._table(self._ranks, platform).put(name, _shared(rank))
             if self._with_dra:
                 rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-                self._table(self._dra_ranks, platform).put(name, _SHARED_RANKS.setdefault(rank, rank))
+                self._table(self._dra_ranks, platform).put(name, _shared(rank))
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:
@@ -269,13 +273,14 @@ class OneSlotIndex:
     def _add(self, node: NodeSlots) -> None:
         name = node.name
         platforms = tuple(set(node.bitstreams.values()))
-        self._put_bases(node, platforms)
+        packing = node.packing(1)
+        self._put_bases(node, platforms, packing)
         valued_by = self._keep_dependencies(node, platforms)
         for bitstream in valued_by:
             self._valued_by.setdefault(bitstream, set()).add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
         for key in hits:
-            self._hits.setdefault(key, set()).add(name)
+            self._hits.setdefault(key, {})[name] = _shared(self._weights.loaded * RANK_SCALE + packing)
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -311,7 +316,7 @@ class OneSlotIndex:
                     del tables[platform]
         for key in entry.hits:
             holders = self._hits[key]
-            holders.discard(name)
+            del holders[name]
             if not holders:
                 del self._hits[key]
         for bitstream in entry.valued_by:

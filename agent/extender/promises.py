@@ -33,7 +33,7 @@ from __future__ import annotations
 import zlib
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.extender.nodestate import NodeSlots
 from agent.extender.scoretable import ChangeLog, Scores
@@ -43,8 +43,7 @@ _NONE: frozenset[str] = frozenset()
 PROMISE_TTL_S = 15.0
 
 
-@dataclass(frozen=True, slots=True)
-class _Promise:
+class _Promise(NamedTuple):  # a tuple: made on every call that promises, where a frozen dataclass costs 3x
     bitstream: str
     node: str
     expires: float
@@ -139,13 +138,9 @@ class Promises:
             ]
         chosen = tied[zlib.crc32(pod.encode()) % len(tied)]
         self._pending = (cache, pod, _Promise(bitstream, chosen, now + PROMISE_TTL_S))  # recorded by ``record``
-        settled: Scores = []
-        for name, score in answer:
-            if score == top_score and name != chosen:
-                score -= 1
-            if score > 0:
-                settled.append((name, score))
-        return settled
+        lower = top_score - 1
+        settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]
+        return settled if lower > 0 else [entry for entry in settled if entry[1] > 0]
 
     def _follow(self, cache: ChangeLog, now: float) -> None:
         if cache is not self._cache or cache.generation != self._generation:

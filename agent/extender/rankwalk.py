@@ -31,8 +31,8 @@ from 876k to 793k instructions per call.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from itertools import filterfalse, islice, repeat
 
 from agent.extender.scoretable import RANK_SCALE, Scores
 
@@ -94,7 +94,7 @@ def best_of_asked(
 ) -> Scores:
     """The answer for ``names``: each listed name's score shifted to the floor, the floor left out, at most
     ``limit`` entries (0: all), the best by rank, ties in the order asked.
-    ``lifted``: names asked that rank otherwise for this pod, with their ranks. ``pack_ties`` as for
+    ``lifted``: names asked that rank otherwise for this pod, with their ranks, in the order asked. ``pack_ties`` as for
     :func:`~agent.extender.scoretable.best_ranked`: when every name scores the floor but their packings
     differ, the best packed are listed at 1. ``tops``, when given, receives the names listed at the best rank
     (score and packing alike: the leading entries that tie for the top)."""
@@ -107,53 +107,44 @@ def best_of_asked(
     for name, rank in lifted.items():
         extra.setdefault(rank, []).append(name)
     picked: Scores = []
-    listed: set[str] = set()
-    last = None
-    for rank in heapq.merge(table.order(), sorted(extra, reverse=True), reverse=True):
+    # every rank held, best first: the table's (few: scores x packings) and the lifted names'
+    ranks = sorted(extra.keys() | table.order(), reverse=True) if extra else table.order()
+    groups = table.groups
+    for rank in ranks:
         if 0 < limit <= len(picked) or rank < lowest:
             break
-        if rank == last:
-            continue
-        last = rank
         need = limit - len(picked) if limit > 0 else len(names)
-        if rank < top:  # at the floor's score: left out, unless every name is and packing tells them apart
-            if picked or not pack_ties or rank == lowest:
-                break
-            found = list(_at_rank(table.groups.get(rank), extra.get(rank, ()), names, lifted, need))
-            picked.extend((name, 1) for name in found)
-            if picked:
+        if rank < top and (picked or not pack_ties or rank == lowest):
+            break  # at the floor's score: left out, unless every name is and packing tells them apart
+        # a name is listed once: a lifted name is taken out of its group, and the names asked are distinct
+        found = _at_rank(groups.get(rank), extra.get(rank, ()), names, lifted, need)
+        if rank < top:
+            if found:
+                picked.extend(zip(found, repeat(1)))
                 if tops is not None:
                     tops.extend(found)
                 break
             continue
-        score = rank // RANK_SCALE - floor
-        first = not picked
-        for name in _at_rank(table.groups.get(rank), extra.get(rank, ()), names, lifted, need):
-            if name not in listed:
-                listed.add(name)
-                picked.append((name, score))
-                if first and tops is not None:
-                    tops.append(name)
+        if not picked and tops is not None:
+            tops.extend(found)
+        picked.extend(zip(found, repeat(rank // RANK_SCALE - floor)))
     return picked
 
 
 def _lowest(table: RankedNodes, names: Sequence[str], lifted: Mapping[str, int]) -> int | None:
     """The lowest rank among the names asked that the table holds; None when it holds none of them."""
     lowest = min(lifted.values()) if lifted else None
-    raised = set(lifted)
     groups = table.groups
     for rank in reversed(table.order()):
         if lowest is not None and rank >= lowest:
             break
-        group = groups[rank]
-        if group.isdisjoint(names):  # walks the names, stops at the first in the group
+        # the names asked in the group, in order (C-level: walks the names, probing the group)
+        asked = filter(groups[rank].__contains__, names)
+        first = next(asked, None)
+        if first is None:
             continue
-        if (
-            raised
-            and not group.isdisjoint(raised)  # some of its names asked rank otherwise: all of them?
-            and all(map(raised.__contains__, filter(group.__contains__, names)))  # stops at the first other
-        ):
-            continue
+        if first in lifted and all(map(lifted.__contains__, asked)):  # all of them rank otherwise: stops at the
+            continue  # first that does not
         return rank
     return lowest
 
@@ -164,13 +155,15 @@ def _at_rank(
     names: Sequence[str],
     lifted: Mapping[str, int],
     need: int,
-) -> Iterable[str]:
-    """The names asked at one rank, the group's (less the lifted) and ``extra``: all of them (by name) when
-    they are ``need`` or fewer, else the first ``need`` in the order asked."""
-    if group is None:
-        found: set[str] = set(extra)
+) -> list[str]:
+    """The names asked at one rank, the group's (less the lifted) and ``extra`` (lifted names, in the order
+    asked): all of them when they are ``need`` or fewer (a group's by name, lifted names alone in the order
+    asked), else the first ``need`` in the order asked."""
+    if group is None:  # lifted names only: in the order asked (``lifted``'s order), each once
+        listed = extra if isinstance(extra, list) else list(extra)
+        return listed[:need]
     elif len(group) <= len(names):
-        found = group.intersection(names)  # walks the names, probing the group
+        found: set[str] = group.intersection(names)  # walks the names, probing the group
         if lifted:
             found.difference_update(lifted)
         found.update(extra)
@@ -189,6 +182,11 @@ def _first(names: Sequence[str], wanted: Callable[[str], bool], need: int, skip:
     chosen: list[str] = []
     if need <= 0:
         return chosen
+    # C-level: the names asked are distinct (kube-scheduler never repeats one), checked on what was taken
+    chosen = list(islice(filterfalse(skip.__contains__, filter(wanted, names)), need))
+    if len(set(chosen)) == len(chosen):
+        return chosen
+    chosen = []
     seen: set[str] = set()
     for name in filter(wanted, names):
         if name not in seen and name not in skip:

@@ -226,3 +226,42 @@ def test_a_dense_answer_keeps_the_best_nodes_by_score_then_packing_then_order() 
     answer = index.prioritize(cache, "aes", asked, {"sha": 1.0}, 1, NOW, 3)
     assert dict(answer or []) == {"copy": 9, "half": 6, "e3": 6}
     assert len(index.prioritize(cache, "aes", asked, {"sha": 1.0}, 1, NOW, 0) or []) == 6  # 0: no limit
+
+
+def test_a_changed_node_is_taken_in_once_the_answer_is_written_not_by_the_next_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = NodeCache()
+    cache.replace([WatchedNode(n, node(n, [slot("s0")])) for n in ("a", "b")])
+    board = ScoreBoard(ScoreWeights())
+    ask = demand(("main", 1, "aes"))
+    assert board.prioritize(cache, ask, ["a", "b"], cache.lookup(), NOW) == []
+    board.after_answer()
+    added: list[str] = []
+    real = OneSlotIndex._add
+    monkeypatch.setattr(OneSlotIndex, "_add", lambda index, state: (added.append(state.name), real(index, state)))
+    cache.apply("MODIFIED", WatchedNode("a", node("a", [slot("s0", bitstream="aes")])))
+    assert board.prioritize(cache, ask, ["a", "b"], cache.lookup(), NOW)[0][0] == "a"  # taken in by this call
+    assert added == ["a"]
+    board.after_answer()
+    cache.apply("MODIFIED", WatchedNode("b", node("b", [slot("s0", bitstream="aes")])))
+    board.after_answer()  # nothing was asked since: the index is not touched
+    assert added == ["a"]
+    assert board.prioritize(cache, ask, ["a", "b"], cache.lookup(), NOW) == []  # b taken in: both hold it
+    assert added == ["a", "b"]
+    cache.apply("MODIFIED", WatchedNode("b", node("b", [slot("s0")])))
+    board.after_answer()  # the answer to the last call is written: b's change is taken in now
+    assert added == ["a", "b", "b"]
+    assert dict(board.prioritize(cache, ask, ["a", "b"], cache.lookup(), NOW)) == {"a": 3}
+    assert added == ["a", "b", "b"]  # the call itself had nothing left to take in
+
+
+def test_an_index_not_built_yet_is_not_built_once_an_answer_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = NodeCache()
+    cache.replace([WatchedNode(n, node(n, [slot("s0")])) for n in ("a", "b")])
+    board = ScoreBoard(ScoreWeights())
+    rebuilt: list[int] = []
+    monkeypatch.setattr(OneSlotIndex, "_rebuild", lambda *args: rebuilt.append(1))
+    board.prioritize(cache, demand(("main", 2, "aes")), ["a", "b"], cache.lookup(), NOW)  # two slots: no index
+    board.after_answer()
+    assert rebuilt == []
