@@ -195,7 +195,7 @@ class ExtenderApp:
             if then is not None:
                 then()
 
-        return reply._replace(after=observe)
+        return Reply(reply.status, reply.content_type, reply.body, reply.allow, observe)
 
 
 def build_app(
