@@ -62,16 +62,18 @@ def json_error(status: int, text: str) -> Reply:
 
 def render(reply: Reply, *, close: bool) -> bytes:
     """Status line, headers and body as one piece."""
-    phrase = HTTPStatus(reply.status).phrase
-    head = (
-        f"HTTP/1.1 {reply.status} {phrase}\r\nContent-Type: {reply.content_type}\r\n"
-        f"Content-Length: {len(reply.body)}\r\n"
-    )
+    head = f"{_status_line(reply.status)}Content-Type: {reply.content_type}\r\nContent-Length: {len(reply.body)}\r\n"
     if reply.allow:
         head += f"Allow: {reply.allow}\r\n"
     if close:
         head += "Connection: close\r\n"
     return (head + "\r\n").encode("latin-1") + reply.body
+
+
+@functools.lru_cache(maxsize=64)
+def _status_line(status: int) -> str:
+    """``HTTP/1.1 200 OK\\r\\n``: an enum lookup once per status, not once per answer."""
+    return f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
 
 
 class HttpProtocol(asyncio.Protocol):

@@ -127,10 +127,11 @@ class Promises:
         first = nodes.get(answer[0][0])
         if first is None or free_copies(first, bitstream) <= promised.get(answer[0][0], 0):
             return answer
-        top_score, packing = answer[0][1], first.packing(1)
+        top_score = answer[0][1]
         # The nodes the scheduler would choose among at random (same score, same packing): one of them,
         # spread by the pod's name as the scheduler's random pick would spread them, not always the first.
         if tied is None:
+            packing = first.packing(1)
             tied = [
                 name
                 for name, score in answer
