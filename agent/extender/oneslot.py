@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import filterfalse
 
 from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
@@ -163,13 +162,14 @@ class OneSlotIndex:
         if holders:
             # walks the names, probing the holders (no holder read unless asked): those asked, in the order asked
             found = list(filter(holders.__contains__, names))
-            if shadowed and found:
-                promised = list(filter(shadowed.__contains__, found))  # their free copies are promised to other pods
-                if promised:
-                    found = list(filterfalse(shadowed.__contains__, found))
-                    if dra is not None:  # the allocator takes another slot there: scored on its own, packing kept
-                        lifted.update((name, dra(name) * RANK_SCALE + holders[name] % RANK_SCALE) for name in promised)
-            lifted.update(zip(found, map(holders.__getitem__, found), strict=True))  # a free copy here
+            if shadowed and any(map(shadowed.__contains__, found)):  # copies promised to other pods
+                for name in found:
+                    if name not in shadowed:
+                        lifted[name] = holders[name]  # a free copy here
+                    elif dra is not None:  # the allocator takes another slot there: scored on its own, packing kept
+                        lifted[name] = dra(name) * RANK_SCALE + holders[name] % RANK_SCALE
+            else:
+                lifted.update(zip(found, map(holders.__getitem__, found), strict=True))  # a free copy here
         return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
 
     def _per_name(
