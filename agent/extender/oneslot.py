@@ -200,12 +200,6 @@ class OneSlotIndex:
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
-    def refresh(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, now: float) -> None:
-        """Bring the index up to date ahead of the next call (once an answer is written), if it follows ``cache``;
-        an index not built yet stays so."""
-        if cache is self._cache:
-            self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
-
     def _sync(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         try:
             self._follow(cache, keep, keep_version, step)

@@ -124,23 +124,15 @@ class ScoreBoard:
         self._cache: ChangeLog | None = None
         self._tables: dict[tuple[str, int, int], ScoreTable] = {}
         self._one_slot = OneSlotIndex(weights)
-        #: The cache and the time of the last call, until ``after_answer`` brings the values up to date with it.
-        self._scored: tuple[ChangeLog, float] | None = None
         #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
         self.limit = limit
 
     def after_answer(self) -> None:
-        """Bookkeeping the answer just given does not depend on, done once it is written: the promise it made is
-        recorded, and the cluster's values and the one-slot index are brought up to date with the pod it counted,
-        ahead of the next call. Every call first does what is left of it, so calling this is not needed for
-        correctness, only to keep it out of the time the scheduler waits for an answer."""
+        """Bookkeeping the answer just given does not depend on: the promise it made is recorded (every call
+        records a pending one first, so calling this is not needed for correctness, only to keep it out of the
+        next call's time)."""
         if self.promises is not None:
             self.promises.record()
-        scored, self._scored = self._scored, None
-        if scored is not None:
-            cache, now = scored
-            keep = self.facts.keep_values(cache.nodes.values(), now)
-            self._one_slot.refresh(cache, keep, self.facts.version, now)
 
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
@@ -159,7 +151,6 @@ class ScoreBoard:
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
         self.count(demand)
-        self._scored = (cache, now)
         facts = self.facts
         keep = facts.keep_values(cache.nodes.values(), now)
         if demand.dra is not None:

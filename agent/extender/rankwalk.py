@@ -31,7 +31,7 @@ from 876k to 793k instructions per call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from itertools import filterfalse, islice, repeat
 
 from agent.extender.scoretable import RANK_SCALE, Scores
@@ -151,7 +151,7 @@ def _lowest(table: RankedNodes, names: Sequence[str], lifted: Mapping[str, int])
 
 def _at_rank(
     group: set[str] | None,
-    extra: Iterable[str],
+    extra: Sequence[str],
     names: Sequence[str],
     lifted: Mapping[str, int],
     need: int,
@@ -160,8 +160,7 @@ def _at_rank(
     asked): all of them when they are ``need`` or fewer (a group's by name, lifted names alone in the order
     asked), else the first ``need`` in the order asked."""
     if group is None:  # lifted names only: in the order asked (``lifted``'s order), each once
-        listed = extra if isinstance(extra, list) else list(extra)
-        return listed[:need]
+        return list(extra[:need])
     elif len(group) <= len(names):
         found: set[str] = group.intersection(names)  # walks the names, probing the group
         if lifted:
