@@ -40,8 +40,10 @@ class ExtenderMetrics:
         self._verbs = verbs
         #: (verb, code) -> requests answered.
         self.answered: dict[tuple[str, int], int] = {}
-        #: Verb -> (requests per latency bucket, the last one past every bound; seconds in all).
-        self.latency: dict[str, tuple[list[int], list[float]]] = {}
+        #: Verb -> requests per latency bucket (the last one past every bound).
+        self.buckets: dict[str, list[int]] = {}
+        #: Verb -> seconds taken in all.
+        self.seconds: dict[str, float] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Requests(self))
 
@@ -56,12 +58,11 @@ class ExtenderMetrics:
             return
         key = (verb, code)
         self.answered[key] = self.answered.get(key, 0) + 1
-        latency = self.latency.get(verb)
-        if latency is None:
-            latency = self.latency[verb] = ([0] * (len(LATENCY_BUCKETS_S) + 1), [0.0])
-        counts, total = latency
+        counts = self.buckets.get(verb)
+        if counts is None:
+            counts = self.buckets[verb] = [0] * (len(LATENCY_BUCKETS_S) + 1)
         counts[bisect_left(LATENCY_BUCKETS_S, seconds)] += 1  # a bound is the largest value its bucket holds
-        total[0] += seconds
+        self.seconds[verb] = self.seconds.get(verb, 0.0) + seconds
 
     def serve(self, _body: bytes) -> Reply:
         return Reply(200, CONTENT_TYPE_LATEST, generate_latest(self.registry))
@@ -83,9 +84,9 @@ class _Requests(Collector):
         seconds = HistogramMetricFamily(
             "fpga_slot_extender_request_duration_seconds", "Time the extender took to answer, by verb", labels=["verb"]
         )
-        for verb, (counts, total) in sorted(self._metrics.latency.items()):
+        for verb, counts in sorted(self._metrics.buckets.items()):
             cumulative = list(accumulate(counts))
-            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), total[0])
+            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), self._metrics.seconds[verb])
         yield seconds
 
 
