@@ -23,11 +23,16 @@ ARG PYTHON_VERSION=3.11
 # ----------------------------------------------------------------------------- build
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+# A C compiler for the extender's compiled sample reader (agent/extender/_sample.c; the
+# base image has Python's headers). It stays in this stage.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY agent ./agent
-# The project's wheel and one wheel for each dependency (grpcio and protobuf come as
-# binary wheels for this platform: nothing is compiled).
+# The project's wheel (with the compiled reader) and one wheel for each dependency
+# (grpcio and protobuf come as binary wheels for this platform: nothing else is compiled).
 RUN python -m pip wheel --wheel-dir /wheels . \
  && ls /wheels/fpga_slot-*.whl \
  && python -m venv /opt/fpga-slot \
@@ -47,7 +52,8 @@ RUN python -m pip uninstall -y pip setuptools wheel
 # wheels only (the environment's python is the base image's, at the same path).
 COPY --from=build /opt/fpga-slot /opt/fpga-slot
 ENV PATH=/opt/fpga-slot/bin:$PATH
-RUN fpga-agent --help > /dev/null
+RUN fpga-agent --help > /dev/null \
+ && python -c 'import agent.extender._sample'
 USER 65532:65532
 ENTRYPOINT ["fpga-agent"]
 CMD ["run"]

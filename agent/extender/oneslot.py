@@ -43,9 +43,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from agent.extender import sample
 from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
-from agent.extender.rankwalk import RankedNodes, best_of_asked
+from agent.extender.rankwalk import RankedNodes, best_of_asked, listed
 from agent.extender.scoretable import RANK_SCALE, ChangeLog, Scores, best_ranked
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, ScoreWeights, base_score
 
@@ -91,8 +92,10 @@ def _less(key: int, penalty: int) -> int:
 class OneSlotIndex:
     """Per-platform bases, hits and catalogs over the node cache, for one-slot pods (module docstring)."""
 
-    def __init__(self, weights: ScoreWeights) -> None:
+    def __init__(self, weights: ScoreWeights, compiled: bool = sample.COMPILED) -> None:
         self._weights = weights
+        #: Whether names read from the request's bytes (``sample.AskedNames``) are ranked by the compiled reader.
+        self._compiled = compiled
         self._cache: ChangeLog | None = None
         self._generation = -1
         self._seen = 0
@@ -113,6 +116,8 @@ class OneSlotIndex:
         #: string), and a holder found is ranked from the entry just read, not from the platform's table of
         #: every node, whose entries are out of the CPU's caches (a miss each, 15 % of a call, flushed).
         self._hits: dict[tuple[str, str], dict[str, int]] = {}
+        #: The same holders and ranks for the compiled reader (kept only when it is used).
+        self._hit_tables: dict[tuple[str, str], sample.RankTable] = {}
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -157,6 +162,12 @@ class OneSlotIndex:
             return [] if dra is None else None  # a DRA answer may still list the best packed: per name
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
+        base = ranks.table
+        if base is not None and dra is None and 0 < limit <= sample.MAX_LIMIT and isinstance(names, sample.AskedNames):
+            # one pass over the request's bytes, no string per name (``agent.extender.sample``)
+            lifted_table = self._hit_tables.get((bitstream, platform))
+            best = sample.best_of(names.body, names.start, base, lifted_table, shadowed or None, limit)
+            return listed(best, tops)
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:
@@ -238,6 +249,7 @@ class OneSlotIndex:
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
         self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}
+        self._hit_tables = {}
         self._catalogs, self._agreed = {}, {}
         self._valued_by, self._ageing = {}, set()
         for node in cache.nodes.values():
@@ -248,20 +260,20 @@ class OneSlotIndex:
         now = float(self._step * CLOCK_STEP_S)
         for platform in platforms:
             rank = base_score(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-            self._table(self._ranks, platform).put(name, _shared(rank))
+            self._table(self._ranks, platform, self._compiled).put(name, _shared(rank))
             if self._with_dra:
                 rank = dra_base(node, platform, self._weights, now, self._keep) * RANK_SCALE + packing
-                self._table(self._dra_ranks, platform).put(name, _shared(rank))
+                self._table(self._dra_ranks, platform, False).put(name, _shared(rank))
         if node.recent_use > now - LRU_HORIZON_S:
             self._ageing.add(name)
         else:
             self._ageing.discard(name)
 
     @staticmethod
-    def _table(tables: dict[str, RankedNodes], platform: str) -> RankedNodes:
+    def _table(tables: dict[str, RankedNodes], platform: str, compiled: bool) -> RankedNodes:
         table = tables.get(platform)
         if table is None:
-            table = tables[platform] = RankedNodes()
+            table = tables[platform] = RankedNodes(compiled)
         return table
 
     def _add(self, node: NodeSlots) -> None:
@@ -273,8 +285,14 @@ class OneSlotIndex:
         for bitstream in valued_by:
             self._valued_by.setdefault(bitstream, set()).add(name)
         hits = tuple(key for key, count in node.free_loaded.items() if count > 0)
+        lifted = _shared(self._weights.loaded * RANK_SCALE + packing)
         for key in hits:
-            self._hits.setdefault(key, {})[name] = _shared(self._weights.loaded * RANK_SCALE + packing)
+            self._hits.setdefault(key, {})[name] = lifted
+            if self._compiled:
+                table = self._hit_tables.get(key)
+                if table is None:
+                    table = self._hit_tables[key] = sample.RankTable()
+                table.put(name, lifted)
         catalog: CatalogKey = (id(node.bitstreams), node.downloads)
         group = self._catalogs.get(catalog)
         if group is None:
@@ -313,6 +331,11 @@ class OneSlotIndex:
             del holders[name]
             if not holders:
                 del self._hits[key]
+            if self._compiled:
+                table = self._hit_tables[key]
+                table.drop(name)
+                if not table:
+                    del self._hit_tables[key]
         for bitstream in entry.valued_by:
             nodes = self._valued_by[bitstream]
             nodes.discard(name)

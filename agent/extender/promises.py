@@ -137,7 +137,8 @@ class Promises:
                 for name, score in answer
                 if score == top_score and (node := nodes.get(name)) is not None and node.packing(1) == packing
             ]
-        chosen = tied[zlib.crc32(pod.encode()) % len(tied)]
+        # by name: the same node whichever order the caller found them in
+        chosen = sorted(tied)[zlib.crc32(pod.encode()) % len(tied)]
         self._pending = (cache, pod, _Promise(bitstream, chosen, now + PROMISE_TTL_S))  # recorded by ``record``
         lower = top_score - 1
         settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]

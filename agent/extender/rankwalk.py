@@ -34,18 +34,21 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 from itertools import filterfalse, islice, repeat
 
+from agent.extender import sample
 from agent.extender.scoretable import RANK_SCALE, Scores
 
 
 class RankedNodes:
-    """Node -> rank, and rank -> the nodes at it, for one platform (and one kind of pod)."""
+    """Node -> rank, and rank -> the nodes at it, for one platform (and one kind of pod); with ``compiled``, the
+    ranks also in a :class:`~agent.extender.sample.RankTable` for the compiled sample reader."""
 
-    __slots__ = ("_order", "groups", "ranks")
+    __slots__ = ("_order", "groups", "ranks", "table")
 
-    def __init__(self) -> None:
+    def __init__(self, compiled: bool = False) -> None:
         self.ranks: dict[str, int] = {}
         self.groups: dict[int, set[str]] = {}
         self._order: list[int] | None = None
+        self.table = sample.RankTable() if compiled else None
 
     def __len__(self) -> int:
         return len(self.ranks)
@@ -57,6 +60,8 @@ class RankedNodes:
         if old is not None:
             self._leave(name, old)
         self.ranks[name] = rank
+        if self.table is not None:
+            self.table.put(name, rank)
         group = self.groups.get(rank)
         if group is None:
             self.groups[rank] = {name}
@@ -68,6 +73,8 @@ class RankedNodes:
         old = self.ranks.pop(name, None)
         if old is not None:
             self._leave(name, old)
+            if self.table is not None:
+                self.table.drop(name)
 
     def order(self) -> list[int]:
         """The ranks held, best first."""
@@ -129,6 +136,23 @@ def best_of_asked(
             tops.extend(found)
         picked.extend(zip(found, repeat(rank // RANK_SCALE - floor)))
     return picked
+
+
+def listed(found: tuple[int | None, list[tuple[str, int]]], tops: list[str] | None = None) -> Scores:
+    """The answer from what the compiled sample reader found (``sample.best_of``: the lowest rank among the
+    names asked, and the best of them by rank then order asked), as :func:`best_of_asked` gives it: scores
+    shifted to the floor, the floor left out. ``tops`` receives the names listed at the best rank."""
+    lowest, best = found
+    if lowest is None or not best:
+        return []
+    floor = lowest // RANK_SCALE
+    top = (floor + 1) * RANK_SCALE
+    first = best[0][1]
+    if first < top:
+        return []
+    if tops is not None:
+        tops.extend(name for name, rank in best if rank == first)
+    return [(name, rank // RANK_SCALE - floor) for name, rank in best if rank >= top]
 
 
 def _lowest(table: RankedNodes, names: Sequence[str], lifted: Mapping[str, int]) -> int | None:

@@ -34,6 +34,7 @@ import orjson
 from agent.errors import ExtenderRequestError, shown
 from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.drapods import DraPod, read_dra_pod
+from agent.extender.sample import AskedNames, asked_names
 from agent.extender.scoring import FilterOutcome
 from agent.slots.quantity import parse_count
 
@@ -111,7 +112,22 @@ class SchedulingRequest:
 
 
 def parse_extender_args(body: bytes) -> SchedulingRequest:
-    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one."""
+    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one.
+
+    A body that ends with a plain ``NodeNames`` array (as kube-scheduler sends it) is read in two parts where
+    the compiled sample reader is built: the members before it with orjson, the names counted and checked,
+    made into strings only if something iterates them (``agent.extender.sample``). The parts make the whole
+    body: the members before it must parse as an object of their own, or the body is parsed whole.
+    """
+    split = asked_names(body)
+    if split is not None:
+        at, names = split
+        try:
+            data = orjson.loads(body[:at] + b"}")
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and data:
+            return _read_args(data, names)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # invalid UTF-8 and NaN included
@@ -120,11 +136,18 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
         raise ExtenderRequestError(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ExtenderRequestError(f"the body must be a JSON object (ExtenderArgs), got {_kind(data)}")
+    return _read_args(data, None)
+
+
+def _read_args(data: dict[str, Any], asked: AskedNames | None) -> SchedulingRequest:
+    """The request from a parsed body; ``asked``: its names, read apart (``data`` then holds the other members)."""
     pod = _field(data, "Pod")
     if not isinstance(pod, dict):
         raise ExtenderRequestError(f"Pod must be an object, got {_kind(pod)}")
     demand = read_pod_demand(pod)
     dra = read_pod_claims(pod)
+    if asked is not None:
+        return SchedulingRequest(demand, asked, dra=dra)
     names = _field(data, "NodeNames")
     if names is not None:
         if not isinstance(names, list):

@@ -49,6 +49,9 @@ def project(tmp_path: Path) -> Path:
     (root / "scripts").mkdir(parents=True)
     shutil.copy2(REPO / "scripts" / "setup", root / "scripts" / "setup")
     shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
+    shutil.copy2(REPO / "setup.py", root / "setup.py")
+    (root / "agent" / "extender").mkdir(parents=True)
+    shutil.copy2(REPO / "agent" / "extender" / "_sample.c", root / "agent" / "extender" / "_sample.c")
     write_script(root / ".venv" / "bin" / "python", f'echo "python $*" >> "{tmp_path}/calls.log"')
     return root
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import orjson
 import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
@@ -12,6 +13,7 @@ from agent.extender.drascoring import prioritize_dra
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.ranking import ScoreBoard, reported
+from agent.extender.sample import AskedNames, asked_names
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
 
@@ -49,12 +51,24 @@ def random_node(
     return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
 
 
-@pytest.mark.parametrize("dra", [False, True], ids=["device-plugin", "dra"])
+def request_names(names: list[str]) -> AskedNames:
+    """The names as a request body carries them, for the compiled reader."""
+    found = asked_names(orjson.dumps({"Pod": {}, "Nodes": None, "NodeNames": names}))
+    assert found is not None
+    return found[1]
+
+
+@pytest.mark.parametrize(
+    ("dra", "from_body"),
+    [(False, False), (False, True), (True, False)],
+    ids=["device-plugin", "device-plugin-from-body", "dra"],
+)
 @pytest.mark.parametrize("seed", range(16))
-def test_answers_equal_scoring_every_name_through_changes(seed: int, dra: bool) -> None:
+def test_answers_equal_scoring_every_name_through_changes(seed: int, dra: bool, from_body: bool) -> None:
     """Node updates, deletions, relists, declarations, clock steps and new cluster values: the index
     follows them all and answers exactly the per-name scores, shifted, the best ``limit`` of them (ties
-    broken by packing, then by the order asked); it answers most calls itself."""
+    broken by packing, then by the order asked); it answers most calls itself. ``from_body``: the names are
+    read from a request's bytes by the compiled reader (``agent.extender.sample``), the tops it names too."""
     rng = random.Random(seed)
     weights = WEIGHTS[seed % len(WEIGHTS)]
     names = [f"node-{i}" for i in range(40)]
@@ -91,6 +105,19 @@ def test_answers_equal_scoring_every_name_through_changes(seed: int, dra: bool) 
             pod = PodDemand.of_claims("default/p", [(bitstream, 1)])
             scores = prioritize_dra(pod, known, cache.lookup(), weights, now, keep, facts.version)
             expected = expected_answer(scores, pod, cache.lookup(), limit, pack_ties=True)
+        elif from_body:
+            tops: list[str] = []
+            version = facts.version
+            answer = index.prioritize(cache, bitstream, request_names(asked), keep, version, now, limit, tops=tops)
+            strings_tops: list[str] = []
+            strings = index.prioritize(cache, bitstream, asked, keep, version, now, limit, tops=strings_tops)
+            if answer is not None:
+                assert strings is not None
+                assert sorted(strings) == sorted(answer)
+                assert sorted(tops) == sorted(strings_tops)  # the node a promise goes to is chosen from these
+            pod = demand(("main", 1, bitstream))
+            scores = prioritize_nodes(pod, known, cache.lookup(), weights, now, keep, facts.version)
+            expected = expected_answer(scores, pod, cache.lookup(), limit)
         else:
             answer = index.prioritize(cache, bitstream, asked, keep, facts.version, now, limit)
             pod = demand(("main", 1, bitstream))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
+
+import pytest
 
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.promises import PROMISE_TTL_S
 from agent.extender.ranking import ScoreBoard
-from tests.unit.extender.factories import demand, node, slot
+from tests.unit.extender.factories import CATALOG, demand, node, slot
+from tests.unit.extender.test_oneslot import random_node, request_names
 
 NOW = 1_800_000_000.0
 
@@ -120,3 +124,29 @@ def test_a_promise_is_the_same_whether_recorded_after_the_answer_or_by_the_next_
     assert eager.promises is not None
     assert lazy.promises is not None
     assert eager.promises.taken(cache, "aes", NOW) == lazy.promises.taken(cache, "aes", NOW) == {"a": 1, "b": 1}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_board_promises_alike_whether_it_reads_strings_or_the_request_bytes(seed: int) -> None:
+    """Pods of a few bitstreams scored in turn, nodes republishing now and then: a board given the names as a
+    request's bytes (the compiled reader, promised copies taken out there) answers and promises what a board
+    given them as strings does, call by call."""
+    rng = random.Random(seed)
+    names = [f"node-{i}" for i in range(60)]
+    cache = NodeCache()
+    cache.replace([random_node(rng, name, NOW, [CATALOG], fitting=True) for name in names])
+    strings, from_bytes = ScoreBoard(ScoreWeights()), ScoreBoard(ScoreWeights())
+    now = NOW
+    for call in range(400):
+        if rng.random() < 0.1:
+            cache.apply("MODIFIED", random_node(rng, rng.choice(names), now, [CATALOG], fitting=True))
+        now += rng.choice([0.0, 0.5, 2.0])
+        pod = replace(demand(("main", 1, rng.choice(["aes", "aes", "sha", "fft"]))), pod=f"default/p{call % 150}")
+        asked = rng.sample(names, rng.randint(1, len(names)))
+        expected = strings.prioritize(cache, pod, asked, cache.lookup(), now)
+        answer = from_bytes.prioritize(cache, pod, request_names(asked), cache.lookup(), now)
+        assert sorted(answer) == sorted(expected)
+        assert strings.promises is not None
+        assert from_bytes.promises is not None
+        for bitstream in ("aes", "sha", "fft"):
+            assert strings.promises.taken(cache, bitstream, now) == from_bytes.promises.taken(cache, bitstream, now)

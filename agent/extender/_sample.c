@@ -1,0 +1,455 @@
+/*
+ * The extender's compiled sample reader: the names kube-scheduler asks about, read from the request's
+ * bytes and ranked against tables of every node, without making a Python object per name.
+ *
+ * Why: at 5000 nodes every prioritize call carries about 500 names. Read in Python, each becomes a new
+ * string that is hashed, probed in dicts whose entries (and key strings) the scheduler, the API server and
+ * etcd have pushed out of the CPU's caches since the last call, then freed. That alone cost more than the
+ * protocol itself in the real-scheduler bench (bench/RESULTS.md). Here a name is hashed from the body's
+ * bytes and probed in a compact open-addressing table (16 bytes a slot), and only the few names the answer
+ * lists become strings.
+ *
+ * Two things are offered (agent/extender/sample.py wraps them, with a pure-Python twin for machines
+ * without a compiler):
+ *
+ *   RankTable          name -> rank (an int), kept beside a Python dict by its owner (put, drop);
+ *   count_names(body, start)
+ *                      the number of names of the array that starts at body[start] ('['), which must be
+ *                      the body's last member: the array, then '}', then the end. Each name must be a
+ *                      plain string (printable ASCII, no '"', no '\\'); -1 when the body is anything else
+ *                      (the caller then parses it whole, and gets the whole parser's errors);
+ *   best_of(body, start, base, lifted, skip, limit)
+ *                      one pass over those names: a name's rank is its rank in ``lifted`` (unless its
+ *                      string is in ``skip``), else in ``base``; names in neither are left out. Returns
+ *                      (lowest rank or None, the best ``limit`` as (name, rank) by rank then order asked).
+ *
+ * The body must have passed count_names first; best_of checks nothing it already checked.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_LIMIT 64
+
+/* ------------------------------------------------------------------------------------------ hashing */
+
+/* A name is told apart by two independent 64-bit hashes, keyed per process (96 bits kept): no key bytes are
+ * stored or compared, so a probe reads one slot. Two different names collide with a probability of about
+ * 2^-96 per pair, far below the rate of memory errors. */
+static uint64_t seed_a, seed_b;
+
+typedef struct {
+    uint64_t hash;  /* 0: an empty slot */
+    uint32_t check; /* the second hash's low half */
+    int32_t rank;
+} Slot;
+
+static inline uint64_t finish(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static inline void hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32_t *check) {
+    uint64_t a = seed_a ^ (uint64_t)n, b = seed_b ^ ((uint64_t)n << 32);
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        a = (a ^ w) * 0x9e3779b97f4a7c15ULL;
+        a ^= a >> 29;
+        b = (b + w) * 0xd6e8feb86659fd93ULL;
+        b ^= b >> 32;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+        a = (a ^ w) * 0x9e3779b97f4a7c15ULL;
+        a ^= a >> 29;
+        b = (b + w) * 0xd6e8feb86659fd93ULL;
+        b ^= b >> 32;
+    }
+    a = finish(a);
+    *hash = a ? a : 1;
+    *check = (uint32_t)(finish(b) >> 16);
+}
+
+/* ---------------------------------------------------------------------------------------- RankTable */
+
+typedef struct {
+    PyObject_HEAD
+    Slot *slots;
+    size_t mask; /* capacity - 1; capacity a power of two, at most half used */
+    size_t used;
+} RankTable;
+
+static PyTypeObject RankTableType;
+
+static int table_alloc(RankTable *t, size_t capacity) {
+    Slot *slots = PyMem_Calloc(capacity, sizeof(Slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->slots = slots;
+    t->mask = capacity - 1;
+    t->used = 0;
+    return 0;
+}
+
+static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return NULL;
+    RankTable *t = (RankTable *)type->tp_alloc(type, 0);
+    if (t == NULL) return NULL;
+    if (table_alloc(t, 16) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyObject *)t;
+}
+
+static void table_dealloc(RankTable *t) {
+    PyMem_Free(t->slots);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+/* The slot holding the name of these hashes, or -1. */
+static inline Py_ssize_t table_find(const RankTable *t, uint64_t h, uint32_t check) {
+    size_t at = (size_t)h & t->mask;
+    for (;;) {
+        const Slot *slot = &t->slots[at];
+        if (slot->hash == h && slot->check == check) return (Py_ssize_t)at;
+        if (slot->hash == 0) return -1;
+        at = (at + 1) & t->mask;
+    }
+}
+
+static int table_grow(RankTable *t) {
+    Slot *old = t->slots;
+    size_t old_capacity = t->mask + 1;
+    if (table_alloc(t, old_capacity * 2) < 0) {
+        t->slots = old;
+        return -1;
+    }
+    for (size_t i = 0; i < old_capacity; i++) {
+        if (old[i].hash == 0) continue;
+        size_t at = (size_t)old[i].hash & t->mask;
+        while (t->slots[at].hash != 0) at = (at + 1) & t->mask;
+        t->slots[at] = old[i];
+        t->used++;
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+static int name_hashes(PyObject *name, const char *what, uint64_t *h, uint32_t *check) {
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "%s: the name must be a str", what);
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &n);
+    if (s == NULL) return -1;
+    hash_name(s, n, h, check);
+    return 0;
+}
+
+static PyObject *table_put(RankTable *t, PyObject *args) {
+    PyObject *name;
+    int rank;
+    if (!PyArg_ParseTuple(args, "Ui:put", &name, &rank)) return NULL;
+    uint64_t h;
+    uint32_t check;
+    if (name_hashes(name, "put", &h, &check) < 0) return NULL;
+    Py_ssize_t at = table_find(t, h, check);
+    if (at >= 0) {
+        t->slots[at].rank = rank;
+        Py_RETURN_NONE;
+    }
+    if ((t->used + 1) * 2 > t->mask + 1 && table_grow(t) < 0) return NULL;
+    size_t free_at = (size_t)h & t->mask;
+    while (t->slots[free_at].hash != 0) free_at = (free_at + 1) & t->mask;
+    t->slots[free_at] = (Slot){h, check, rank};
+    t->used++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_drop(RankTable *t, PyObject *name) {
+    uint64_t h;
+    uint32_t check;
+    if (name_hashes(name, "drop", &h, &check) < 0) return NULL;
+    Py_ssize_t found = table_find(t, h, check);
+    if (found < 0) Py_RETURN_NONE;
+    /* backward-shift deletion: no tombstones, every probe sequence stays unbroken */
+    size_t hole = (size_t)found;
+    size_t at = (hole + 1) & t->mask;
+    while (t->slots[at].hash != 0) {
+        size_t home = (size_t)t->slots[at].hash & t->mask;
+        if (((at - home) & t->mask) >= ((at - hole) & t->mask)) {
+            t->slots[hole] = t->slots[at];
+            hole = at;
+        }
+        at = (at + 1) & t->mask;
+    }
+    t->slots[hole].hash = 0;
+    t->used--;
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_get(RankTable *t, PyObject *name) {
+    uint64_t h;
+    uint32_t check;
+    if (name_hashes(name, "get", &h, &check) < 0) return NULL;
+    Py_ssize_t at = table_find(t, h, check);
+    if (at < 0) Py_RETURN_NONE;
+    return PyLong_FromLong(t->slots[at].rank);
+}
+
+static Py_ssize_t table_len(RankTable *t) { return (Py_ssize_t)t->used; }
+
+static PyMethodDef table_methods[] = {
+    {"put", (PyCFunction)table_put, METH_VARARGS, "put(name, rank): set the name's rank"},
+    {"drop", (PyCFunction)table_drop, METH_O, "drop(name): forget the name (nothing if absent)"},
+    {"get", (PyCFunction)table_get, METH_O, "get(name): the name's rank, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods table_as_sequence = {.sq_length = (lenfunc)table_len};
+
+static PyTypeObject RankTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "agent.extender._sample.RankTable",
+    .tp_basicsize = sizeof(RankTable),
+    .tp_dealloc = (destructor)table_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "name -> rank, probed from request bytes by best_of",
+    .tp_methods = table_methods,
+    .tp_as_sequence = &table_as_sequence,
+    .tp_new = table_new,
+};
+
+/* ------------------------------------------------------------------------------------ the names array */
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether any byte of w is below 0x20, at or above 0x7f, or a backslash: not part of a plain name. */
+static inline int unplain(uint64_t w) {
+    uint64_t below = (w - ONES * 0x20) & ~w & HIGHS;
+    uint64_t above = (w | (w + ONES * 0x01)) & HIGHS; /* >= 0x80, or 0x7f (+1 reaches 0x80) */
+    uint64_t slash = w ^ (ONES * 0x5c);
+    slash = (slash - ONES) & ~slash & HIGHS;
+    return (below | above | slash) != 0;
+}
+
+/* The number of names in the array at body[start], the body's last member; -1 if it is not that. */
+static Py_ssize_t scan_names(const char *body, Py_ssize_t size, Py_ssize_t start) {
+    if (start < 0 || size - start < 3 || body[start] != '[' || body[size - 2] != ']' || body[size - 1] != '}') return -1;
+    const char *at = body + start + 1, *end = body + size - 2; /* the array's inside */
+    /* every byte inside is printable ASCII and no backslash: then every '"' is a delimiter */
+    const char *p = at;
+    for (; end - p >= 8; p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (unplain(w)) return -1;
+    }
+    for (; p < end; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c >= 0x7f || c == '\\') return -1;
+    }
+    if (at == end) return 0;
+    Py_ssize_t count = 0;
+    for (;;) {
+        if (*at != '"') return -1;
+        const char *close = memchr(at + 1, '"', (size_t)(end - at - 1));
+        if (close == NULL) return -1;
+        count++;
+        at = close + 1;
+        if (at == end) return count;
+        if (*at != ',') return -1;
+        at++;
+        if (at == end) return -1;
+    }
+}
+
+static PyObject *count_names(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n:count_names", &body, &start)) return NULL;
+    Py_ssize_t count = scan_names(body.buf, body.len, start);
+    PyBuffer_Release(&body);
+    return PyLong_FromSsize_t(count);
+}
+
+typedef struct {
+    uint64_t hash;
+    uint32_t check;
+    int32_t rank;
+    int32_t order;
+    Py_ssize_t at;
+    Py_ssize_t len;
+} Kept;
+
+/* Whether a is better than b: higher rank, then asked first. */
+static inline int better(int32_t rank, int32_t order, const Kept *b) {
+    return rank > b->rank || (rank == b->rank && order < b->order);
+}
+
+static PyObject *best_of(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    Py_ssize_t start;
+    RankTable *base;
+    PyObject *lifted_obj, *skip;
+    int limit;
+    if (!PyArg_ParseTuple(args, "y*nO!OOi:best_of", &body, &start, &RankTableType, &base, &lifted_obj, &skip, &limit))
+        return NULL;
+    PyObject *result = NULL;
+    RankTable *lifted = NULL;
+    if (lifted_obj != Py_None) {
+        if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
+            PyErr_SetString(PyExc_TypeError, "best_of: lifted must be a RankTable or None");
+            goto done;
+        }
+        lifted = (RankTable *)lifted_obj;
+        if (lifted->used == 0) lifted = NULL;
+    }
+    if (skip == Py_None) skip = NULL;
+    if (limit < 1 || limit > MAX_LIMIT) {
+        PyErr_Format(PyExc_ValueError, "best_of: limit must be 1..%d, got %d", MAX_LIMIT, limit);
+        goto done;
+    }
+    const char *s = body.buf;
+    Py_ssize_t size = body.len;
+    if (start < 0 || start >= size || s[start] != '[') {
+        PyErr_SetString(PyExc_ValueError, "best_of: no names array at start");
+        goto done;
+    }
+    Kept kept[MAX_LIMIT];
+    int nkept = 0;
+    int64_t lowest = INT64_MAX;
+    int32_t order = 0;
+    Py_ssize_t at = start + 1;
+    while (at < size && s[at] == '"') {
+        Py_ssize_t from = at + 1;
+        const char *close = memchr(s + from, '"', (size_t)(size - from));
+        if (close == NULL) break;
+        Py_ssize_t to = close - s;
+        at = to + 2; /* past '"' and ',' or ']' */
+        Py_ssize_t n = to - from;
+        uint64_t h;
+        uint32_t check;
+        hash_name(s + from, n, &h, &check);
+        Py_ssize_t slot = table_find(base, h, check);
+        if (slot < 0) {
+            order++;
+            continue;
+        }
+        int32_t rank = base->slots[slot].rank;
+        if (lifted != NULL) {
+            Py_ssize_t hit = table_find(lifted, h, check);
+            if (hit >= 0) {
+                int use = 1;
+                if (skip != NULL) {
+                    PyObject *name = PyUnicode_DecodeASCII(s + from, n, NULL);
+                    if (name == NULL) goto done;
+                    int in = PySequence_Contains(skip, name);
+                    Py_DECREF(name);
+                    if (in < 0) goto done;
+                    use = !in;
+                }
+                if (use) rank = lifted->slots[hit].rank;
+            }
+        }
+        if (rank < lowest) lowest = rank;
+        if (nkept == limit && !better(rank, order, &kept[nkept - 1])) {
+            order++;
+            continue;
+        }
+        int dup = 0;
+        for (int i = 0; i < nkept; i++) {
+            if (kept[i].hash == h && kept[i].check == check) {
+                dup = 1;
+                break;
+            }
+        }
+        if (dup) { /* a name asked twice counts once (kube-scheduler never sends one twice) */
+            order++;
+            continue;
+        }
+        int i = nkept;
+        if (nkept == limit) {
+            i = nkept - 1; /* the worst kept makes way */
+        } else {
+            nkept++;
+        }
+        while (i > 0 && better(rank, order, &kept[i - 1])) {
+            kept[i] = kept[i - 1];
+            i--;
+        }
+        kept[i] = (Kept){h, check, rank, order, from, n};
+        order++;
+    }
+    PyObject *listed = PyList_New(nkept);
+    if (listed == NULL) goto done;
+    for (int i = 0; i < nkept; i++) {
+        PyObject *entry = Py_BuildValue("(Ni)", PyUnicode_DecodeASCII(s + kept[i].at, kept[i].len, NULL), kept[i].rank);
+        if (entry == NULL) {
+            Py_DECREF(listed);
+            goto done;
+        }
+        PyList_SET_ITEM(listed, i, entry);
+    }
+    if (lowest == INT64_MAX) {
+        result = Py_BuildValue("(ON)", Py_None, listed);
+    } else {
+        result = Py_BuildValue("(LN)", (long long)lowest, listed);
+    }
+done:
+    PyBuffer_Release(&body);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ module */
+
+static PyMethodDef module_methods[] = {
+    {"count_names", count_names, METH_VARARGS,
+     "count_names(body, start): the names in the body's last member, a plain array at start; -1 if not"},
+    {"best_of", best_of, METH_VARARGS,
+     "best_of(body, start, base, lifted, skip, limit): (lowest rank, the best (name, rank) entries)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef sample_module = {
+    PyModuleDef_HEAD_INIT, "agent.extender._sample", "The extender's compiled sample reader.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__sample(void) {
+    if (PyType_Ready(&RankTableType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&sample_module);
+    if (module == NULL) return NULL;
+    if (PyModule_AddIntConstant(module, "MAX_LIMIT", MAX_LIMIT) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&RankTableType);
+    if (PyModule_AddObject(module, "RankTable", (PyObject *)&RankTableType) < 0) {
+        Py_DECREF(&RankTableType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    /* a seed per process: a table's layout is not the same from one process to the next */
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *random = os ? PyObject_CallMethod(os, "urandom", "i", 16) : NULL;
+    Py_XDECREF(os);
+    if (random == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    memcpy(&seed_a, PyBytes_AS_STRING(random), 8);
+    memcpy(&seed_b, PyBytes_AS_STRING(random) + 8, 8);
+    Py_DECREF(random);
+    return module;
+}

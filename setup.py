@@ -1,0 +1,19 @@
+"""The compiled part of the package: the extender's sample reader (``agent/extender/_sample.c``).
+
+Optional: where no C compiler or no Python headers are found, the package installs without it and the
+extender reads the names in Python (same answers, more CPU per call; ``agent/extender/sample.py``).
+Everything else about the package is in pyproject.toml.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "agent.extender._sample",
+            ["agent/extender/_sample.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+        )
+    ]
+)

@@ -1,0 +1,214 @@
+"""The compiled sample reader: its tables hold what a dict holds, it counts and ranks the names of a request
+exactly as the Python path reads them, and anything that is not a plain names array is left to the whole parse."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.errors import ExtenderRequestError
+from agent.extender import sample
+from agent.extender.sample import AskedNames, asked_names
+from agent.extender.wire import parse_extender_args
+
+
+def names_body(names: list[str], pod: object = None) -> bytes:
+    """A body as kube-scheduler's Go encoder writes it: compact, Pod, Nodes, NodeNames in that order."""
+    pod = pod if pod is not None else {"metadata": {"name": "p"}}
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+
+
+def asked(names: list[str]) -> AskedNames:
+    found = asked_names(names_body(names))
+    assert found is not None
+    return found[1]
+
+
+def test_the_package_is_built_with_the_compiled_reader() -> None:
+    """Where the tests run (scripts/setup installs a compiler and Python's headers), the reader is built: a failed
+    build would otherwise leave every request on the slower Python path unnoticed."""
+    from agent.extender import _sample
+
+    assert _sample.MAX_LIMIT == sample.MAX_LIMIT >= 16
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_rank_table_holds_what_a_dict_holds_through_puts_drops_and_growth(seed: int) -> None:
+    rng = random.Random(seed)
+    table, model = sample.RankTable(), {}
+    pool = [f"node-{i}" for i in range(3000)] + ["", "a", "x" * 300, "é-node"]
+    for _ in range(20000):
+        name = rng.choice(pool)
+        if rng.random() < 0.6:
+            rank = rng.randrange(-(2**31), 2**31)
+            table.put(name, rank)
+            model[name] = rank
+        else:
+            table.drop(name)
+            model.pop(name, None)
+    assert len(table) == len(model)
+    assert all(table.get(name) == model.get(name) for name in pool)
+
+
+def test_a_rank_table_refuses_what_is_not_a_name_and_a_rank() -> None:
+    table = sample.RankTable()
+    with pytest.raises(TypeError):
+        table.put(b"node", 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        table.drop(1)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        table.put("node", 2**40)
+    assert len(table) == 0
+
+
+@pytest.mark.parametrize(
+    "names", [[], ["a"], ["node-1", "node-2"], ["x" * 500], ["with space", "comma,inside", "colon:]"]], ids=repr
+)
+def test_plain_names_are_counted_and_read_as_the_whole_parse_reads_them(names: list[str]) -> None:
+    found = asked(names)
+    assert len(found) == len(names)
+    assert list(found) == names
+    assert found == names
+    assert found[0:1] == names[0:1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a\\"b"]}',  # an escape
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a\\u0041"]}',
+        '{"Pod":{},"Nodes":null,"NodeNames":["é"]}'.encode(),  # not ASCII
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a\tb"]}',  # a control character
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a"] }',  # not the last bytes
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a"]}\n',
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a",]}',
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a" ,"b"]}',
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a"]]}',
+        b'{"Pod":{},"Nodes":null,"NodeNames":[1]}',
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a"}',
+        b'{"Pod":{},"Nodes":null,"NodeNames":[',
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a]}',
+        b'{"Pod":{"x":{"y":1,"NodeNames":["a"]}}}',  # nested: not the body's last member
+        b'{"Pod":{},"Nodes":null,"NodeNames": ["a"]}',  # spaced: the whole parse reads it
+    ],
+)
+def test_anything_but_a_plain_last_names_array_is_left_to_the_whole_parse(body: bytes) -> None:
+    assert asked_names(body) is None
+
+
+def reads(body: bytes, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> object:
+    """What parse_extender_args makes of the body, by the compiled split or by the whole parse."""
+    monkeypatch.setattr(sample, "COMPILED", compiled)
+    try:
+        request = parse_extender_args(body)
+    except ExtenderRequestError as exc:
+        return ("error", str(exc))
+    names = None if request.node_names is None else list(request.node_names)
+    return (request.demand, names, request.nodes, request.dra)
+
+
+PODS = [
+    {"metadata": {"name": "p", "annotations": {"example.com/fpga-bitstream": "aes"}}, "spec": {"containers": []}},
+    {
+        "metadata": {"name": "q", "namespace": "ml", "annotations": {"example.com/fpga-bitstream": "fft"}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"example.com/fpga-slot": "2"}}}]},
+    },
+    {"metadata": {"annotations": {"x": ',"NodeNames":["trap"]}'}}, "spec": {}},  # the member's text in a string
+    {"metadata": {"annotations": {"x": 5}}},  # a bad pod: the same error either way
+    {"spec": {"resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}},
+    None,
+    [],
+]
+
+
+@pytest.mark.parametrize("pod", PODS, ids=range(len(PODS)))
+@pytest.mark.parametrize(
+    "shape",
+    [
+        '{{"Pod":{pod},"Nodes":null,"NodeNames":{names}}}',
+        '{{"Pod":{pod},"NodeNames":{names}}}',
+        '{{"NodeNames":{names}}}',
+        '{{"Pod":{pod},"NodeNames":["first"],"NodeNames":{names}}}',  # a key twice: the last one holds
+        '{{"Pod":{pod},"nodenames":["other"],"NodeNames":{names}}}',
+        '{{"Pod":{pod},"Nodes":{{"items":[]}},"NodeNames":{names}}}',
+        '{{"Pod":{pod},"Nodes":null,"NodeNames":{names},}}',
+        '{{"Pod":{pod},,"NodeNames":{names}}}',
+        '{{"Pod":{pod}"NodeNames":{names}}}',
+        '{{"Pod":{pod},"Nodes":"x,"NodeNames":{names}}}',
+        '[{{"Pod":{pod},"NodeNames":{names}}}]',
+    ],
+)
+@pytest.mark.parametrize("names", [["a", "b"], [], ["n-1"] * 3])
+def test_the_split_read_equals_the_whole_parse_errors_included(
+    pod: object, shape: str, names: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = shape.format(pod=json.dumps(pod, separators=(",", ":")), names=json.dumps(names, separators=(",", ":")))
+    assert reads(body.encode(), True, monkeypatch) == reads(body.encode(), False, monkeypatch)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prefix=st.text(alphabet=',:"[]{}\\ abNodesPd0', max_size=30),
+    names=st.lists(st.text(alphabet='ab-."\\,]é', max_size=4), max_size=4),
+)
+def test_garbled_bodies_read_alike_both_ways(prefix: str, names: list[str]) -> None:
+    body = ('{"Pod":{}' + prefix + ',"NodeNames":' + json.dumps(names, separators=(",", ":")) + "}").encode()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert reads(body, True, monkeypatch) == reads(body, False, monkeypatch)
+
+
+def model_best(
+    names: list[str], base: dict[str, int], lifted: dict[str, int], skip: set[str], limit: int
+) -> tuple[int | None, list[tuple[str, int]]]:
+    """best_of by its definition: each name once, ranked by lifted (unless skipped) else base, unknown left out."""
+    ranked: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for name in names:
+        if name not in base or name in seen:
+            continue
+        seen.add(name)
+        ranked.append((name, lifted[name] if name in lifted and name not in skip else base[name]))
+    if not ranked:
+        return None, []
+    best = sorted(ranked, key=lambda entry: -entry[1])[:limit]  # stable: ties in the order asked
+    return min(rank for _, rank in ranked), best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [f"n{i}" for i in range(rng.choice([5, 50, 600]))]
+    base = {name: rng.randrange(0, 30) for name in pool if rng.random() < 0.9}
+    lifted = {name: rng.randrange(0, 40) for name in base if rng.random() < 0.2}
+    skip = {name for name in lifted if rng.random() < 0.3}
+    base_table, lifted_table = sample.RankTable(), sample.RankTable()
+    for name, rank in base.items():
+        base_table.put(name, rank)
+    for name, rank in lifted.items():
+        lifted_table.put(name, rank)
+    for _ in range(20):
+        names = rng.sample(pool, rng.randint(0, len(pool)))
+        if names and rng.random() < 0.2:
+            names.append(rng.choice(names))  # a name twice counts once
+        limit = rng.choice([1, 2, 16, sample.MAX_LIMIT])
+        found = asked(names)
+        got = sample.best_of(found.body, found.start, base_table, lifted_table, skip or None, limit)
+        assert got == model_best(names, base, lifted, skip, limit)
+        assert sample.best_of(found.body, found.start, base_table, None, None, limit) == model_best(
+            names, base, {}, set(), limit
+        )
+
+
+def test_best_of_refuses_a_limit_it_cannot_keep_and_a_body_without_names() -> None:
+    found = asked(["a"])
+    table = sample.RankTable()
+    for limit in (0, sample.MAX_LIMIT + 1):
+        with pytest.raises(ValueError, match="limit"):
+            sample.best_of(found.body, found.start, table, None, None, limit)
+    with pytest.raises(ValueError, match="names array"):
+        sample.best_of(found.body, 0, table, None, None, 1)
