@@ -298,6 +298,34 @@ static inline int better(int32_t rank, int32_t order, const Kept *b) {
     return rank > b->rank || (rank == b->rank && order < b->order);
 }
 
+/* The names of ``skip`` (any iterable of str) as an open-addressing table of their hashes, rank unused. */
+static int skip_table(PyObject *skip, RankTable *out) {
+    PyObject *items = PySequence_Fast(skip, "best_of: skip must be a collection of names");
+    if (items == NULL) return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
+    size_t capacity = 16;
+    while (capacity < (size_t)count * 2 + 2) capacity *= 2;
+    if (table_alloc(out, capacity) < 0) {
+        Py_DECREF(items);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        uint64_t h;
+        uint32_t check;
+        if (name_hashes(PySequence_Fast_GET_ITEM(items, i), "best_of: skip", &h, &check) < 0) {
+            Py_DECREF(items);
+            return -1;
+        }
+        if (table_find(out, h, check) >= 0) continue;
+        size_t at = (size_t)h & out->mask;
+        while (out->slots[at].hash != 0) at = (at + 1) & out->mask;
+        out->slots[at] = (Slot){h, check, 0};
+        out->used++;
+    }
+    Py_DECREF(items);
+    return 0;
+}
+
 static PyObject *best_of(PyObject *module, PyObject *args) {
     Py_buffer body;
     Py_ssize_t start;
@@ -308,6 +336,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     RankTable *lifted = NULL;
+    RankTable skipped = {.slots = NULL}; /* built at the first name found in lifted, when skip is given */
     if (lifted_obj != Py_None) {
         if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
             PyErr_SetString(PyExc_TypeError, "best_of: lifted must be a RankTable or None");
@@ -351,16 +380,8 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         if (lifted != NULL) {
             Py_ssize_t hit = table_find(lifted, h, check);
             if (hit >= 0) {
-                int use = 1;
-                if (skip != NULL) {
-                    PyObject *name = PyUnicode_DecodeASCII(s + from, n, NULL);
-                    if (name == NULL) goto done;
-                    int in = PySequence_Contains(skip, name);
-                    Py_DECREF(name);
-                    if (in < 0) goto done;
-                    use = !in;
-                }
-                if (use) rank = lifted->slots[hit].rank;
+                if (skip != NULL && skipped.slots == NULL && skip_table(skip, &skipped) < 0) goto done;
+                if (skip == NULL || table_find(&skipped, h, check) < 0) rank = lifted->slots[hit].rank;
             }
         }
         if (rank < lowest) lowest = rank;
@@ -408,6 +429,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         result = Py_BuildValue("(LN)", (long long)lowest, listed);
     }
 done:
+    PyMem_Free(skipped.slots);
     PyBuffer_Release(&body);
     return result;
 }
