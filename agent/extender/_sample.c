@@ -19,8 +19,9 @@
  *                      plain string (printable ASCII, no '"', no '\\'); -1 when the body is anything else
  *                      (the caller then parses it whole, and gets the whole parser's errors);
  *   best_of(body, start, base, lifted, skip, limit)
- *                      one pass over those names: a name's rank is its rank in ``lifted`` (unless its
- *                      string is in ``skip``), else in ``base``; names in neither are left out. Returns
+ *                      one pass over those names: a name's rank is its rank in ``lifted`` (unless it is
+ *                      in ``skip``, a RankTable or a collection of str), else in ``base``; names in
+ *                      neither are left out. Returns
  *                      (lowest rank or None, the best ``limit`` as (name, rank) by rank then order asked).
  *
  * The body must have passed count_names first; best_of checks nothing it already checked.
@@ -337,6 +338,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
     PyObject *result = NULL;
     RankTable *lifted = NULL;
     RankTable skipped = {.slots = NULL}; /* built at the first name found in lifted, when skip is given */
+    RankTable *skip_names = NULL;        /* skip itself when it is a RankTable, else ``skipped`` */
     if (lifted_obj != Py_None) {
         if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
             PyErr_SetString(PyExc_TypeError, "best_of: lifted must be a RankTable or None");
@@ -346,6 +348,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         if (lifted->used == 0) lifted = NULL;
     }
     if (skip == Py_None) skip = NULL;
+    if (skip != NULL && PyObject_TypeCheck(skip, &RankTableType)) skip_names = (RankTable *)skip;
     if (limit < 1 || limit > MAX_LIMIT) {
         PyErr_Format(PyExc_ValueError, "best_of: limit must be 1..%d, got %d", MAX_LIMIT, limit);
         goto done;
@@ -380,8 +383,11 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         if (lifted != NULL) {
             Py_ssize_t hit = table_find(lifted, h, check);
             if (hit >= 0) {
-                if (skip != NULL && skipped.slots == NULL && skip_table(skip, &skipped) < 0) goto done;
-                if (skip == NULL || table_find(&skipped, h, check) < 0) rank = lifted->slots[hit].rank;
+                if (skip != NULL && skip_names == NULL) {
+                    if (skip_table(skip, &skipped) < 0) goto done;
+                    skip_names = &skipped;
+                }
+                if (skip_names == NULL || table_find(skip_names, h, check) < 0) rank = lifted->slots[hit].rank;
             }
         }
         if (rank < lowest) lowest = rank;

@@ -15,7 +15,7 @@ def best_of(
     start: int,
     base: RankTable,
     lifted: RankTable | None,
-    skip: Collection[str] | None,
+    skip: RankTable | Collection[str] | None,
     limit: int,
     /,
 ) -> tuple[int | None, list[tuple[str, int]]]: ...

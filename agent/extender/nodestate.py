@@ -110,6 +110,8 @@ class NodeSlots:
     free_empty: Mapping[str, int] = field(default_factory=dict)
     #: (bitstream, platform) -> free healthy slots of that platform that hold it.
     free_loaded: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    #: Bitstream -> free healthy slots that hold it, whatever their platform (the copies a pod can be promised).
+    free_held: Mapping[str, int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold something, least recently used first.
     reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
     #: The free healthy slots in the order the node's DRA ResourceSlice lists them (``agent.slots.eviction``):
@@ -172,6 +174,7 @@ class NodeSlots:
         free_by_platform: dict[str, int] = {}
         free_empty: dict[str, int] = {}
         free_loaded: dict[tuple[str, str], int] = {}
+        free_held: dict[str, int] = {}
         reusable: dict[str, list[LoadedSlot]] = {}
         free = 0
         in_order: list[PublishedSlot] = []
@@ -190,6 +193,7 @@ class NodeSlots:
             if slot.bitstream is not None:
                 key = (slot.bitstream, slot.platform)
                 free_loaded[key] = free_loaded.get(key, 0) + 1
+                free_held[slot.bitstream] = free_held.get(slot.bitstream, 0) + 1
             reusable.setdefault(slot.platform, []).append(LoadedSlot(slot.last_used or 0, slot.bitstream))
         return cls(
             name=name,
@@ -203,6 +207,7 @@ class NodeSlots:
             free_by_platform=free_by_platform,
             free_empty=free_empty,
             free_loaded=free_loaded,
+            free_held=free_held,
             reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
             free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s.bitstream, s.last_used, s.id))),
             recent_use=max((slot.last_used for slots in reusable.values() for slot in slots), default=0),

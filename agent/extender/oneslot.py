@@ -166,7 +166,8 @@ class OneSlotIndex:
         if base is not None and dra is None and 0 < limit <= sample.MAX_LIMIT and isinstance(names, sample.AskedNames):
             # one pass over the request's bytes, no string per name (``agent.extender.sample``)
             lifted_table = self._hit_tables.get((bitstream, platform))
-            best = sample.best_of(names.body, names.start, base, lifted_table, shadowed or None, limit)
+            skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else shadowed
+            best = sample.best_of(names.body, names.start, base, lifted_table, skip or None, limit)
             return listed(best, tops)
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))

@@ -36,6 +36,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
 from agent.extender.nodestate import NodeSlots
+from agent.extender.sample import HashedNames
 from agent.extender.scoretable import ChangeLog, Scores
 
 _NONE: frozenset[str] = frozenset()
@@ -51,7 +52,7 @@ class _Promise(NamedTuple):  # made on every call that promises: a tuple is made
 
 def free_copies(node: NodeSlots, bitstream: str) -> int:
     """The node's free healthy slots holding ``bitstream`` (any platform), as published."""
-    return sum(count for (held, _), count in node.free_loaded.items() if held == bitstream)
+    return node.free_held.get(bitstream, 0)
 
 
 class Promises:
@@ -67,7 +68,7 @@ class Promises:
         self._on_node: dict[str, set[str]] = {}
         #: Bitstream -> the nodes whose every free copy of it is promised (kept with each promise made or ended:
         #: a node's free copies change only with a new state, which ends its promises).
-        self._full: dict[str, set[str]] = {}
+        self._full: dict[str, HashedNames] = {}
         self._cache: ChangeLog | None = None
         self._generation = -1
         self._seen = 0
@@ -88,7 +89,10 @@ class Promises:
         per_node[promise.node] = count = per_node.get(promise.node, 0) + 1
         chosen_node = cache.nodes.get(promise.node)
         if chosen_node is None or free_copies(chosen_node, promise.bitstream) <= count:
-            self._full.setdefault(promise.bitstream, set()).add(promise.node)
+            full = self._full.get(promise.bitstream)
+            if full is None:
+                full = self._full[promise.bitstream] = HashedNames()
+            full.add(promise.node)
 
     def taken(self, cache: ChangeLog, bitstream: str, now: float) -> Mapping[str, int]:
         """Node -> copies of ``bitstream`` promised there, current with the cache and the clock."""

@@ -18,7 +18,7 @@ counted and checked (plain strings only; anything else is parsed whole by
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import overload
 
 import orjson
@@ -33,7 +33,7 @@ else:
     #: side-by-side runs; the answers do not change).
     COMPILED = os.environ.get("FPGA_SLOT_EXTENDER_PURE_PYTHON", "") in ("", "0")
 
-__all__ = ["COMPILED", "MAX_LIMIT", "AskedNames", "RankTable", "asked_names", "best_of"]
+__all__ = ["COMPILED", "MAX_LIMIT", "AskedNames", "HashedNames", "RankTable", "asked_names", "best_of"]
 
 #: The last member of a body as kube-scheduler marshals ExtenderArgs (Pod, Nodes, NodeNames, in that order).
 NAMES_MEMBER = b',"NodeNames":['
@@ -79,6 +79,39 @@ class AskedNames(Sequence[str]):
         if self._names is None:
             self._names = orjson.loads(self.body[self.start : -1])
         return self._names
+
+
+class HashedNames(Collection[str]):
+    """A set of names kept with its :class:`RankTable` where the compiled reader is built, so that
+    ``best_of`` tells them apart by their hashes (the nodes whose free copies are all promised)."""
+
+    __slots__ = ("_names", "table")
+
+    def __init__(self) -> None:
+        self._names: set[str] = set()
+        self.table = RankTable() if COMPILED else None
+
+    def add(self, name: str) -> None:
+        self._names.add(name)
+        if self.table is not None:
+            self.table.put(name, 0)
+
+    def discard(self, name: str) -> None:
+        self._names.discard(name)
+        if self.table is not None:
+            self.table.drop(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"HashedNames({sorted(self._names)!r})"
 
 
 def asked_names(body: bytes) -> tuple[int, AskedNames] | None:

@@ -204,7 +204,7 @@ def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
         )
 
 
-def test_best_of_refuses_a_limit_it_cannot_keep_and_a_body_without_names() -> None:
+def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_names_that_are_not_strings() -> None:
     found = asked(["a"])
     table = sample.RankTable()
     for limit in (0, sample.MAX_LIMIT + 1):
@@ -212,3 +212,27 @@ def test_best_of_refuses_a_limit_it_cannot_keep_and_a_body_without_names() -> No
             sample.best_of(found.body, found.start, table, None, None, limit)
     with pytest.raises(ValueError, match="names array"):
         sample.best_of(found.body, 0, table, None, None, 1)
+    table.put("a", 1)
+    with pytest.raises(TypeError, match="skip"):  # promised copies are named by strings
+        sample.best_of(found.body, found.start, table, table, [b"a"], 1)
+
+
+def test_hashed_names_keep_their_table_with_them_and_skip_as_the_names_do() -> None:
+    names = sample.HashedNames()
+    for name in ("a", "b", "c"):
+        names.add(name)
+    names.discard("b")
+    names.discard("x")  # not there: nothing
+    assert sorted(names) == ["a", "c"]
+    assert len(names) == 2
+    assert "a" in names
+    assert "b" not in names
+    assert names.table is not None
+    base, lifted = sample.RankTable(), sample.RankTable()
+    for rank, name in enumerate(("a", "b", "c", "d")):
+        base.put(name, rank)
+        lifted.put(name, 100)
+    found = asked(["a", "b", "c", "d"])
+    by_table = sample.best_of(found.body, found.start, base, lifted, names.table, 4)
+    assert by_table == sample.best_of(found.body, found.start, base, lifted, set(names), 4)
+    assert by_table == (0, [("b", 100), ("d", 100), ("c", 2), ("a", 0)])
