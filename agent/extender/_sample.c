@@ -129,6 +129,14 @@ static inline Py_ssize_t table_find(const RankTable *t, uint64_t h, uint32_t che
     }
 }
 
+/* Put a slot whose name the table does not hold (there is room). */
+static inline void table_place(RankTable *t, Slot slot) {
+    size_t at = (size_t)slot.hash & t->mask;
+    while (t->slots[at].hash != 0) at = (at + 1) & t->mask;
+    t->slots[at] = slot;
+    t->used++;
+}
+
 static int table_grow(RankTable *t) {
     Slot *old = t->slots;
     size_t old_capacity = t->mask + 1;
@@ -137,26 +145,23 @@ static int table_grow(RankTable *t) {
         return -1;
     }
     for (size_t i = 0; i < old_capacity; i++) {
-        if (old[i].hash == 0) continue;
-        size_t at = (size_t)old[i].hash & t->mask;
-        while (t->slots[at].hash != 0) at = (at + 1) & t->mask;
-        t->slots[at] = old[i];
-        t->used++;
+        if (old[i].hash != 0) table_place(t, old[i]);
     }
     PyMem_Free(old);
     return 0;
 }
 
-static int name_hashes(PyObject *name, const char *what, uint64_t *h, uint32_t *check) {
+/* The slot of ``name`` in the table (-1: not there; -2: not a str, the error set), and its hashes. */
+static Py_ssize_t slot_of(const RankTable *t, PyObject *name, const char *what, uint64_t *h, uint32_t *check) {
     if (!PyUnicode_Check(name)) {
         PyErr_Format(PyExc_TypeError, "%s: the name must be a str", what);
-        return -1;
+        return -2;
     }
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(name, &n);
-    if (s == NULL) return -1;
+    if (s == NULL) return -2;
     hash_name(s, n, h, check);
-    return 0;
+    return table_find(t, *h, *check);
 }
 
 static PyObject *table_put(RankTable *t, PyObject *args) {
@@ -165,25 +170,22 @@ static PyObject *table_put(RankTable *t, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Ui:put", &name, &rank)) return NULL;
     uint64_t h;
     uint32_t check;
-    if (name_hashes(name, "put", &h, &check) < 0) return NULL;
-    Py_ssize_t at = table_find(t, h, check);
+    Py_ssize_t at = slot_of(t, name, "put", &h, &check);
+    if (at == -2) return NULL;
     if (at >= 0) {
         t->slots[at].rank = rank;
         Py_RETURN_NONE;
     }
     if ((t->used + 1) * 2 > t->mask + 1 && table_grow(t) < 0) return NULL;
-    size_t free_at = (size_t)h & t->mask;
-    while (t->slots[free_at].hash != 0) free_at = (free_at + 1) & t->mask;
-    t->slots[free_at] = (Slot){h, check, rank};
-    t->used++;
+    table_place(t, (Slot){h, check, rank});
     Py_RETURN_NONE;
 }
 
 static PyObject *table_drop(RankTable *t, PyObject *name) {
     uint64_t h;
     uint32_t check;
-    if (name_hashes(name, "drop", &h, &check) < 0) return NULL;
-    Py_ssize_t found = table_find(t, h, check);
+    Py_ssize_t found = slot_of(t, name, "drop", &h, &check);
+    if (found == -2) return NULL;
     if (found < 0) Py_RETURN_NONE;
     /* backward-shift deletion: no tombstones, every probe sequence stays unbroken */
     size_t hole = (size_t)found;
@@ -204,8 +206,8 @@ static PyObject *table_drop(RankTable *t, PyObject *name) {
 static PyObject *table_get(RankTable *t, PyObject *name) {
     uint64_t h;
     uint32_t check;
-    if (name_hashes(name, "get", &h, &check) < 0) return NULL;
-    Py_ssize_t at = table_find(t, h, check);
+    Py_ssize_t at = slot_of(t, name, "get", &h, &check);
+    if (at == -2) return NULL;
     if (at < 0) Py_RETURN_NONE;
     return PyLong_FromLong(t->slots[at].rank);
 }
@@ -313,15 +315,12 @@ static int skip_table(PyObject *skip, RankTable *out) {
     for (Py_ssize_t i = 0; i < count; i++) {
         uint64_t h;
         uint32_t check;
-        if (name_hashes(PySequence_Fast_GET_ITEM(items, i), "best_of: skip", &h, &check) < 0) {
+        Py_ssize_t at = slot_of(out, PySequence_Fast_GET_ITEM(items, i), "best_of: skip", &h, &check);
+        if (at == -2) {
             Py_DECREF(items);
             return -1;
         }
-        if (table_find(out, h, check) >= 0) continue;
-        size_t at = (size_t)h & out->mask;
-        while (out->slots[at].hash != 0) at = (at + 1) & out->mask;
-        out->slots[at] = (Slot){h, check, 0};
-        out->used++;
+        if (at < 0) table_place(out, (Slot){h, check, 0});
     }
     Py_DECREF(items);
     return 0;
