@@ -23,10 +23,14 @@ ARG PYTHON_VERSION=3.11
 # ----------------------------------------------------------------------------- build
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-# A C compiler for the extender's compiled sample reader (agent/extender/_sample.c; the
-# base image has Python's headers). It stays in this stage.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
+# A C compiler for the extender's compiled sample reader (agent/extender/_sample.c), and
+# Python's headers where the base image lacks them (a Debian python3 base has none; the
+# official image has its own). They stay in this stage.
+RUN headers=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
+ && extra="" \
+ && { [ -f "$headers/Python.h" ] || extra=python3-dev; } \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev $extra \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
