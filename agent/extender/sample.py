@@ -29,8 +29,8 @@ except ImportError:  # no compiler where the package was installed: the Python p
     COMPILED = False
     MAX_LIMIT = 0
 else:
-    #: Whether the compiled reader is used. ``FPGA_SLOT_EXTENDER_PURE_PYTHON=1`` turns it off (the benchmarks'
-    #: side-by-side runs; the answers do not change).
+    #: Whether the compiled reader is used. ``FPGA_SLOT_EXTENDER_PURE_PYTHON=1`` turns it off (to compare the two
+    #: paths on one machine; the answers do not change).
     COMPILED = os.environ.get("FPGA_SLOT_EXTENDER_PURE_PYTHON", "") in ("", "0")
 
 __all__ = ["COMPILED", "MAX_LIMIT", "AskedNames", "HashedNames", "RankTable", "asked_names", "best_of"]
