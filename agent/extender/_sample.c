@@ -20,7 +20,7 @@
  *                      (the caller then parses it whole, and gets the whole parser's errors);
  *   best_of(body, start, base, lifted, skip, limit)
  *                      one pass over those names: a name's rank is its rank in ``lifted`` (unless it is
- *                      in ``skip``, a RankTable or a collection of str), else in ``base``; names in
+ *                      in the RankTable ``skip``), else in ``base``; names in
  *                      neither are left out. Returns
  *                      (lowest rank or None, the best ``limit`` as (name, rank) by rank then order asked).
  *
@@ -151,7 +151,8 @@ static int table_grow(RankTable *t) {
     return 0;
 }
 
-/* The slot of ``name`` in the table (-1: not there; -2: not a str, the error set), and its hashes. */
+/* The slot of ``name`` in the table (-1: not there; -2: not a str, the error set); its hashes into ``h`` and
+ * ``check`` when they are given. */
 static Py_ssize_t slot_of(const RankTable *t, PyObject *name, const char *what, uint64_t *h, uint32_t *check) {
     if (!PyUnicode_Check(name)) {
         PyErr_Format(PyExc_TypeError, "%s: the name must be a str", what);
@@ -160,8 +161,12 @@ static Py_ssize_t slot_of(const RankTable *t, PyObject *name, const char *what, 
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(name, &n);
     if (s == NULL) return -2;
-    hash_name(s, n, h, check);
-    return table_find(t, *h, *check);
+    uint64_t hash;
+    uint32_t mark;
+    hash_name(s, n, &hash, &mark);
+    if (h != NULL) *h = hash;
+    if (check != NULL) *check = mark;
+    return table_find(t, hash, mark);
 }
 
 static PyObject *table_put(RankTable *t, PyObject *args) {
@@ -182,9 +187,7 @@ static PyObject *table_put(RankTable *t, PyObject *args) {
 }
 
 static PyObject *table_drop(RankTable *t, PyObject *name) {
-    uint64_t h;
-    uint32_t check;
-    Py_ssize_t found = slot_of(t, name, "drop", &h, &check);
+    Py_ssize_t found = slot_of(t, name, "drop", NULL, NULL);
     if (found == -2) return NULL;
     if (found < 0) Py_RETURN_NONE;
     /* backward-shift deletion: no tombstones, every probe sequence stays unbroken */
@@ -204,9 +207,7 @@ static PyObject *table_drop(RankTable *t, PyObject *name) {
 }
 
 static PyObject *table_get(RankTable *t, PyObject *name) {
-    uint64_t h;
-    uint32_t check;
-    Py_ssize_t at = slot_of(t, name, "get", &h, &check);
+    Py_ssize_t at = slot_of(t, name, "get", NULL, NULL);
     if (at == -2) return NULL;
     if (at < 0) Py_RETURN_NONE;
     return PyLong_FromLong(t->slots[at].rank);
@@ -301,43 +302,17 @@ static inline int better(int32_t rank, int32_t order, const Kept *b) {
     return rank > b->rank || (rank == b->rank && order < b->order);
 }
 
-/* The names of ``skip`` (any iterable of str) as an open-addressing table of their hashes, rank unused. */
-static int skip_table(PyObject *skip, RankTable *out) {
-    PyObject *items = PySequence_Fast(skip, "best_of: skip must be a collection of names");
-    if (items == NULL) return -1;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(items);
-    size_t capacity = 16;
-    while (capacity < (size_t)count * 2 + 2) capacity *= 2;
-    if (table_alloc(out, capacity) < 0) {
-        Py_DECREF(items);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint64_t h;
-        uint32_t check;
-        Py_ssize_t at = slot_of(out, PySequence_Fast_GET_ITEM(items, i), "best_of: skip", &h, &check);
-        if (at == -2) {
-            Py_DECREF(items);
-            return -1;
-        }
-        if (at < 0) table_place(out, (Slot){h, check, 0});
-    }
-    Py_DECREF(items);
-    return 0;
-}
-
 static PyObject *best_of(PyObject *module, PyObject *args) {
     Py_buffer body;
     Py_ssize_t start;
     RankTable *base;
-    PyObject *lifted_obj, *skip;
+    PyObject *lifted_obj, *skip_obj;
     int limit;
-    if (!PyArg_ParseTuple(args, "y*nO!OOi:best_of", &body, &start, &RankTableType, &base, &lifted_obj, &skip, &limit))
+    if (!PyArg_ParseTuple(args, "y*nO!OOi:best_of", &body, &start, &RankTableType, &base, &lifted_obj, &skip_obj,
+                          &limit))
         return NULL;
     PyObject *result = NULL;
-    RankTable *lifted = NULL;
-    RankTable skipped = {.slots = NULL}; /* built at the first name found in lifted, when skip is given */
-    RankTable *skip_names = NULL;        /* skip itself when it is a RankTable, else ``skipped`` */
+    RankTable *lifted = NULL, *skip = NULL;
     if (lifted_obj != Py_None) {
         if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
             PyErr_SetString(PyExc_TypeError, "best_of: lifted must be a RankTable or None");
@@ -346,8 +321,13 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         lifted = (RankTable *)lifted_obj;
         if (lifted->used == 0) lifted = NULL;
     }
-    if (skip == Py_None) skip = NULL;
-    if (skip != NULL && PyObject_TypeCheck(skip, &RankTableType)) skip_names = (RankTable *)skip;
+    if (skip_obj != Py_None) {
+        if (!PyObject_TypeCheck(skip_obj, &RankTableType)) {
+            PyErr_SetString(PyExc_TypeError, "best_of: skip must be a RankTable or None");
+            goto done;
+        }
+        skip = (RankTable *)skip_obj;
+    }
     if (limit < 1 || limit > MAX_LIMIT) {
         PyErr_Format(PyExc_ValueError, "best_of: limit must be 1..%d, got %d", MAX_LIMIT, limit);
         goto done;
@@ -382,11 +362,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         if (lifted != NULL) {
             Py_ssize_t hit = table_find(lifted, h, check);
             if (hit >= 0) {
-                if (skip != NULL && skip_names == NULL) {
-                    if (skip_table(skip, &skipped) < 0) goto done;
-                    skip_names = &skipped;
-                }
-                if (skip_names == NULL || table_find(skip_names, h, check) < 0) rank = lifted->slots[hit].rank;
+                if (skip == NULL || table_find(skip, h, check) < 0) rank = lifted->slots[hit].rank;
             }
         }
         if (rank < lowest) lowest = rank;
@@ -434,7 +410,6 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         result = Py_BuildValue("(LN)", (long long)lowest, listed);
     }
 done:
-    PyMem_Free(skipped.slots);
     PyBuffer_Release(&body);
     return result;
 }

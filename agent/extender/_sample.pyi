@@ -1,5 +1,3 @@
-from collections.abc import Collection
-
 MAX_LIMIT: int
 
 class RankTable:
@@ -15,7 +13,7 @@ def best_of(
     start: int,
     base: RankTable,
     lifted: RankTable | None,
-    skip: RankTable | Collection[str] | None,
+    skip: RankTable | None,
     limit: int,
     /,
 ) -> tuple[int | None, list[tuple[str, int]]]: ...

@@ -163,12 +163,17 @@ class OneSlotIndex:
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
         base = ranks.table
-        if base is not None and dra is None and 0 < limit <= sample.MAX_LIMIT and isinstance(names, sample.AskedNames):
+        skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else None
+        if (
+            base is not None
+            and dra is None
+            and 0 < limit <= sample.MAX_LIMIT
+            and (skip is not None or not shadowed)  # the promised nodes, if any, known to the reader by their hashes
+            and isinstance(names, sample.AskedNames)
+        ):
             # one pass over the request's bytes, no string per name (``agent.extender.sample``)
             lifted_table = self._hit_tables.get((bitstream, platform))
-            skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else shadowed
-            best = sample.best_of(names.body, names.start, base, lifted_table, skip or None, limit)
-            return listed(best, tops)
+            return listed(sample.best_of(names.body, names.start, base, lifted_table, skip or None, limit), tops)
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:

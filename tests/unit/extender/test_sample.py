@@ -186,25 +186,27 @@ def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
     base = {name: rng.randrange(0, 30) for name in pool if rng.random() < 0.9}
     lifted = {name: rng.randrange(0, 40) for name in base if rng.random() < 0.2}
     skip = {name for name in lifted if rng.random() < 0.3}
-    base_table, lifted_table = sample.RankTable(), sample.RankTable()
+    base_table, lifted_table, skip_table = sample.RankTable(), sample.RankTable(), sample.RankTable()
     for name, rank in base.items():
         base_table.put(name, rank)
     for name, rank in lifted.items():
         lifted_table.put(name, rank)
+    for name in skip:
+        skip_table.put(name, 0)
     for _ in range(20):
         names = rng.sample(pool, rng.randint(0, len(pool)))
         if names and rng.random() < 0.2:
             names.append(rng.choice(names))  # a name twice counts once
         limit = rng.choice([1, 2, 16, sample.MAX_LIMIT])
         found = asked(names)
-        got = sample.best_of(found.body, found.start, base_table, lifted_table, skip or None, limit)
+        got = sample.best_of(found.body, found.start, base_table, lifted_table, skip_table, limit)
         assert got == model_best(names, base, lifted, skip, limit)
         assert sample.best_of(found.body, found.start, base_table, None, None, limit) == model_best(
             names, base, {}, set(), limit
         )
 
 
-def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_names_that_are_not_strings() -> None:
+def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_tables_that_are_not_tables() -> None:
     found = asked(["a"])
     table = sample.RankTable()
     for limit in (0, sample.MAX_LIMIT + 1):
@@ -213,8 +215,10 @@ def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_names_t
     with pytest.raises(ValueError, match="names array"):
         sample.best_of(found.body, 0, table, None, None, 1)
     table.put("a", 1)
-    with pytest.raises(TypeError, match="skip"):  # promised copies are named by strings
-        sample.best_of(found.body, found.start, table, table, [b"a"], 1)
+    with pytest.raises(TypeError, match="skip"):  # promised nodes by their hashes, not as a collection
+        sample.best_of(found.body, found.start, table, table, {"a"}, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="lifted"):
+        sample.best_of(found.body, found.start, table, {"a": 1}, None, 1)  # type: ignore[arg-type]
 
 
 def test_hashed_names_keep_their_table_with_them_and_skip_as_the_names_do() -> None:
@@ -234,5 +238,4 @@ def test_hashed_names_keep_their_table_with_them_and_skip_as_the_names_do() -> N
         lifted.put(name, 100)
     found = asked(["a", "b", "c", "d"])
     by_table = sample.best_of(found.body, found.start, base, lifted, names.table, 4)
-    assert by_table == sample.best_of(found.body, found.start, base, lifted, set(names), 4)
-    assert by_table == (0, [("b", 100), ("d", 100), ("c", 2), ("a", 0)])
+    assert by_table == (0, [("b", 100), ("d", 100), ("c", 2), ("a", 0)])  # a and c promised: their bases
