@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.extender import ContainerDemand, NodeSlots, PodDemand, parse_node_slots
+import orjson
+
+from agent.extender import ContainerDemand, NodeSlots, PodDemand, WatchedNode, parse_node_slots
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.extender.sample import AskedNames, asked_names
 from agent.extender.scoretable import Scores
-from agent.extender.scoring import NodeLookup
+from agent.extender.scoring import LRU_HORIZON_S, NodeLookup
 
 PAC = "pac_a10"
 N3K = "n3000"
@@ -92,3 +96,33 @@ def expected_answer(
     if limit <= 0:
         return shifted
     return sorted(shifted, key=lambda entry: (-entry[1], -packing(entry[0])))[:limit]
+
+
+def random_node(
+    rng: random.Random, name: str, now: float, catalogs: list[dict[str, str]], fitting: bool = False
+) -> WatchedNode:
+    """A node with random slots; ``fitting``: each slot holds only bitstreams of its own platform (as an agent
+    publishes them; DRA's allocator matches a slot by its bitstream whatever the platform, so only such states
+    compare)."""
+    slots = []
+    for i in range(rng.randint(0, 5)):
+        platform = rng.choice([PAC, PAC, N3K])
+        held = [b for b, p in {**CATALOG, "big": PAC}.items() if p == platform or not fitting]
+        slots.append(
+            slot(
+                f"s{i}",
+                platform=platform,
+                bitstream=rng.choice([None, *held]),
+                free=rng.random() < 0.7,
+                healthy=rng.random() < 0.9,
+                last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
+            )
+        )
+    return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
+
+
+def request_names(names: list[str]) -> AskedNames:
+    """The names as a request body carries them, for the compiled reader."""
+    found = asked_names(orjson.dumps({"Pod": {}, "Nodes": None, "NodeNames": names}))
+    assert found is not None
+    return found[1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 
-import orjson
 import pytest
 
 from agent.extender import NodeCache, PodDemand, ScoreWeights, WatchedNode
@@ -13,9 +12,18 @@ from agent.extender.drascoring import prioritize_dra
 from agent.extender.facts import STEP_S, ClusterFacts
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.ranking import ScoreBoard, reported
-from agent.extender.sample import AskedNames, asked_names
 from agent.extender.scoring import CLOCK_STEP_S, LRU_HORIZON_S, prioritize_nodes
-from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, expected_answer, node, slot
+from tests.unit.extender.factories import (
+    CATALOG,
+    N3K,
+    PAC,
+    demand,
+    expected_answer,
+    node,
+    random_node,
+    request_names,
+    slot,
+)
 
 NOW = 1_800_000_000.0
 WEIGHTS = [
@@ -26,36 +34,6 @@ WEIGHTS = [
 ]
 #: Catalogs that agree on every bitstream they share ("big" adds one the others lack).
 AGREEING = [CATALOG, CATALOG, {**CATALOG, "big": PAC}]
-
-
-def random_node(
-    rng: random.Random, name: str, now: float, catalogs: list[dict[str, str]], fitting: bool = False
-) -> WatchedNode:
-    """A node with random slots; ``fitting``: each slot holds only bitstreams of its own platform (as an agent
-    publishes them; DRA's allocator matches a slot by its bitstream whatever the platform, so only such states
-    compare)."""
-    slots = []
-    for i in range(rng.randint(0, 5)):
-        platform = rng.choice([PAC, PAC, N3K])
-        held = [b for b, p in {**CATALOG, "big": PAC}.items() if p == platform or not fitting]
-        slots.append(
-            slot(
-                f"s{i}",
-                platform=platform,
-                bitstream=rng.choice([None, *held]),
-                free=rng.random() < 0.7,
-                healthy=rng.random() < 0.9,
-                last_used=rng.choice([None, int(now - rng.uniform(0, 2 * LRU_HORIZON_S))]),
-            )
-        )
-    return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
-
-
-def request_names(names: list[str]) -> AskedNames:
-    """The names as a request body carries them, for the compiled reader."""
-    found = asked_names(orjson.dumps({"Pod": {}, "Nodes": None, "NodeNames": names}))
-    assert found is not None
-    return found[1]
 
 
 @pytest.mark.parametrize(

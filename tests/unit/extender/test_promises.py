@@ -10,8 +10,7 @@ import pytest
 from agent.extender import NodeCache, ScoreWeights, WatchedNode
 from agent.extender.promises import PROMISE_TTL_S
 from agent.extender.ranking import ScoreBoard
-from tests.unit.extender.factories import CATALOG, demand, node, slot
-from tests.unit.extender.test_oneslot import random_node, request_names
+from tests.unit.extender.factories import CATALOG, demand, node, random_node, request_names, slot
 
 NOW = 1_800_000_000.0
 

@@ -6,27 +6,15 @@ from __future__ import annotations
 import json
 import random
 
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.errors import ExtenderRequestError
 from agent.extender import sample
-from agent.extender.sample import AskedNames, asked_names
+from agent.extender.sample import asked_names
 from agent.extender.wire import parse_extender_args
-
-
-def names_body(names: list[str], pod: object = None) -> bytes:
-    """A body as kube-scheduler's Go encoder writes it: compact, Pod, Nodes, NodeNames in that order."""
-    pod = pod if pod is not None else {"metadata": {"name": "p"}}
-    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
-
-
-def asked(names: list[str]) -> AskedNames:
-    found = asked_names(names_body(names))
-    assert found is not None
-    return found[1]
+from tests.unit.extender.factories import request_names
 
 
 def test_the_package_is_built_with_the_compiled_reader() -> None:
@@ -70,7 +58,7 @@ def test_a_rank_table_refuses_what_is_not_a_name_and_a_rank() -> None:
     "names", [[], ["a"], ["node-1", "node-2"], ["x" * 500], ["with space", "comma,inside", "colon:]"]], ids=repr
 )
 def test_plain_names_are_counted_and_read_as_the_whole_parse_reads_them(names: list[str]) -> None:
-    found = asked(names)
+    found = request_names(names)
     assert len(found) == len(names)
     assert list(found) == names
     assert found == names
@@ -198,7 +186,7 @@ def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
         if names and rng.random() < 0.2:
             names.append(rng.choice(names))  # a name twice counts once
         limit = rng.choice([1, 2, 16, sample.MAX_LIMIT])
-        found = asked(names)
+        found = request_names(names)
         got = sample.best_of(found.body, found.start, base_table, lifted_table, skip_table, limit)
         assert got == model_best(names, base, lifted, skip, limit)
         assert sample.best_of(found.body, found.start, base_table, None, None, limit) == model_best(
@@ -207,7 +195,7 @@ def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
 
 
 def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_tables_that_are_not_tables() -> None:
-    found = asked(["a"])
+    found = request_names(["a"])
     table = sample.RankTable()
     for limit in (0, sample.MAX_LIMIT + 1):
         with pytest.raises(ValueError, match="limit"):
@@ -236,6 +224,6 @@ def test_hashed_names_keep_their_table_with_them_and_skip_as_the_names_do() -> N
     for rank, name in enumerate(("a", "b", "c", "d")):
         base.put(name, rank)
         lifted.put(name, 100)
-    found = asked(["a", "b", "c", "d"])
+    found = request_names(["a", "b", "c", "d"])
     by_table = sample.best_of(found.body, found.start, base, lifted, names.table, 4)
     assert by_table == (0, [("b", 100), ("d", 100), ("c", 2), ("a", 0)])  # a and c promised: their bases
