@@ -341,9 +341,8 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
     Kept kept[MAX_LIMIT];
     int nkept = 0;
     int64_t lowest = INT64_MAX;
-    int32_t order = 0;
     Py_ssize_t at = start + 1;
-    while (at < size && s[at] == '"') {
+    for (int32_t order = 0; at < size && s[at] == '"'; order++) {
         Py_ssize_t from = at + 1;
         const char *close = memchr(s + from, '"', (size_t)(size - from));
         if (close == NULL) break;
@@ -354,45 +353,21 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
         uint32_t check;
         hash_name(s + from, n, &h, &check);
         Py_ssize_t slot = table_find(base, h, check);
-        if (slot < 0) {
-            order++;
-            continue;
-        }
+        if (slot < 0) continue;
         int32_t rank = base->slots[slot].rank;
-        if (lifted != NULL) {
-            Py_ssize_t hit = table_find(lifted, h, check);
-            if (hit >= 0) {
-                if (skip == NULL || table_find(skip, h, check) < 0) rank = lifted->slots[hit].rank;
-            }
-        }
+        Py_ssize_t hit = lifted != NULL ? table_find(lifted, h, check) : -1;
+        if (hit >= 0 && (skip == NULL || table_find(skip, h, check) < 0)) rank = lifted->slots[hit].rank;
         if (rank < lowest) lowest = rank;
-        if (nkept == limit && !better(rank, order, &kept[nkept - 1])) {
-            order++;
-            continue;
-        }
+        if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
         int dup = 0;
-        for (int i = 0; i < nkept; i++) {
-            if (kept[i].hash == h && kept[i].check == check) {
-                dup = 1;
-                break;
-            }
-        }
-        if (dup) { /* a name asked twice counts once (kube-scheduler never sends one twice) */
-            order++;
-            continue;
-        }
-        int i = nkept;
-        if (nkept == limit) {
-            i = nkept - 1; /* the worst kept makes way */
-        } else {
-            nkept++;
-        }
+        for (int i = 0; i < nkept && !dup; i++) dup = kept[i].hash == h && kept[i].check == check;
+        if (dup) continue; /* a name asked twice counts once (kube-scheduler never sends one twice) */
+        int i = nkept == limit ? nkept - 1 : nkept++; /* full: the worst kept makes way */
         while (i > 0 && better(rank, order, &kept[i - 1])) {
             kept[i] = kept[i - 1];
             i--;
         }
         kept[i] = (Kept){h, check, rank, order, from, n};
-        order++;
     }
     PyObject *listed = PyList_New(nkept);
     if (listed == NULL) goto done;
