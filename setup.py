@@ -1,4 +1,5 @@
-"""The compiled part of the package: the extender's sample reader (``agent/extender/_sample.c``).
+"""The compiled part of the package: the extender's sample reader (``agent/extender/_sample.c``)
+and its reader of a one-slot pod (``agent/extender/_podread.c``).
 
 Optional: where no C compiler or no Python headers are found, the package installs without it and the
 extender reads the names in Python (same answers, more CPU per call; ``agent/extender/sample.py``).
@@ -11,7 +12,8 @@ setup(
     ext_modules=[
         Extension(
             "agent.extender._sample",
-            ["agent/extender/_sample.c"],
+            ["agent/extender/_sample.c", "agent/extender/_podread.c"],
+            depends=["agent/extender/_podread.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
         )

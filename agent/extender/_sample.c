@@ -9,7 +9,7 @@
  * bytes and probed in a compact open-addressing table (16 bytes a slot), and only the few names the answer
  * lists become strings.
  *
- * Two things are offered (agent/extender/sample.py wraps them, with a pure-Python twin for machines
+ * Offered (agent/extender/sample.py wraps them, with a pure-Python twin for machines
  * without a compiler):
  *
  *   RankTable          name -> rank (an int), kept beside a Python dict by its owner (put, drop);
@@ -22,16 +22,25 @@
  *                      one pass over those names: a name's rank is its rank in ``lifted`` (unless it is
  *                      in the RankTable ``skip``), else in ``base``; names in
  *                      neither are left out. Returns
- *                      (lowest rank or None, the best ``limit`` as (name, rank) by rank then order asked).
+ *                      (lowest rank or None, the best ``limit`` as (name, rank) by rank then order asked);
+ *   one_slot_head(body)
+ *                      count_names's check of the names, and the pod before them read by _podread.c:
+ *                      (pod, bitstream, start) when the pod asks one slot of one bitstream, else None;
+ *   answer(body, start, base, lifted, skip, limit, pick)
+ *                      best_of's pass made into the encoded answer, plain and settled (see below).
  *
- * The body must have passed count_names first; best_of checks nothing it already checked.
+ * The body must have passed count_names first; best_of and answer check nothing it already checked.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#define _GNU_SOURCE /* memmem */
+#include "_podread.h"
+
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_LIMIT 64
+/* A rank is a score times this plus a packing (agent/extender/scoretable.py). */
+#define RANK_SCALE 128
 
 /* ------------------------------------------------------------------------------------------ hashing */
 
@@ -288,6 +297,33 @@ static PyObject *count_names(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+/* The last member of a body as kube-scheduler marshals ExtenderArgs (Pod, Nodes, NodeNames, in that order). */
+static const char NAMES_MEMBER[] = ",\"NodeNames\":[";
+
+static PyObject *one_slot_head(PyObject *module, PyObject *arg) {
+    Py_buffer body;
+    if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL;
+    const char *s = body.buf;
+    Py_ssize_t n = (Py_ssize_t)sizeof NAMES_MEMBER - 1;
+    const char *member = memmem(s, (size_t)body.len, NAMES_MEMBER, (size_t)n);
+    Py_ssize_t at = member == NULL ? -1 : member - s, start = at + n - 1;
+    if (at < 0 || scan_names(s, body.len, start) < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *pod = one_slot_pod(s, at);
+    if (pod == NULL || pod == Py_None) {
+        result = pod;
+        goto done;
+    }
+    result = Py_BuildValue("(OOn)", PyTuple_GET_ITEM(pod, 0), PyTuple_GET_ITEM(pod, 1), start);
+    Py_DECREF(pod);
+done:
+    PyBuffer_Release(&body);
+    return result;
+}
+
 typedef struct {
     uint64_t hash;
     uint32_t check;
@@ -302,89 +338,222 @@ static inline int better(int32_t rank, int32_t order, const Kept *b) {
     return rank > b->rank || (rank == b->rank && order < b->order);
 }
 
-static PyObject *best_of(PyObject *module, PyObject *args) {
-    Py_buffer body;
-    Py_ssize_t start;
-    RankTable *base;
-    PyObject *lifted_obj, *skip_obj;
-    int limit;
-    if (!PyArg_ParseTuple(args, "y*nO!OOi:best_of", &body, &start, &RankTableType, &base, &lifted_obj, &skip_obj,
-                          &limit))
-        return NULL;
-    PyObject *result = NULL;
-    RankTable *lifted = NULL, *skip = NULL;
+/* The tables best_of and answer take: base a RankTable, lifted and skip RankTables or None (an empty lifted
+ * table as None). -1 with the error set when one is not. */
+static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_obj, int limit, const char *what,
+                     RankTable **base, RankTable **lifted, RankTable **skip) {
+    if (!PyObject_TypeCheck(base_obj, &RankTableType)) {
+        PyErr_Format(PyExc_TypeError, "%s: base must be a RankTable", what);
+        return -1;
+    }
+    *base = (RankTable *)base_obj;
+    *lifted = *skip = NULL;
     if (lifted_obj != Py_None) {
         if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
-            PyErr_SetString(PyExc_TypeError, "best_of: lifted must be a RankTable or None");
-            goto done;
+            PyErr_Format(PyExc_TypeError, "%s: lifted must be a RankTable or None", what);
+            return -1;
         }
-        lifted = (RankTable *)lifted_obj;
-        if (lifted->used == 0) lifted = NULL;
+        if (((RankTable *)lifted_obj)->used > 0) *lifted = (RankTable *)lifted_obj;
     }
     if (skip_obj != Py_None) {
         if (!PyObject_TypeCheck(skip_obj, &RankTableType)) {
-            PyErr_SetString(PyExc_TypeError, "best_of: skip must be a RankTable or None");
-            goto done;
+            PyErr_Format(PyExc_TypeError, "%s: skip must be a RankTable or None", what);
+            return -1;
         }
-        skip = (RankTable *)skip_obj;
+        *skip = (RankTable *)skip_obj;
     }
     if (limit < 1 || limit > MAX_LIMIT) {
-        PyErr_Format(PyExc_ValueError, "best_of: limit must be 1..%d, got %d", MAX_LIMIT, limit);
-        goto done;
+        PyErr_Format(PyExc_ValueError, "%s: limit must be 1..%d, got %d", what, MAX_LIMIT, limit);
+        return -1;
     }
-    const char *s = body.buf;
-    Py_ssize_t size = body.len;
+    return 0;
+}
+
+/* One pass over the names of the array at s[start] (checked by count_names): the best ``limit`` into kept
+ * (by rank, then order asked), their number returned, the lowest rank of a name found into *lowest
+ * (INT64_MAX when none is found); -1 with the error set when there is no array at start. */
+static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTable *base, const RankTable *lifted,
+                  const RankTable *skip, int limit, Kept *kept, int64_t *lowest) {
     if (start < 0 || start >= size || s[start] != '[') {
-        PyErr_SetString(PyExc_ValueError, "best_of: no names array at start");
-        goto done;
+        PyErr_SetString(PyExc_ValueError, "no names array at start");
+        return -1;
     }
-    Kept kept[MAX_LIMIT];
     int nkept = 0;
-    int64_t lowest = INT64_MAX;
+    *lowest = INT64_MAX;
     Py_ssize_t at = start + 1;
-    for (int32_t order = 0; at < size && s[at] == '"'; order++) {
-        Py_ssize_t from = at + 1;
-        const char *close = memchr(s + from, '"', (size_t)(size - from));
-        if (close == NULL) break;
-        Py_ssize_t to = close - s;
-        at = to + 2; /* past '"' and ',' or ']' */
-        Py_ssize_t n = to - from;
-        uint64_t h;
+    int32_t order = 0;
+    /* In batches: every name of a batch hashed and its slot in the base table fetched ahead, then probed. The
+     * table is out of the CPU's caches between calls; fetched one by one, each probe would wait for memory. */
+    enum { BATCH = 16 };
+    struct {
+        uint64_t hash;
         uint32_t check;
-        hash_name(s + from, n, &h, &check);
-        Py_ssize_t slot = table_find(base, h, check);
-        if (slot < 0) continue;
-        int32_t rank = base->slots[slot].rank;
-        Py_ssize_t hit = lifted != NULL ? table_find(lifted, h, check) : -1;
-        if (hit >= 0 && (skip == NULL || table_find(skip, h, check) < 0)) rank = lifted->slots[hit].rank;
-        if (rank < lowest) lowest = rank;
-        if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
-        int dup = 0;
-        for (int i = 0; i < nkept && !dup; i++) dup = kept[i].hash == h && kept[i].check == check;
-        if (dup) continue; /* a name asked twice counts once (kube-scheduler never sends one twice) */
-        int i = nkept == limit ? nkept - 1 : nkept++; /* full: the worst kept makes way */
-        while (i > 0 && better(rank, order, &kept[i - 1])) {
-            kept[i] = kept[i - 1];
-            i--;
+        Py_ssize_t from, len;
+    } batch[BATCH];
+    for (;;) {
+        int nbatch = 0;
+        while (nbatch < BATCH && at < size && s[at] == '"') {
+            Py_ssize_t from = at + 1;
+            const char *close = memchr(s + from, '"', (size_t)(size - from));
+            if (close == NULL) break;
+            at = close - s + 2; /* past '"' and ',' or ']' */
+            batch[nbatch].from = from;
+            batch[nbatch].len = close - s - from;
+            hash_name(s + from, batch[nbatch].len, &batch[nbatch].hash, &batch[nbatch].check);
+            __builtin_prefetch(&base->slots[(size_t)batch[nbatch].hash & base->mask]);
+            nbatch++;
         }
-        kept[i] = (Kept){h, check, rank, order, from, n};
+        if (nbatch == 0) break;
+        for (int b = 0; b < nbatch; b++, order++) {
+            uint64_t h = batch[b].hash;
+            uint32_t check = batch[b].check;
+            Py_ssize_t slot = table_find(base, h, check);
+            if (slot < 0) continue;
+            int32_t rank = base->slots[slot].rank;
+            Py_ssize_t hit = lifted != NULL ? table_find(lifted, h, check) : -1;
+            if (hit >= 0 && (skip == NULL || table_find(skip, h, check) < 0)) rank = lifted->slots[hit].rank;
+            if (rank < *lowest) *lowest = rank;
+            if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
+            int dup = 0;
+            for (int i = 0; i < nkept && !dup; i++) dup = kept[i].hash == h && kept[i].check == check;
+            if (dup) continue; /* a name asked twice counts once (kube-scheduler never sends one twice) */
+            int i = nkept == limit ? nkept - 1 : nkept++; /* full: the worst kept makes way */
+            while (i > 0 && better(rank, order, &kept[i - 1])) {
+                kept[i] = kept[i - 1];
+                i--;
+            }
+            kept[i] = (Kept){h, check, rank, order, batch[b].from, batch[b].len};
+        }
     }
-    PyObject *listed = PyList_New(nkept);
+    return nkept;
+}
+
+static PyObject *best_of(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    Py_ssize_t start;
+    PyObject *base_obj, *lifted_obj, *skip_obj;
+    int limit;
+    if (!PyArg_ParseTuple(args, "y*nOOOi:best_of", &body, &start, &base_obj, &lifted_obj, &skip_obj, &limit))
+        return NULL;
+    PyObject *result = NULL, *listed = NULL;
+    RankTable *base, *lifted, *skip;
+    Kept kept[MAX_LIMIT];
+    int64_t lowest;
+    if (tables_of(base_obj, lifted_obj, skip_obj, limit, "best_of", &base, &lifted, &skip) < 0) goto done;
+    int nkept = ranked(body.buf, body.len, start, base, lifted, skip, limit, kept, &lowest);
+    if (nkept < 0) goto done;
+    listed = PyList_New(nkept);
     if (listed == NULL) goto done;
     for (int i = 0; i < nkept; i++) {
-        PyObject *entry = Py_BuildValue("(Ni)", PyUnicode_DecodeASCII(s + kept[i].at, kept[i].len, NULL), kept[i].rank);
-        if (entry == NULL) {
-            Py_DECREF(listed);
-            goto done;
-        }
+        const char *name = (const char *)body.buf + kept[i].at;
+        PyObject *entry = Py_BuildValue("(Ni)", PyUnicode_DecodeASCII(name, kept[i].len, NULL), kept[i].rank);
+        if (entry == NULL) goto done;
         PyList_SET_ITEM(listed, i, entry);
     }
     if (lowest == INT64_MAX) {
-        result = Py_BuildValue("(ON)", Py_None, listed);
+        result = Py_BuildValue("(OO)", Py_None, listed);
     } else {
-        result = Py_BuildValue("(LN)", (long long)lowest, listed);
+        result = Py_BuildValue("(LO)", (long long)lowest, listed);
     }
 done:
+    Py_XDECREF(listed);
+    PyBuffer_Release(&body);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------- answer */
+
+/* Name order as Python orders str: the names are ASCII, so by bytes, a prefix first. */
+static int name_order(const char *s, const Kept *a, const Kept *b) {
+    Py_ssize_t n = a->len < b->len ? a->len : b->len;
+    int c = memcmp(s + a->at, s + b->at, (size_t)n);
+    if (c != 0) return c;
+    return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/* A HostPriorityList as kube-scheduler reads it: [{"Host":"name","Score":n},...], compact, the names plain
+ * ASCII as count_names found them (nothing to escape); entries whose score is 0 or less left out. */
+static PyObject *priorities(const char *s, const Kept *kept, const int *scores, int n) {
+    Py_ssize_t size = 2;
+    for (int i = 0; i < n; i++) size += kept[i].len + 36;
+    char *out = PyMem_Malloc((size_t)size);
+    if (out == NULL) return PyErr_NoMemory();
+    char *p = out;
+    *p++ = '[';
+    for (int i = 0; i < n; i++) {
+        if (scores[i] <= 0) continue;
+        if (p > out + 1) *p++ = ',';
+        memcpy(p, "{\"Host\":\"", 9);
+        p += 9;
+        memcpy(p, s + kept[i].at, (size_t)kept[i].len);
+        p += kept[i].len;
+        p += sprintf(p, "\",\"Score\":%d}", scores[i]);
+    }
+    *p++ = ']';
+    PyObject *encoded = PyBytes_FromStringAndSize(out, p - out);
+    PyMem_Free(out);
+    return encoded;
+}
+
+/*
+ * answer(body, start, base, lifted, skip, limit, pick) -> (plain, first, chosen, settled)
+ *
+ * best_of's pass, then the answer as rankwalk.listed and promises.settle make it, encoded:
+ *   plain    the entries above the floor, scores shifted to it (the floor the lowest score found);
+ *   first    the name plain lists first (None: it lists none);
+ *   chosen   of the names that tie for the top (same rank), the one at ``pick`` modulo their number, in
+ *            name order (None: plain lists none);
+ *   settled  plain with every other entry at the top score one point lower (an entry brought to 0 left out).
+ * The caller sends settled when ``first`` has a free copy no other pod was promised, else plain.
+ */
+static PyObject *answer(PyObject *module, PyObject *args) {
+    Py_buffer body;
+    Py_ssize_t start;
+    PyObject *base_obj, *lifted_obj, *skip_obj;
+    int limit;
+    unsigned long long pick;
+    if (!PyArg_ParseTuple(args, "y*nOOOiK:answer", &body, &start, &base_obj, &lifted_obj, &skip_obj, &limit, &pick))
+        return NULL;
+    PyObject *result = NULL, *plain = NULL, *settled = NULL;
+    RankTable *base, *lifted, *skip;
+    Kept kept[MAX_LIMIT];
+    int scores[MAX_LIMIT];
+    int64_t lowest;
+    const char *s = body.buf;
+    if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0) goto done;
+    int nkept = ranked(s, body.len, start, base, lifted, skip, limit, kept, &lowest);
+    if (nkept < 0) goto done;
+    int listed = 0;
+    if (nkept > 0) {
+        int64_t floor = lowest / RANK_SCALE, top = (floor + 1) * RANK_SCALE;
+        while (listed < nkept && kept[listed].rank >= top) {
+            scores[listed] = (int)(kept[listed].rank / RANK_SCALE - floor);
+            listed++;
+        }
+    }
+    plain = priorities(s, kept, scores, listed);
+    if (plain == NULL) goto done;
+    if (listed == 0) {
+        result = Py_BuildValue("(OOOO)", plain, Py_None, Py_None, plain);
+        goto done;
+    }
+    int tied[MAX_LIMIT], ntied = 0;
+    for (int i = 0; i < listed && kept[i].rank == kept[0].rank; i++) {
+        int j = ntied++;
+        for (; j > 0 && name_order(s, &kept[i], &kept[tied[j - 1]]) < 0; j--) tied[j] = tied[j - 1];
+        tied[j] = i;
+    }
+    int chosen = tied[pick % (unsigned long long)ntied], top_score = scores[0];
+    for (int i = 0; i < listed; i++) {
+        if (scores[i] == top_score && i != chosen) scores[i] = top_score - 1;
+    }
+    settled = priorities(s, kept, scores, listed);
+    if (settled == NULL) goto done;
+    result = Py_BuildValue("(ONNO)", plain, PyUnicode_DecodeASCII(s + kept[0].at, kept[0].len, NULL),
+                           PyUnicode_DecodeASCII(s + kept[chosen].at, kept[chosen].len, NULL), settled);
+done:
+    Py_XDECREF(plain);
+    Py_XDECREF(settled);
     PyBuffer_Release(&body);
     return result;
 }
@@ -396,6 +565,11 @@ static PyMethodDef module_methods[] = {
      "count_names(body, start): the names in the body's last member, a plain array at start; -1 if not"},
     {"best_of", best_of, METH_VARARGS,
      "best_of(body, start, base, lifted, skip, limit): (lowest rank, the best (name, rank) entries)"},
+    {"answer", answer, METH_VARARGS,
+     "answer(body, start, base, lifted, skip, limit, pick): (plain, first, chosen, settled), see the source"},
+    {"one_slot_head", one_slot_head, METH_O,
+     "one_slot_head(body): (pod, bitstream, names start) of a body that ends with plain NodeNames and whose pod "
+     "asks one slot of one bitstream, else None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -407,7 +581,8 @@ PyMODINIT_FUNC PyInit__sample(void) {
     if (PyType_Ready(&RankTableType) < 0) return NULL;
     PyObject *module = PyModule_Create(&sample_module);
     if (module == NULL) return NULL;
-    if (PyModule_AddIntConstant(module, "MAX_LIMIT", MAX_LIMIT) < 0) {
+    if (PyModule_AddIntConstant(module, "MAX_LIMIT", MAX_LIMIT) < 0 ||
+        PyModule_AddIntConstant(module, "RANK_SCALE", RANK_SCALE) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,4 +1,5 @@
 MAX_LIMIT: int
+RANK_SCALE: int
 
 class RankTable:
     def __init__(self) -> None: ...
@@ -17,3 +18,14 @@ def best_of(
     limit: int,
     /,
 ) -> tuple[int | None, list[tuple[str, int]]]: ...
+def answer(
+    body: bytes,
+    start: int,
+    base: RankTable,
+    lifted: RankTable | None,
+    skip: RankTable | None,
+    limit: int,
+    pick: int,
+    /,
+) -> tuple[bytes, str | None, str | None, bytes]: ...
+def one_slot_head(body: bytes, /) -> tuple[str, str, int] | None: ...

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.extender import sample
 from agent.extender.drascoring import dra_base
@@ -73,6 +74,17 @@ class _Group:
 
     mapping: Mapping[str, str]
     nodes: int = 1
+
+
+class CompiledTables(NamedTuple):
+    """What ``sample.answer`` ranks a one-slot pod's names with (``OneSlotIndex.tables``)."""
+
+    #: The platform's ranks of every node; None: no node can program the bitstream (the answer is empty).
+    base: sample.RankTable | None
+    #: The nodes with a free copy, at their rank as holders; None: none.
+    lifted: sample.RankTable | None
+    #: The nodes whose free copies are all promised (they rank at their base); None: none.
+    skip: sample.RankTable | None
 
 
 #: One int object per rank value (at most 11 x 101 of them): the lookups of a call then touch a few
@@ -188,6 +200,33 @@ class OneSlotIndex:
             else:
                 lifted.update(zip(found, map(holders.__getitem__, found), strict=True))  # a free copy here
         return best_of_asked(ranks, names, lifted, limit, pack_ties=dra is not None, tops=tops)
+
+    def tables(
+        self,
+        cache: ChangeLog,
+        bitstream: str,
+        keep: Mapping[str, float],
+        keep_version: int,
+        now: float,
+        limit: int,
+        shadowed: Collection[str] = frozenset(),
+    ) -> CompiledTables | None:
+        """The compiled tables for a (device-plugin) pod asking one slot of ``bitstream``, its answer then made
+        from the request's bytes alone (``sample.answer``) equal to :meth:`prioritize`'s; None when that answer
+        needs more: the catalogs disagree, a node has no published state, every node must pull the bitstream,
+        ``limit`` is beyond the reader's, or the promised nodes are not kept by their hashes."""
+        self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
+        agreed = self._agreement(bitstream)
+        if agreed is None or cache.unpublished:
+            return None
+        platform, penalty = agreed
+        ranks = self._ranks.get(platform) if platform is not None else None
+        if platform is None or ranks is None:  # no node can program it: every name asked scores 0
+            return CompiledTables(None, None, None)
+        skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else None
+        if penalty or ranks.table is None or not 0 < limit <= sample.MAX_LIMIT or (shadowed and skip is None):
+            return None
+        return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip or None)
 
     def _per_name(
         self,

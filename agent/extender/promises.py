@@ -109,8 +109,10 @@ class Promises:
 
     def shadowed(self, cache: ChangeLog, pod: str, bitstream: str, now: float) -> Collection[str]:
         """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""
-        self.record()
-        self._release(pod)  # asked again (the scheduler retries it): its old promise no longer holds
+        if self._pending is not None:
+            self.record()
+        if pod in self._by_pod:  # asked again (the scheduler retries it): its old promise no longer holds
+            self._release(pod)
         self._follow(cache, now)
         return self._full.get(bitstream, _NONE)
 
@@ -125,12 +127,9 @@ class Promises:
         """
         self.record()
         self._release(pod)
-        if not answer:
+        if not answer or not self._unpromised(cache, answer[0][0], bitstream):
             return answer
-        nodes, promised = cache.nodes, self._taken.get(bitstream, {})
-        first = nodes.get(answer[0][0])
-        if first is None or free_copies(first, bitstream) <= promised.get(answer[0][0], 0):
-            return answer
+        nodes, first = cache.nodes, cache.nodes[answer[0][0]]
         top_score = answer[0][1]
         # The nodes the scheduler would choose among at random (same score, same packing): one of them,
         # spread by the pod's name as the scheduler's random pick would spread them, not always the first.
@@ -147,6 +146,23 @@ class Promises:
         lower = top_score - 1
         settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]
         return settled if lower > 0 else [entry for entry in settled if entry[1] > 0]
+
+    def settle_encoded(
+        self, cache: ChangeLog, pod: str, bitstream: str, now: float, made: tuple[bytes, str | None, str | None, bytes]
+    ) -> bytes:
+        """:meth:`settle` for an answer the compiled reader made (``sample.answer``: plain, first, chosen,
+        settled), after :meth:`shadowed` in the same call: the settled answer, and ``chosen`` promised, when
+        ``first`` has a free copy no other pod was promised; else the plain one."""
+        plain, first, chosen, settled = made
+        if first is None or chosen is None or not self._unpromised(cache, first, bitstream):
+            return plain
+        self._pending = (cache, pod, _Promise(bitstream, chosen, now + PROMISE_TTL_S))  # recorded by ``record``
+        return settled
+
+    def _unpromised(self, cache: ChangeLog, name: str, bitstream: str) -> bool:
+        """Whether the node has a free copy of ``bitstream`` that is promised to no pod."""
+        node = cache.nodes.get(name)
+        return node is not None and free_copies(node, bitstream) > self._taken.get(bitstream, {}).get(name, 0)
 
     def _follow(self, cache: ChangeLog, now: float) -> None:
         if cache is not self._cache or cache.generation != self._generation:

@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import itertools
 import sys
+import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+from agent.extender import sample
 from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra, score_dra
 from agent.extender.facts import ClusterFacts
@@ -136,13 +138,37 @@ class ScoreBoard:
 
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
-        if demand.pod in self._counted:
+        self._count(demand.pod, demand.by_bitstream)
+
+    def _count(self, pod: str, bitstreams: Iterable[str]) -> None:
+        if pod in self._counted:
             return
         if len(self._counted) >= COUNTED_PODS:
             self._counted.popitem(last=False)
-        self._counted[demand.pod] = None
-        for bitstream in demand.by_bitstream:
+        self._counted[pod] = None
+        for bitstream in bitstreams:
             self.facts.note_request(bitstream)
+
+    def prioritize_body(self, cache: ChangeLog, body: bytes, now: float) -> bytes | None:
+        """The encoded answer to a request whose pod asks one slot of one bitstream, made from its bytes by the
+        compiled reader (``sample.one_slot_head``, ``sample.answer``); None for any other request, which the
+        caller parses and passes to :meth:`prioritize`. Either way the answer and the board's state after are
+        the same (a request declined after the pod was counted is counted once: counting is once per pod)."""
+        head = sample.one_slot_head(body) if sample.COMPILED else None
+        if head is None:
+            return None
+        pod, bitstream, start = head
+        self._count(pod, (bitstream,))
+        facts, promises = self.facts, self.promises
+        keep = facts.keep_values(cache.nodes.values(), now)
+        shadowed = promises.shadowed(cache, pod, bitstream, now) if promises is not None else frozenset()
+        tables = self._one_slot.tables(cache, bitstream, keep, facts.version, now, self.limit, shadowed)
+        if tables is None:
+            return None
+        if tables.base is None:
+            return b"[]"
+        made = sample.answer(body, start, tables.base, tables.lifted, tables.skip, self.limit, zlib.crc32(pod.encode()))
+        return made[0] if promises is None else promises.settle_encoded(cache, pod, bitstream, now, made)
 
     def prioritize(
         self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float

@@ -13,6 +13,12 @@ path, which gives the same answers (the tests run both).
 :class:`AskedNames` is the request's ``NodeNames`` as the compiled reader found it:
 counted and checked (plain strings only; anything else is parsed whole by
 ``wire.parse_extender_args``), made into strings only when something iterates them.
+
+For the common pod, one that asks one slot of one bitstream, the whole answer comes from
+the bytes (``ranking.ScoreBoard.prioritize_body``): ``one_slot_head`` checks the names as
+``count_names`` does and reads the pod (``_podread.c``: it declines, returning None,
+whatever it is not sure of), and ``answer`` ranks the names, makes the answer as
+``rankwalk.listed`` and ``promises.settle`` would, and encodes it.
 """
 
 from __future__ import annotations
@@ -24,16 +30,36 @@ from typing import overload
 import orjson
 
 try:
-    from agent.extender._sample import MAX_LIMIT, RankTable, best_of, count_names
+    from agent.extender._sample import (
+        MAX_LIMIT,
+        RANK_SCALE,
+        RankTable,
+        answer,
+        best_of,
+        count_names,
+        one_slot_head,
+    )
 except ImportError:  # no compiler where the package was installed: the Python path answers alike
     COMPILED = False
     MAX_LIMIT = 0
+    RANK_SCALE = 0
 else:
     #: Whether the compiled reader is used. ``FPGA_SLOT_EXTENDER_PURE_PYTHON=1`` turns it off (to compare the two
     #: paths on one machine; the answers do not change).
     COMPILED = os.environ.get("FPGA_SLOT_EXTENDER_PURE_PYTHON", "") in ("", "0")
 
-__all__ = ["COMPILED", "MAX_LIMIT", "AskedNames", "HashedNames", "RankTable", "asked_names", "best_of"]
+__all__ = [
+    "COMPILED",
+    "MAX_LIMIT",
+    "RANK_SCALE",
+    "AskedNames",
+    "HashedNames",
+    "RankTable",
+    "answer",
+    "asked_names",
+    "best_of",
+    "one_slot_head",
+]
 
 #: The last member of a body as kube-scheduler marshals ExtenderArgs (Pod, Nodes, NodeNames, in that order).
 NAMES_MEMBER = b',"NodeNames":['

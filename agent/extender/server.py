@@ -123,20 +123,25 @@ class Extender:
         return Reply(200, JSON, encode(filter_result(request, outcome)))
 
     def prioritize(self, body: bytes) -> Reply:
+        now = self._clock()
+        # the common pod (one slot of one bitstream), answered from the body's bytes
+        answer = self._board.prioritize_body(self.nodes, body, now)
+        if answer is not None:
+            return Reply(200, JSON, answer, after=self._board.after_answer)
         try:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
             return json_error(400, str(exc))
         demand = self._demand(request)
         if request.node_names is not None:
-            scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), self._clock())
+            scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), now)
         else:
             lookup = self._lookup(request)
             names = distinct(request.names)
             if demand.dra is not None:
-                scores = prioritize_dra(demand, names, lookup, self.weights, self._clock())
+                scores = prioritize_dra(demand, names, lookup, self.weights, now)
             else:
-                scores = prioritize_nodes(demand, names, lookup, self.weights, self._clock())
+                scores = prioritize_nodes(demand, names, lookup, self.weights, now)
             ranks = ranks_of(scores, packing_for(demand, lookup))
             scores = best_ranked(names, ranks, self._board.limit, pack_ties=demand.dra is not None)
         return Reply(200, JSON, encode_priorities(scores), after=functools.partial(_answered, self._board, request))

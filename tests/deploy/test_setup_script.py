@@ -51,7 +51,8 @@ def project(tmp_path: Path) -> Path:
     shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
     shutil.copy2(REPO / "setup.py", root / "setup.py")
     (root / "agent" / "extender").mkdir(parents=True)
-    shutil.copy2(REPO / "agent" / "extender" / "_sample.c", root / "agent" / "extender" / "_sample.c")
+    for source in (REPO / "agent" / "extender").glob("_*.[ch]"):
+        shutil.copy2(source, root / "agent" / "extender" / source.name)
     write_script(root / ".venv" / "bin" / "python", f'echo "python $*" >> "{tmp_path}/calls.log"')
     return root
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import random
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.errors import ExtenderRequestError
 from agent.extender import sample
+from agent.extender.rankwalk import listed
 from agent.extender.sample import asked_names
-from agent.extender.wire import parse_extender_args
+from agent.extender.scoretable import RANK_SCALE
+from agent.extender.wire import encode_priorities, parse_extender_args
 from tests.unit.extender.factories import request_names
 
 
@@ -192,6 +195,46 @@ def test_best_of_ranks_the_names_asked_as_its_definition(seed: int) -> None:
         assert sample.best_of(found.body, found.start, base_table, None, None, limit) == model_best(
             names, base, {}, set(), limit
         )
+
+
+def model_answer(
+    names: list[str], base: dict[str, int], lifted: dict[str, int], skip: set[str], limit: int, pick: int
+) -> tuple[bytes, str | None, str | None, bytes]:
+    """sample.answer by its definition: rankwalk.listed of best_of, and settled as promises.settle settles it."""
+    tops: list[str] = []
+    plain = listed(model_best(names, base, lifted, skip, limit), tops)
+    if not plain:
+        return encode_priorities(plain), None, None, encode_priorities(plain)
+    chosen = sorted(tops)[pick % len(tops)]
+    top, lower = plain[0][1], plain[0][1] - 1
+    settled = [(name, lower if score == top and name != chosen else score) for name, score in plain]
+    return encode_priorities(plain), plain[0][0], chosen, encode_priorities([e for e in settled if e[1] > 0])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_answer_lists_and_settles_the_names_asked_as_the_python_path_does(seed: int) -> None:
+    rng = random.Random(seed)
+    pool = [f"node-{i}" for i in range(rng.choice([5, 50, 600]))]
+    scores = rng.choice([range(0, 2), range(0, 11)])  # few scores: ties for the top, a top lowered to 0
+    base = {name: rng.choice(scores) * RANK_SCALE + rng.choice([0, 50, 75]) for name in pool if rng.random() < 0.9}
+    lifted = {name: 10 * RANK_SCALE + rng.choice([50, 75]) for name in base if rng.random() < 0.2}
+    skip = {name for name in lifted if rng.random() < 0.3}
+    tables = [sample.RankTable(), sample.RankTable(), sample.RankTable()]
+    for table, ranks in zip(tables, (base, lifted, dict.fromkeys(skip, 0)), strict=True):
+        for name, rank in ranks.items():
+            table.put(name, rank)
+    for _ in range(20):
+        names = rng.sample(pool, rng.randint(0, len(pool)))
+        limit, pick = rng.choice([1, 2, 16, sample.MAX_LIMIT]), rng.randrange(2**32)
+        found = request_names(names)
+        got = sample.answer(found.body, found.start, *tables, limit, pick)
+        assert got == model_answer(names, base, lifted, skip, limit, pick)
+        plain = listed(model_best(names, base, lifted, skip, limit))
+        assert orjson.loads(got[0]) == [{"Host": name, "Score": score} for name, score in plain]
+
+
+def test_the_compiled_ranks_are_scaled_as_the_python_ranks() -> None:
+    assert sample.RANK_SCALE == RANK_SCALE
 
 
 def test_best_of_refuses_a_limit_it_cannot_keep_a_body_without_names_and_tables_that_are_not_tables() -> None:
