@@ -89,12 +89,37 @@ static inline void hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32
 
 /* ---------------------------------------------------------------------------------------- RankTable */
 
+/* A table's names as bits, one per name by its second hash (false positives, no false negatives): a name that
+ * is not there is mostly told apart without reading the table's slots, which are out of the CPU's caches
+ * between calls. best_of consults it for the small tables (a bitstream's holders, the promised nodes) that
+ * every name asked is probed in. */
+#define FILTER_BITS 4096
+
 typedef struct {
     PyObject_HEAD
     Slot *slots;
     size_t mask; /* capacity - 1; capacity a power of two, at most half used */
     size_t used;
+    size_t dropped; /* names dropped since the filter was made: their bits may still be set */
+    uint64_t filter[FILTER_BITS / 64];
 } RankTable;
+
+static inline void filter_set(RankTable *t, uint32_t check) {
+    t->filter[(check % FILTER_BITS) / 64] |= 1ULL << (check % 64);
+}
+
+static inline int filter_has(const RankTable *t, uint32_t check) {
+    return (t->filter[(check % FILTER_BITS) / 64] >> (check % 64)) & 1;
+}
+
+/* The filter made again from the names held (once more names were dropped than are held). */
+static void filter_remake(RankTable *t) {
+    memset(t->filter, 0, sizeof t->filter);
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (t->slots[i].hash != 0) filter_set(t, t->slots[i].check);
+    }
+    t->dropped = 0;
+}
 
 static PyTypeObject RankTableType;
 
@@ -192,6 +217,7 @@ static PyObject *table_put(RankTable *t, PyObject *args) {
     }
     if ((t->used + 1) * 2 > t->mask + 1 && table_grow(t) < 0) return NULL;
     table_place(t, (Slot){h, check, rank});
+    filter_set(t, check);
     Py_RETURN_NONE;
 }
 
@@ -212,6 +238,7 @@ static PyObject *table_drop(RankTable *t, PyObject *name) {
     }
     t->slots[hole].hash = 0;
     t->used--;
+    if (++t->dropped > t->used) filter_remake(t);
     Py_RETURN_NONE;
 }
 
@@ -410,8 +437,9 @@ static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTa
             Py_ssize_t slot = table_find(base, h, check);
             if (slot < 0) continue;
             int32_t rank = base->slots[slot].rank;
-            Py_ssize_t hit = lifted != NULL ? table_find(lifted, h, check) : -1;
-            if (hit >= 0 && (skip == NULL || table_find(skip, h, check) < 0)) rank = lifted->slots[hit].rank;
+            Py_ssize_t hit = lifted != NULL && filter_has(lifted, check) ? table_find(lifted, h, check) : -1;
+            if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0))
+                rank = lifted->slots[hit].rank;
             if (rank < *lowest) *lowest = rank;
             if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
             int dup = 0;

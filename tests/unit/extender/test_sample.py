@@ -46,6 +46,38 @@ def test_a_rank_table_holds_what_a_dict_holds_through_puts_drops_and_growth(seed
     assert all(table.get(name) == model.get(name) for name in pool)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_small_table_probed_through_its_filter_finds_what_it_holds_after_drops(seed: int) -> None:
+    """The holders and promised nodes are told apart by a filter of bits first; names dropped and put again many
+    times (the filter made anew as they go) are found exactly as held."""
+    rng = random.Random(seed)
+    pool = [f"node-{i}" for i in range(400)]
+    base, small, held = sample.RankTable(), sample.RankTable(), {}
+    for name in pool:
+        base.put(name, 1)
+    for round_ in range(30):
+        for _ in range(200):
+            name = rng.choice(pool)
+            if rng.random() < 0.5:
+                small.put(name, 2)
+                held[name] = 2
+            else:
+                small.drop(name)
+                held.pop(name, None)
+        names = rng.sample(pool, 300)
+        found = request_names(names)
+        assert sample.best_of(found.body, found.start, base, small, None, sample.MAX_LIMIT) == model_best(
+            names, dict.fromkeys(pool, 1), held, set(), sample.MAX_LIMIT
+        ), f"round {round_}"
+        skip = set(rng.sample(sorted(held), len(held) // 2)) if held else set()
+        skip_table = sample.RankTable()
+        for name in skip:
+            skip_table.put(name, 0)
+        assert sample.best_of(found.body, found.start, base, small, skip_table, sample.MAX_LIMIT) == model_best(
+            names, dict.fromkeys(pool, 1), held, skip, sample.MAX_LIMIT
+        )
+
+
 def test_a_rank_table_refuses_what_is_not_a_name_and_a_rank() -> None:
     table = sample.RankTable()
     with pytest.raises(TypeError):
