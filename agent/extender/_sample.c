@@ -409,49 +409,51 @@ static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTa
     *lowest = INT64_MAX;
     Py_ssize_t at = start + 1;
     int32_t order = 0;
-    /* In batches: every name of a batch hashed and its slot in the base table fetched ahead, then probed. The
-     * table is out of the CPU's caches between calls; fetched one by one, each probe would wait for memory. */
-    enum { BATCH = 16 };
+    /* Pipelined: each name is hashed and its slot in the base table fetched AHEAD names before it is probed.
+     * The table is out of the CPU's caches between calls; probed as read, each name would wait for memory. */
+    enum { RING = 32, AHEAD = 16 };
     struct {
         uint64_t hash;
         uint32_t check;
         Py_ssize_t from, len;
-    } batch[BATCH];
-    for (;;) {
-        int nbatch = 0;
-        while (nbatch < BATCH && at < size && s[at] == '"') {
-            Py_ssize_t from = at + 1;
-            const char *close = memchr(s + from, '"', (size_t)(size - from));
-            if (close == NULL) break;
-            at = close - s + 2; /* past '"' and ',' or ']' */
-            batch[nbatch].from = from;
-            batch[nbatch].len = close - s - from;
-            hash_name(s + from, batch[nbatch].len, &batch[nbatch].hash, &batch[nbatch].check);
-            __builtin_prefetch(&base->slots[(size_t)batch[nbatch].hash & base->mask]);
-            nbatch++;
-        }
-        if (nbatch == 0) break;
-        for (int b = 0; b < nbatch; b++, order++) {
-            uint64_t h = batch[b].hash;
-            uint32_t check = batch[b].check;
-            Py_ssize_t slot = table_find(base, h, check);
-            if (slot < 0) continue;
-            int32_t rank = base->slots[slot].rank;
-            Py_ssize_t hit = lifted != NULL && filter_has(lifted, check) ? table_find(lifted, h, check) : -1;
-            if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0))
-                rank = lifted->slots[hit].rank;
-            if (rank < *lowest) *lowest = rank;
-            if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
-            int dup = 0;
-            for (int i = 0; i < nkept && !dup; i++) dup = kept[i].hash == h && kept[i].check == check;
-            if (dup) continue; /* a name asked twice counts once (kube-scheduler never sends one twice) */
-            int i = nkept == limit ? nkept - 1 : nkept++; /* full: the worst kept makes way */
-            while (i > 0 && better(rank, order, &kept[i - 1])) {
-                kept[i] = kept[i - 1];
-                i--;
+    } ring[RING];
+    int read = 0, probed = 0, more = 1;
+    for (;; probed++, order++) {
+        while (more && read - probed < AHEAD) {
+            const char *close = at < size && s[at] == '"' ? memchr(s + at + 1, '"', (size_t)(size - at - 1)) : NULL;
+            if (close == NULL) {
+                more = 0;
+                break;
             }
-            kept[i] = (Kept){h, check, rank, order, batch[b].from, batch[b].len};
+            Py_ssize_t from = at + 1;
+            at = close - s + 2; /* past '"' and ',' or ']' */
+            ring[read % RING].from = from;
+            ring[read % RING].len = close - s - from;
+            hash_name(s + from, close - s - from, &ring[read % RING].hash, &ring[read % RING].check);
+            __builtin_prefetch(&base->slots[(size_t)ring[read % RING].hash & base->mask]);
+            read++;
         }
+        if (probed == read) break;
+        int b = probed % RING;
+        uint64_t h = ring[b].hash;
+        uint32_t check = ring[b].check;
+        Py_ssize_t slot = table_find(base, h, check);
+        if (slot < 0) continue;
+        int32_t rank = base->slots[slot].rank;
+        Py_ssize_t hit = lifted != NULL && filter_has(lifted, check) ? table_find(lifted, h, check) : -1;
+        if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0))
+            rank = lifted->slots[hit].rank;
+        if (rank < *lowest) *lowest = rank;
+        if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
+        int dup = 0;
+        for (int i = 0; i < nkept && !dup; i++) dup = kept[i].hash == h && kept[i].check == check;
+        if (dup) continue; /* a name asked twice counts once (kube-scheduler never sends one twice) */
+        int i = nkept == limit ? nkept - 1 : nkept++; /* full: the worst kept makes way */
+        while (i > 0 && better(rank, order, &kept[i - 1])) {
+            kept[i] = kept[i - 1];
+            i--;
+        }
+        kept[i] = (Kept){h, check, rank, order, ring[b].from, ring[b].len};
     }
     return nkept;
 }
