@@ -261,3 +261,27 @@ def test_pods_asking_for_the_bitstream_of_the_pod_before_add_no_evidence() -> No
         scattered.note_request(name)
         scattered.note_request("bs29")
     assert scattered.changes >= 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_requests_weighed_when_read_equal_requests_weighed_one_by_one(seed: int) -> None:
+    """Requests are weighed in one go when something reads the memories: the shares, the changes found and
+    the values are those of weighing each request as it is noted, whenever the reads come (and more than
+    CHANGE_MEMORY requests noted between two reads are weighed along the way, memory bounded)."""
+    rng = random.Random(seed)
+    nodes = cluster(*[[slot(f"s{k}", bitstream=rng.choice(["a", "b", "c", None])) for k in range(3)] for _ in range(8)])
+    eager, lazy = ClusterFacts(half_life_requests=200), ClusterFacts(half_life_requests=200)
+    now, popular = NOW, ["a", "b"]
+    for step in range(3000):
+        if step % 700 == 0:  # the popularity changes now and then
+            popular = rng.sample(["a", "b", "c", "d"], 2)
+        bitstream = rng.choice([*popular * 4, "a", "b", "c", "d"])
+        eager.note_request(bitstream)
+        lazy.note_request(bitstream)
+        eager.share(bitstream)  # read at once: weighed one by one
+        now += rng.choice([0.01, 0.1, 3.0])
+        if rng.random() < (0.001 if step < 2000 else 0.2):  # at first seldom: more than CHANGE_MEMORY unread
+            assert lazy.keep_values(nodes, now) == eager.keep_values(nodes, now)
+            assert lazy.version == eager.version
+    assert [lazy.share(b) for b in "abcd"] == [eager.share(b) for b in "abcd"]
+    assert lazy.changes == eager.changes > 0
