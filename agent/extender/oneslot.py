@@ -215,8 +215,16 @@ class OneSlotIndex:
         from the request's bytes alone (``sample.answer``) equal to :meth:`prioritize`'s; None when that answer
         needs more: the catalogs disagree, a node has no published state, every node must pull the bitstream,
         ``limit`` is beyond the reader's, or the promised nodes are not kept by their hashes."""
-        self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
-        agreed = self._agreement(bitstream)
+        step = int(now // CLOCK_STEP_S)
+        if not (  # nothing to follow (nearly every call): no call to find that out
+            cache is self._cache
+            and cache.generation == self._generation
+            and self._seen == len(cache.changes)
+            and keep_version == self._keep_version
+            and step == self._step
+        ):
+            self._sync(cache, keep, keep_version, step)
+        agreed = self._agreed[bitstream] if bitstream in self._agreed else self._agreement(bitstream)
         if agreed is None or cache.unpublished:
             return None
         platform, penalty = agreed

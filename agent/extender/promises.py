@@ -111,9 +111,16 @@ class Promises:
         """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""
         if self._pending is not None:
             self.record()
-        if pod in self._by_pod:  # asked again (the scheduler retries it): its old promise no longer holds
+        by_pod = self._by_pod
+        if pod in by_pod:  # asked again (the scheduler retries it): its old promise no longer holds
             self._release(pod)
-        self._follow(cache, now)
+        if not (  # nothing to follow: the same cache, no node changed, the oldest promise still holds
+            cache is self._cache
+            and cache.generation == self._generation
+            and self._seen == len(cache.changes)
+            and (not by_pod or next(iter(by_pod.values())).expires > now)
+        ):
+            self._follow(cache, now)
         return self._full.get(bitstream, _NONE)
 
     def settle(

@@ -182,7 +182,7 @@ class ExtenderApp:
                 return json_error(404, f"404 Not Found: {method} {shown(path)}")
             reply = json_error(405, f"405 Method Not Allowed: {method} {shown(path)}")
             return reply._replace(allow=", ".join(sorted(allowed)))
-        if method == "POST" and content_type and content_type.split(";", 1)[0].strip() != JSON:
+        if method == "POST" and content_type not in ("", JSON) and content_type.split(";", 1)[0].strip() != JSON:
             return json_error(415, f"415 Unsupported Media Type: the body must be {JSON}, got {shown(content_type)}")
         started = time.perf_counter()
         try:
