@@ -26,7 +26,7 @@
  *   one_slot_head(body)
  *                      count_names's check of the names, and the pod before them read by _podread.c:
  *                      (pod, bitstream, start) when the pod asks one slot of one bitstream, else None;
- *   answer(body, start, base, lifted, skip, limit, pick)
+ *   answer(body, start, base, lifted, skip, unknown, limit, pick)
  *                      best_of's pass made into the encoded answer, plain and settled (see below).
  *
  * The body must have passed count_names first; best_of and answer check nothing it already checked.
@@ -396,11 +396,15 @@ static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_ob
     return 0;
 }
 
+/* ranked: a name asked is in the table ``unknown`` (a node without published state). */
+#define UNKNOWN (-2)
+
 /* One pass over the names of the array at s[start] (checked by count_names): the best ``limit`` into kept
  * (by rank, then order asked), their number returned, the lowest rank of a name found into *lowest
- * (INT64_MAX when none is found); -1 with the error set when there is no array at start. */
+ * (INT64_MAX when none is found); -1 with the error set when there is no array at start; UNKNOWN as soon as
+ * a name not in ``base`` is in ``unknown`` (when given). */
 static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTable *base, const RankTable *lifted,
-                  const RankTable *skip, int limit, Kept *kept, int64_t *lowest) {
+                  const RankTable *skip, const RankTable *unknown, int limit, Kept *kept, int64_t *lowest) {
     if (start < 0 || start >= size || s[start] != '[') {
         PyErr_SetString(PyExc_ValueError, "no names array at start");
         return -1;
@@ -438,7 +442,10 @@ static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTa
         uint64_t h = ring[b].hash;
         uint32_t check = ring[b].check;
         Py_ssize_t slot = table_find(base, h, check);
-        if (slot < 0) continue;
+        if (slot < 0) {
+            if (unknown != NULL && filter_has(unknown, check) && table_find(unknown, h, check) >= 0) return UNKNOWN;
+            continue;
+        }
         int32_t rank = base->slots[slot].rank;
         Py_ssize_t hit = lifted != NULL && filter_has(lifted, check) ? table_find(lifted, h, check) : -1;
         if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0))
@@ -470,7 +477,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
     Kept kept[MAX_LIMIT];
     int64_t lowest;
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "best_of", &base, &lifted, &skip) < 0) goto done;
-    int nkept = ranked(body.buf, body.len, start, base, lifted, skip, limit, kept, &lowest);
+    int nkept = ranked(body.buf, body.len, start, base, lifted, skip, NULL, limit, kept, &lowest);
     if (nkept < 0) goto done;
     listed = PyList_New(nkept);
     if (listed == NULL) goto done;
@@ -526,9 +533,10 @@ static PyObject *priorities(const char *s, const Kept *kept, const int *scores, 
 }
 
 /*
- * answer(body, start, base, lifted, skip, limit, pick) -> (plain, first, chosen, settled)
+ * answer(body, start, base, lifted, skip, unknown, limit, pick) -> (plain, first, chosen, settled) | None
  *
- * best_of's pass, then the answer as rankwalk.listed and promises.settle make it, encoded:
+ * best_of's pass, then the answer as rankwalk.listed and promises.settle make it, encoded (None when a name
+ * asked is in ``unknown``, a node without published state: the caller then scores per name):
  *   plain    the entries above the floor, scores shifted to it (the floor the lowest score found);
  *   first    the name plain lists first (None: it lists none);
  *   chosen   of the names that tie for the top (same rank), the one at ``pick`` modulo their number, in
@@ -539,19 +547,31 @@ static PyObject *priorities(const char *s, const Kept *kept, const int *scores, 
 static PyObject *answer(PyObject *module, PyObject *args) {
     Py_buffer body;
     Py_ssize_t start;
-    PyObject *base_obj, *lifted_obj, *skip_obj;
+    PyObject *base_obj, *lifted_obj, *skip_obj, *unknown_obj;
     int limit;
     unsigned long long pick;
-    if (!PyArg_ParseTuple(args, "y*nOOOiK:answer", &body, &start, &base_obj, &lifted_obj, &skip_obj, &limit, &pick))
+    if (!PyArg_ParseTuple(args, "y*nOOOOiK:answer", &body, &start, &base_obj, &lifted_obj, &skip_obj, &unknown_obj,
+                          &limit, &pick))
         return NULL;
     PyObject *result = NULL, *plain = NULL, *settled = NULL;
-    RankTable *base, *lifted, *skip;
+    RankTable *base, *lifted, *skip, *unknown = NULL;
     Kept kept[MAX_LIMIT];
     int scores[MAX_LIMIT];
     int64_t lowest;
     const char *s = body.buf;
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0) goto done;
-    int nkept = ranked(s, body.len, start, base, lifted, skip, limit, kept, &lowest);
+    if (unknown_obj != Py_None) {
+        if (!PyObject_TypeCheck(unknown_obj, &RankTableType)) {
+            PyErr_SetString(PyExc_TypeError, "answer: unknown must be a RankTable or None");
+            goto done;
+        }
+        unknown = (RankTable *)unknown_obj;
+    }
+    int nkept = ranked(s, body.len, start, base, lifted, skip, unknown, limit, kept, &lowest);
+    if (nkept == UNKNOWN) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
     if (nkept < 0) goto done;
     int listed = 0;
     if (nkept > 0) {
@@ -596,7 +616,8 @@ static PyMethodDef module_methods[] = {
     {"best_of", best_of, METH_VARARGS,
      "best_of(body, start, base, lifted, skip, limit): (lowest rank, the best (name, rank) entries)"},
     {"answer", answer, METH_VARARGS,
-     "answer(body, start, base, lifted, skip, limit, pick): (plain, first, chosen, settled), see the source"},
+     "answer(body, start, base, lifted, skip, unknown, limit, pick): (plain, first, chosen, settled) or None, "
+     "see the source"},
     {"one_slot_head", one_slot_head, METH_O,
      "one_slot_head(body): (pod, bitstream, names start) of a body that ends with plain NodeNames and whose pod "
      "asks one slot of one bitstream, else None"},

@@ -24,8 +24,9 @@ def answer(
     base: RankTable,
     lifted: RankTable | None,
     skip: RankTable | None,
+    unknown: RankTable | None,
     limit: int,
     pick: int,
     /,
-) -> tuple[bytes, str | None, str | None, bytes]: ...
+) -> tuple[bytes, str | None, str | None, bytes] | None: ...
 def one_slot_head(body: bytes, /) -> tuple[str, str, int] | None: ...

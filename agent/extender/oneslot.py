@@ -85,6 +85,8 @@ class CompiledTables(NamedTuple):
     lifted: sample.RankTable | None
     #: The nodes whose free copies are all promised (they rank at their base); None: none.
     skip: sample.RankTable | None
+    #: The nodes without published state: a call that asks about one is answered per name; None: none.
+    unknown: sample.RankTable | None
 
 
 #: One int object per rank value (at most 11 x 101 of them): the lookups of a call then touch a few
@@ -130,6 +132,9 @@ class OneSlotIndex:
         self._hits: dict[tuple[str, str], dict[str, int]] = {}
         #: The same holders and ranks for the compiled reader (kept only when it is used).
         self._hit_tables: dict[tuple[str, str], sample.RankTable] = {}
+        #: The nodes the watch reported without published state (``NodeCache.unpublished``), for the compiled
+        #: reader: a call that asks about one of them is answered per name.
+        self._unpublished: sample.RankTable | None = None
         self._catalogs: dict[CatalogKey, _Group] = {}
         #: Bitstream -> (platform or None, penalty) when every catalog agrees; None when they differ.
         self._agreed: dict[str, tuple[str | None, int] | None] = {}
@@ -213,8 +218,9 @@ class OneSlotIndex:
     ) -> CompiledTables | None:
         """The compiled tables for a (device-plugin) pod asking one slot of ``bitstream``, its answer then made
         from the request's bytes alone (``sample.answer``) equal to :meth:`prioritize`'s; None when that answer
-        needs more: the catalogs disagree, a node has no published state, every node must pull the bitstream,
-        ``limit`` is beyond the reader's, or the promised nodes are not kept by their hashes."""
+        needs more: the catalogs disagree, every node must pull the bitstream, ``limit`` is beyond the reader's,
+        or the promised nodes are not kept by their hashes. Nodes without published state are passed as
+        ``unknown``: ``sample.answer`` declines a call that asks about one of them."""
         step = int(now // CLOCK_STEP_S)
         if not (  # nothing to follow (nearly every call): no call to find that out
             cache is self._cache
@@ -225,16 +231,23 @@ class OneSlotIndex:
         ):
             self._sync(cache, keep, keep_version, step)
         agreed = self._agreed[bitstream] if bitstream in self._agreed else self._agreement(bitstream)
-        if agreed is None or cache.unpublished:
+        if agreed is None:
             return None
         platform, penalty = agreed
         ranks = self._ranks.get(platform) if platform is not None else None
+        unknown = self._unpublished if cache.unpublished else None
         if platform is None or ranks is None:  # no node can program it: every name asked scores 0
-            return CompiledTables(None, None, None)
+            return CompiledTables(None, None, None, None) if not cache.unpublished else None
         skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else None
-        if penalty or ranks.table is None or not 0 < limit <= sample.MAX_LIMIT or (shadowed and skip is None):
+        if (
+            penalty
+            or ranks.table is None
+            or not 0 < limit <= sample.MAX_LIMIT
+            or (shadowed and skip is None)
+            or (cache.unpublished and unknown is None)
+        ):
             return None
-        return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip or None)
+        return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip or None, unknown)
 
     def _per_name(
         self,
@@ -278,11 +291,17 @@ class OneSlotIndex:
         changes = cache.changes
         if self._seen < len(changes):
             nodes = cache.nodes
+            unpublished = self._unpublished
             for name in set(changes[self._seen :]):
                 self._remove(name)
                 node = nodes.get(name)
                 if node is not None:
                     self._add(node)
+                if unpublished is not None:
+                    if name in cache.unpublished:
+                        unpublished.put(name, 0)
+                    else:
+                        unpublished.drop(name)
             self._seen = len(changes)
         rebase: set[str] = set()
         if keep_version != self._keep_version:  # only the nodes that would overwrite a bitstream whose value moved
@@ -307,6 +326,10 @@ class OneSlotIndex:
         self._valued_by, self._ageing = {}, set()
         for node in cache.nodes.values():
             self._add(node)
+        if self._compiled:
+            self._unpublished = sample.RankTable()
+            for name in cache.unpublished:
+                self._unpublished.put(name, 0)
 
     def _put_bases(self, node: NodeSlots, platforms: tuple[str, ...], packing: int) -> None:
         name = node.name

@@ -166,9 +166,12 @@ class ScoreBoard:
         tables = self._one_slot.tables(cache, bitstream, keep, facts.version, now, self.limit, shadowed)
         if tables is None:
             return None
-        if tables.base is None:
+        base, lifted, skip, unknown = tables
+        if base is None:
             return b"[]"
-        made = sample.answer(body, start, tables.base, tables.lifted, tables.skip, self.limit, zlib.crc32(pod.encode()))
+        made = sample.answer(body, start, base, lifted, skip, unknown, self.limit, zlib.crc32(pod.encode()))
+        if made is None:  # a node without published state asked about: per name
+            return None
         return made[0] if promises is None else promises.settle_encoded(cache, pod, bitstream, now, made)
 
     def prioritize(

@@ -259,10 +259,24 @@ def test_answer_lists_and_settles_the_names_asked_as_the_python_path_does(seed: 
         names = rng.sample(pool, rng.randint(0, len(pool)))
         limit, pick = rng.choice([1, 2, 16, sample.MAX_LIMIT]), rng.randrange(2**32)
         found = request_names(names)
-        got = sample.answer(found.body, found.start, *tables, limit, pick)
+        got = sample.answer(found.body, found.start, *tables, None, limit, pick)
         assert got == model_answer(names, base, lifted, skip, limit, pick)
         plain = listed(model_best(names, base, lifted, skip, limit))
         assert orjson.loads(got[0]) == [{"Host": name, "Score": score} for name, score in plain]
+
+
+def test_answer_declines_a_call_that_asks_about_a_node_without_published_state() -> None:
+    base, unknown = sample.RankTable(), sample.RankTable()
+    for name in ("a", "b"):
+        base.put(name, RANK_SCALE)
+    unknown.put("u", 0)
+    asked = request_names(["a", "b", "never-seen"])  # a name the watch never reported scores the floor
+    assert sample.answer(asked.body, asked.start, base, None, None, unknown, 16, 0) is not None
+    with_unknown = request_names(["a", "u", "b"])
+    assert sample.answer(with_unknown.body, with_unknown.start, base, None, None, unknown, 16, 0) is None
+    assert sample.answer(with_unknown.body, with_unknown.start, base, None, None, None, 16, 0) is not None
+    with pytest.raises(TypeError, match="unknown"):
+        sample.answer(asked.body, asked.start, base, None, None, {"u"}, 16, 0)  # type: ignore[arg-type]
 
 
 def test_the_compiled_ranks_are_scaled_as_the_python_ranks() -> None:
