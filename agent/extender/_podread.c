@@ -123,34 +123,47 @@ static int skip_literal(Reader *r, const char *word, Py_ssize_t n) {
     return 0;
 }
 
-static int skip_value(Reader *r);
-
-/* The members of an object or the items of an array, after its opening byte; each value skipped. */
-static int skip_container(Reader *r, char close, int keyed) {
-    if (++r->depth > MAX_DEPTH) return -1;
+/* Into an object or array: its opening byte (after whitespace) passed; 1 when it closes at once (passed too),
+ * 0 when items follow, -1 otherwise (or nested past MAX_DEPTH). */
+static int open_container(Reader *r, char open, char close) {
+    if (expect(r, open) < 0 || ++r->depth > MAX_DEPTH) return -1;
     skip_ws(r);
     if (r->s < r->end && *r->s == close) {
         r->s++;
         r->depth--;
-        return 0;
+        return 1;
     }
-    for (;;) {
-        skip_ws(r);
+    return 0;
+}
+
+/* After an item: 1 when the container closes (passed), 0 after a ',', -1 otherwise. */
+static int next_or_close(Reader *r, char close) {
+    skip_ws(r);
+    if (r->s >= r->end) return -1;
+    if (*r->s == close) {
+        r->s++;
+        r->depth--;
+        return 1;
+    }
+    return *r->s++ == ',' ? 0 : -1;
+}
+
+static int skip_value(Reader *r);
+
+/* The members of an object or the items of an array, its opening byte next; each value skipped. */
+static int skip_container(Reader *r, char open, char close, int keyed) {
+    int state = open_container(r, open, close);
+    while (state == 0) {
         if (keyed) {
             Span key;
             int plain;
+            skip_ws(r);
             if (read_string(r, &key, &plain) < 0 || expect(r, ':') < 0) return -1;
         }
         if (skip_value(r) < 0) return -1;
-        skip_ws(r);
-        if (r->s >= r->end) return -1;
-        if (*r->s == close) {
-            r->s++;
-            r->depth--;
-            return 0;
-        }
-        if (*r->s++ != ',') return -1;
+        state = next_or_close(r, close);
     }
+    return state < 0 ? -1 : 0;
 }
 
 static int skip_value(Reader *r) {
@@ -160,11 +173,9 @@ static int skip_value(Reader *r) {
     int plain;
     switch (*r->s) {
         case '{':
-            r->s++;
-            return skip_container(r, '}', 1);
+            return skip_container(r, '{', '}', 1);
         case '[':
-            r->s++;
-            return skip_container(r, ']', 0);
+            return skip_container(r, '[', ']', 0);
         case '"':
             return read_string(r, &ignored, &plain);
         case 'n':
@@ -202,14 +213,8 @@ typedef int (*Member)(Reader *r, Span key, void *state);
 
 static int walk_object(Reader *r, Member read_member, void *state, const char *const *once, int nonce) {
     unsigned seen = 0;
-    if (expect(r, '{') < 0 || ++r->depth > MAX_DEPTH) return -1;
-    skip_ws(r);
-    if (r->s < r->end && *r->s == '}') {
-        r->s++;
-        r->depth--;
-        return 0;
-    }
-    for (;;) {
+    int at = open_container(r, '{', '}');
+    while (at == 0) {
         Span key;
         int plain;
         skip_ws(r);
@@ -221,15 +226,9 @@ static int walk_object(Reader *r, Member read_member, void *state, const char *c
             }
         }
         if (read_member(r, key, state) < 0) return -1;
-        skip_ws(r);
-        if (r->s >= r->end) return -1;
-        if (*r->s == '}') {
-            r->s++;
-            r->depth--;
-            return 0;
-        }
-        if (*r->s++ != ',') return -1;
+        at = next_or_close(r, '}');
     }
+    return at < 0 ? -1 : 0;
 }
 
 /* A plain string into out, or null (*given stays 0); anything else declines. */
@@ -333,29 +332,17 @@ static int container_member(Reader *r, Span key, void *state) {
 }
 
 static int containers(Reader *r, Pod *pod) {
-    if (take_null(r)) return 0;
-    if (expect(r, '[') < 0 || ++r->depth > MAX_DEPTH) return -1;
-    skip_ws(r);
-    if (r->s < r->end && *r->s == ']') {
-        r->s++;
-        r->depth--;
-        return 0;
-    }
     static const char *const once[] = {"name", "resources"};
-    for (;;) {
+    if (take_null(r)) return 0;
+    int at = open_container(r, '[', ']');
+    while (at == 0) {
         if (pod->ncontainers == MAX_CONTAINERS) return -1;
         Container *c = &pod->containers[pod->ncontainers++];
         *c = (Container){{NULL, 0}, -1};
         if (walk_object(r, container_member, c, once, 2) < 0) return -1;
-        skip_ws(r);
-        if (r->s >= r->end) return -1;
-        if (*r->s == ']') {
-            r->s++;
-            r->depth--;
-            return 0;
-        }
-        if (*r->s++ != ',') return -1;
+        at = next_or_close(r, ']');
     }
+    return at < 0 ? -1 : 0;
 }
 
 static int spec_member(Reader *r, Span key, void *state) {
