@@ -23,7 +23,7 @@ ARG PYTHON_VERSION=3.11
 # ----------------------------------------------------------------------------- build
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-# A C compiler for the extender's compiled sample reader (agent/extender/_sample.c), and
+# A C compiler for the extender's compiled reader (agent/extender/_sample.c, _podread.c), and
 # Python's headers where the base image lacks them (a Debian python3 base has none; the
 # official image has its own). They stay in this stage.
 RUN headers=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
