@@ -48,6 +48,7 @@ from agent.extender import sample
 from agent.extender.drascoring import dra_base
 from agent.extender.nodestate import NodeSlots
 from agent.extender.rankwalk import RankedNodes, best_of_asked, listed
+from agent.extender.sample import AskedNames
 from agent.extender.scoretable import RANK_SCALE, ChangeLog, Scores, best_ranked
 from agent.extender.scoring import CLOCK_STEP_S, DOWNLOAD_PENALTY, LRU_HORIZON_S, ScoreWeights, base_score
 
@@ -92,6 +93,14 @@ class CompiledTables(NamedTuple):
 #: One int object per rank value (at most 11 x 101 of them): the lookups of a call then touch a few
 #: objects that stay in the CPU's caches, not one per node.
 _SHARED_RANKS: dict[int, int] = {}
+
+
+def _hashed(shadowed: Collection[str]) -> tuple[bool, sample.RankTable | None]:
+    """Whether the compiled reader can skip the promised nodes ``shadowed`` (none, or kept by their hashes), and
+    their table (None when there are none)."""
+    if isinstance(shadowed, sample.HashedNames) and shadowed.table is not None:
+        return True, shadowed.table if shadowed else None
+    return not shadowed, None
 
 
 def _shared(rank: int) -> int:
@@ -180,17 +189,17 @@ class OneSlotIndex:
         if penalty:  # every node must pull the file first (rarely): the ranks shift unevenly, per name
             return self._per_name(ranks, bitstream, platform, penalty, names, limit, shadowed, dra)
         base = ranks.table
-        skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else None
+        hashed, skip = _hashed(shadowed)
         if (
             base is not None
             and dra is None
             and 0 < limit <= sample.MAX_LIMIT
-            and (skip is not None or not shadowed)  # the promised nodes, if any, known to the reader by their hashes
-            and isinstance(names, sample.AskedNames)
+            and hashed
+            and isinstance(names, AskedNames)
         ):
             # one pass over the request's bytes, no string per name (``agent.extender.sample``)
             lifted_table = self._hit_tables.get((bitstream, platform))
-            return listed(sample.best_of(names.body, names.start, base, lifted_table, skip or None, limit), tops)
+            return listed(sample.best_of(names.body, names.start, base, lifted_table, skip, limit), tops)
         lifted: dict[str, int] = {}
         holders = self._hits.get((bitstream, platform))
         if holders:
@@ -221,33 +230,19 @@ class OneSlotIndex:
         needs more: the catalogs disagree, every node must pull the bitstream, ``limit`` is beyond the reader's,
         or the promised nodes are not kept by their hashes. Nodes without published state are passed as
         ``unknown``: ``sample.answer`` declines a call that asks about one of them."""
-        step = int(now // CLOCK_STEP_S)
-        if not (  # nothing to follow (nearly every call): no call to find that out
-            cache is self._cache
-            and cache.generation == self._generation
-            and self._seen == len(cache.changes)
-            and keep_version == self._keep_version
-            and step == self._step
-        ):
-            self._sync(cache, keep, keep_version, step)
-        agreed = self._agreed[bitstream] if bitstream in self._agreed else self._agreement(bitstream)
+        self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
+        agreed = self._agreement(bitstream)
         if agreed is None:
             return None
         platform, penalty = agreed
         ranks = self._ranks.get(platform) if platform is not None else None
-        unknown = self._unpublished if cache.unpublished else None
         if platform is None or ranks is None:  # no node can program it: every name asked scores 0
             return CompiledTables(None, None, None, None) if not cache.unpublished else None
-        skip = shadowed.table if isinstance(shadowed, sample.HashedNames) else None
-        if (
-            penalty
-            or ranks.table is None
-            or not 0 < limit <= sample.MAX_LIMIT
-            or (shadowed and skip is None)
-            or (cache.unpublished and unknown is None)
-        ):
+        hashed, skip = _hashed(shadowed)
+        if penalty or ranks.table is None or not 0 < limit <= sample.MAX_LIMIT or not hashed:
             return None
-        return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip or None, unknown)
+        unknown = self._unpublished if cache.unpublished else None
+        return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip, unknown)
 
     def _per_name(
         self,
@@ -278,6 +273,14 @@ class OneSlotIndex:
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
     def _sync(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
+        if (  # nothing to follow (nearly every call)
+            cache is self._cache
+            and cache.generation == self._generation
+            and self._seen == len(cache.changes)
+            and keep_version == self._keep_version
+            and step == self._step
+        ):
+            return
         try:
             self._follow(cache, keep, keep_version, step)
         except BaseException:

@@ -111,16 +111,9 @@ class Promises:
         """Nodes whose every free copy of ``bitstream`` is promised to pods other than ``pod`` (read only)."""
         if self._pending is not None:
             self.record()
-        by_pod = self._by_pod
-        if pod in by_pod:  # asked again (the scheduler retries it): its old promise no longer holds
+        if pod in self._by_pod:  # asked again (the scheduler retries it): its old promise no longer holds
             self._release(pod)
-        if not (  # nothing to follow: the same cache, no node changed, the oldest promise still holds
-            cache is self._cache
-            and cache.generation == self._generation
-            and self._seen == len(cache.changes)
-            and (not by_pod or next(iter(by_pod.values())).expires > now)
-        ):
-            self._follow(cache, now)
+        self._follow(cache, now)
         return self._full.get(bitstream, _NONE)
 
     def settle(
@@ -172,6 +165,14 @@ class Promises:
         return node is not None and free_copies(node, bitstream) > self._taken.get(bitstream, {}).get(name, 0)
 
     def _follow(self, cache: ChangeLog, now: float) -> None:
+        by_pod = self._by_pod
+        if (  # nothing to follow: the same cache, no node changed, the oldest promise still holds
+            cache is self._cache
+            and cache.generation == self._generation
+            and self._seen == len(cache.changes)
+            and (not by_pod or next(iter(by_pod.values())).expires > now)
+        ):
+            return
         if cache is not self._cache or cache.generation != self._generation:
             self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
             self._by_pod.clear()

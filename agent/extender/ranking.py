@@ -158,8 +158,7 @@ class ScoreBoard:
         if head is None:
             return None
         pod, bitstream, start = head
-        if pod not in self._counted:
-            self._count(pod, (bitstream,))
+        self._count(pod, (bitstream,))
         facts, promises = self.facts, self.promises
         keep = facts.keep_values(cache.nodes.values(), now)
         shadowed = promises.shadowed(cache, pod, bitstream, now) if promises is not None else frozenset()
