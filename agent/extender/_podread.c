@@ -2,9 +2,9 @@
  * The pod of a prioritize call, read from the request's bytes for the common case: a pod that asks one slot
  * of one bitstream.
  *
- * one_slot_pod(body, end) reads body[:end] as the members of the request object before its NodeNames (as
- * one_slot_head in _sample.c splits it) and returns (pod, bitstream) when the pod asks exactly one slot, of one
- * named bitstream, and nothing else: "namespace/name" as agent/extender/wire.py names a pod, and the
+ * one_slot_pod(body, end, start) reads body[:end] as the members of the request object before its NodeNames
+ * (as one_slot_head in _sample.c splits it, the names array at start) and returns (pod, bitstream, start)
+ * when the pod asks exactly one slot, of one named bitstream, and nothing else: "namespace/name" as agent/extender/wire.py names a pod, and the
  * bitstream from the pod's annotations (the container's own, else the pod's). It returns None for anything
  * else: another kind of pod, a DRA pod, and every body it is not sure about (a duplicate key on the way, an
  * escape in a key or value it reads, a \u escape or a byte above 0x7f anywhere, a number it would have to
@@ -411,7 +411,7 @@ static int bitstream_of(const Pod *pod, const Container *c, Span *out) {
     return 0;
 }
 
-PyObject *one_slot_pod(const char *body, Py_ssize_t end) {
+PyObject *one_slot_pod(const char *body, Py_ssize_t end, Py_ssize_t start) {
     Pod pod;
     memset(&pod, 0, sizeof pod);
     Reader r = {body, body + end, 0};
@@ -433,5 +433,5 @@ PyObject *one_slot_pod(const char *body, Py_ssize_t end) {
     memcpy(k, ns.at, (size_t)ns.len);
     k[ns.len] = '/';
     memcpy(k + ns.len + 1, name.at, (size_t)name.len);
-    return Py_BuildValue("(Ns#)", key, bitstream.at, bitstream.len);
+    return Py_BuildValue("(Ns#n)", key, bitstream.at, bitstream.len, start);
 }

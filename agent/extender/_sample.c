@@ -339,13 +339,7 @@ static PyObject *one_slot_head(PyObject *module, PyObject *arg) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *pod = one_slot_pod(s, at);
-    if (pod == NULL || pod == Py_None) {
-        result = pod;
-        goto done;
-    }
-    result = Py_BuildValue("(OOn)", PyTuple_GET_ITEM(pod, 0), PyTuple_GET_ITEM(pod, 1), start);
-    Py_DECREF(pod);
+    result = one_slot_pod(s, at, start);
 done:
     PyBuffer_Release(&body);
     return result;
@@ -365,6 +359,18 @@ static inline int better(int32_t rank, int32_t order, const Kept *b) {
     return rank > b->rank || (rank == b->rank && order < b->order);
 }
 
+/* An optional table argument: NULL for None, else the RankTable; -1 with the error set when it is neither. */
+static int optional_table(PyObject *obj, const char *what, const char *role, RankTable **out) {
+    *out = NULL;
+    if (obj == Py_None) return 0;
+    if (!PyObject_TypeCheck(obj, &RankTableType)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a RankTable or None", what, role);
+        return -1;
+    }
+    *out = (RankTable *)obj;
+    return 0;
+}
+
 /* The tables best_of and answer take: base a RankTable, lifted and skip RankTables or None (an empty lifted
  * table as None). -1 with the error set when one is not. */
 static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_obj, int limit, const char *what,
@@ -374,21 +380,9 @@ static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_ob
         return -1;
     }
     *base = (RankTable *)base_obj;
-    *lifted = *skip = NULL;
-    if (lifted_obj != Py_None) {
-        if (!PyObject_TypeCheck(lifted_obj, &RankTableType)) {
-            PyErr_Format(PyExc_TypeError, "%s: lifted must be a RankTable or None", what);
-            return -1;
-        }
-        if (((RankTable *)lifted_obj)->used > 0) *lifted = (RankTable *)lifted_obj;
-    }
-    if (skip_obj != Py_None) {
-        if (!PyObject_TypeCheck(skip_obj, &RankTableType)) {
-            PyErr_Format(PyExc_TypeError, "%s: skip must be a RankTable or None", what);
-            return -1;
-        }
-        *skip = (RankTable *)skip_obj;
-    }
+    if (optional_table(lifted_obj, what, "lifted", lifted) < 0 || optional_table(skip_obj, what, "skip", skip) < 0)
+        return -1;
+    if (*lifted != NULL && (*lifted)->used == 0) *lifted = NULL;
     if (limit < 1 || limit > MAX_LIMIT) {
         PyErr_Format(PyExc_ValueError, "%s: limit must be 1..%d, got %d", what, MAX_LIMIT, limit);
         return -1;
@@ -554,19 +548,14 @@ static PyObject *answer(PyObject *module, PyObject *args) {
                           &limit, &pick))
         return NULL;
     PyObject *result = NULL, *plain = NULL, *settled = NULL;
-    RankTable *base, *lifted, *skip, *unknown = NULL;
+    RankTable *base, *lifted, *skip, *unknown;
     Kept kept[MAX_LIMIT];
     int scores[MAX_LIMIT];
     int64_t lowest;
     const char *s = body.buf;
-    if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0) goto done;
-    if (unknown_obj != Py_None) {
-        if (!PyObject_TypeCheck(unknown_obj, &RankTableType)) {
-            PyErr_SetString(PyExc_TypeError, "answer: unknown must be a RankTable or None");
-            goto done;
-        }
-        unknown = (RankTable *)unknown_obj;
-    }
+    if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0 ||
+        optional_table(unknown_obj, "answer", "unknown", &unknown) < 0)
+        goto done;
     int nkept = ranked(s, body.len, start, base, lifted, skip, unknown, limit, kept, &lowest);
     if (nkept == UNKNOWN) {
         result = Py_NewRef(Py_None);
