@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -77,45 +77,33 @@ class NodeCache:
     """
 
     def __init__(self) -> None:
-        self._nodes: dict[str, NodeSlots] = {}
-        #: Nodes the watch reported without usable state (no agent, or its agent gone): they score neutral.
-        self._unpublished: set[str] = set()
+        # Read on every scheduling call, so plain attributes (not properties); written only by this class.
+        #: Node name -> published state.
+        self.nodes: dict[str, NodeSlots] = {}
+        #: Nodes the watch reported without usable published state (no agent, or its agent gone): they score
+        #: neutral. A name the watch never reported is in neither.
+        self.unpublished: set[str] = set()
         self._synced = False
         self._last_error: str | None = None
-        self._generation = 0
-        self._changes: list[str] = []
+        #: Changes when the table is replaced.
+        self.generation = 0
+        #: The names updated or removed since, in order.
+        self.changes: list[str] = []
         self._declared: dict[str, str] = {}
         self._derived: Derived = {}
         self._declarations_failing = False
         self._declarations_listed = False
 
-    @property
-    def nodes(self) -> Mapping[str, NodeSlots]:
-        return self._nodes
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
-    def changes(self) -> Sequence[str]:
-        return self._changes
-
-    @property
-    def unpublished(self) -> Set[str]:
-        """Nodes the watch reported without usable published state (a name it never reported is in neither)."""
-        return self._unpublished
-
     def get(self, name: str) -> NodeSlots | None:
-        return self._nodes.get(name)
+        return self.nodes.get(name)
 
     def lookup(self) -> Callable[[str], NodeSlots | None]:
         """The lookup for one request: the current table's own ``get`` (a relist swaps the table)."""
-        return self._nodes.get
+        return self.nodes.get
 
     def __len__(self) -> int:
         """Nodes with published state."""
-        return len(self._nodes)
+        return len(self.nodes)
 
     @property
     def synced(self) -> bool:
@@ -133,7 +121,7 @@ class NodeCache:
         lookup per node at worst (an unknown name), no copy: cheap enough for admission, which is rare."""
         if name in self._declared:
             return True
-        return any(name in state.catalog for state in self._nodes.values())
+        return any(name in state.catalog for state in self.nodes.values())
 
     @property
     def last_error(self) -> str | None:
@@ -152,31 +140,31 @@ class NodeCache:
                 unpublished.add(node.name)
             else:
                 published[node.name] = node.state.declaring(declared, derived)
-        self._nodes, self._unpublished = published, unpublished
+        self.nodes, self.unpublished = published, unpublished
         self._new_generation()
         self._last_error = None
         if not self._synced:
             self._synced = True
-            logger.info("node cache synced: %d nodes with published slot state", len(self._nodes))
+            logger.info("node cache synced: %d nodes with published slot state", len(self.nodes))
 
     def apply(self, kind: str, node: WatchedNode) -> None:
         if kind == "DELETED":
-            self._nodes.pop(node.name, None)
-            self._unpublished.discard(node.name)
+            self.nodes.pop(node.name, None)
+            self.unpublished.discard(node.name)
         elif node.state is None:
-            self._nodes.pop(node.name, None)
-            self._unpublished.add(node.name)
+            self.nodes.pop(node.name, None)
+            self.unpublished.add(node.name)
         else:
-            self._nodes[node.name] = node.state.declaring(self._declared, self._derived)
-            self._unpublished.discard(node.name)
-        if len(self._changes) >= CHANGE_LOG_LIMIT:
+            self.nodes[node.name] = node.state.declaring(self._declared, self._derived)
+            self.unpublished.discard(node.name)
+        if len(self.changes) >= CHANGE_LOG_LIMIT:
             self._new_generation()
         else:
-            self._changes.append(node.name)
+            self.changes.append(node.name)
 
     def expire(self, now: float) -> list[str]:
         """Drop the nodes whose agent is gone (heartbeat too old, :meth:`NodeSlots.stale`); their names."""
-        gone = [name for name, state in self._nodes.items() if state.stale(now)]
+        gone = [name for name, state in self.nodes.items() if state.stale(now)]
         for name in gone:
             self.apply("MODIFIED", WatchedNode(name, None))  # the node is still there: it scores neutral
         if gone:
@@ -190,7 +178,7 @@ class NodeCache:
             return
         self._declared = dict(declared)
         self._derived = {}
-        self._nodes = {name: state.declaring(self._declared, self._derived) for name, state in self._nodes.items()}
+        self.nodes = {name: state.declaring(self._declared, self._derived) for name, state in self.nodes.items()}
         self._new_generation()
         logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
 
@@ -221,8 +209,8 @@ class NodeCache:
         self._declarations_failing = True
 
     def _new_generation(self) -> None:
-        self._generation += 1
-        self._changes = []
+        self.generation += 1
+        self.changes = []
 
     def failed(self, text: str) -> None:
         self._last_error = text

@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import ssl
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import NamedTuple
@@ -101,7 +102,8 @@ class HttpProtocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._connections.add(self)
-        self._arm(IDLE_TIMEOUT_S, None)
+        self._deadline = time.monotonic() + IDLE_TIMEOUT_S
+        self._set_timer(self._deadline)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
@@ -133,7 +135,7 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url, self._body, self._size, self._length, self._continue = b"", [], 0, None, False
         self._content_type = b""
-        self._arm(REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S))
+        self._deadline, self._expiry = time.monotonic() + REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -164,7 +166,7 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._closing:
             return
-        self._disarm()
+        self._deadline = math.inf  # answered before the timer can run: this call is synchronous
         method = self._parser.get_method().decode("latin-1")
         path = self._url.split(b"?", 1)[0].decode("latin-1", errors="replace")
         content_type = self._content_type.decode("latin-1", errors="replace")
@@ -178,7 +180,7 @@ class HttpProtocol(asyncio.Protocol):
             except Exception:
                 logger.exception("extender: the work after answering %s %s failed", method, path)
         if keep_alive:
-            self._arm(IDLE_TIMEOUT_S, None)
+            self._deadline, self._expiry = time.monotonic() + IDLE_TIMEOUT_S, None
 
     # --- helpers -----------------------------------------------------------------------------
     def _write(self, reply: Reply, *, close: bool) -> None:
@@ -194,32 +196,25 @@ class HttpProtocol(asyncio.Protocol):
     def _fail(self, reply: Reply) -> None:
         self._write(reply, close=True)
 
-    def _arm(self, seconds: float, reply: Reply | None) -> None:
-        """After ``seconds``: answer ``reply`` and close (a stalled request), or just close (idle).
-
-        Called twice per request, so it only notes the deadline; the connection's one timer is moved
-        only when the deadline comes before it, and otherwise sets itself again when it fires early.
-        """
+    def _set_timer(self, deadline: float) -> None:
+        """The connection's one timer, at ``deadline`` or sooner: a request may start any time and must then be
+        answered within ``REQUEST_TIMEOUT_S``, so the timer never waits longer than that. A request only notes
+        its deadline (``_deadline``, on asyncio's clock, ``time.monotonic``); the timer sets itself again until
+        the deadline it finds has passed."""
         loop = asyncio.get_running_loop()
-        self._deadline = deadline = loop.time() + seconds
-        self._expiry = reply
-        timer = self._timer
-        if timer is not None:
-            if timer.when() <= deadline:
-                return
-            timer.cancel()
-        self._timer = loop.call_at(deadline, self._expire)
+        self._timer = loop.call_at(min(deadline, time.monotonic() + REQUEST_TIMEOUT_S), self._expire)
 
     def _disarm(self) -> None:
         self._deadline = math.inf
 
     def _expire(self) -> None:
+        """The timer: at the deadline, answer the stalled request with ``_expiry`` and close, or close an idle
+        connection (``_expiry`` None); before it, wait again."""
         self._timer = None
-        if self._closing or self._deadline == math.inf:
+        if self._closing:
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() < self._deadline:
-            self._timer = loop.call_at(self._deadline, self._expire)
+        if time.monotonic() < self._deadline:
+            self._set_timer(self._deadline)
             return
         reply = self._expiry
         if reply is not None:

@@ -109,15 +109,27 @@ async def test_a_declared_body_over_the_limit_is_refused_before_it_is_read() -> 
 
 
 async def test_a_body_that_never_arrives_gets_408_within_the_request_timeout(
-    served: tuple[asyncio.StreamReader, asyncio.StreamWriter], monkeypatch: pytest.MonkeyPatch
+    extender: ExtenderUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(agent.extender.http, "REQUEST_TIMEOUT_S", 0.3)
-    reader, writer = served
-    writer.write(request("/prioritize", BODY)[:-10])  # Content-Length promises 10 bytes more than come
-    status, headers, body = await read_answer(reader)
+    monkeypatch.setattr(agent.extender.http, "REQUEST_TIMEOUT_S", 0.3)  # before the connection, as a constant is
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(extender.url.rsplit(":", 1)[1]))
+    try:
+        await _request_then_idle(reader, writer)  # the timeout holds for a later request on a kept connection too
+        writer.write(request("/prioritize", BODY)[:-10])  # Content-Length promises 10 bytes more than come
+        status, headers, body = await read_answer(reader)
+    finally:
+        writer.close()
     assert status == 408
     assert "did not arrive" in json.loads(body)["Error"]
     assert headers["connection"] == "close"
+
+
+async def _request_then_idle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One whole request answered, then a pause: the next request starts while the connection's timer waits."""
+    writer.write(request("/prioritize", BODY))
+    status, _, _ = await read_answer(reader)
+    assert status == 200
+    await asyncio.sleep(0.2)
 
 
 async def test_a_client_that_leaves_mid_request_is_no_error(
