@@ -228,6 +228,11 @@ class ClusterFacts:
         self._evidence = 0.0
         self._since = 0
 
+    @property
+    def values(self) -> Mapping[str, float]:
+        """The values :meth:`keep_values` last worked out (of ``version``), without working them out again."""
+        return self._values
+
     def keep_values(self, nodes: Iterable[NodeSlots], now: float) -> Mapping[str, float]:
         """Bitstream -> how likely overwriting a free copy of it costs a reconfiguration later (0..1).
 

@@ -272,6 +272,12 @@ class OneSlotIndex:
 
     # --- keeping current with the cache, the cluster's values and the clock ----------------
 
+    def follow(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, now: float) -> None:
+        """Bring the index up to date now (built afresh for a new cache or generation), so that the next
+        call finds nothing to do: after a list of every node, the build (about 50 ms at 5000 nodes) is then not
+        made inside a scheduling call."""
+        self._sync(cache, keep, keep_version, int(now // CLOCK_STEP_S))
+
     def _sync(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
         if (  # nothing to follow (nearly every call)
             cache is self._cache

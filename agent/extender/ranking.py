@@ -129,6 +129,11 @@ class ScoreBoard:
         #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
         self.limit = limit
 
+    def prepare(self, cache: ChangeLog, now: float) -> None:
+        """What the calls answer from, made current now (the one-slot index; see ``OneSlotIndex.follow``), with
+        the cluster's values as last worked out: working them out is left to the calls, on their own clock."""
+        self._one_slot.follow(cache, self.facts.values, self.facts.version, now)
+
     def after_answer(self) -> None:
         """Bookkeeping the answer just given does not depend on: the promise it made is recorded (every call
         records a pending one first, so calling this is not needed for correctness, only to keep it out of the

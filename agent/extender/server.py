@@ -100,6 +100,11 @@ class Extender:
         #: unless annotated).
         self.templates = templates if templates is not None else ClaimTemplates()
 
+    def prepare(self) -> None:
+        """After a list of every node: what the calls answer from is made current now, not inside the next
+        scheduling call (which kube-scheduler waits for)."""
+        self._board.prepare(self.nodes, self._clock())
+
     def _demand(self, request: SchedulingRequest) -> PodDemand:
         """The pod's demand: a DRA pod's from its claims' templates, any other's from its containers."""
         if request.dra is None:

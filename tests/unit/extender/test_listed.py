@@ -1,0 +1,77 @@
+"""A list of every Node, as the extender service applies it: taken, indexed at once, frozen out of full GC passes."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from agent.cluster.extenderservice import listed
+from agent.extender import NodeCache, ScoreWeights, WatchedNode
+from agent.extender.oneslot import OneSlotIndex
+from agent.extender.server import Extender
+from tests.unit.extender.factories import node, slot
+from tests.unit.extender.test_answer_from_bytes import NOW, request
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The one-slot index's builds from a whole cache, counted (and the process unfrozen after the test)."""
+    counted: list[int] = []
+    real = OneSlotIndex._rebuild
+
+    def counting(self: OneSlotIndex, *args: object) -> None:
+        counted.append(len(args[0].nodes))  # type: ignore[attr-defined]
+        real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(OneSlotIndex, "_rebuild", counting)
+    try:
+        yield counted
+    finally:
+        gc.unfreeze()
+
+
+def nodes(version: str) -> list[WatchedNode]:
+    return [
+        WatchedNode("a", node("a", [slot("s0", bitstream="aes"), slot("s1")], rv=version)),
+        WatchedNode("b", node("b", [slot("s0"), slot("s1", free=False)], rv=version)),
+        WatchedNode("c", None),  # no agent
+    ]
+
+
+def test_a_list_is_indexed_when_it_arrives_not_in_the_next_call(builds: list[int]) -> None:
+    cache = NodeCache()
+    extender = Extender(cache, ScoreWeights(), clock=lambda: NOW)
+    apply = listed(cache, extender)
+    apply(nodes("1"))
+    assert (sorted(cache.nodes), cache.unpublished) == (["a", "b"], {"c"})
+    assert builds == [2]
+    body = request("default/p", "aes", "1", ["a", "b"])
+    answered = extender.prioritize(body)
+    assert builds == [2]  # the call found the index current
+    # the same answer as an extender whose index the call itself built
+    plain_cache = NodeCache()
+    plain_cache.replace(nodes("1"))
+    plain = Extender(plain_cache, ScoreWeights(), clock=lambda: NOW).prioritize(body)
+    assert builds == [2, 2]
+    assert (answered.status, answered.body) == (plain.status, plain.body) == (200, answered.body)
+    assert answered.body.startswith(b'[{"Host":"a"')
+    apply(nodes("2"))  # a list again (a relist after a dropped watch)
+    assert builds == [2, 2, 2]
+    extender.prioritize(request("default/q", "aes", "1", ["a", "b"]))
+    assert builds == [2, 2, 2]
+
+
+def test_what_a_list_leaves_is_frozen_out_of_full_collections(builds: list[int]) -> None:
+    plain = NodeCache()
+    plain.replace(nodes("1"))
+    state = plain.nodes["a"]
+    assert gc.is_tracked(state)
+    assert any(o is state for o in gc.get_objects())  # walked by every full pass
+    cache = NodeCache()
+    listed(cache, Extender(cache, ScoreWeights(), clock=lambda: NOW))(nodes("1"))
+    state = cache.nodes["a"]
+    assert gc.is_tracked(state)
+    assert not any(o is state for o in gc.get_objects())  # frozen: no full pass walks it
+    assert gc.get_freeze_count() > 0
