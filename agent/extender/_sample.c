@@ -64,11 +64,27 @@ static inline uint64_t finish(uint64_t h) {
     return h;
 }
 
-static inline void hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32_t *check) {
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether any byte of w is below 0x20, at or above 0x7f, or a backslash: not part of a plain name. */
+static inline int unplain(uint64_t w) {
+    uint64_t below = (w - ONES * 0x20) & ~w & HIGHS;
+    uint64_t above = (w | (w + ONES * 0x01)) & HIGHS; /* >= 0x80, or 0x7f (+1 reaches 0x80) */
+    uint64_t slash = w ^ (ONES * 0x5c);
+    slash = (slash - ONES) & ~slash & HIGHS;
+    return (below | above | slash) != 0;
+}
+
+/* The name's hashes; returns whether it is plain (printable ASCII, no backslash). */
+static inline int hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32_t *check) {
     uint64_t a = seed_a ^ (uint64_t)n, b = seed_b ^ ((uint64_t)n << 32);
+    uint64_t odd = 0;
+    int plain = 1;
     for (; n >= 8; s += 8, n -= 8) {
         uint64_t w;
         memcpy(&w, s, 8);
+        odd |= unplain(w);
         a = (a ^ w) * 0x9e3779b97f4a7c15ULL;
         a ^= a >> 29;
         b = (b + w) * 0xd6e8feb86659fd93ULL;
@@ -76,7 +92,11 @@ static inline void hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32
     }
     if (n > 0) {
         uint64_t w = 0;
-        for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)(unsigned char)s[i] << (8 * i);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            plain &= c >= 0x20 && c < 0x7f && c != '\\';
+            w |= (uint64_t)c << (8 * i);
+        }
         a = (a ^ w) * 0x9e3779b97f4a7c15ULL;
         a ^= a >> 29;
         b = (b + w) * 0xd6e8feb86659fd93ULL;
@@ -85,6 +105,7 @@ static inline void hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32
     a = finish(a);
     *hash = a ? a : 1;
     *check = (uint32_t)(finish(b) >> 16);
+    return plain && !odd;
 }
 
 /* ---------------------------------------------------------------------------------------- RankTable */
@@ -273,40 +294,48 @@ static PyTypeObject RankTableType = {
 
 /* ------------------------------------------------------------------------------------ the names array */
 
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
+/* A name of the array: its hashes and where it is in the body. */
+typedef struct {
+    uint64_t hash;
+    uint32_t check;
+    Py_ssize_t from, len;
+} Name;
 
-/* Whether any byte of w is below 0x20, at or above 0x7f, or a backslash: not part of a plain name. */
-static inline int unplain(uint64_t w) {
-    uint64_t below = (w - ONES * 0x20) & ~w & HIGHS;
-    uint64_t above = (w | (w + ONES * 0x01)) & HIGHS; /* >= 0x80, or 0x7f (+1 reaches 0x80) */
-    uint64_t slash = w ^ (ONES * 0x5c);
-    slash = (slash - ONES) & ~slash & HIGHS;
-    return (below | above | slash) != 0;
-}
+/* The names of the last array read, hashed. A call reads a body's names twice (one_slot_head, then answer),
+ * with Python's bookkeeping between: the second reads them from here when the body is the same bytes object
+ * (held, so it cannot be another object at the same address; bytes do not change). */
+static struct {
+    PyObject *body; /* NULL: the names are of no body held (not bytes, or nothing read yet) */
+    Py_ssize_t start, count, capacity;
+    Name *names;
+} memo;
 
-/* The number of names in the array at body[start], the body's last member; -1 if it is not that. */
-static Py_ssize_t scan_names(const char *body, Py_ssize_t size, Py_ssize_t start) {
+/* The names of the array at body[start], the body's last member (the array, then '}', then the end), into
+ * memo.names: their number; -1 if it is not that array (each name a plain string: printable ASCII, no '"',
+ * no '\\'), -2 with the error set when memory is short. */
+static Py_ssize_t read_names(const char *body, Py_ssize_t size, Py_ssize_t start) {
     if (start < 0 || size - start < 3 || body[start] != '[' || body[size - 2] != ']' || body[size - 1] != '}') return -1;
     const char *at = body + start + 1, *end = body + size - 2; /* the array's inside */
-    /* every byte inside is printable ASCII and no backslash: then every '"' is a delimiter */
-    const char *p = at;
-    for (; end - p >= 8; p += 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        if (unplain(w)) return -1;
-    }
-    for (; p < end; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c >= 0x7f || c == '\\') return -1;
-    }
     if (at == end) return 0;
     Py_ssize_t count = 0;
     for (;;) {
         if (*at != '"') return -1;
         const char *close = memchr(at + 1, '"', (size_t)(end - at - 1));
         if (close == NULL) return -1;
-        count++;
+        if (count == memo.capacity) {
+            Py_ssize_t capacity = memo.capacity ? memo.capacity * 2 : 1024;
+            Name *grown = PyMem_Realloc(memo.names, (size_t)capacity * sizeof(Name));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -2;
+            }
+            memo.names = grown;
+            memo.capacity = capacity;
+        }
+        Name *name = &memo.names[count++];
+        name->from = at + 1 - body;
+        name->len = close - at - 1;
+        if (!hash_name(at + 1, name->len, &name->hash, &name->check)) return -1;
         at = close + 1;
         if (at == end) return count;
         if (*at != ',') return -1;
@@ -315,13 +344,27 @@ static Py_ssize_t scan_names(const char *body, Py_ssize_t size, Py_ssize_t start
     }
 }
 
+/* The number of names of the array at body[start] (read_names), which are then in memo.names: read again
+ * unless they are of this very bytes object and start. */
+static Py_ssize_t names_of(PyObject *obj, const char *body, Py_ssize_t size, Py_ssize_t start) {
+    if (memo.body != NULL && memo.body == obj && memo.start == start) return memo.count;
+    Py_CLEAR(memo.body);
+    Py_ssize_t count = read_names(body, size, start);
+    memo.count = count < 0 ? 0 : count;
+    if (count >= 0 && PyBytes_CheckExact(obj)) {
+        memo.body = Py_NewRef(obj);
+        memo.start = start;
+    }
+    return count;
+}
+
 static PyObject *count_names(PyObject *module, PyObject *args) {
     Py_buffer body;
     Py_ssize_t start;
     if (!PyArg_ParseTuple(args, "y*n:count_names", &body, &start)) return NULL;
-    Py_ssize_t count = scan_names(body.buf, body.len, start);
+    Py_ssize_t count = names_of(body.obj, body.buf, body.len, start);
     PyBuffer_Release(&body);
-    return PyLong_FromSsize_t(count);
+    return count == -2 ? NULL : PyLong_FromSsize_t(count);
 }
 
 /* The last member of a body as kube-scheduler marshals ExtenderArgs (Pod, Nodes, NodeNames, in that order). */
@@ -335,7 +378,9 @@ static PyObject *one_slot_head(PyObject *module, PyObject *arg) {
     Py_ssize_t n = (Py_ssize_t)sizeof NAMES_MEMBER - 1;
     const char *member = memmem(s, (size_t)body.len, NAMES_MEMBER, (size_t)n);
     Py_ssize_t at = member == NULL ? -1 : member - s, start = at + n - 1;
-    if (at < 0 || scan_names(s, body.len, start) < 0) {
+    Py_ssize_t count = at < 0 ? -1 : names_of(arg, s, body.len, start);
+    if (count == -2) goto done;
+    if (count < 0) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -393,48 +438,31 @@ static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_ob
 /* ranked: a name asked is in the table ``unknown`` (a node without published state). */
 #define UNKNOWN (-2)
 
-/* One pass over the names of the array at s[start] (checked by count_names): the best ``limit`` into kept
- * (by rank, then order asked), their number returned, the lowest rank of a name found into *lowest
- * (INT64_MAX when none is found); -1 with the error set when there is no array at start; UNKNOWN as soon as
- * a name not in ``base`` is in ``unknown`` (when given). */
-static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTable *base, const RankTable *lifted,
-                  const RankTable *skip, const RankTable *unknown, int limit, Kept *kept, int64_t *lowest) {
-    if (start < 0 || start >= size || s[start] != '[') {
-        PyErr_SetString(PyExc_ValueError, "no names array at start");
+/* One pass over the names of the array at s[start] (the body ``obj``, checked by count_names or one_slot_head):
+ * the best ``limit`` into kept (by rank, then order asked), their number returned, the lowest rank of a name
+ * found into *lowest (INT64_MAX when none is found); -1 with the error set when there is no plain names array
+ * at start; UNKNOWN as soon as a name not in ``base`` is in ``unknown`` (when given). */
+static int ranked(PyObject *obj, const char *s, Py_ssize_t size, Py_ssize_t start, const RankTable *base,
+                  const RankTable *lifted, const RankTable *skip, const RankTable *unknown, int limit, Kept *kept,
+                  int64_t *lowest) {
+    Py_ssize_t count = names_of(obj, s, size, start);
+    if (count == -2) return -1;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "no plain names array at start");
         return -1;
     }
+    const Name *names = memo.names;
     int nkept = 0;
     *lowest = INT64_MAX;
-    Py_ssize_t at = start + 1;
-    int32_t order = 0;
-    /* Pipelined: each name is hashed and its slot in the base table fetched AHEAD names before it is probed.
-     * The table is out of the CPU's caches between calls; probed as read, each name would wait for memory. */
-    enum { RING = 32, AHEAD = 16 };
-    struct {
-        uint64_t hash;
-        uint32_t check;
-        Py_ssize_t from, len;
-    } ring[RING];
-    int read = 0, probed = 0, more = 1;
-    for (;; probed++, order++) {
-        while (more && read - probed < AHEAD) {
-            const char *close = at < size && s[at] == '"' ? memchr(s + at + 1, '"', (size_t)(size - at - 1)) : NULL;
-            if (close == NULL) {
-                more = 0;
-                break;
-            }
-            Py_ssize_t from = at + 1;
-            at = close - s + 2; /* past '"' and ',' or ']' */
-            ring[read % RING].from = from;
-            ring[read % RING].len = close - s - from;
-            hash_name(s + from, close - s - from, &ring[read % RING].hash, &ring[read % RING].check);
-            __builtin_prefetch(&base->slots[(size_t)ring[read % RING].hash & base->mask]);
-            read++;
-        }
-        if (probed == read) break;
-        int b = probed % RING;
-        uint64_t h = ring[b].hash;
-        uint32_t check = ring[b].check;
+    /* Each name's slot in the base table is fetched AHEAD names before it is probed: the table is out of the
+     * CPU's caches between calls; probed one by one, each name would wait for memory. */
+    enum { AHEAD = 16 };
+    for (Py_ssize_t k = 0; k < count && k < AHEAD; k++) __builtin_prefetch(&base->slots[names[k].hash & base->mask]);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (k + AHEAD < count) __builtin_prefetch(&base->slots[names[k + AHEAD].hash & base->mask]);
+        uint64_t h = names[k].hash;
+        uint32_t check = names[k].check;
+        int32_t order = (int32_t)k;
         Py_ssize_t slot = table_find(base, h, check);
         if (slot < 0) {
             if (unknown != NULL && filter_has(unknown, check) && table_find(unknown, h, check) >= 0) return UNKNOWN;
@@ -454,7 +482,7 @@ static int ranked(const char *s, Py_ssize_t size, Py_ssize_t start, const RankTa
             kept[i] = kept[i - 1];
             i--;
         }
-        kept[i] = (Kept){h, check, rank, order, ring[b].from, ring[b].len};
+        kept[i] = (Kept){h, check, rank, order, names[k].from, names[k].len};
     }
     return nkept;
 }
@@ -471,7 +499,7 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
     Kept kept[MAX_LIMIT];
     int64_t lowest;
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "best_of", &base, &lifted, &skip) < 0) goto done;
-    int nkept = ranked(body.buf, body.len, start, base, lifted, skip, NULL, limit, kept, &lowest);
+    int nkept = ranked(body.obj, body.buf, body.len, start, base, lifted, skip, NULL, limit, kept, &lowest);
     if (nkept < 0) goto done;
     listed = PyList_New(nkept);
     if (listed == NULL) goto done;
@@ -556,7 +584,7 @@ static PyObject *answer(PyObject *module, PyObject *args) {
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0 ||
         optional_table(unknown_obj, "answer", "unknown", &unknown) < 0)
         goto done;
-    int nkept = ranked(s, body.len, start, base, lifted, skip, unknown, limit, kept, &lowest);
+    int nkept = ranked(body.obj, s, body.len, start, base, lifted, skip, unknown, limit, kept, &lowest);
     if (nkept == UNKNOWN) {
         result = Py_NewRef(Py_None);
         goto done;

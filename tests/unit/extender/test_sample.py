@@ -316,3 +316,28 @@ def test_hashed_names_keep_their_table_with_them_and_skip_as_the_names_do() -> N
     found = request_names(["a", "b", "c", "d"])
     by_table = sample.best_of(found.body, found.start, base, lifted, names.table, 4)
     assert by_table == (0, [("b", 100), ("d", 100), ("c", 2), ("a", 0)])  # a and c promised: their bases
+
+
+def test_names_read_from_one_body_are_never_taken_for_another() -> None:
+    """The names a call read (its pod's head) are read again for any other body: another bytes object, even at the
+    same offsets, or a mutable buffer changed in place."""
+    base = sample.RankTable()
+    for rank, name in enumerate(["a1", "b2", "c3", "d4"]):
+        base.put(name, (rank + 1) * RANK_SCALE)
+    first, second = request_names(["a1", "b2"]), request_names(["c3", "d4"])
+    assert first.start == second.start
+    assert len(first.body) == len(second.body)
+    for read in (first.body, bytes(first.body)):  # this body, or another object with its bytes
+        assert sample.count_names(read, first.start) == 2
+        answered = sample.answer(second.body, second.start, base, None, None, None, 16, 0)
+        assert answered is not None
+        assert orjson.loads(answered[0]) == [{"Host": "d4", "Score": 1}]
+    changing = bytearray(first.body)
+    assert sample.count_names(changing, first.start) == 2
+    changing[:] = second.body  # the same buffer, other names
+    answered = sample.answer(changing, second.start, base, None, None, None, 16, 0)
+    assert answered is not None
+    assert orjson.loads(answered[0]) == [{"Host": "d4", "Score": 1}]
+    changing[:] = first.body.replace(b'"a1"', b'"a\\1"')  # no longer plain: refused, not read from before
+    with pytest.raises(ValueError, match="names array"):
+        sample.answer(changing, first.start, base, None, None, None, 16, 0)
