@@ -90,11 +90,13 @@ def listed(cache: NodeCache, extender: Extender) -> Callable[[Sequence[WatchedNo
     (not in the next scheduling call), and what the process holds then is frozen out of the garbage
     collector's full passes (``gc.freeze``). At 5000 nodes that is some 150,000 long-lived objects, which each
     full pass walked (about 100 ms, inside whatever scheduling call it fell in); they are freed as before when
-    the next list replaces them (by reference counts: node states hold no cycles)."""
+    the next list replaces them (by reference counts: node states hold no cycles). One full pass first, so
+    that no garbage with cycles is frozen (frozen, it would never be collected)."""
 
     def apply(nodes: Sequence[WatchedNode]) -> None:
         cache.replace(nodes)
         extender.prepare()
+        gc.collect()
         gc.freeze()
 
     return apply

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -75,3 +76,21 @@ def test_what_a_list_leaves_is_frozen_out_of_full_collections(builds: list[int])
     assert gc.is_tracked(state)
     assert not any(o is state for o in gc.get_objects())  # frozen: no full pass walks it
     assert gc.get_freeze_count() > 0
+
+
+def test_garbage_with_cycles_is_collected_before_the_freeze(builds: list[int]) -> None:
+    class Cyclic:
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.disable()  # no pass of its own before the list's
+    try:
+        cyclic = Cyclic()
+        tracked = weakref.ref(cyclic)
+        del cyclic  # garbage now, with a cycle: only a pass of the collector frees it
+        assert tracked() is not None
+        cache = NodeCache()
+        listed(cache, Extender(cache, ScoreWeights(), clock=lambda: NOW))(nodes("1"))
+        assert tracked() is None  # collected, not frozen
+    finally:
+        gc.enable()
