@@ -23,8 +23,16 @@ from typing import Any
 from agent.config import Config
 from agent.configvalues import ListenAddress
 from agent.errors import ConfigError
-from agent.extender import Extender, NodeCache, build_app, build_probe_app, parse_watched_node, start, start_probe
-from agent.extender.cache import WatchedNode
+from agent.extender import (
+    Extender,
+    NodeCache,
+    WatchedNode,
+    build_app,
+    build_probe_app,
+    parse_watched_node,
+    start,
+    start_probe,
+)
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
 from agent.extender.http import HttpServer, tls_context
 from agent.extender.server import build_webhook_app, extender_metrics, start_webhook

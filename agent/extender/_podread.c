@@ -4,13 +4,13 @@
  *
  * one_slot_pod(body, end, start) reads body[:end] as the members of the request object before its NodeNames
  * (as one_slot_head in _sample.c splits it, the names array at start) and returns (pod, bitstream, start)
- * when the pod asks exactly one slot, of one named bitstream, and nothing else: "namespace/name" as agent/extender/wire.py names a pod, and the
- * bitstream from the pod's annotations (the container's own, else the pod's). It returns None for anything
- * else: another kind of pod, a DRA pod, and every body it is not sure about (a duplicate key on the way, an
- * escape in a key or value it reads, a \u escape or a byte above 0x7f anywhere, a number it would have to
- * judge, nesting past MAX_DEPTH, a quantity other than "0" or "1"). The caller then parses the body whole
- * (wire.parse_extender_args), which gives the same answer or the error that names the problem: this reader
- * never refuses, it only declines.
+ * when the pod asks exactly one slot, of one named bitstream, and nothing else: "namespace/name" as
+ * agent/extender/wire.py names a pod, and the bitstream from the pod's annotations (the container's own, else
+ * the pod's). It returns None for anything else: another kind of pod, a DRA pod, and every body it is not
+ * sure about (a duplicate key on the way, an escape in a key or value it reads, a \u escape or a byte above
+ * 0x7f anywhere, a number it would have to judge, nesting past MAX_DEPTH, a quantity other than "0" or "1").
+ * The caller then parses the body whole (wire.parse_extender_args), which gives the same answer or the error
+ * that names the problem: this reader never refuses, it only declines.
  *
  * Every value it passes over is checked as JSON all the same, so a body it answers for is one the whole
  * parser accepts.

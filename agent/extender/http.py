@@ -166,7 +166,7 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self._closing:
             return
-        self._deadline = math.inf  # answered before the timer can run: this call is synchronous
+        self._disarm()  # answered before the timer can run: this call is synchronous
         method = self._parser.get_method().decode("latin-1")
         path = self._url.split(b"?", 1)[0].decode("latin-1", errors="replace")
         content_type = self._content_type.decode("latin-1", errors="replace")

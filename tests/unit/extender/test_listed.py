@@ -16,9 +16,18 @@ from tests.unit.extender.factories import node, slot
 from tests.unit.extender.test_answer_from_bytes import NOW, request
 
 
+@pytest.fixture(autouse=True)
+def unfrozen() -> Iterator[None]:
+    """What a test's lists froze is back in the collector's care after it."""
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The one-slot index's builds from a whole cache, counted (and the process unfrozen after the test)."""
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The one-slot index's builds from a whole cache, counted (the nodes each was built from)."""
     counted: list[int] = []
     real = OneSlotIndex._rebuild
 
@@ -27,10 +36,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         real(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(OneSlotIndex, "_rebuild", counting)
-    try:
-        yield counted
-    finally:
-        gc.unfreeze()
+    return counted
 
 
 def nodes(version: str) -> list[WatchedNode]:
@@ -65,7 +71,7 @@ def test_a_list_is_indexed_when_it_arrives_not_in_the_next_call(builds: list[int
     assert builds == [2, 2, 2]
 
 
-def test_what_a_list_leaves_is_frozen_out_of_full_collections(builds: list[int]) -> None:
+def test_what_a_list_leaves_is_frozen_out_of_full_collections() -> None:
     plain = NodeCache()
     plain.replace(nodes("1"))
     state = plain.nodes["a"]
@@ -79,7 +85,7 @@ def test_what_a_list_leaves_is_frozen_out_of_full_collections(builds: list[int])
     assert gc.get_freeze_count() > 0
 
 
-def test_garbage_with_cycles_is_collected_before_the_freeze(builds: list[int]) -> None:
+def test_garbage_with_cycles_is_collected_before_the_freeze() -> None:
     class Cyclic:
         def __init__(self) -> None:
             self.me = self

@@ -327,7 +327,8 @@ def test_names_read_from_one_body_are_never_taken_for_another() -> None:
     first, second = request_names(["a1", "b2"]), request_names(["c3", "d4"])
     assert first.start == second.start
     assert len(first.body) == len(second.body)
-    for read in (first.body, bytes(first.body)):  # this body, or another object with its bytes
+    for read in (first.body, bytes(bytearray(first.body))):  # this body, or another object with its bytes
+        assert read == first.body
         assert sample.count_names(read, first.start) == 2
         answered = sample.answer(second.body, second.start, base, None, None, None, 16, 0)
         assert answered is not None
