@@ -42,6 +42,8 @@ BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
+#: The extender's event loops: uvloop (libuv; about a third less CPU per call, bench/RESULTS.md) or Python's own.
+EVENT_LOOPS = ("uvloop", "asyncio")
 MODES = ("device-plugin", "dra")
 
 
@@ -70,6 +72,7 @@ class Config:
     probe_listen: ListenAddress | None = None
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
     answer_limit: int = ANSWER_LIMIT
+    event_loop: str = "uvloop"
     sim_device_nodes: str = "char"
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
@@ -291,6 +294,13 @@ OPTIONS: tuple[_Option, ...] = (
         lambda env: str(ANSWER_LIMIT),
         "extender: most nodes a prioritize answer lists, the best by score, then by packing (MostAllocated); "
         "the others score the call's lowest score; 0 lists every node above it",
+    ),
+    _Option(
+        "event-loop",
+        _parse_choice(EVENT_LOOPS),
+        lambda env: "uvloop",
+        "extender: the event loop that serves the calls: uvloop (libuv, the less CPU per call) or asyncio "
+        "(Python's own)",
     ),
 )
 _BY_KEY = {opt.field: opt for opt in OPTIONS}

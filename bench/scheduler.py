@@ -7,7 +7,7 @@ Runs on the bench control plane of the bundled Kubernetes (``../shared/k8s``,
 given configuration; pods/s from the first to the last bind). The pods request one
 slot and carry bitstream annotations.
 
-Three configurations, all the shipped ``daemonset/scheduler-config.yaml`` profile
+Four configurations, all the shipped ``daemonset/scheduler-config.yaml`` profile
 (MostAllocated packing for the slots) with client QPS/burst lifted to 5000 (the
 default 50 requests/s would cap every configuration at ~50 pods/s) and leader
 election off:
@@ -15,8 +15,10 @@ election off:
 * ``plain``: no extender;
 * ``do-nothing extender``: ``bench/noop_extender.py``, which answers ``[]`` without
   parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
-* ``fpga-agent extender``: ours, as shipped (prioritize, names only), fed by a watch of
-  the bench API server's Nodes;
+* ``fpga-agent extender``: ours, as shipped (prioritize, names only, on uvloop's event
+  loop), fed by a watch of the bench API server's Nodes;
+* ``do-nothing extender on uvloop``: the do-nothing extender on the event loop ours
+  serves on: the floor with the cheaper loop, which ours is compared to as well;
 * with ``--against DIR``, also the extender of another checkout (``DIR/agent``, run with
   this checkout's Python and packages) in the same rounds: the way to tell a change to the
   extender from the machine's drift, which moves every figure here by more than most changes;
@@ -69,6 +71,7 @@ BENCH_KUBECONFIG = RIG / "pki" / "bench-admin.kubeconfig"
 EXTENDER_PORT = 18888
 NOOP_PORT = 18889
 AGAINST_PORT = 18890
+NOOP_UVLOOP_PORT = 18891
 STARTUP_TIMEOUT_S = 180.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Keys of the shipped extender entry (HTTPS with client certificates) that the bench's loopback HTTP does not use.
@@ -274,6 +277,7 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 ("plain", None),
                 ("do-nothing extender", f"http://127.0.0.1:{NOOP_PORT}"),
                 ("fpga-agent extender", f"http://127.0.0.1:{EXTENDER_PORT}"),
+                ("do-nothing extender on uvloop", f"http://127.0.0.1:{NOOP_UVLOOP_PORT}"),
             ):
                 path = work / f"{name.replace(' ', '-')}.yaml.in"
                 path.write_text(scheduler_config(url))
@@ -295,14 +299,16 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
         with contextlib.ExitStack() as stack:
             extender = [str(ROOT / ".venv" / "bin" / "fpga-agent"), *extender_arguments(EXTENDER_PORT)]
             if not args.dra_only:
-                _plain, noop, ours = configurations[:3]
-                noop.process = stack.enter_context(
-                    started(
-                        [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(NOOP_PORT)],
-                        f"http://127.0.0.1:{NOOP_PORT}/healthz",
-                        work / "noop.log",
+                _plain, noop, ours, noop_uvloop = configurations[:4]
+                for config, port, loop in ((noop, NOOP_PORT, "asyncio"), (noop_uvloop, NOOP_UVLOOP_PORT, "uvloop")):
+                    config.process = stack.enter_context(
+                        started(
+                            [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(port)]
+                            + ["--loop", loop],
+                            f"http://127.0.0.1:{port}/healthz",
+                            work / f"noop-{loop}.log",
+                        )
                     )
-                )
                 ours.process = stack.enter_context(
                     started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
                 )
@@ -361,15 +367,17 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
     extenders = [c for c in configurations if c.shape is None and c.checkout is None]
     others = [c for c in configurations if c.checkout is not None]
     if extenders:
-        plain, noop, ours = extenders
+        plain, noop, ours, noop_uvloop = extenders
         rows.append(("fpga-agent extender / plain", f"{ours.median / plain.median:.1%}", ">= 90 %"))
         rows.append(("fpga-agent extender / do-nothing extender", f"{ours.median / noop.median:.1%}", ">= 95 %"))
         rows.append(("fpga-agent extender / do-nothing extender, per round", paired(ours, noop), ""))
+        rows.append((f"fpga-agent extender / {noop_uvloop.name}", _ratio(ours, noop_uvloop), ">= 95 %"))
         rows.append(("do-nothing extender / plain (the protocol's cost)", f"{noop.median / plain.median:.1%}", ""))
+        rows.append((f"{noop_uvloop.name} / do-nothing extender", _ratio(noop_uvloop, noop), ""))
         for other in others:
             rows.append((f"fpga-agent extender / {other.name}", _ratio(ours, other), ""))
             rows.append((f"{other.name} / do-nothing extender, per round", paired(other, noop), ""))
-        for config in (noop, ours, *others):
+        for config in (noop, noop_uvloop, ours, *others):
             cpu = statistics.median(config.cpu_ms_per_pod)
             rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
     forms = [c for c in configurations if c.shape is not None]

@@ -73,8 +73,10 @@ def no_leaked_threads() -> Iterator[None]:
     """Every thread a test starts (watch workers, server handlers) has ended when it is over."""
     before = set(threading.enumerate())
     yield
-    leaked = [
-        t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+    leaked = [  # the event loop's default executor (asyncio's or uvloop's) ends with the loop
+        t
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and not t.name.startswith(("asyncio_", "uvloop_"))
     ]
     assert not leaked, f"threads left running: {[t.name for t in leaked]}"
 

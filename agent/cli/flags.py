@@ -47,6 +47,7 @@ UNINSTALL: Groups = (("API server", ("kubeconfig", "namespace")), *LOGGING)
 CLEANUP_GRANT: Groups = UNINSTALL
 EXTENDER: Groups = (
     ("HTTP", ("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file")),
+    ("serving", ("event-loop",)),
     ("scoring", ("score-weights", "answer-limit")),
     ("API server", ("kubeconfig",)),
     *LOGGING,

@@ -28,7 +28,7 @@ import ssl
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import httptools
 
@@ -99,8 +99,8 @@ class HttpProtocol(asyncio.Protocol):
 
     # --- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # asyncio's transport or uvloop's (which implements asyncio.Transport without subclassing it)
+        self._transport = cast(asyncio.Transport, transport)
         self._connections.add(self)
         self._deadline = time.monotonic() + IDLE_TIMEOUT_S
         self._set_timer(self._deadline)
@@ -199,8 +199,8 @@ class HttpProtocol(asyncio.Protocol):
     def _set_timer(self, deadline: float) -> None:
         """The connection's one timer, at ``deadline`` or sooner: a request may start any time and must then be
         answered within ``REQUEST_TIMEOUT_S``, so the timer never waits longer than that. A request only notes
-        its deadline (``_deadline``, on asyncio's clock, ``time.monotonic``); the timer sets itself again until
-        the deadline it finds has passed."""
+        its deadline (``_deadline``, on the loop's clock: ``time.monotonic`` for asyncio's, the same clock in
+        milliseconds for uvloop's); the timer sets itself again until the deadline it finds has passed."""
         loop = asyncio.get_running_loop()
         self._timer = loop.call_at(min(deadline, time.monotonic() + REQUEST_TIMEOUT_S), self._expire)
 

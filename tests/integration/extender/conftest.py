@@ -16,13 +16,14 @@ import os
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 import pytest
+import uvloop
 
 from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
 from agent.extender.http import HttpServer
@@ -39,6 +40,12 @@ Mode = Literal["names", "nodes"]
 MODES = [pytest.param("names", id="nodeCacheCapable"), pytest.param("nodes", id="full-nodes")]
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    """Every async test here runs on each event loop the extender serves on (``--event-loop``): uvloop's, the
+    default, and asyncio's own."""
+    return {"uvloop": uvloop.new_event_loop, "asyncio": asyncio.new_event_loop}
 
 
 def sample(name: str) -> Any:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import uvloop
 
 from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from tests.fakes import run_fpga_agent
@@ -36,12 +37,18 @@ async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> Asyn
     apiserver.add_node("other")  # no agent: no published state
     async with running_extender(
         "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
-        "--score-weights", "empty=6", "--answer-limit", "1",
+        "--score-weights", "empty=6", "--answer-limit", "1", "--event-loop", running_loop(),
     ) as running:  # fmt: skip
         yield running
 
 
+def running_loop() -> str:
+    """The event loop this test runs on, as ``--event-loop`` names it: the process is served on the same one."""
+    return "uvloop" if isinstance(asyncio.get_running_loop(), uvloop.Loop) else "asyncio"
+
+
 async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_process: ExtenderProcess) -> None:
+    await extender_process.wait_for_line(re.compile(rf"extender: event loop {running_loop()}$"))
     port = int((await extender_process.wait_for_line(LISTENING))[1])
     await extender_process.wait_for_line(re.compile(r"node cache synced: 2 nodes"))
     url = f"http://127.0.0.1:{port}"

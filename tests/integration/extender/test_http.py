@@ -414,17 +414,25 @@ async def test_each_answer_is_one_write_on_a_no_delay_socket(monkeypatch: pytest
     nodelay: list[int] = []
     connection_made = HttpProtocol.connection_made
 
+    class Counted:
+        """The loop's transport (uvloop's cannot be patched), each write counted."""
+
+        def __init__(self, transport: Any) -> None:
+            self._transport = transport
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._transport, name)
+
+        def write(self, data: Any) -> None:
+            writes.append(len(data))
+            self._transport.write(data)
+
+        def writelines(self, chunks: Any) -> None:
+            pytest.fail(f"writelines({chunks!r}): more than one write")
+
     def counting(protocol: HttpProtocol, transport: Any) -> None:
         nodelay.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        write = transport.write
-
-        def counted_write(data: Any) -> None:
-            writes.append(len(data))
-            write(data)
-
-        transport.write = counted_write
-        transport.writelines = lambda chunks: pytest.fail(f"writelines({chunks!r}): more than one write")
-        connection_made(protocol, transport)
+        connection_made(protocol, Counted(transport))
 
     monkeypatch.setattr(HttpProtocol, "connection_made", counting)
     async with ExtenderUnderTest() as extender:

@@ -24,11 +24,17 @@ def test_the_other_checkout_is_compared_round_by_round_with_ours_and_the_do_noth
                 configuration("plain", [200.0] * 5, []),
                 configuration("do-nothing extender", [180.0] * 5, [0.2] * 5),
                 configuration("fpga-agent extender", [150.0, 160.0, 170.0, 140.0, 150.0], [0.6] * 5),
+                configuration("do-nothing extender on uvloop", [190.0, 200.0, 160.0, 175.0, 150.0], [0.1] * 5),
                 configuration("extender of old", [120.0, 160.0, 100.0, 140.0, 150.0], [0.8] * 5, Path("old")),
             ]
         )
     }
     assert rows["fpga-agent extender / do-nothing extender"] == "83.3%"
+    assert rows["fpga-agent extender / do-nothing extender on uvloop"] == (  # medians 150 and 175
+        "85.7%; per round median 80.0%, 90 % interval 78.9%-106.2% (79% 80% 106% 80% 100%)"
+    )
+    assert rows["do-nothing extender on uvloop / do-nothing extender"].startswith("97.2%; per round median 97.2%")
+    assert rows["do-nothing extender on uvloop: CPU per scheduled pod (median of runs)"] == "0.10 ms"
     assert rows["fpga-agent extender / extender of old"] == (  # medians 150 and 140; round by round 150/120, ...
         "107.1%; per round median 100.0%, 90 % interval 100.0%-170.0% (125% 100% 170% 100% 100%)"
     )
