@@ -42,7 +42,7 @@ BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
-#: The extender's event loops: uvloop (libuv; about a third less CPU per call, bench/RESULTS.md) or Python's own.
+#: The extender's event loops: uvloop (libuv; about 6 % less CPU per call, bench/extender_loops.py) or Python's own.
 EVENT_LOOPS = ("uvloop", "asyncio")
 MODES = ("device-plugin", "dra")
 
@@ -299,7 +299,7 @@ OPTIONS: tuple[_Option, ...] = (
         "event-loop",
         _parse_choice(EVENT_LOOPS),
         lambda env: "uvloop",
-        "extender: the event loop that serves the calls: uvloop (libuv, the less CPU per call) or asyncio "
+        "extender: the event loop that serves the calls: uvloop (libuv, a little less CPU per call) or asyncio "
         "(Python's own)",
     ),
 )

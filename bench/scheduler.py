@@ -238,7 +238,7 @@ def main() -> int:
         raise SystemExit("--against compares the extender path; it does not go with --dra-only")
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
-    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT):
+    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT, NOOP_UVLOOP_PORT):
         if not port_free(port):
             raise SystemExit(f"port {port} on 127.0.0.1 is taken")
     with bench_control_plane():
@@ -300,11 +300,11 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
             extender = [str(ROOT / ".venv" / "bin" / "fpga-agent"), *extender_arguments(EXTENDER_PORT)]
             if not args.dra_only:
                 _plain, noop, ours, noop_uvloop = configurations[:4]
+                noop_script = str(ROOT / "bench" / "noop_extender.py")
                 for config, port, loop in ((noop, NOOP_PORT, "asyncio"), (noop_uvloop, NOOP_UVLOOP_PORT, "uvloop")):
                     config.process = stack.enter_context(
                         started(
-                            [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(port)]
-                            + ["--loop", loop],
+                            [sys.executable, noop_script, "--port", str(port), "--loop", loop],
                             f"http://127.0.0.1:{port}/healthz",
                             work / f"noop-{loop}.log",
                         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 from collections.abc import Callable
 
 import uvloop
@@ -12,8 +11,6 @@ import uvloop
 import agent.cli.flags as cliflags
 from agent.cluster.extenderservice import run_extender
 from agent.config import Config
-
-logger = logging.getLogger(__name__)
 
 
 def add_extender_command(commands: cliflags.Subparsers) -> None:
@@ -35,13 +32,12 @@ def run_extender_command(args: argparse.Namespace) -> int:
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled, about
-    a third less CPU per scheduling call) or None, asyncio's own."""
+    """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled; about
+    6 % less CPU per scheduling call, ``bench/extender_loops.py``) or None, asyncio's own."""
     return uvloop.new_event_loop if name == "uvloop" else None
 
 
 async def serve_until_signal(config: Config) -> None:
     """The scheduler extender: serve until SIGTERM or SIGINT, then close connections and the watch."""
     stop = cliflags.stop_on_signals()
-    logger.info("extender: event loop %s", config.event_loop)
     await run_extender(config, stop)

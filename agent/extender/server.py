@@ -243,7 +243,8 @@ async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | No
     """Bind and serve ``app``; the caller ends it with ``await server.cleanup()``. Port 0 picks a free port."""
     server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
     scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
-    logger.info("scheduler extender listening on %s, %s", ", ".join(_address(a) for a in server.addresses), scheme)
+    where = ", ".join(_address(a) for a in server.addresses)
+    logger.info("scheduler extender listening on %s, %s, %s event loop", where, scheme, _loop_name())
     return server
 
 
@@ -261,6 +262,11 @@ async def start_probe(app: ExtenderApp, host: str, port: int) -> HttpServer:
     where = ", ".join(_address(a) for a in server.addresses)
     logger.info("extender probe endpoint on %s, http: %s", where, ", ".join(sorted(path for _m, path in app.routes)))
     return server
+
+
+def _loop_name() -> str:
+    """``uvloop`` or ``asyncio``: the event loop serving (``fpga-agent extender --event-loop``)."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
 def _requires_client(tls: ssl.SSLContext) -> bool:

@@ -32,7 +32,7 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
     ("cleanup-grant",): {"kubeconfig", "namespace", "log-level", "log-format"},
     ("extender",): {
         *("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file"),
-        *("score-weights", "answer-limit"),
+        *("score-weights", "answer-limit", "event-loop"),
         *("kubeconfig", "log-level", "log-format"),
     },
     ("demo",): {"sim-cards", "sim-slots-per-card", "sim-program-ms", "log-level", "log-format"},

@@ -48,8 +48,8 @@ def running_loop() -> str:
 
 
 async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_process: ExtenderProcess) -> None:
-    await extender_process.wait_for_line(re.compile(rf"extender: event loop {running_loop()}$"))
     port = int((await extender_process.wait_for_line(LISTENING))[1])
+    await extender_process.wait_for_line(re.compile(rf"listening on .*, {running_loop()} event loop$"))
     await extender_process.wait_for_line(re.compile(r"node cache synced: 2 nodes"))
     url = f"http://127.0.0.1:{port}"
     body = {"Pod": pod("aes"), "Nodes": None, "NodeNames": ["fpga-1", "fpga-2", "other"]}
@@ -116,6 +116,7 @@ def test_without_api_access_it_says_so_and_exits_1(tmp_path: Path) -> None:
         pytest.param(
             ["--score-weights", "loaded=99"], "--score-weights: loaded must be an integer from 0 to 10", id="w"
         ),
+        pytest.param(["--event-loop", "tokio"], "--event-loop: must be one of uvloop, asyncio, got 'tokio'", id="loop"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path, args: list[str], message: str) -> None:
