@@ -123,11 +123,12 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def start_server(kubeconfig: Path, cpu: int) -> Server:
+async def start_server(kubeconfig: Path, cpu: int, *flags: str) -> Server:
+    """``fpga-agent extender`` on ``cpu``, with ``flags`` besides the ones set here, once it listens and has synced."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FPGA_AGENT_")}
     process = await asyncio.create_subprocess_exec(
         "taskset", "-c", str(cpu), sys.executable, "-m", "agent.cli.main", "extender",
-        "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig), "--log-level", "info",
+        "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig), "--log-level", "info", *flags,
         env=env, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, cwd=ROOT,
     )  # fmt: skip
     assert process.stderr is not None

@@ -5,7 +5,7 @@ kube-scheduler pays for its side of the protocol (marshalling the pod and the na
 one HTTP round trip) and nothing else. Raw asyncio streams, one write per answer,
 keep-alive, so the gap to it is the cost of our extender. ``--loop uvloop`` serves it on
 uvloop's event loop, as ``fpga-agent extender`` serves by default: the cheaper floor
-(about 45 us of CPU per call against 54 us on asyncio's own loop, bench/extender_loops.py).
+(43 us of CPU per call against 50 us on asyncio's own loop, bench/extender_replay.py).
 
 Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop]
 """
