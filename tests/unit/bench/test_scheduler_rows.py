@@ -42,9 +42,28 @@ def test_the_other_checkout_is_compared_round_by_round_with_ours_and_the_do_noth
     assert rows["extender of old: CPU per scheduled pod (median of runs)"] == "0.80 ms"
 
 
+def test_with_pair_only_the_do_nothing_extender_and_ours_are_compared() -> None:
+    rows = {
+        measure: (result, target)
+        for measure, result, target in summary_rows(
+            [
+                configuration("do-nothing extender", [180.0, 200.0, 190.0, 170.0, 210.0], [0.2] * 5),
+                configuration("fpga-agent extender", [171.0, 194.0, 190.0, 160.0, 210.0], [0.3] * 5),
+            ]
+        )
+    }
+    assert rows["fpga-agent extender / do-nothing extender, per round"] == (  # 95 % 97 % 100 % 94.1 % 100 %
+        "median 97.0%, 90 % interval 94.1%-100.0% (95% 97% 100% 94% 100%)",
+        ">= 95 %",
+    )
+    assert rows["fpga-agent extender: CPU per scheduled pod (median of runs)"] == ("0.30 ms", "")
+    assert not [measure for measure in rows if "plain" in measure or "uvloop" in measure]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["--pair", "--dra-only"], "--pair compares the extender path; it does not go with --dra-only"),
         (["--against", "nowhere"], "--against nowhere: not a checkout of this project (no agent/cli/main.py)"),
         (["--against", ".", "--dra-only"], "--against compares the extender path; it does not go with --dra-only"),
     ],
