@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched, dra_shapes  # noqa: E402
 from bench.procs import exit_on_sigterm, run_group, terminate  # noqa: E402
-from bench.table import Row, emit, median_interval  # noqa: E402
+from bench.table import Row, emit, median_within  # noqa: E402
 
 K8S = Path(os.environ.get("FPGA_SLOT_K8S", ROOT.parent / "shared" / "k8s")).resolve()
 RIG = Path(os.environ.get("K8S_HOME", "/var/tmp/fpga-slot-k8s"))
@@ -422,9 +422,7 @@ def paired(ours: Configuration, other: Configuration) -> str:
     """Each round's ratio (the runs of one round ran back to back), their median and, from 5 rounds on, a 90 %
     interval for that median (``table.median_interval``: it holds whatever the law of the round-to-round noise)."""
     ratios = [a / b for a, b in zip(ours.pods_per_s, other.pods_per_s, strict=True)]
-    interval = median_interval(ratios)
-    within = "" if interval is None else f", 90 % interval {interval[0]:.1%}-{interval[1]:.1%}"
-    return f"median {statistics.median(ratios):.1%}{within} (" + " ".join(f"{r:.0%}" for r in ratios) + ")"
+    return f"{median_within(ratios)} (" + " ".join(f"{r:.0%}" for r in ratios) + ")"
 
 
 def _ratio(config: Configuration, anchor: Configuration) -> str:

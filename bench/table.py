@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 Row = tuple[str, str, str]  # measure, result, target
 
@@ -33,6 +34,13 @@ def median_interval(samples: list[float], confidence: float = 0.9) -> tuple[floa
     if chosen is None:
         return None
     return ordered[chosen - 1], ordered[n - chosen]
+
+
+def median_within(values: list[float]) -> str:
+    """``median 96.5%, 90 % interval 94.6%-98.2%`` for ratios (the interval from 5 values on, ``median_interval``)."""
+    interval = median_interval(values)
+    within = "" if interval is None else f", 90 % interval {interval[0]:.1%}-{interval[1]:.1%}"
+    return f"median {statistics.median(values):.1%}{within}"
 
 
 def p50_p99(samples: list[float], unit: str = "ms", digits: int = 3) -> str:

@@ -1,0 +1,84 @@
+"""Per-round ratios of ``bench/scheduler.py`` sittings, each alone and pooled, read from their logs.
+
+``bench/scheduler.py`` prints every run's rate to stderr as it goes (``round i/N`` lines,
+then ``  NAME: RATE pods/s`` for each configuration of the round, in the order run). A
+target judged by the per-round ratio needs more rounds than one sitting holds, so the
+sittings of the same code are pooled here: each round's ratio of two configurations is
+taken within its round (the two runs ran back to back), and the median of all rounds gets
+the distribution-free 90 % interval of ``table.median_interval``, as in ``scheduler.py``.
+A round that lacks either configuration (a sitting stopped mid-round) is left out.
+
+The logs of the sittings cited in RESULTS.md are kept in ``bench/logs/``.
+
+Usage: python bench/scheduler_rounds.py LOG... [--ours NAME] [--anchor NAME] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.table import Row, emit, median_within  # noqa: E402
+
+ROUND = re.compile(r"^round (\d+)/(\d+) ")
+RUN = re.compile(r"^  (.+): ([0-9.]+) pods/s$")
+
+
+def rounds_of(text: str) -> list[dict[str, float]]:
+    """Each round's rates by configuration name, in the order of the log."""
+    rounds: list[dict[str, float]] = []
+    for line in text.splitlines():
+        if ROUND.match(line):
+            rounds.append({})
+        elif (run := RUN.match(line)) and rounds:
+            rounds[-1][run.group(1)] = float(run.group(2))
+    return rounds
+
+
+def ratios(rounds: list[dict[str, float]], ours: str, anchor: str) -> list[float]:
+    """Each round's ours / anchor, for the rounds that ran both."""
+    return [rates[ours] / rates[anchor] for rates in rounds if ours in rates and anchor in rates]
+
+
+def described(values: list[float]) -> str:
+    """Median, 90 % interval (from 5 rounds on) and the number of rounds."""
+    return f"{median_within(values)} ({len(values)} rounds)"
+
+
+def rows_for(logs: dict[str, str], ours: str, anchor: str) -> list[Row]:
+    pooled: list[float] = []
+    rows: list[Row] = []
+    for name, text in logs.items():
+        found = ratios(rounds_of(text), ours, anchor)
+        if not found:
+            raise SystemExit(f"{name}: no round with both {ours!r} and {anchor!r}")
+        pooled += found
+        rows.append((f"{name}: {ours} / {anchor}, per round", described(found), ""))
+    rows.append((f"all {len(logs)} sittings: {ours} / {anchor}, per round", described(pooled), ">= 95 %"))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("logs", nargs="+", type=Path, help="bench/scheduler.py's stderr, one file per sitting")
+    parser.add_argument("--ours", default="fpga-agent extender", help="the configuration compared")
+    parser.add_argument("--anchor", default="do-nothing extender", help="the configuration it is compared with")
+    parser.add_argument("--json", action="store_true", help="machine-readable rows")
+    args = parser.parse_args()
+    logs: dict[str, str] = {}
+    for path in args.logs:
+        try:
+            logs[path.name] = path.read_text()
+        except OSError as exc:
+            raise SystemExit(f"{path}: {exc.strerror}") from None
+    emit(rows_for(logs, args.ours, args.anchor), as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
