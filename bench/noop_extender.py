@@ -7,13 +7,24 @@ keep-alive, so the gap to it is the cost of our extender. ``--loop uvloop`` serv
 uvloop's event loop, as ``fpga-agent extender`` serves by default: the cheaper floor
 (43 us of CPU per call against 50 us on asyncio's own loop, bench/extender_replay.py).
 
-Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop]
+Two knobs turn it into a probe of what the scheduler pays for, each alone:
+
+* ``--answer N``: answer the first N names asked, scores N down to 1 (an answer of the size
+  ours gives, 16 entries by default, found with one ``bytes.find`` per name): the scheduler's
+  cost of decoding and adding up a real answer, without our work;
+* ``--spin-us N``: spin N microseconds before answering: a call that takes longer and burns
+  the CPU it takes, without our code.
+
+Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N] [--spin-us N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import json
+import time
 
 import uvloop
 
@@ -21,7 +32,38 @@ ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 
 HEALTHY = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
 
 
-async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+NAMES_MEMBER = b'"NodeNames":['
+
+
+def first_names(body: bytes, count: int) -> bytes:
+    """An answer listing the first ``count`` names of the body's NodeNames, scores ``count`` down to 1."""
+    at = body.find(NAMES_MEMBER)
+    entries = []
+    if at >= 0:
+        at += len(NAMES_MEMBER)
+        for score in range(count, 0, -1):
+            start = body.find(b'"', at)
+            end = body.find(b'"', start + 1)
+            if start < 0 or end < 0 or body.find(b"]", at, start) >= 0:
+                break
+            entries.append({"Host": body[start + 1 : end].decode(), "Score": score})
+            at = end + 1
+    payload = json.dumps(entries, separators=(",", ":")).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(payload),
+        payload,
+    )
+
+
+def spin(microseconds: int) -> None:
+    until = time.perf_counter_ns() + microseconds * 1000
+    while time.perf_counter_ns() < until:
+        pass
+
+
+async def serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: int, spin_us: int
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -30,17 +72,22 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 name, _, value = line.partition(b":")
                 if name.strip().lower() == b"content-length":
                     length = int(value)
-            if length:
-                await reader.readexactly(length)
-            writer.write(HEALTHY if head.startswith(b"GET") else ANSWER)
+            body = await reader.readexactly(length) if length else b""
+            if head.startswith(b"GET"):
+                writer.write(HEALTHY)
+                continue
+            if spin_us:
+                spin(spin_us)
+            writer.write(first_names(body, answer) if answer else ANSWER)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         writer.close()
 
 
-async def main(port: int) -> None:
-    server = await asyncio.start_server(serve_connection, "127.0.0.1", port)
+async def main(port: int, answer: int = 0, spin_us: int = 0) -> None:
+    serve = functools.partial(serve_connection, answer=answer, spin_us=spin_us)
+    server = await asyncio.start_server(serve, "127.0.0.1", port)
     async with server:
         await server.serve_forever()
 
@@ -49,6 +96,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop")
+    parser.add_argument("--answer", type=int, default=0, metavar="N", help="answer the first N names asked")
+    parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="spin N microseconds before answering")
     args = parser.parse_args()
+    if args.answer < 0 or args.spin_us < 0:
+        parser.error("--answer and --spin-us take 0 or more")
     with asyncio.Runner(loop_factory=uvloop.new_event_loop if args.loop == "uvloop" else None) as runner:
-        runner.run(main(args.port))
+        runner.run(main(args.port, args.answer, args.spin_us))

@@ -22,6 +22,9 @@ election off:
 * with ``--pair``, only the do-nothing extender and ours (``--against``'s too), back to
   back in each round: twice the rounds in the same time, for the per-round ratio by which
   the >= 95 % target is judged;
+* with ``--probe KNOB=N`` (repeatable), also the do-nothing extender with one knob set: it
+  answers the first N names asked (``answer=N``, the size of ours' answer) or spins N us
+  before answering (``spin-us=N``): what the scheduler pays for each, without our code;
 * with ``--against DIR``, also the extender of another checkout (``DIR/agent``, run with
   this checkout's Python and packages) in the same rounds: the way to tell a change to the
   extender from the machine's drift, which moves every figure here by more than most changes;
@@ -38,7 +41,8 @@ and the medians compared within this one run: the machine is shared and noisy. T
 extender's CPU time per scheduled pod is read from /proc around each of its runs.
 
 Needs root (the bench control plane). Usage:
-    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--pair] [--against DIR]
+    python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--pair] [--probe KNOB=N ...]
+                              [--against DIR]
                               [--dra [--shapes plainest,shipped,...]] [--dra-only] [--json]
 """
 
@@ -75,6 +79,10 @@ EXTENDER_PORT = 18888
 NOOP_PORT = 18889
 AGAINST_PORT = 18890
 NOOP_UVLOOP_PORT = 18891
+#: The do-nothing extender as a probe (``--probe``): the first on this port, the next on the ports after it.
+PROBE_PORT = 18892
+#: ``--probe`` knobs: the do-nothing extender's flags (bench/noop_extender.py).
+PROBE_KNOBS = ("answer", "spin-us")
 STARTUP_TIMEOUT_S = 180.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Keys of the shipped extender entry (HTTPS with client certificates) that the bench's loopback HTTP does not use.
@@ -143,6 +151,8 @@ class Configuration:
     shape: dra_shapes.Shape | None = None
     #: Another checkout whose extender this configuration runs (``--against``).
     checkout: Path | None = None
+    #: The do-nothing extender's flags for a probe (``--probe``), e.g. ``["--answer", "16"]``.
+    probe: list[str] | None = None
     process: subprocess.Popen[bytes] | None = None
     pods_per_s: list[float] = field(default_factory=list)
     cpu_ms_per_pod: list[float] = field(default_factory=list)
@@ -232,6 +242,15 @@ def main() -> int:
         help="only the do-nothing extender and ours, back to back in each round: twice the rounds in the same time, "
         "for the per-round ratio the target is judged by",
     )
+    parser.add_argument(
+        "--probe",
+        action="append",
+        default=[],
+        type=parse_probe,
+        metavar="KNOB=N",
+        help="also the do-nothing extender with one knob set (answer=N: it answers the first N names asked; "
+        "spin-us=N: it spins N us before answering), in the same rounds; repeatable",
+    )
     parser.add_argument("--dra", action="store_true", help="also the DRA path: claims, slices, no extender")
     parser.add_argument(
         "--shapes",
@@ -247,13 +266,16 @@ def main() -> int:
     args.shapes = parse_shapes(args.shapes) if args.dra else []
     if args.against is not None and not (args.against / "agent" / "cli" / "main.py").is_file():
         raise SystemExit(f"--against {args.against}: not a checkout of this project (no agent/cli/main.py)")
+    if args.probe and args.dra_only:
+        raise SystemExit("--probe compares the extender path; it does not go with --dra-only")
     if args.pair and args.dra_only:
         raise SystemExit("--pair compares the extender path; it does not go with --dra-only")
     if args.against is not None and args.dra_only:
         raise SystemExit("--against compares the extender path; it does not go with --dra-only")
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
-    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT, NOOP_UVLOOP_PORT):
+    probe_ports = range(PROBE_PORT, PROBE_PORT + len(args.probe))
+    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT, NOOP_UVLOOP_PORT, *probe_ports):
         if not port_free(port):
             raise SystemExit(f"port {port} on 127.0.0.1 is taken")
     with bench_control_plane():
@@ -299,6 +321,10 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 path = work / f"{name.replace(' ', '-')}.yaml.in"
                 path.write_text(scheduler_config(url))
                 configurations.append(Configuration(name, path))
+            for index, flags in enumerate(args.probe):
+                path = work / f"probe-{index}.yaml.in"
+                path.write_text(scheduler_config(f"http://127.0.0.1:{PROBE_PORT + index}"))
+                configurations.append(Configuration(f"{NOOP} {' '.join(flags)}", path, probe=flags))
             if args.against is not None:
                 path = work / "against.yaml.in"
                 path.write_text(scheduler_config(f"http://127.0.0.1:{AGAINST_PORT}"))
@@ -332,6 +358,17 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 by_name[OURS].process = stack.enter_context(
                     started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
                 )
+                probes = [config for config in configurations if config.probe is not None]
+                for index, config in enumerate(probes):
+                    port = PROBE_PORT + index
+                    assert config.probe is not None
+                    config.process = stack.enter_context(
+                        started(
+                            [sys.executable, noop_script, "--port", str(port), *config.probe],
+                            f"http://127.0.0.1:{port}/healthz",
+                            work / f"probe-{index}.log",
+                        )
+                    )
                 for config in configurations:
                     if config.checkout is not None:
                         config.process = stack.enter_context(started_against(config.checkout, work))
@@ -350,6 +387,14 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                     else:
                         run_once(config, pods)
     return configurations
+
+
+def parse_probe(text: str) -> list[str]:
+    """``answer=16`` -> the do-nothing extender's flags ``["--answer", "16"]`` (``--probe``)."""
+    knob, _, value = text.partition("=")
+    if knob not in PROBE_KNOBS or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KNOB=N with KNOB one of {', '.join(PROBE_KNOBS)}")
+    return [f"--{knob}", value]
 
 
 def extender_arguments(port: int) -> list[str]:
@@ -384,8 +429,9 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
         (f"kube-scheduler 5000 nodes, {config.name}: pods/s median", spread(config.pods_per_s), "")
         for config in configurations
     ]
-    extenders = {c.name: c for c in configurations if c.shape is None and c.checkout is None}
+    extenders = {c.name: c for c in configurations if c.shape is None and c.checkout is None and c.probe is None}
     others = [c for c in configurations if c.checkout is not None]
+    probes = [c for c in configurations if c.probe is not None]
     if extenders:
         noop, ours = extenders[NOOP], extenders[OURS]
         plain, noop_uvloop = extenders.get(PLAIN), extenders.get(NOOP_UVLOOP)  # not run with --pair
@@ -402,7 +448,10 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
         for other in others:
             rows.append((f"fpga-agent extender / {other.name}", _ratio(ours, other), ""))
             rows.append((f"{other.name} / do-nothing extender, per round", paired(other, noop), ""))
-        for config in (noop, noop_uvloop, ours, *others):
+        for probe in probes:
+            rows.append((f"{probe.name} / do-nothing extender", _ratio(probe, noop), ""))
+            rows.append((f"fpga-agent extender / {probe.name}", _ratio(ours, probe), ""))
+        for config in (noop, noop_uvloop, ours, *others, *probes):
             if config is not None:
                 cpu = statistics.median(config.cpu_ms_per_pod)
                 rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))

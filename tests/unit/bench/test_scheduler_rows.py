@@ -60,9 +60,34 @@ def test_with_pair_only_the_do_nothing_extender_and_ours_are_compared() -> None:
     assert not [measure for measure in rows if "plain" in measure or "uvloop" in measure]
 
 
+def test_a_probe_is_compared_with_the_do_nothing_extender_and_ours_with_it() -> None:
+    probe = Configuration(
+        "do-nothing extender --answer 16",
+        Path("probe-0.yaml.in"),
+        probe=["--answer", "16"],
+        pods_per_s=[190.0] * 5,
+        cpu_ms_per_pod=[0.15] * 5,
+    )
+    rows = {
+        measure: result
+        for measure, result, _target in summary_rows(
+            [
+                configuration("do-nothing extender", [200.0] * 5, [0.1] * 5),
+                configuration("fpga-agent extender", [171.0] * 5, [0.3] * 5),
+                probe,
+            ]
+        )
+    }
+    assert rows["do-nothing extender --answer 16 / do-nothing extender"].startswith("95.0%; per round median 95.0%")
+    assert rows["fpga-agent extender / do-nothing extender --answer 16"].startswith("90.0%; per round median 90.0%")
+    assert rows["do-nothing extender --answer 16: CPU per scheduled pod (median of runs)"] == "0.15 ms"
+    assert rows["fpga-agent extender / do-nothing extender"] == "85.5%"  # the probe is not taken for the floor
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["--probe", "answer=16", "--dra-only"], "--probe compares the extender path; it does not go with --dra-only"),
         (["--pair", "--dra-only"], "--pair compares the extender path; it does not go with --dra-only"),
         (["--against", "nowhere"], "--against nowhere: not a checkout of this project (no agent/cli/main.py)"),
         (["--against", ".", "--dra-only"], "--against compares the extender path; it does not go with --dra-only"),
