@@ -25,6 +25,7 @@ election off:
 * with ``--probe KNOB=N`` (repeatable), also the do-nothing extender with one knob set: it
   answers the first N names asked (``answer=N``, the size of ours' answer) or spins N us
   before answering (``spin-us=N``): what the scheduler pays for each, without our code;
+* with ``--variant FLAGS`` (repeatable), also ours with extra flags (``'--answer-limit 4'``);
 * with ``--against DIR``, also the extender of another checkout (``DIR/agent``, run with
   this checkout's Python and packages) in the same rounds: the way to tell a change to the
   extender from the machine's drift, which moves every figure here by more than most changes;
@@ -42,7 +43,7 @@ extender's CPU time per scheduled pod is read from /proc around each of its runs
 
 Needs root (the bench control plane). Usage:
     python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--pair] [--probe KNOB=N ...]
-                              [--against DIR]
+                              [--variant FLAGS ...] [--against DIR]
                               [--dra [--shapes plainest,shipped,...]] [--dra-only] [--json]
 """
 
@@ -51,6 +52,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -81,6 +83,8 @@ AGAINST_PORT = 18890
 NOOP_UVLOOP_PORT = 18891
 #: The do-nothing extender as a probe (``--probe``): the first on this port, the next on the ports after it.
 PROBE_PORT = 18892
+#: Ours with other flags (``--variant``): the first on this port, the next on the ports after it.
+VARIANT_PORT = 18900
 #: ``--probe`` knobs: the do-nothing extender's flags (bench/noop_extender.py).
 PROBE_KNOBS = ("answer", "spin-us")
 STARTUP_TIMEOUT_S = 180.0
@@ -153,6 +157,8 @@ class Configuration:
     checkout: Path | None = None
     #: The do-nothing extender's flags for a probe (``--probe``), e.g. ``["--answer", "16"]``.
     probe: list[str] | None = None
+    #: Ours' extra flags for a variant (``--variant``), e.g. ``["--answer-limit", "4"]``.
+    variant: list[str] | None = None
     process: subprocess.Popen[bytes] | None = None
     pods_per_s: list[float] = field(default_factory=list)
     cpu_ms_per_pod: list[float] = field(default_factory=list)
@@ -251,6 +257,14 @@ def main() -> int:
         help="also the do-nothing extender with one knob set (answer=N: it answers the first N names asked; "
         "spin-us=N: it spins N us before answering), in the same rounds; repeatable",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=shlex.split,
+        metavar="FLAGS",
+        help="also ours with these extra flags (e.g. '--answer-limit 4'), in the same rounds; repeatable",
+    )
     parser.add_argument("--dra", action="store_true", help="also the DRA path: claims, slices, no extender")
     parser.add_argument(
         "--shapes",
@@ -266,8 +280,8 @@ def main() -> int:
     args.shapes = parse_shapes(args.shapes) if args.dra else []
     if args.against is not None and not (args.against / "agent" / "cli" / "main.py").is_file():
         raise SystemExit(f"--against {args.against}: not a checkout of this project (no agent/cli/main.py)")
-    if args.probe and args.dra_only:
-        raise SystemExit("--probe compares the extender path; it does not go with --dra-only")
+    if (args.probe or args.variant) and args.dra_only:
+        raise SystemExit("--probe and --variant compare the extender path; they do not go with --dra-only")
     if args.pair and args.dra_only:
         raise SystemExit("--pair compares the extender path; it does not go with --dra-only")
     if args.against is not None and args.dra_only:
@@ -275,7 +289,8 @@ def main() -> int:
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
     probe_ports = range(PROBE_PORT, PROBE_PORT + len(args.probe))
-    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT, NOOP_UVLOOP_PORT, *probe_ports):
+    variant_ports = range(VARIANT_PORT, VARIANT_PORT + len(args.variant))
+    for port in (EXTENDER_PORT, NOOP_PORT, AGAINST_PORT, NOOP_UVLOOP_PORT, *probe_ports, *variant_ports):
         if not port_free(port):
             raise SystemExit(f"port {port} on 127.0.0.1 is taken")
     with bench_control_plane():
@@ -325,6 +340,10 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 path = work / f"probe-{index}.yaml.in"
                 path.write_text(scheduler_config(f"http://127.0.0.1:{PROBE_PORT + index}"))
                 configurations.append(Configuration(f"{NOOP} {' '.join(flags)}", path, probe=flags))
+            for index, flags in enumerate(args.variant):
+                path = work / f"variant-{index}.yaml.in"
+                path.write_text(scheduler_config(f"http://127.0.0.1:{VARIANT_PORT + index}"))
+                configurations.append(Configuration(f"{OURS} {' '.join(flags)}", path, variant=flags))
             if args.against is not None:
                 path = work / "against.yaml.in"
                 path.write_text(scheduler_config(f"http://127.0.0.1:{AGAINST_PORT}"))
@@ -368,6 +387,14 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                             f"http://127.0.0.1:{port}/healthz",
                             work / f"probe-{index}.log",
                         )
+                    )
+                variants = [config for config in configurations if config.variant is not None]
+                for index, config in enumerate(variants):
+                    port = VARIANT_PORT + index
+                    assert config.variant is not None
+                    command = [extender[0], *extender_arguments(port), *config.variant]
+                    config.process = stack.enter_context(
+                        started(command, f"http://127.0.0.1:{port}/healthz", work / f"variant-{index}.log")
                     )
                 for config in configurations:
                     if config.checkout is not None:
@@ -429,8 +456,12 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
         (f"kube-scheduler 5000 nodes, {config.name}: pods/s median", spread(config.pods_per_s), "")
         for config in configurations
     ]
-    extenders = {c.name: c for c in configurations if c.shape is None and c.checkout is None and c.probe is None}
-    others = [c for c in configurations if c.checkout is not None]
+    extenders = {
+        c.name: c
+        for c in configurations
+        if c.shape is None and c.checkout is None and c.probe is None and c.variant is None
+    }
+    others = [c for c in configurations if c.checkout is not None or c.variant is not None]
     probes = [c for c in configurations if c.probe is not None]
     if extenders:
         noop, ours = extenders[NOOP], extenders[OURS]

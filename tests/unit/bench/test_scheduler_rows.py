@@ -84,10 +84,42 @@ def test_a_probe_is_compared_with_the_do_nothing_extender_and_ours_with_it() -> 
     assert rows["fpga-agent extender / do-nothing extender"] == "85.5%"  # the probe is not taken for the floor
 
 
+def test_a_variant_of_ours_is_compared_with_ours_and_the_do_nothing_extender() -> None:
+    variant = Configuration(
+        "fpga-agent extender --answer-limit 4",
+        Path("variant-0.yaml.in"),
+        variant=["--answer-limit", "4"],
+        pods_per_s=[180.0] * 5,
+        cpu_ms_per_pod=[0.25] * 5,
+    )
+    rows = {
+        measure: result
+        for measure, result, _target in summary_rows(
+            [
+                configuration("do-nothing extender", [200.0] * 5, [0.1] * 5),
+                configuration("fpga-agent extender", [171.0] * 5, [0.3] * 5),
+                variant,
+            ]
+        )
+    }
+    assert rows["fpga-agent extender / fpga-agent extender --answer-limit 4"].startswith(
+        "95.0%; per round median 95.0%"
+    )
+    assert rows["fpga-agent extender --answer-limit 4 / do-nothing extender, per round"].startswith("median 90.0%")
+    assert rows["fpga-agent extender --answer-limit 4: CPU per scheduled pod (median of runs)"] == "0.25 ms"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--probe", "answer=16", "--dra-only"], "--probe compares the extender path; it does not go with --dra-only"),
+        (
+            ["--probe", "answer=16", "--dra-only"],
+            "--probe and --variant compare the extender path; they do not go with --dra-only",
+        ),
+        (
+            ["--variant", "--answer-limit 4", "--dra-only"],
+            "--probe and --variant compare the extender path; they do not go with --dra-only",
+        ),
         (["--pair", "--dra-only"], "--pair compares the extender path; it does not go with --dra-only"),
         (["--against", "nowhere"], "--against nowhere: not a checkout of this project (no agent/cli/main.py)"),
         (["--against", ".", "--dra-only"], "--against compares the extender path; it does not go with --dra-only"),
