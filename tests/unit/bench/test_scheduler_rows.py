@@ -60,14 +60,14 @@ def test_with_pair_only_the_do_nothing_extender_and_ours_are_compared() -> None:
     assert not [measure for measure in rows if "plain" in measure or "uvloop" in measure]
 
 
-def test_a_probe_is_compared_with_the_do_nothing_extender_and_ours_with_it() -> None:
-    probe = Configuration(
-        "do-nothing extender --answer 16",
-        Path("probe-0.yaml.in"),
-        probe=["--answer", "16"],
-        pods_per_s=[190.0] * 5,
-        cpu_ms_per_pod=[0.15] * 5,
-    )
+def test_probes_and_variants_are_compared_with_the_do_nothing_extender_and_ours() -> None:
+    def extra(name: str, rate: float, cpu: float) -> Configuration:
+        return Configuration(name, Path(f"{name}.yaml.in"), pods_per_s=[rate] * 5, cpu_ms_per_pod=[cpu] * 5)
+
+    probe = extra("do-nothing extender --answer 16", 190.0, 0.15)
+    probe.probe = ["--answer", "16"]
+    variant = extra("fpga-agent extender --answer-limit 4", 180.0, 0.25)
+    variant.variant = ["--answer-limit", "4"]
     rows = {
         measure: result
         for measure, result, _target in summary_rows(
@@ -75,33 +75,14 @@ def test_a_probe_is_compared_with_the_do_nothing_extender_and_ours_with_it() -> 
                 configuration("do-nothing extender", [200.0] * 5, [0.1] * 5),
                 configuration("fpga-agent extender", [171.0] * 5, [0.3] * 5),
                 probe,
+                variant,
             ]
         )
     }
     assert rows["do-nothing extender --answer 16 / do-nothing extender"].startswith("95.0%; per round median 95.0%")
     assert rows["fpga-agent extender / do-nothing extender --answer 16"].startswith("90.0%; per round median 90.0%")
     assert rows["do-nothing extender --answer 16: CPU per scheduled pod (median of runs)"] == "0.15 ms"
-    assert rows["fpga-agent extender / do-nothing extender"] == "85.5%"  # the probe is not taken for the floor
-
-
-def test_a_variant_of_ours_is_compared_with_ours_and_the_do_nothing_extender() -> None:
-    variant = Configuration(
-        "fpga-agent extender --answer-limit 4",
-        Path("variant-0.yaml.in"),
-        variant=["--answer-limit", "4"],
-        pods_per_s=[180.0] * 5,
-        cpu_ms_per_pod=[0.25] * 5,
-    )
-    rows = {
-        measure: result
-        for measure, result, _target in summary_rows(
-            [
-                configuration("do-nothing extender", [200.0] * 5, [0.1] * 5),
-                configuration("fpga-agent extender", [171.0] * 5, [0.3] * 5),
-                variant,
-            ]
-        )
-    }
+    assert rows["fpga-agent extender / do-nothing extender"] == "85.5%"  # neither is taken for the floor or ours
     assert rows["fpga-agent extender / fpga-agent extender --answer-limit 4"].startswith(
         "95.0%; per round median 95.0%"
     )
