@@ -280,12 +280,18 @@ def main() -> int:
     args.shapes = parse_shapes(args.shapes) if args.dra else []
     if args.against is not None and not (args.against / "agent" / "cli" / "main.py").is_file():
         raise SystemExit(f"--against {args.against}: not a checkout of this project (no agent/cli/main.py)")
-    if (args.probe or args.variant) and args.dra_only:
-        raise SystemExit("--probe and --variant compare the extender path; they do not go with --dra-only")
-    if args.pair and args.dra_only:
-        raise SystemExit("--pair compares the extender path; it does not go with --dra-only")
-    if args.against is not None and args.dra_only:
-        raise SystemExit("--against compares the extender path; it does not go with --dra-only")
+    extender_only = [
+        flag
+        for flag, given in (
+            ("--pair", args.pair),
+            ("--probe", args.probe),
+            ("--variant", args.variant),
+            ("--against", args.against is not None),
+        )
+        if given
+    ]
+    if extender_only and args.dra_only:
+        raise SystemExit(f"{extender_only[0]} compares the extender path; it does not go with --dra-only")
     if os.geteuid() != 0 or not (K8S / "scripts" / "bench-cp.sh").exists():
         raise SystemExit(f"needs root and the bundled Kubernetes at {K8S} (FPGA_SLOT_K8S)")
     probe_ports = range(PROBE_PORT, PROBE_PORT + len(args.probe))

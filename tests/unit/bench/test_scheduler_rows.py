@@ -93,13 +93,10 @@ def test_probes_and_variants_are_compared_with_the_do_nothing_extender_and_ours(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (
-            ["--probe", "answer=16", "--dra-only"],
-            "--probe and --variant compare the extender path; they do not go with --dra-only",
-        ),
+        (["--probe", "answer=16", "--dra-only"], "--probe compares the extender path; it does not go with --dra-only"),
         (
             ["--variant", "--answer-limit 4", "--dra-only"],
-            "--probe and --variant compare the extender path; they do not go with --dra-only",
+            "--variant compares the extender path; it does not go with --dra-only",
         ),
         (["--pair", "--dra-only"], "--pair compares the extender path; it does not go with --dra-only"),
         (["--against", "nowhere"], "--against nowhere: not a checkout of this project (no agent/cli/main.py)"),
