@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-Serve = Callable[..., http.client.HTTPConnection]
+Serve = Callable[..., tuple[http.client.HTTPConnection, int]]
 
 
 @pytest.fixture
@@ -36,7 +37,8 @@ def serve() -> Iterator[Serve]:
     started: list[subprocess.Popen[bytes]] = []
     connections: list[http.client.HTTPConnection] = []
 
-    def start(*flags: str) -> http.client.HTTPConnection:
+    def start(*flags: str) -> tuple[http.client.HTTPConnection, int]:
+        """The server's connection and its process id."""
         port = free_port()
         command = [sys.executable, str(ROOT / "bench" / "noop_extender.py"), "--port", str(port), *flags]
         started.append(subprocess.Popen(command))
@@ -48,7 +50,7 @@ def serve() -> Iterator[Serve]:
             except OSError:
                 time.sleep(0.05)
         connections.append(http.client.HTTPConnection("127.0.0.1", port, timeout=10))
-        return connections[-1]
+        return connections[-1], started[-1].pid
 
     yield start
     for connection in connections:
@@ -66,13 +68,13 @@ def prioritize(connection: http.client.HTTPConnection, body: bytes = BODY) -> ob
 
 
 def test_the_floor_answers_an_empty_list_on_a_kept_alive_connection(serve: Serve) -> None:
-    connection = serve()
+    connection, _pid = serve()
     assert prioritize(connection) == []
     assert prioritize(connection) == []
 
 
 def test_as_a_probe_it_answers_the_first_names_asked_with_falling_scores(serve: Serve) -> None:
-    connection = serve("--answer", "3", "--spin-us", "50")
+    connection, _pid = serve("--answer", "3")
     assert prioritize(connection) == [
         {"Host": "n-1", "Score": 3},
         {"Host": "n-2", "Score": 2},
@@ -80,6 +82,19 @@ def test_as_a_probe_it_answers_the_first_names_asked_with_falling_scores(serve: 
     ]
     short = BODY.replace(b'"n-2","n-3","n-4"', b"")
     assert prioritize(connection, short) == [{"Host": "n-1", "Score": 3}]  # fewer names than asked for: all of them
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_a_spinning_probe_burns_the_cpu_it_is_told_to_before_answering(serve: Serve) -> None:
+    connection, pid = serve("--spin-us", "100000")
+    before = cpu_seconds(pid)
+    for _ in range(3):
+        assert prioritize(connection) == []
+    assert cpu_seconds(pid) - before >= 0.29  # 3 calls x 0.1 s of spinning (one clock tick of rounding)
 
 
 def test_a_probe_knob_is_one_of_its_flags() -> None:
