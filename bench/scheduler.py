@@ -368,40 +368,25 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
             extender = [str(ROOT / ".venv" / "bin" / "fpga-agent"), *extender_arguments(EXTENDER_PORT)]
             if not args.dra_only:
                 by_name = {config.name: config for config in configurations}
-                noop_script = str(ROOT / "bench" / "noop_extender.py")
+                noop = [sys.executable, str(ROOT / "bench" / "noop_extender.py")]
+
+                def serve(config: Configuration, command: list[str], port: int, log: str) -> None:
+                    health = f"http://127.0.0.1:{port}/healthz"
+                    config.process = stack.enter_context(started(command, health, work / log))
+
                 for name, port, loop in ((NOOP, NOOP_PORT, "asyncio"), (NOOP_UVLOOP, NOOP_UVLOOP_PORT, "uvloop")):
-                    floor = by_name.get(name)
-                    if floor is None:
-                        continue
-                    floor.process = stack.enter_context(
-                        started(
-                            [sys.executable, noop_script, "--port", str(port), "--loop", loop],
-                            f"http://127.0.0.1:{port}/healthz",
-                            work / f"noop-{loop}.log",
-                        )
-                    )
-                by_name[OURS].process = stack.enter_context(
-                    started(extender, f"http://127.0.0.1:{EXTENDER_PORT}/healthz", work / "extender.log")
-                )
+                    if name in by_name:
+                        serve(by_name[name], [*noop, "--port", str(port), "--loop", loop], port, f"noop-{loop}.log")
+                serve(by_name[OURS], extender, EXTENDER_PORT, "extender.log")
                 probes = [config for config in configurations if config.probe is not None]
                 for index, config in enumerate(probes):
                     port = PROBE_PORT + index
-                    assert config.probe is not None
-                    config.process = stack.enter_context(
-                        started(
-                            [sys.executable, noop_script, "--port", str(port), *config.probe],
-                            f"http://127.0.0.1:{port}/healthz",
-                            work / f"probe-{index}.log",
-                        )
-                    )
+                    serve(config, [*noop, "--port", str(port), *(config.probe or [])], port, f"probe-{index}.log")
                 variants = [config for config in configurations if config.variant is not None]
                 for index, config in enumerate(variants):
                     port = VARIANT_PORT + index
-                    assert config.variant is not None
-                    command = [extender[0], *extender_arguments(port), *config.variant]
-                    config.process = stack.enter_context(
-                        started(command, f"http://127.0.0.1:{port}/healthz", work / f"variant-{index}.log")
-                    )
+                    command = [extender[0], *extender_arguments(port), *(config.variant or [])]
+                    serve(config, command, port, f"variant-{index}.log")
                 for config in configurations:
                     if config.checkout is not None:
                         config.process = stack.enter_context(started_against(config.checkout, work))
