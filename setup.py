@@ -12,8 +12,8 @@ setup(
     ext_modules=[
         Extension(
             "agent.extender._sample",
-            ["agent/extender/_sample.c", "agent/extender/_podread.c"],
-            depends=["agent/extender/_podread.h"],
+            ["agent/extender/_sample.c", "agent/extender/_podread.c", "agent/extender/_fastpath.c"],
+            depends=["agent/extender/_podread.h", "agent/extender/_sample.h", "agent/extender/_fastpath.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
         )

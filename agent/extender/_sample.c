@@ -32,15 +32,14 @@
  * The body must have passed count_names first; best_of and answer check nothing it already checked.
  */
 #define _GNU_SOURCE /* memmem */
+#include "_sample.h"
+
+#include "_fastpath.h"
 #include "_podread.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-
-#define MAX_LIMIT 64
-/* A rank is a score times this plus a packing (agent/extender/scoretable.py). */
-#define RANK_SCALE 128
 
 /* ------------------------------------------------------------------------------------------ hashing */
 
@@ -116,14 +115,14 @@ static inline int hash_name(const char *s, Py_ssize_t n, uint64_t *hash, uint32_
  * every name asked is probed in. */
 #define FILTER_BITS 4096
 
-typedef struct {
+struct RankTable {
     PyObject_HEAD
     Slot *slots;
     size_t mask; /* capacity - 1; capacity a power of two, at most half used */
     size_t used;
     size_t dropped; /* names dropped since the filter was made: their bits may still be set */
     uint64_t filter[FILTER_BITS / 64];
-} RankTable;
+};
 
 static inline void filter_set(RankTable *t, uint32_t check) {
     t->filter[(check % FILTER_BITS) / 64] |= 1ULL << (check % 64);
@@ -141,8 +140,6 @@ static void filter_remake(RankTable *t) {
     }
     t->dropped = 0;
 }
-
-static PyTypeObject RankTableType;
 
 static int table_alloc(RankTable *t, size_t capacity) {
     Slot *slots = PyMem_Calloc(capacity, sizeof(Slot));
@@ -281,7 +278,7 @@ static PyMethodDef table_methods[] = {
 
 static PySequenceMethods table_as_sequence = {.sq_length = (lenfunc)table_len};
 
-static PyTypeObject RankTableType = {
+PyTypeObject RankTableType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "agent.extender._sample.RankTable",
     .tp_basicsize = sizeof(RankTable),
     .tp_dealloc = (destructor)table_dealloc,
@@ -368,16 +365,15 @@ static PyObject *count_names(PyObject *module, PyObject *args) {
 }
 
 /* The last member of a body as kube-scheduler marshals ExtenderArgs (Pod, Nodes, NodeNames, in that order). */
-static const char NAMES_MEMBER[] = ",\"NodeNames\":[";
+const char NAMES_MEMBER[] = ",\"NodeNames\":[";
 
 static PyObject *one_slot_head(PyObject *module, PyObject *arg) {
     Py_buffer body;
     if (PyObject_GetBuffer(arg, &body, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = NULL;
     const char *s = body.buf;
-    Py_ssize_t n = (Py_ssize_t)sizeof NAMES_MEMBER - 1;
-    const char *member = memmem(s, (size_t)body.len, NAMES_MEMBER, (size_t)n);
-    Py_ssize_t at = member == NULL ? -1 : member - s, start = at + n - 1;
+    const char *member = memmem(s, (size_t)body.len, NAMES_MEMBER, NAMES_MEMBER_LEN);
+    Py_ssize_t at = member == NULL ? -1 : member - s, start = at + NAMES_MEMBER_LEN - 1;
     Py_ssize_t count = at < 0 ? -1 : names_of(arg, s, body.len, start);
     if (count == -2) goto done;
     if (count < 0) {
@@ -395,6 +391,7 @@ typedef struct {
     uint32_t check;
     int32_t rank;
     int32_t order;
+    int free; /* ranked from ``lifted``: a free copy no other pod was promised */
     Py_ssize_t at;
     Py_ssize_t len;
 } Kept;
@@ -416,8 +413,8 @@ static int optional_table(PyObject *obj, const char *what, const char *role, Ran
     return 0;
 }
 
-/* The tables best_of and answer take: base a RankTable, lifted and skip RankTables or None (an empty lifted
- * table as None). -1 with the error set when one is not. */
+/* The tables best_of and answer take: base a RankTable, lifted and skip RankTables or None. -1 with the error
+ * set when one is not. */
 static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_obj, int limit, const char *what,
                      RankTable **base, RankTable **lifted, RankTable **skip) {
     if (!PyObject_TypeCheck(base_obj, &RankTableType)) {
@@ -427,7 +424,6 @@ static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_ob
     *base = (RankTable *)base_obj;
     if (optional_table(lifted_obj, what, "lifted", lifted) < 0 || optional_table(skip_obj, what, "skip", skip) < 0)
         return -1;
-    if (*lifted != NULL && (*lifted)->used == 0) *lifted = NULL;
     if (limit < 1 || limit > MAX_LIMIT) {
         PyErr_Format(PyExc_ValueError, "%s: limit must be 1..%d, got %d", what, MAX_LIMIT, limit);
         return -1;
@@ -438,20 +434,14 @@ static int tables_of(PyObject *base_obj, PyObject *lifted_obj, PyObject *skip_ob
 /* ranked: a name asked is in the table ``unknown`` (a node without published state). */
 #define UNKNOWN (-2)
 
-/* One pass over the names of the array at s[start] (the body ``obj``, checked by count_names or one_slot_head):
- * the best ``limit`` into kept (by rank, then order asked), their number returned, the lowest rank of a name
- * found into *lowest (INT64_MAX when none is found); -1 with the error set when there is no plain names array
- * at start; UNKNOWN as soon as a name not in ``base`` is in ``unknown`` (when given). */
-static int ranked(PyObject *obj, const char *s, Py_ssize_t size, Py_ssize_t start, const RankTable *base,
-                  const RankTable *lifted, const RankTable *skip, const RankTable *unknown, int limit, Kept *kept,
-                  int64_t *lowest) {
-    Py_ssize_t count = names_of(obj, s, size, start);
-    if (count == -2) return -1;
-    if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "no plain names array at start");
-        return -1;
-    }
+/* One pass over the ``count`` names in memo.names (of the body s): the best ``limit`` into kept (by rank, then
+ * order asked), their number returned, the lowest rank of a name found into *lowest (INT64_MAX when none is
+ * found); UNKNOWN as soon as a name not in ``base`` is in ``unknown`` (when given). An empty ``lifted`` counts
+ * as none. */
+static int ranked(Py_ssize_t count, const RankTable *base, const RankTable *lifted, const RankTable *skip,
+                  const RankTable *unknown, int limit, Kept *kept, int64_t *lowest) {
     const Name *names = memo.names;
+    if (lifted != NULL && lifted->used == 0) lifted = NULL;
     int nkept = 0;
     *lowest = INT64_MAX;
     /* Each name's slot in the base table is fetched AHEAD names before it is probed: the table is out of the
@@ -469,9 +459,12 @@ static int ranked(PyObject *obj, const char *s, Py_ssize_t size, Py_ssize_t star
             continue;
         }
         int32_t rank = base->slots[slot].rank;
+        int free = 0;
         Py_ssize_t hit = lifted != NULL && filter_has(lifted, check) ? table_find(lifted, h, check) : -1;
-        if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0))
+        if (hit >= 0 && (skip == NULL || !filter_has(skip, check) || table_find(skip, h, check) < 0)) {
             rank = lifted->slots[hit].rank;
+            free = 1;
+        }
         if (rank < *lowest) *lowest = rank;
         if (nkept == limit && !better(rank, order, &kept[nkept - 1])) continue;
         int dup = 0;
@@ -482,9 +475,17 @@ static int ranked(PyObject *obj, const char *s, Py_ssize_t size, Py_ssize_t star
             kept[i] = kept[i - 1];
             i--;
         }
-        kept[i] = (Kept){h, check, rank, order, names[k].from, names[k].len};
+        kept[i] = (Kept){h, check, rank, order, free, names[k].from, names[k].len};
     }
     return nkept;
+}
+
+/* The names of the array at start (count_names's check passed, or made here): their number in memo.names;
+ * -1 with the error set when there is none. */
+static Py_ssize_t checked_names(PyObject *obj, const char *s, Py_ssize_t size, Py_ssize_t start) {
+    Py_ssize_t count = names_of(obj, s, size, start);
+    if (count == -1) PyErr_SetString(PyExc_ValueError, "no plain names array at start");
+    return count < 0 ? -1 : count;
 }
 
 static PyObject *best_of(PyObject *module, PyObject *args) {
@@ -499,8 +500,9 @@ static PyObject *best_of(PyObject *module, PyObject *args) {
     Kept kept[MAX_LIMIT];
     int64_t lowest;
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "best_of", &base, &lifted, &skip) < 0) goto done;
-    int nkept = ranked(body.obj, body.buf, body.len, start, base, lifted, skip, NULL, limit, kept, &lowest);
-    if (nkept < 0) goto done;
+    Py_ssize_t count = checked_names(body.obj, body.buf, body.len, start);
+    if (count < 0) goto done;
+    int nkept = ranked(count, base, lifted, skip, NULL, limit, kept, &lowest);
     listed = PyList_New(nkept);
     if (listed == NULL) goto done;
     for (int i = 0; i < nkept; i++) {
@@ -554,6 +556,64 @@ static PyObject *priorities(const char *s, const Kept *kept, const int *scores, 
     return encoded;
 }
 
+Py_ssize_t sample_read(const char *body, Py_ssize_t size, Py_ssize_t start) {
+    Py_CLEAR(memo.body); /* the names read are of no bytes object held: never taken for another body's */
+    Py_ssize_t count = read_names(body, size, start);
+    memo.count = count < 0 ? 0 : count;
+    return count;
+}
+
+/* The answer from the ``count`` names in memo.names (see sample_make). */
+static int make(const char *s, Py_ssize_t count, const RankTable *base, const RankTable *lifted,
+                const RankTable *skip, const RankTable *unknown, int limit, unsigned long long pick, Made *out) {
+    Kept kept[MAX_LIMIT];
+    int scores[MAX_LIMIT] = {0};
+    int64_t lowest;
+    int nkept = ranked(count, base, lifted, skip, unknown, limit, kept, &lowest);
+    if (nkept == UNKNOWN) return 1;
+    int listed = 0;
+    if (nkept > 0) {
+        int64_t floor = lowest / RANK_SCALE, top = (floor + 1) * RANK_SCALE;
+        while (listed < nkept && kept[listed].rank >= top) {
+            scores[listed] = (int)(kept[listed].rank / RANK_SCALE - floor);
+            listed++;
+        }
+    }
+    *out = (Made){NULL, NULL, 0, -1, 0, -1, 0};
+    out->plain = priorities(s, kept, scores, listed);
+    if (out->plain == NULL) return -1;
+    if (listed == 0) {
+        out->settled = Py_NewRef(out->plain);
+        return 0;
+    }
+    int tied[MAX_LIMIT], ntied = 0;
+    for (int i = 0; i < listed && kept[i].rank == kept[0].rank; i++) {
+        int j = ntied++;
+        for (; j > 0 && name_order(s, &kept[i], &kept[tied[j - 1]]) < 0; j--) tied[j] = tied[j - 1];
+        tied[j] = i;
+    }
+    int chosen = tied[pick % (unsigned long long)ntied], top_score = scores[0];
+    for (int i = 0; i < listed; i++) {
+        if (scores[i] == top_score && i != chosen) scores[i] = top_score - 1;
+    }
+    out->settled = priorities(s, kept, scores, listed);
+    if (out->settled == NULL) {
+        Py_CLEAR(out->plain);
+        return -1;
+    }
+    out->first_at = kept[0].at;
+    out->first_len = kept[0].len;
+    out->chosen_at = kept[chosen].at;
+    out->chosen_len = kept[chosen].len;
+    out->first_free = kept[0].free;
+    return 0;
+}
+
+int sample_make(const char *body, const RankTable *base, const RankTable *lifted, const RankTable *skip,
+                const RankTable *unknown, int limit, unsigned long long pick, Made *out) {
+    return make(body, memo.count, base, lifted, skip, unknown, limit, pick, out);
+}
+
 /*
  * answer(body, start, base, lifted, skip, unknown, limit, pick) -> (plain, first, chosen, settled) | None
  *
@@ -575,52 +635,30 @@ static PyObject *answer(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nOOOOiK:answer", &body, &start, &base_obj, &lifted_obj, &skip_obj, &unknown_obj,
                           &limit, &pick))
         return NULL;
-    PyObject *result = NULL, *plain = NULL, *settled = NULL;
+    PyObject *result = NULL;
     RankTable *base, *lifted, *skip, *unknown;
-    Kept kept[MAX_LIMIT];
-    int scores[MAX_LIMIT];
-    int64_t lowest;
     const char *s = body.buf;
+    Made made;
     if (tables_of(base_obj, lifted_obj, skip_obj, limit, "answer", &base, &lifted, &skip) < 0 ||
         optional_table(unknown_obj, "answer", "unknown", &unknown) < 0)
         goto done;
-    int nkept = ranked(body.obj, s, body.len, start, base, lifted, skip, unknown, limit, kept, &lowest);
-    if (nkept == UNKNOWN) {
+    Py_ssize_t count = checked_names(body.obj, s, body.len, start);
+    if (count < 0) goto done;
+    int outcome = make(s, count, base, lifted, skip, unknown, limit, pick, &made);
+    if (outcome < 0) goto done;
+    if (outcome == 1) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (nkept < 0) goto done;
-    int listed = 0;
-    if (nkept > 0) {
-        int64_t floor = lowest / RANK_SCALE, top = (floor + 1) * RANK_SCALE;
-        while (listed < nkept && kept[listed].rank >= top) {
-            scores[listed] = (int)(kept[listed].rank / RANK_SCALE - floor);
-            listed++;
-        }
+    if (made.first_len < 0) {
+        result = Py_BuildValue("(OOOO)", made.plain, Py_None, Py_None, made.plain);
+    } else {
+        result = Py_BuildValue("(ONNO)", made.plain, PyUnicode_DecodeASCII(s + made.first_at, made.first_len, NULL),
+                               PyUnicode_DecodeASCII(s + made.chosen_at, made.chosen_len, NULL), made.settled);
     }
-    plain = priorities(s, kept, scores, listed);
-    if (plain == NULL) goto done;
-    if (listed == 0) {
-        result = Py_BuildValue("(OOOO)", plain, Py_None, Py_None, plain);
-        goto done;
-    }
-    int tied[MAX_LIMIT], ntied = 0;
-    for (int i = 0; i < listed && kept[i].rank == kept[0].rank; i++) {
-        int j = ntied++;
-        for (; j > 0 && name_order(s, &kept[i], &kept[tied[j - 1]]) < 0; j--) tied[j] = tied[j - 1];
-        tied[j] = i;
-    }
-    int chosen = tied[pick % (unsigned long long)ntied], top_score = scores[0];
-    for (int i = 0; i < listed; i++) {
-        if (scores[i] == top_score && i != chosen) scores[i] = top_score - 1;
-    }
-    settled = priorities(s, kept, scores, listed);
-    if (settled == NULL) goto done;
-    result = Py_BuildValue("(ONNO)", plain, PyUnicode_DecodeASCII(s + kept[0].at, kept[0].len, NULL),
-                           PyUnicode_DecodeASCII(s + kept[chosen].at, kept[chosen].len, NULL), settled);
+    Py_DECREF(made.plain);
+    Py_DECREF(made.settled);
 done:
-    Py_XDECREF(plain);
-    Py_XDECREF(settled);
     PyBuffer_Release(&body);
     return result;
 }
@@ -646,7 +684,7 @@ static struct PyModuleDef sample_module = {
 };
 
 PyMODINIT_FUNC PyInit__sample(void) {
-    if (PyType_Ready(&RankTableType) < 0) return NULL;
+    if (PyType_Ready(&RankTableType) < 0 || fastpath_ready() < 0) return NULL;
     PyObject *module = PyModule_Create(&sample_module);
     if (module == NULL) return NULL;
     if (PyModule_AddIntConstant(module, "MAX_LIMIT", MAX_LIMIT) < 0 ||
@@ -654,9 +692,7 @@ PyMODINIT_FUNC PyInit__sample(void) {
         Py_DECREF(module);
         return NULL;
     }
-    Py_INCREF(&RankTableType);
-    if (PyModule_AddObject(module, "RankTable", (PyObject *)&RankTableType) < 0) {
-        Py_DECREF(&RankTableType);
+    if (PyModule_AddType(module, &RankTableType) < 0 || PyModule_AddType(module, &FastPathType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

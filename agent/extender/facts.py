@@ -233,6 +233,10 @@ class ClusterFacts:
         """The values :meth:`keep_values` last worked out (of ``version``), without working them out again."""
         return self._values
 
+    def fixed_until(self) -> float:
+        """Until when :meth:`keep_values` answers without working the values out again."""
+        return self._computed_at + self._step_s
+
     def keep_values(self, nodes: Iterable[NodeSlots], now: float) -> Mapping[str, float]:
         """Bitstream -> how likely overwriting a free copy of it costs a reconfiguration later (0..1).
 

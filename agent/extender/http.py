@@ -9,6 +9,13 @@ method, path and body to a synchronous handler (the handlers do no I/O), and wri
 status line, headers and body in a single ``write`` on the connection (asyncio sets
 ``TCP_NODELAY``: no delayed-ACK stall on kept-alive connections).
 
+A server may be given a **fast route** (``agent.extender.fastpath``): compiled code that
+answers the one request the scheduler makes most, straight from the connection's
+bytes, before the parser sees them; it takes only a strict subset of HTTP/1.1 and hands
+anything else, byte for byte, to the parser. While no request is in flight in the
+parser, each chunk received is offered to it first; the start of a request it takes
+is kept (under the same request timeout) until the request is whole.
+
 HTTP/1.1 keep-alive and pipelining as the client asks; ``Connection: close`` and
 HTTP/1.0 close after the answer. Defences, each answered with a JSON ``Error`` and the
 connection closed: a body larger than ``max_body_bytes`` (413, as soon as its
@@ -56,6 +63,19 @@ class Reply(NamedTuple):
 #: runs on the event loop, must not block.
 Handler = Callable[[str, str, str, bytes], Reply]
 
+#: A request the fast route answered: (bytes consumed, the whole response, then what its ``done`` reads).
+FastAnswered = tuple[int, bytes, str, str, str | None, float, float]
+
+
+class FastRoute(NamedTuple):
+    """Requests answered before the parser sees them (see the module docstring)."""
+
+    #: ``serve(data)``: None (not one it answers: the parser takes every byte), 0 (the start of one: call again
+    #: with more), or the answer to the request at the start of ``data``.
+    serve: Callable[[bytes], FastAnswered | int | None]
+    #: Called with each answer once its response is written.
+    done: Callable[[FastAnswered], None]
+
 
 def json_error(status: int, text: str) -> Reply:
     return Reply(status, "application/json", json.dumps({"Error": text}).encode())
@@ -80,8 +100,15 @@ def _status_line(status: int) -> str:
 class HttpProtocol(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, handle: Handler, max_body_bytes: int, connections: set[HttpProtocol]) -> None:
+    def __init__(
+        self, handle: Handler, max_body_bytes: int, connections: set[HttpProtocol], fast: FastRoute | None = None
+    ) -> None:
         self._handle = handle
+        self._fast = fast
+        #: The start of a request the fast route takes, kept until it is whole.
+        self._held: bytearray | None = None
+        #: A request is in flight in the parser (from its first byte to its end): the parser takes every byte.
+        self._parsing = False
         self._max_body = max_body_bytes
         self._connections = connections
         self._parser = httptools.HttpRequestParser(self)
@@ -117,6 +144,10 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self._fast is not None and not self._parsing:
+            data = self._fast_feed(self._fast, data)
+            if not data or self._closing:
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -135,7 +166,9 @@ class HttpProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url, self._body, self._size, self._length, self._continue = b"", [], 0, None, False
         self._content_type = b""
-        self._deadline, self._expiry = time.monotonic() + REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S)
+        self._parsing = True
+        if self._expiry is None:  # else it began while the fast route held it: its deadline holds
+            self._deadline, self._expiry = time.monotonic() + REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -164,6 +197,7 @@ class HttpProtocol(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._parsing = False
         if self._closing:
             return
         self._disarm()  # answered before the timer can run: this call is synchronous
@@ -181,6 +215,38 @@ class HttpProtocol(asyncio.Protocol):
                 logger.exception("extender: the work after answering %s %s failed", method, path)
         if keep_alive:
             self._deadline, self._expiry = time.monotonic() + IDLE_TIMEOUT_S, None
+
+    # --- the fast route ----------------------------------------------------------------------
+    def _fast_feed(self, fast: FastRoute, data: bytes) -> bytes:
+        """Offer ``data`` (after what is held) to the fast route; the bytes left for the parser."""
+        held = self._held
+        if held is not None:
+            held += data
+            data, self._held = bytes(held), None
+        while data:
+            try:
+                answered = fast.serve(data)
+            except Exception:
+                logger.exception("extender: the fast route failed; the request goes to the parser")
+                return data
+            if answered is None:
+                return data
+            if isinstance(answered, int):  # the start of a request it takes
+                self._held = bytearray(data)
+                if self._expiry is None:
+                    self._deadline, self._expiry = time.monotonic() + REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S)
+                return b""
+            transport = self._transport
+            if transport is None or transport.is_closing():
+                return b""
+            transport.write(answered[1])
+            try:
+                fast.done(answered)
+            except Exception:
+                logger.exception("extender: the work after a fast answer failed")
+            self._deadline, self._expiry = time.monotonic() + IDLE_TIMEOUT_S, None
+            data = data[answered[0] :]
+        return data
 
     # --- helpers -----------------------------------------------------------------------------
     def _write(self, reply: Reply, *, close: bool) -> None:
@@ -259,12 +325,18 @@ def tls_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ss
 
 
 async def start_server(
-    handle: Handler, host: str, port: int, max_body_bytes: int, tls: ssl.SSLContext | None = None
+    handle: Handler,
+    host: str,
+    port: int,
+    max_body_bytes: int,
+    tls: ssl.SSLContext | None = None,
+    fast: FastRoute | None = None,
 ) -> HttpServer:
-    """Listen on ``host:port`` (0: a free port) and serve ``handle``, over TLS when given a context."""
+    """Listen on ``host:port`` (0: a free port) and serve ``handle`` (and ``fast``, before the parser), over TLS
+    when given a context."""
     connections: set[HttpProtocol] = set()
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: HttpProtocol(handle, max_body_bytes, connections), host, port, reuse_address=True, ssl=tls
+        lambda: HttpProtocol(handle, max_body_bytes, connections, fast), host, port, reuse_address=True, ssl=tls
     )
     return HttpServer(server, connections)

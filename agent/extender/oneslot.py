@@ -124,6 +124,8 @@ class OneSlotIndex:
         self._seen = 0
         self._keep_version = -1
         self._step = -1
+        #: Times the index was built afresh (its tables are new objects then).
+        self.builds = 0
         self._keep: Mapping[str, float] = {}
         self._entries: dict[str, _Entry] = {}
         #: Platform -> node -> its base times RANK_SCALE plus its packing for a one-slot pod.
@@ -244,6 +246,10 @@ class OneSlotIndex:
         unknown = self._unpublished if cache.unpublished else None
         return CompiledTables(ranks.table, self._hit_tables.get((bitstream, platform)), skip, unknown)
 
+    def step_span(self) -> tuple[float, float]:
+        """The clock's span in which the bases hold as last followed: [start, end) of the clock step."""
+        return self._step * CLOCK_STEP_S, (self._step + 1) * CLOCK_STEP_S
+
     def _per_name(
         self,
         table: RankedNodes,
@@ -327,6 +333,7 @@ class OneSlotIndex:
             self._put_bases(entry.node, entry.platforms, entry.node.packing(1))
 
     def _rebuild(self, cache: ChangeLog, keep: Mapping[str, float], keep_version: int, step: int) -> None:
+        self.builds += 1
         self._cache, self._generation, self._seen = cache, cache.generation, len(cache.changes)
         self._keep, self._keep_version, self._step = keep, keep_version, step
         self._entries, self._ranks, self._hits, self._dra_ranks = {}, {}, {}, {}

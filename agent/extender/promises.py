@@ -30,6 +30,7 @@ So for a one-slot pod whose answer tops with a node holding a free copy:
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
@@ -74,6 +75,30 @@ class Promises:
         self._seen = 0
         #: The promise the last answer made, with its cache and pod, not recorded yet (``record``).
         self._pending: tuple[ChangeLog, str, _Promise] | None = None
+        #: Bitstreams whose table of fully promised nodes was made or dropped since ``take_reshaped`` (the
+        #: compiled fast path holds those tables: ``agent.extender.fastpath``).
+        self._reshaped: set[str] = set()
+
+    @property
+    def pods(self) -> Mapping[str, object]:
+        """The pods with a promise (a pod asked about again has its promise released first)."""
+        return self._by_pod
+
+    def next_expiry(self) -> float:
+        """When the oldest promise ends by itself (infinity when there is none)."""
+        by_pod = self._by_pod
+        return next(iter(by_pod.values())).expires if by_pod else math.inf
+
+    def take_reshaped(self) -> set[str]:
+        """The bitstreams whose fully promised nodes' table was made or dropped since the last call."""
+        reshaped, self._reshaped = self._reshaped, set()
+        return reshaped
+
+    def promise(self, cache: ChangeLog, pod: str, bitstream: str, node: str, now: float) -> None:
+        """Promise a free copy on ``node`` to ``pod`` (the fast path's answer chose it), recorded at once."""
+        self.record()
+        self._pending = (cache, pod, _Promise(bitstream, node, now + PROMISE_TTL_S))
+        self.record()
 
     def record(self) -> None:
         """Record the promise the last answer made. Called once the answer is written (the scheduler does not
@@ -92,6 +117,7 @@ class Promises:
             full = self._full.get(promise.bitstream)
             if full is None:
                 full = self._full[promise.bitstream] = HashedNames()
+                self._reshaped.add(promise.bitstream)
             full.add(promise.node)
 
     def taken(self, cache: ChangeLog, bitstream: str, now: float) -> Mapping[str, int]:
@@ -178,6 +204,7 @@ class Promises:
             self._by_pod.clear()
             self._taken.clear()
             self._on_node.clear()
+            self._reshaped.update(self._full)
             self._full.clear()
             return
         changes = cache.changes
@@ -208,6 +235,7 @@ class Promises:
             full.discard(promise.node)  # when the node republishes: this is a pod asked again or one timed out)
             if not full:
                 del self._full[promise.bitstream]
+                self._reshaped.add(promise.bitstream)
         if not per_node[promise.node]:
             del per_node[promise.node]
             if not per_node:

@@ -47,6 +47,7 @@ from agent.extender import sample
 from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra, score_dra
 from agent.extender.facts import ClusterFacts
+from agent.extender.fastpath import FastAnswers
 from agent.extender.oneslot import OneSlotIndex
 from agent.extender.promises import Promises
 from agent.extender.scoretable import ANSWER_LIMIT, RANK_SCALE, ChangeLog, Scores, ScoreTable, best_ranked, ranks_of
@@ -128,10 +129,30 @@ class ScoreBoard:
         self._one_slot = OneSlotIndex(weights)
         #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
         self.limit = limit
+        #: The compiled fast path answering the common call from the connection (``agent.extender.fastpath``).
+        self.fast: FastAnswers | None = None
+
+    def use_fast_path(self, engine: sample.FastPath) -> None:
+        """Arm ``engine`` after each one-slot answer (it replaces the fast path used before, if any)."""
+        if self.fast is not None:
+            self.fast.disarm()
+        self.fast = FastAnswers(engine, self.facts, self._one_slot, self.promises)
+
+    def disarm_fast_path(self) -> None:
+        """Before any answer Python makes: the fast path answers nothing until armed again."""
+        if self.fast is not None:
+            self.fast.disarm()
+
+    def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
+        """After the fast path answered a pod: what :meth:`prioritize_body` would have recorded."""
+        self._count(pod, (bitstream,))
+        if self.fast is not None:
+            self.fast.record(pod, chosen, bitstream, now)
 
     def prepare(self, cache: ChangeLog, now: float) -> None:
         """What the calls answer from, made current now (the one-slot index; see ``OneSlotIndex.follow``), with
         the cluster's values as last worked out: working them out is left to the calls, on their own clock."""
+        self.disarm_fast_path()
         self._one_slot.follow(cache, self.facts.values, self.facts.version, now)
 
     def after_answer(self) -> None:
@@ -140,6 +161,8 @@ class ScoreBoard:
         next call's time)."""
         if self.promises is not None:
             self.promises.record()
+            if self.fast is not None:
+                self.fast.forget_reshaped()
 
     def count(self, demand: PodDemand) -> None:
         """Count the pod's bitstreams in the request shares, once per pod."""
@@ -176,6 +199,8 @@ class ScoreBoard:
         made = sample.answer(body, start, base, lifted, skip, unknown, self.limit, zlib.crc32(pod.encode()))
         if made is None:  # a node without published state asked about: per name
             return None
+        if self.fast is not None:
+            self.fast.arm(cache, bitstream, tables, now)
         return made[0] if promises is None else promises.settle_encoded(cache, pod, bitstream, now, made)
 
     def prioritize(

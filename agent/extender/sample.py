@@ -33,6 +33,7 @@ try:
     from agent.extender._sample import (
         MAX_LIMIT,
         RANK_SCALE,
+        FastPath,
         RankTable,
         answer,
         best_of,
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_LIMIT",
     "RANK_SCALE",
     "AskedNames",
+    "FastPath",
     "HashedNames",
     "RankTable",
     "answer",

@@ -39,13 +39,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agent.errors import ExtenderRequestError, shown
+from agent.extender import sample
 from agent.extender.admission import MAX_REVIEW_BYTES, KnownBitstreams, validator
 from agent.extender.cache import RequestNodes
 from agent.extender.claimtemplates import ClaimTemplates
 from agent.extender.demand import PodDemand
 from agent.extender.drapods import dra_demand
 from agent.extender.drascoring import prioritize_dra
-from agent.extender.http import HttpServer, Reply, json_error, start_server
+from agent.extender.http import FastAnswered, FastRoute, HttpServer, Reply, json_error, start_server
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, distinct, packing_for, ranks_of
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
@@ -127,7 +128,25 @@ class Extender:
             logger.debug("filter for pod %s: %d of %d nodes fail", demand.pod, len(outcome.failed), len(request.names))
         return Reply(200, JSON, encode(filter_result(request, outcome)))
 
+    def fast_path(self, max_body_bytes: int) -> sample.FastPath | None:
+        """The compiled fast path for the common prioritize call (``agent.extender.fastpath``), armed by this
+        extender's answers; None where the compiled reader is not built or the answer limit is beyond it."""
+        if not sample.COMPILED or not 0 < self._board.limit <= sample.MAX_LIMIT:
+            return None
+        engine = sample.FastPath(PRIORITIZE_PATH, self._clock, self._board.limit, max_body_bytes)
+        self._board.use_fast_path(engine)
+        return engine
+
+    def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
+        """After the fast path answered: the bookkeeping of :meth:`prioritize` (counting, the promise)."""
+        try:
+            self._board.fast_answered(pod, bitstream, chosen, now)
+        except BaseException:
+            self._board.disarm_fast_path()  # half recorded: Python answers until it arms again
+            raise
+
     def prioritize(self, body: bytes) -> Reply:
+        self._board.disarm_fast_path()
         now = self._clock()
         # the common pod (one slot of one bitstream), answered from the body's bytes
         answer = self._board.prioritize_body(self.nodes, body, now)
@@ -171,13 +190,31 @@ def _answered(board: ScoreBoard, _request: SchedulingRequest) -> None:
 class ExtenderApp:
     """The routes (method, path) -> handler, with metrics for the scheduler's verbs; a bug is a 500."""
 
-    def __init__(self, routes: dict[tuple[str, str], Route], metrics: ExtenderMetrics | None, max_body_bytes: int):
+    def __init__(
+        self,
+        routes: dict[tuple[str, str], Route],
+        metrics: ExtenderMetrics | None,
+        max_body_bytes: int,
+        fast: tuple[sample.FastPath, Extender] | None = None,
+    ):
         self.routes = routes
         self.max_body_bytes = max_body_bytes
         self._metrics = metrics
+        #: Prioritize calls answered before the HTTP parser (``agent.extender.fastpath``), or None.
+        self.fast: FastRoute | None = None
+        if fast is not None:
+            engine, extender = fast
+            self._fast_extender = extender
+            self.fast = FastRoute(engine.serve, self._fast_done)
         self._methods: dict[str, list[str]] = {}
         for method, path in routes:
             self._methods.setdefault(path, []).append(method)
+
+    def _fast_done(self, answered: FastAnswered) -> None:
+        _consumed, _response, pod, bitstream, chosen, now, seconds = answered
+        if self._metrics is not None:
+            self._metrics.observe(PRIORITIZE_PATH, 200, seconds)
+        self._fast_extender.fast_answered(pod, bitstream, chosen, now)
 
     def handle(self, method: str, path: str, content_type: str, body: bytes) -> Reply:
         route = self.routes.get((method, path))
@@ -212,7 +249,8 @@ def build_app(
     if metrics is not None:
         routes["GET", METRICS_PATH] = metrics.serve
         metrics.count_popularity_changes(lambda: extender.popularity_changes)
-    return ExtenderApp(routes, metrics, max_body_bytes)
+    engine = extender.fast_path(max_body_bytes)
+    return ExtenderApp(routes, metrics, max_body_bytes, (engine, extender) if engine is not None else None)
 
 
 def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> ExtenderApp:
@@ -241,7 +279,7 @@ def extender_metrics() -> ExtenderMetrics:
 
 async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
     """Bind and serve ``app``; the caller ends it with ``await server.cleanup()``. Port 0 picks a free port."""
-    server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
+    server = await start_server(app.handle, host, port, app.max_body_bytes, tls, app.fast)
     scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
     where = ", ".join(_address(a) for a in server.addresses)
     logger.info("scheduler extender listening on %s, %s, %s event loop", where, scheme, _loop_name())

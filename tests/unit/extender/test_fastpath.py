@@ -1,0 +1,233 @@
+"""The compiled fast path (``_fastpath.c``, ``agent.extender.fastpath``): the answers Python gives, call by call,
+the same state after them, and only the requests it can answer taken from the connection."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agent.extender import NodeCache, ScoreWeights, WatchedNode, sample
+from agent.extender.http import FastAnswered
+from agent.extender.server import PRIORITIZE_PATH, Extender, ExtenderApp, build_app
+from tests.unit.extender.factories import CATALOG, random_node
+from tests.unit.extender.test_answer_from_bytes import board_state, entries, request
+
+pytestmark = pytest.mark.skipif(not sample.COMPILED, reason="the fast path is compiled code")
+
+NOW = 1_800_000_000.0
+BITSTREAMS = ["aes", "aes", "aes", "sha", "fft", "big"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def http(body: bytes, *, path: str = PRIORITIZE_PATH, headers: str | None = None) -> bytes:
+    """A request as Go's HTTP client writes it."""
+    if headers is None:
+        headers = (
+            "Host: 127.0.0.1:8888\r\nUser-Agent: Go-http-client/1.1\r\n"
+            f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n"
+        )
+    return f"POST {path} HTTP/1.1\r\n{headers}\r\n".encode() + body
+
+
+def response_body(answered: FastAnswered) -> bytes:
+    head, _, body = answered[1].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert f"Content-Length: {len(body)}".encode() in head
+    return body
+
+
+def served(app: ExtenderApp, data: bytes) -> FastAnswered | int | None:
+    assert app.fast is not None
+    return app.fast.serve(data)
+
+
+def slow_answer(app: ExtenderApp, body: bytes) -> bytes:
+    reply = app.handle("POST", PRIORITIZE_PATH, "application/json", body)
+    assert reply.status == 200, reply.body
+    if reply.after is not None:
+        reply.after()
+    return reply.body
+
+
+def cluster(rng: random.Random, count: int = 60) -> tuple[NodeCache, list[str]]:
+    names = [f"node-{i}" for i in range(count)]
+    cache = NodeCache()
+    cache.replace([random_node(rng, name, NOW, [CATALOG], fitting=True) for name in names])
+    return cache, names
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fast_path_answers_as_python_does_and_leaves_the_same_state(seed: int) -> None:
+    rng = random.Random(seed)
+    cache, names = cluster(rng)
+    clock = Clock()
+    python = Extender(cache, ScoreWeights(), clock=clock)  # no app built: every call answered by Python
+    fast = Extender(cache, ScoreWeights(), clock=clock)
+    app, reference = build_app(fast), build_app_less(python)
+    answered_fast = 0
+    unpublished: set[str] = set()
+    for call in range(600):
+        if rng.random() < 0.03:  # a node publishes a new state
+            cache.apply("MODIFIED", random_node(rng, rng.choice(names), clock.now, [CATALOG], fitting=True))
+        if rng.random() < 0.01:  # a node without published state: calls asking about it are answered per name
+            unpublished.add(name := rng.choice(names))
+            cache.apply("MODIFIED", WatchedNode(name, None))
+        if unpublished and rng.random() < 0.1:  # it publishes again
+            cache.apply("MODIFIED", random_node(rng, unpublished.pop(), clock.now, [CATALOG], fitting=True))
+        # pods a few ms apart, now and then a pause: past the cluster values' step (10 s), the clock's (60 s)
+        clock.now += rng.choice([0.0, 0.002, 0.01, 0.01, 0.05]) if rng.random() < 0.97 else rng.choice([3.0, 70.0])
+        pod = f"default/p{rng.randrange(300)}"  # some asked about again: their promise is released first
+        slots = rng.choice(["1"] * 12 + ["2"])  # a two-slot pod: Python answers it
+        body = request(pod, rng.choice(BITSTREAMS), slots, rng.sample(names, rng.randint(1, len(names))))
+        expected = slow_answer(reference, body)
+        got = served(app, http(body))
+        if isinstance(got, tuple):
+            answered_fast += 1
+            assert got[0] == len(http(body))
+            answer = response_body(got)
+            assert app.fast is not None
+            app.fast.done(got)
+        else:
+            assert got is None
+            answer = slow_answer(app, body)
+        assert entries(answer) == entries(expected), f"call {call}"
+        assert board_state(fast._board, cache, clock.now) == board_state(python._board, cache, clock.now), call
+    assert answered_fast > 200, answered_fast  # the fast path took part: about half the calls
+
+
+def build_app_less(extender: Extender) -> ExtenderApp:
+    """The extender's routes with no fast path: every call reaches Python."""
+    return ExtenderApp({("POST", PRIORITIZE_PATH): extender.prioritize}, None, 1 << 20)
+
+
+def armed_app(rng: random.Random) -> tuple[ExtenderApp, Extender, NodeCache, list[str], Clock]:
+    """An app whose fast path holds "aes" (Python answered pods asking for it)."""
+    cache, names = cluster(rng, 20)
+    clock = Clock()
+    extender = Extender(cache, ScoreWeights(), clock=clock)
+    app = build_app(extender)
+    assert extender._board.fast is not None
+    engine = extender._board.fast.engine
+    for index in range(3):  # the first promise of a bitstream makes its table of fully promised nodes: again
+        slow_answer(app, request(f"default/first-{index}", "aes", "1", names))
+        if "aes" in engine.bitstreams:
+            break
+    assert engine.armed
+    assert "aes" in engine.bitstreams
+    return app, extender, cache, names, clock
+
+
+def test_a_request_it_answers_is_the_exact_go_request_shape_and_pipelined_requests_are_taken_one_by_one() -> None:
+    app, _, _, names, _ = armed_app(random.Random(1))
+    one, two = http(request("default/a", "aes", "1", names)), http(request("default/b", "aes", "1", names))
+    got = served(app, one + two)
+    assert isinstance(got, tuple)
+    assert got[0] == len(one)
+    assert got[2:5] == ("default/a", "aes", got[4])
+    assert served(app, one[:10]) == 0  # the head not whole yet
+    assert served(app, one[:-1]) == 0  # the body not whole yet
+    body = request("default/c", "aes", "1", names)
+    plain = http(body, headers=f"content-length:{len(body)}\r\n")  # the least Go could send: no type, no space
+    assert isinstance(served(app, plain), tuple)
+
+
+DECLINED_HEADS = {
+    "HTTP/1.0": lambda body: http(body).replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+    "a query": lambda body: http(body, path="/prioritize?x=1"),
+    "another path": lambda body: http(body, path="/filter"),
+    "GET": lambda body: b"GET" + http(body)[4:],
+    "chunked": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n"),
+    "Connection: close": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nConnection: close\r\n"),
+    "Expect": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"),
+    "Upgrade": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nUpgrade: h2c\r\n"),
+    "two lengths": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nContent-Length: {len(body)}\r\n"),
+    "a signed length": lambda body: http(body, headers=f"Content-Length: +{len(body)}\r\n"),
+    "no length": lambda body: http(body, headers="Host: x\r\n"),
+    "text": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nContent-Type: text/plain\r\n"),
+    "space before the colon": lambda body: http(body, headers=f"Content-Length : {len(body)}\r\n"),
+    "a folded line": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: a\r\n  b\r\n"),
+    "a bare LF": lambda body: http(body, headers=f"Content-Length: {len(body)}\nHost: x\r\n"),
+    "a byte above ASCII": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: \xe9\r\n"),
+    "a head above 8 KiB": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: {'a' * 9000}\r\n"),
+    "a body above the limit": lambda body: http(body + b" " * (1 << 20)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLINED_HEADS))
+def test_any_other_request_is_left_whole_to_the_parser(case: str) -> None:
+    app, _, _, names, _ = armed_app(random.Random(2))
+    data = DECLINED_HEADS[case](request("default/a", "aes", "1", names))
+    assert served(app, data) is None
+    assert isinstance(served(app, http(request("default/a", "aes", "1", names))), tuple)  # the common one: taken
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"Pod":{},"Nodes":null,"NodeNames":["a"]}',  # a pod that asks no slot
+        b'{"Pod":{"metadata":{"name":"x"}},"Nodes":null,"NodeNames":["a\\u0041"]}',  # a name that is not plain
+        b"not json",
+        b"",
+    ],
+)
+def test_a_body_it_cannot_answer_from_its_bytes_goes_to_python(body: bytes) -> None:
+    app, _, _, _, _ = armed_app(random.Random(3))
+    assert served(app, http(body)) is None
+
+
+def test_it_answers_nothing_once_a_node_changed_the_clock_left_its_span_or_a_pod_is_asked_again() -> None:
+    rng = random.Random(4)
+    app, extender, cache, names, clock = armed_app(rng)
+    assert app.fast is not None
+    got = served(app, http(request("default/a", "aes", "1", names)))
+    assert isinstance(got, tuple)
+    app.fast.done(got)
+    assert served(app, http(request("default/b", "sha", "1", names))) is None  # no entry for "sha" yet
+    if got[4] is not None:  # "default/a" was promised a copy: asked again, Python releases the promise first
+        assert served(app, http(request("default/a", "aes", "1", names))) is None
+    engine = extender._board.fast
+    assert engine is not None
+    clock.now = engine.engine.until
+    assert served(app, http(request("default/c", "aes", "1", names))) is None
+    clock.now = NOW
+    assert isinstance(served(app, http(request("default/d", "aes", "1", names))), tuple)
+    cache.apply("MODIFIED", random_node(rng, names[0], NOW, [CATALOG], fitting=True))
+    assert served(app, http(request("default/e", "aes", "1", names))) is None
+    slow_answer(app, request("default/e", "aes", "1", names))  # Python answers, and arms it again
+    assert isinstance(served(app, http(request("default/f", "aes", "1", names))), tuple)
+    extender.prioritize(request("default/g", "aes", "2", names))  # any other answer Python makes disarms it
+    assert served(app, http(request("default/h", "aes", "1", names))) is None
+
+
+def test_the_fast_paths_answer_is_the_json_kube_scheduler_reads() -> None:
+    app, _, _, names, _ = armed_app(random.Random(5))
+    got = served(app, http(request("default/a", "aes", "1", names)))
+    assert isinstance(got, tuple)
+    answer = json.loads(response_body(got))
+    assert answer
+    assert all(set(entry) == {"Host", "Score"} and entry["Host"] in names for entry in answer)
+
+
+def test_its_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match=r"limit must be 1\.\.64"):
+        sample.FastPath(PRIORITIZE_PATH, lambda: 0.0, 0, 100)
+    with pytest.raises(ValueError, match="not a plain path"):
+        sample.FastPath("/prioritize?x", lambda: 0.0, 16, 100)
+    with pytest.raises(TypeError, match="clock must be callable"):
+        sample.FastPath(PRIORITIZE_PATH, 1.0, 16, 100)  # type: ignore[arg-type]
+    engine = sample.FastPath(PRIORITIZE_PATH, lambda: 0.0, 16, 100)
+    with pytest.raises(RuntimeError, match="arm first"):
+        engine.put("aes", sample.RankTable(), None, None, None)
+    engine.arm(NodeCache(), 0.0, 1.0, None)
+    with pytest.raises(TypeError, match="an entry holds"):
+        engine.put("aes", None, None, None, None)  # type: ignore[arg-type]
+    assert engine.serve(b"GET / HTTP/1.1\r\n\r\n") is None
