@@ -110,6 +110,16 @@ def listed(cache: NodeCache, extender: Extender) -> Callable[[Sequence[WatchedNo
     return apply
 
 
+def followed(cache: NodeCache, extender: Extender) -> Callable[[str, WatchedNode], None]:
+    """What a Node event does: the node cache takes it, and the extender follows it now (``nodes_changed``)."""
+
+    def apply(kind: str, node: WatchedNode) -> None:
+        cache.apply(kind, node)
+        extender.nodes_changed()
+
+    return apply
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
 
@@ -125,7 +135,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         api_client,
         parse=parse_watched_node,
         on_replace=listed(cache, extender),
-        on_event=cache.apply,
+        on_event=followed(cache, extender),
         on_error=cache.failed,
     )
     bitstreams = BitstreamWatcher(

@@ -14,7 +14,10 @@ It answers only while its tables are what Python would find, so :class:`FastAnsw
   index's clock step, the cluster values' step (``ClusterFacts.fixed_until``), and the
   oldest promise's expiry. Each bitstream is added by the first Python answer for it;
   a call it cannot answer (another kind of pod, a node without published state, a pod
-  asked about again, whose promise is released first) goes to Python, which arms it again;
+  asked about again, whose promise is released first) goes to Python, which arms it again.
+  After a node event the node watch has the index and the promises follow it at once and
+  arms it again for every bitstream it held (``ScoreBoard.follow_nodes``), outside any
+  scheduling call;
 * **disarms** it before any answer Python makes (a DRA pod, a multi-slot pod: those may
   rebuild the index or release promises) until the next one-slot answer arms it again,
   keeping the entries whose tables still hold: all of them unless the index was built

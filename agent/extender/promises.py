@@ -89,9 +89,12 @@ class Promises:
         by_pod = self._by_pod
         return next(iter(by_pod.values())).expires if by_pod else math.inf
 
-    def take_reshaped(self) -> set[str]:
+    def take_reshaped(self) -> Collection[str]:
         """The bitstreams whose fully promised nodes' table was made or dropped since the last call."""
-        reshaped, self._reshaped = self._reshaped, set()
+        reshaped = self._reshaped
+        if not reshaped:  # nearly always: no set made
+            return _NONE
+        self._reshaped = set()
         return reshaped
 
     def promise(self, cache: ChangeLog, pod: str, bitstream: str, node: str, now: float) -> None:

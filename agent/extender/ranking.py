@@ -143,6 +143,20 @@ class ScoreBoard:
         if self.fast is not None:
             self.fast.disarm()
 
+    def follow_nodes(self, cache: ChangeLog, now: float) -> None:
+        """After a node event, outside any scheduling call: the one-slot index and the promises follow it now, and
+        the fast path is armed again for the bitstreams it held, so that the next call of each is not left to
+        Python. Not past the cluster values' step (the next call works them out again first), nor while the
+        fast path is disarmed (it waits for a call that Python answers)."""
+        fast, facts, promises = self.fast, self.facts, self.promises
+        if fast is None or not fast.engine.armed or not now < facts.fixed_until():
+            return
+        for bitstream in fast.engine.bitstreams:
+            shadowed = promises.shadowed(cache, "", bitstream, now) if promises is not None else frozenset()
+            tables = self._one_slot.tables(cache, bitstream, facts.values, facts.version, now, self.limit, shadowed)
+            if tables is not None:
+                fast.arm(cache, bitstream, tables, now)
+
     def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
         """After the fast path answered a pod: what :meth:`prioritize_body` would have recorded."""
         self._count(pod, (bitstream,))

@@ -137,6 +137,15 @@ class Extender:
         self._board.use_fast_path(engine)
         return engine
 
+    def nodes_changed(self) -> None:
+        """After a node event (the node watch's): what the calls answer from follows it now, the fast path with it
+        (``ScoreBoard.follow_nodes``), not in the next scheduling call. A failure leaves it to the next call."""
+        try:
+            self._board.follow_nodes(self.nodes, self._clock())
+        except Exception:
+            self._board.disarm_fast_path()
+            logger.exception("extender: following a node event failed; the next call follows it")
+
     def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
         """After the fast path answered: the bookkeeping of :meth:`prioritize` (counting, the promise)."""
         try:

@@ -1,4 +1,5 @@
-"""A list of every Node, as the extender service applies it: taken, indexed at once, frozen out of full GC passes."""
+"""A list of every Node, as the extender service applies it: taken, indexed at once, frozen out of full GC passes;
+and a Node event: taken, and followed at once."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.cluster.extenderservice import listed
-from agent.extender import NodeCache, ScoreWeights, WatchedNode
+from agent.cluster.extenderservice import followed, listed
+from agent.extender import NodeCache, ScoreWeights, WatchedNode, sample
 from agent.extender.oneslot import OneSlotIndex
-from agent.extender.server import Extender
+from agent.extender.server import Extender, build_app
 from tests.unit.extender.factories import node, slot
 from tests.unit.extender.test_answer_from_bytes import NOW, request
 
@@ -101,3 +102,23 @@ def test_garbage_with_cycles_is_collected_before_the_freeze() -> None:
         assert tracked() is None  # collected, not frozen
     finally:
         gc.enable()
+
+
+@pytest.mark.skipif(not sample.COMPILED, reason="the fast path is compiled code")
+def test_a_node_event_is_taken_and_the_fast_path_armed_again_for_it_at_once(builds: list[int]) -> None:
+    cache = NodeCache()
+    extender = Extender(cache, ScoreWeights(), clock=lambda: NOW)
+    app = build_app(extender)
+    assert app.fast is not None
+    listed(cache, extender)(nodes("1"))
+    for pod in ("p", "q"):  # Python answers: the fast path holds "aes" once its promise table is made
+        reply = extender.prioritize(request(f"default/{pod}", "aes", "1", ["a", "b"]))
+        assert reply.after is not None
+        reply.after()
+    before = request("default/r", "aes", "1", ["a", "b"])
+    head = f"POST /prioritize HTTP/1.1\r\nContent-Length: {len(before)}\r\n\r\n".encode()
+    assert isinstance(app.fast.serve(head + before), tuple)
+    followed(cache, extender)("MODIFIED", WatchedNode("b", node("b", [slot("s0", bitstream="aes")], rv="2")))
+    assert cache.nodes["b"].free_held == {"aes": 1}
+    assert isinstance(app.fast.serve(head + before), tuple)  # armed for the new state, no call in between
+    assert builds == [2]  # followed, not built afresh
