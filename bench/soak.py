@@ -14,6 +14,10 @@
 * **extender fuzz**: ``--cases`` bodies (the captured kube-scheduler request with one place
   replaced by any JSON, or raw bytes) over real HTTP on one kept-alive connection: a 200 or a
   4xx with an ``Error``, never a 5xx or a dropped connection; the process's RSS before and after.
+* **extender fast route fuzz**: ``--cases`` byte streams (kube-scheduler's requests as Go writes
+  them, with headers or bytes changed, dropped or added, pipelined, cut into chunks or cut short;
+  ``tests/integration/extender/fastroute.py``) over TCP to an extender with the compiled fast path
+  and to one without: every byte each writes back the same.
 * **hostile sources** (``bench/hostile_pulls.py``, ``--fault-rounds`` times each): bitstream pulls from a
   slow drip, split writes, an endless body, a redirect down to plain HTTP and a plain-HTTP token realm, each
   ending in bounded time and memory, with nothing installed (or the right file) and the cache budget intact.
@@ -64,6 +68,7 @@ from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
 from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
+from tests.integration.extender.fastroute import paired_servers, run_cases  # noqa: E402
 
 REJECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION}
 MAX_STATUS = 1200
@@ -418,6 +423,23 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     ]
 
 
+async def soak_fast_route(cases: int, rng: random.Random) -> list[Row]:
+    """Byte streams to an extender with the fast route and to one without: the same bytes back from both."""
+    gc.collect()
+    rss_before = rss_mb()
+    async with paired_servers() as pair:
+        outcome = await run_cases(pair, rng, cases)
+    for index, data in outcome.differ[:3]:
+        print(f"fast route: case {index} answered otherwise: {data[:200]!r}", file=sys.stderr)
+    shown = ", ".join(f"{status.decode()} {count}" for status, count in sorted(outcome.statuses.items()))
+    return [
+        (f"extender fast route fuzz ({cases} byte streams over TCP, with it and without)", shown, "-"),
+        ("fast route: cases answered otherwise than without it", str(len(outcome.differ)), "0"),
+        ("fast route: requests it answered", str(pair.answered), "-"),
+        ("process RSS before / after the fast route fuzz", f"{rss_before:.0f} / {rss_mb():.0f} MB", "bounded"),
+    ]
+
+
 # ---------------------------------------------------------------------- annotation fuzz
 def soak_annotations(cases: int, rng: random.Random) -> list[Row]:
     escaped = 0
@@ -454,6 +476,7 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     rows += await soak_faults(args.fault_rounds)
     rows += await soak_grpc(args.cases, rng)
     rows += await asyncio.to_thread(soak_extender, args.cases, rng)
+    rows += await soak_fast_route(args.cases, rng)
     rows += soak_annotations(args.cases, rng)
     rows += await soak_hostile_sources(args.fault_rounds)
     rows.append(("soak duration", f"{time.monotonic() - started:.0f} s", "-"))

@@ -85,10 +85,34 @@ static int named(const char *s, Py_ssize_t n, const char *word) {
 /* Headers whose meaning this path does not take on: the HTTP parser handles a request that has one. */
 static const char *const DECLINED[] = {"transfer-encoding", "connection", "expect", "upgrade", "keep-alive", NULL};
 
+/* Whether v[0:n], a header value so far (OWS not trimmed), can still become ``word`` (lower case) with OWS
+ * around it. */
+static int may_become(const char *v, Py_ssize_t n, const char *word) {
+    Py_ssize_t at = 0, len = (Py_ssize_t)strlen(word), i = 0;
+    while (at < n && (v[at] == ' ' || v[at] == '\t')) at++;
+    for (; at < n && i < len; at++, i++) {
+        if (lower((unsigned char)v[at]) != word[i]) return 0;
+    }
+    for (; at < n; at++) {
+        if (v[at] != ' ' && v[at] != '\t') return 0;
+    }
+    return 1;
+}
+
+/* Whether v[0:n] can still become a Content-Length this path takes: OWS, at most 9 digits, OWS. */
+static int may_be_length(const char *v, Py_ssize_t n) {
+    Py_ssize_t at = 0, digits = 0;
+    while (at < n && (v[at] == ' ' || v[at] == '\t')) at++;
+    while (at < n && v[at] >= '0' && v[at] <= '9') at++, digits++;
+    while (at < n && (v[at] == ' ' || v[at] == '\t')) at++;
+    return at == n && digits <= 9;
+}
+
 /* The request at the start of s[0:n]: 1 when whole (its head's length into *head, its body's into *body),
  * 0 when it may still become one (more bytes needed), -1 as soon as it cannot be one this path takes. Each
- * byte of the head is checked as it arrives: a request the parser refuses is handed to it at the byte it would
- * refuse it at, not held until the head is whole. */
+ * byte of the head is checked as it arrives, so that a request this path does not take is handed to the parser
+ * at the byte that tells, not held until its head is whole: a request the parser refuses gets the parser's
+ * answer even when the client sends no more. */
 static int frame(const FastPath *self, const char *s, Py_ssize_t n, Py_ssize_t *head, Py_ssize_t *body) {
     const char *line = PyBytes_AS_STRING(self->line);
     Py_ssize_t line_len = PyBytes_GET_SIZE(self->line);
@@ -111,28 +135,29 @@ static int frame(const FastPath *self, const char *s, Py_ssize_t n, Py_ssize_t *
         while (q < stop && is_token((unsigned char)*q)) q++;
         if (q == stop) return eol == NULL ? 0 : -1; /* a name so far; a line without a colon */
         if (q == p || *q != ':') return -1;
-        for (const char *c = q + 1; c < stop; c++) {
+        const char *name = p, *v = q + 1;
+        Py_ssize_t name_len = q - p;
+        for (const char *c = v; c < stop; c++) {
             unsigned char u = (unsigned char)*c;
             if (u != '\t' && (u < 0x20 || u > 0x7e)) return -1;
         }
-        if (eol == NULL || eol + 1 == end) return 0; /* the line is not whole yet */
-        if (eol[1] != '\n') return -1;
-        const char *name = p, *v = q + 1, *v_end = eol;
-        Py_ssize_t name_len = q - p;
-        while (v < v_end && (*v == ' ' || *v == '\t')) v++;
-        while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t')) v_end--;
         for (const char *const *word = DECLINED; *word != NULL; word++) {
             if (named(name, name_len, *word)) return -1;
         }
-        if (named(name, name_len, "content-length")) {
-            if (length >= 0 || v == v_end || v_end - v > 9) return -1;
+        int is_length = named(name, name_len, "content-length");
+        if (is_length && (length >= 0 || !may_be_length(v, stop - v))) return -1;
+        if (named(name, name_len, "content-type") && !may_become(v, stop - v, "application/json")) return -1;
+        if (eol == NULL || eol + 1 == end) return 0; /* the line is not whole yet */
+        if (eol[1] != '\n') return -1;
+        const char *v_end = eol;
+        while (v < v_end && (*v == ' ' || *v == '\t')) v++;
+        while (v_end > v && (v_end[-1] == ' ' || v_end[-1] == '\t')) v_end--;
+        if (is_length) {
+            if (v == v_end) return -1;
             length = 0;
-            for (const char *c = v; c < v_end; c++) {
-                if (*c < '0' || *c > '9') return -1;
-                length = length * 10 + (*c - '0');
-            }
-        } else if (named(name, name_len, "content-type")) {
-            if (!named(v, v_end - v, "application/json")) return -1;
+            for (const char *c = v; c < v_end; c++) length = length * 10 + (*c - '0');
+        } else if (named(name, name_len, "content-type") && v_end - v != 16) {
+            return -1; /* a prefix of application/json */
         }
         p = eol + 2;
     }
