@@ -38,9 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
+from agent.extender.http import FastAnswered  # noqa: E402
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, read_node_slots  # noqa: E402
 from agent.extender.scoring import ScoreWeights  # noqa: E402
-from agent.extender.server import Extender  # noqa: E402
+from agent.extender.server import Extender, build_app  # noqa: E402
 from agent.extender.wire import encode_priorities, parse_extender_args  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
@@ -136,6 +137,53 @@ def long_running_us(rng: random.Random, names: list[str], cache: NodeCache, call
     return per_call_us(bodies, lambda _i, body: extender.prioritize(body))
 
 
+def fast_path_us(rng: random.Random, names: list[str], cache: NodeCache, calls: int) -> tuple[float, float, int] | None:
+    """Per call through the compiled fast path (``agent.extender.fastpath``), warm, new pods: (the whole request
+    framed and answered, the bookkeeping after it, the calls it answered); None where it is not built. Python
+    answers the calls it leaves, untimed: the first ones, which arm it for each bitstream, as a served
+    extender's first calls do."""
+    clock = PodClock()
+    extender = Extender(cache, ScoreWeights(), clock=clock)
+    app = build_app(extender)
+    if app.fast is None:
+        return None
+    serve, done = app.fast
+
+    def request(index: int) -> bytes:
+        body = request_body(rng, index, names)
+        return b"POST /prioritize HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    def answer(data: bytes) -> tuple[float, FastAnswered | None]:
+        started = time.perf_counter()
+        answered = serve(data)
+        spent = time.perf_counter() - started
+        if isinstance(answered, tuple):
+            return spent, answered
+        reply = app.handle("POST", "/prioritize", "application/json", data.partition(b"\r\n\r\n")[2])
+        if reply.after is not None:
+            reply.after()
+        return spent, None
+
+    for index in range(LONG_RUN_PODS):  # what fills with time at its steady size, as in long_running_us
+        _spent, answered = answer(request(index))
+        if answered is not None:
+            done(answered)
+    clock.pace = 0.0  # warm: the clock stands still
+    served, answers = 0.0, []
+    for data in [request(LONG_RUN_PODS + index) for index in range(calls)]:
+        spent, answered = answer(data)
+        if answered is not None:
+            served += spent
+            answers.append(answered)
+    if not answers:
+        raise SystemExit("the fast path answered none of the calls")
+    started = time.perf_counter()
+    for answered in answers:
+        done(answered)
+    after = time.perf_counter() - started
+    return served / len(answers) * 1e6, after / len(answers) * 1e6, len(answers)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -159,6 +207,7 @@ def main() -> None:
     warm = per_call_us(bodies, lambda _i, body: extender.prioritize(body), repeat=2)
     flushed = flushed_us(bodies, lambda _i, body: extender.prioritize(body), args.flush_mb) if args.flush_mb else None
     steady = long_running_us(rng, names, cache, args.calls)
+    fast = fast_path_us(rng, names, cache, args.calls)
     requests = [parse_extender_args(body) for body in bodies]
     board = extender._board  # the score board alone, for the breakdown
     lookup = cache.lookup()
@@ -183,6 +232,18 @@ def main() -> None:
             f"  the same, new pods after {LONG_RUN_PODS} (pods counted and promises at their steady numbers)",
             f"{steady:.0f} us",
             "",
+        ),
+        *(
+            [
+                (
+                    f"  the same, compiled fast path ({fast[2]} of {args.calls} calls): request in, answer out",
+                    f"{fast[0]:.1f} us",
+                    "",
+                ),
+                ("  the same, compiled fast path: bookkeeping after the answer", f"{fast[1]:.1f} us", ""),
+            ]
+            if fast is not None
+            else []
         ),
         ("  of it: parsing the request", f"{parse:.0f} us", ""),
         ("  of it: the score board", f"{score:.0f} us", ""),
