@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -158,24 +159,29 @@ def test_a_request_it_answers_is_the_exact_go_request_shape_and_pipelined_reques
     assert isinstance(served(app, plain), tuple)
 
 
-DECLINED_HEADS = {
+def length_then(lines: str) -> Callable[[bytes], bytes]:
+    """A request with its Content-Length, then ``lines``."""
+    return lambda body: http(body, headers=f"Content-Length: {len(body)}\r\n{lines}")
+
+
+DECLINED_HEADS: dict[str, Callable[[bytes], bytes]] = {
     "HTTP/1.0": lambda body: http(body).replace(b"HTTP/1.1", b"HTTP/1.0", 1),
     "a query": lambda body: http(body, path="/prioritize?x=1"),
     "another path": lambda body: http(body, path="/filter"),
     "GET": lambda body: b"GET" + http(body)[4:],
-    "chunked": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n"),
-    "Connection: close": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nConnection: close\r\n"),
-    "Expect": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n"),
-    "Upgrade": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nUpgrade: h2c\r\n"),
-    "two lengths": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nContent-Length: {len(body)}\r\n"),
+    "chunked": length_then("Transfer-Encoding: chunked\r\n"),
+    "Connection: close": length_then("Connection: close\r\n"),
+    "Expect": length_then("Expect: 100-continue\r\n"),
+    "Upgrade": length_then("Upgrade: h2c\r\n"),
+    "two lengths": lambda body: length_then(f"Content-Length: {len(body)}\r\n")(body),
     "a signed length": lambda body: http(body, headers=f"Content-Length: +{len(body)}\r\n"),
     "no length": lambda body: http(body, headers="Host: x\r\n"),
-    "text": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nContent-Type: text/plain\r\n"),
+    "text": length_then("Content-Type: text/plain\r\n"),
     "space before the colon": lambda body: http(body, headers=f"Content-Length : {len(body)}\r\n"),
-    "a folded line": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: a\r\n  b\r\n"),
+    "a folded line": length_then("X-A: a\r\n  b\r\n"),
     "a bare LF": lambda body: http(body, headers=f"Content-Length: {len(body)}\nHost: x\r\n"),
-    "a byte above ASCII": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: \xe9\r\n"),
-    "a head above 8 KiB": lambda body: http(body, headers=f"Content-Length: {len(body)}\r\nX-A: {'a' * 9000}\r\n"),
+    "a byte above ASCII": length_then("X-A: \xe9\r\n"),
+    "a head above 8 KiB": length_then(f"X-A: {'a' * 9000}\r\n"),
     "a body above the limit": lambda body: http(body + b" " * (1 << 20)),
 }
 
