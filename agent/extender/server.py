@@ -291,7 +291,8 @@ async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | No
     server = await start_server(app.handle, host, port, app.max_body_bytes, tls, app.fast)
     scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
     where = ", ".join(_address(a) for a in server.addresses)
-    logger.info("scheduler extender listening on %s, %s, %s event loop", where, scheme, _loop_name())
+    path = "compiled fast path" if app.fast is not None else "no compiled fast path"
+    logger.info("scheduler extender listening on %s, %s, %s, %s event loop", where, scheme, path, _loop_name())
     return server
 
 
