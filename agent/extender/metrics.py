@@ -1,7 +1,9 @@
 """Prometheus metrics of the extender: requests and latency by verb, served as ``/metrics``.
 
 The latency is what the handler takes, from the request's arrival to its answer;
-kube-scheduler waits for exactly this inside its scheduling cycle. Beside them, how
+kube-scheduler waits for exactly this inside its scheduling cycle. How many prioritize
+requests the compiled fast path answered is counted apart too: a cluster whose nodes
+change state between most calls leaves more of them to Python. Beside them, how
 often the bitstream popularity was found to change (``agent.extender.facts``: each time
 the request shares started afresh), read from the extender when scraped.
 """
@@ -44,6 +46,9 @@ class ExtenderMetrics:
         self.buckets: dict[str, list[int]] = {}
         #: Verb -> seconds taken in all.
         self.seconds: dict[str, float] = {}
+        #: Prioritize requests answered by the compiled fast path (``agent.extender.fastpath``), counted in
+        #: ``answered`` too.
+        self.fast_answers = 0
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Requests(self))
 
@@ -88,6 +93,11 @@ class _Requests(Collector):
             cumulative = list(accumulate(counts))
             seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), self._metrics.seconds[verb])
         yield seconds
+        yield CounterMetricFamily(
+            "fpga_slot_extender_fast_path_answers",
+            "Prioritize requests answered by the compiled fast path, without Python (counted in the requests too)",
+            value=self._metrics.fast_answers,
+        )
 
 
 class _PopularityChanges(Collector):

@@ -223,6 +223,7 @@ class ExtenderApp:
         _consumed, _response, pod, bitstream, chosen, now, seconds = answered
         if self._metrics is not None:
             self._metrics.observe(PRIORITIZE_PATH, 200, seconds)
+            self._metrics.fast_answers += 1
         self._fast_extender.fast_answered(pod, bitstream, chosen, now)
 
     def handle(self, method: str, path: str, content_type: str, body: bytes) -> Reply:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.extender.conftest import Cluster, ExtenderUnderTest, extender_args, pod, sample
@@ -66,3 +68,19 @@ async def test_a_change_of_the_bitstream_popularity_is_counted(extender: Extende
     families = {family.name: family for family in text_string_to_metric_families(text)}
     (counted,) = families["fpga_slot_extender_popularity_changes"].samples
     assert counted.value == 1
+
+
+async def test_answers_of_the_compiled_fast_path_are_counted_apart(extender: ExtenderUnderTest) -> None:
+    cluster = Cluster()
+    cluster.add("n1", [slot("s0", bitstream="aes"), slot("s1", bitstream="aes"), slot("s2")])
+    cluster.add("n2", [slot("s0", bitstream="aes"), slot("s1")])
+    extender.publish(cluster)
+    for index in range(6):  # Python answers the first and arms the fast path for "aes"; it answers the rest
+        scheduled = pod("aes")
+        scheduled["metadata"]["name"] = f"job-{index}"
+        args = extender_args(scheduled, ["n1", "n2"], "names", cluster)
+        compact = json.dumps(args, separators=(",", ":")).encode()  # as Go writes it: what the fast path reads
+        status, _ = await extender.post("/prioritize", compact)
+        assert status == 200
+    assert value(extender, "fpga_slot_extender_requests_total", verb="prioritize", code="200") == 6
+    assert 3 <= value(extender, "fpga_slot_extender_fast_path_answers_total") < 6
