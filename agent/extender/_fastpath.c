@@ -377,13 +377,6 @@ static PyObject *fast_drop(FastPath *self, PyObject *bitstream) {
     Py_RETURN_NONE;
 }
 
-static PyObject *fast_limit_until(FastPath *self, PyObject *arg) {
-    double until = PyFloat_AsDouble(arg);
-    if (until == -1.0 && PyErr_Occurred()) return NULL;
-    if (until < self->until) self->until = until;
-    Py_RETURN_NONE;
-}
-
 static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"path", "clock", "limit", "max_body", NULL};
     const char *path;
@@ -457,7 +450,6 @@ static PyMethodDef fast_methods[] = {
     {"clear", (PyCFunction)fast_clear_entries, METH_NOARGS, "clear(): disarm and drop every entry"},
     {"put", (PyCFunction)fast_put, METH_VARARGS, "put(bitstream, base, lifted, skip, unknown): its tables"},
     {"drop", (PyCFunction)fast_drop, METH_O, "drop(bitstream): forget its tables"},
-    {"limit_until", (PyCFunction)fast_limit_until, METH_O, "limit_until(t): answer only before t too"},
     {NULL, NULL, 0, NULL},
 };
 
