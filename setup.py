@@ -12,10 +12,27 @@ setup(
     ext_modules=[
         Extension(
             "agent.extender._sample",
-            ["agent/extender/_sample.c", "agent/extender/_podread.c", "agent/extender/_fastpath.c"],
-            depends=["agent/extender/_podread.h", "agent/extender/_sample.h", "agent/extender/_fastpath.h"],
+            [
+                "agent/extender/_sample.c",
+                "agent/extender/_podread.c",
+                "agent/extender/_fastpath.c",
+                "agent/extender/_fastbooks.c",
+            ],
+            depends=[
+                "agent/extender/_podread.h",
+                "agent/extender/_sample.h",
+                "agent/extender/_fastpath.h",
+                "agent/extender/_fastbooks.h",
+            ],
             optional=True,
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+                "-Wno-missing-field-initializers",
+            ],
         )
     ]
 )

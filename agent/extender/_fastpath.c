@@ -12,13 +12,16 @@
  * state (the cache's change log as a list object and its length), and which pods it must leave to Python (those
  * with a promise: the scheduler asks again, the old promise is released first).
  *
- * FastPath.serve(data) -> None | 0 | (consumed, response, pod, bitstream, chosen, now, seconds)
+ * FastPath.serve(data, write) -> None | 0 | consumed | (consumed, error)
  *
- *   None   not a request this path answers, or not now: the caller hands every byte to its HTTP parser;
- *   0      the start of such a request: the caller keeps the bytes and calls again with more;
- *   tuple  answered: ``response`` (status line, headers, body) answers the first ``consumed`` bytes of data;
- *          ``chosen`` is the node promised to ``pod`` (None: none), ``now`` the clock read, ``seconds`` the
- *          call's duration; the caller records them (agent/extender/fastpath.py).
+ *   None     not a request this path answers, or not now: the caller hands every byte to its HTTP parser;
+ *   0        the start of such a request: the caller keeps the bytes and calls again with more;
+ *   consumed answered: the response (status line, headers, body) to the first ``consumed`` bytes of data was
+ *            passed to ``write``, and then recorded what Python records after such an answer (_fastbooks.c:
+ *            the pod counted, the copy promised to it, the answer and its latency in the metrics);
+ *   (consumed, error)
+ *            answered and written, but recording failed with ``error``: the path disarmed itself (Python
+ *            answers until it arms it again).
  *
  * The requests it takes are a strict subset of HTTP/1.1 (what Go's client sends): the request line exactly
  * "POST <path> HTTP/1.1", header lines "name: value" with a token name and printable ASCII values, CRLF line
@@ -30,6 +33,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "_fastpath.h"
 
+#include "_fastbooks.h"
 #include "_podread.h"
 #include "_sample.h"
 
@@ -58,6 +62,7 @@ typedef struct {
     PyObject *entries;  /* bitstream -> (base, lifted, skip, unknown) */
     int limit;
     Py_ssize_t max_body;
+    Books books;        /* what is recorded after each answer */
 } FastPath;
 
 /* "changes": the node cache's change log, read on every call. */
@@ -235,8 +240,27 @@ static PyObject *response(PyObject *answer) {
     return out;
 }
 
-/* The answer to the body s[0:size] of a whole request: a new tuple, None (Python answers it), NULL (error). */
-static PyObject *answer_body(FastPath *self, const char *s, Py_ssize_t size, Py_ssize_t consumed, double started) {
+/* After the answer to ``pod`` was written: recorded (_fastbooks.c). ``consumed``, or (consumed, error) when
+ * recording failed: the path then disarms itself, as what it recorded may be half done. */
+static PyObject *recorded(FastPath *self, Py_ssize_t consumed, PyObject *pod, PyObject *bitstream, PyObject *chosen,
+                          double now, double started) {
+    books_time(&self->books, seconds_now() - started);
+    if (books_record(&self->books, self->cache, pod, bitstream, chosen, now) == 0) return PyLong_FromSsize_t(consumed);
+    self->armed = 0;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL) PyException_SetTraceback(value, traceback);
+    PyObject *result = Py_BuildValue("(nO)", consumed, value != NULL ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return result;
+}
+
+/* The answer to the body s[0:size] of a whole request, passed to ``write``: what serve returns (NULL: error). */
+static PyObject *answer_body(FastPath *self, const char *s, Py_ssize_t size, Py_ssize_t consumed, double started,
+                             PyObject *write) {
     double now;
     int fresh = current(self, &now);
     if (fresh <= 0) return fresh < 0 ? NULL : Py_NewRef(Py_None);
@@ -282,8 +306,10 @@ static PyObject *answer_body(FastPath *self, const char *s, Py_ssize_t size, Py_
     PyObject *chosen = settle ? PyUnicode_DecodeASCII(s + made.chosen_at, made.chosen_len, NULL) : Py_NewRef(Py_None);
     Py_DECREF(made.plain);
     Py_DECREF(made.settled);
-    if (whole != NULL && chosen != NULL) {
-        result = Py_BuildValue("(nOOOOdd)", consumed, whole, pod, bitstream, chosen, now, seconds_now() - started);
+    PyObject *written = whole != NULL && chosen != NULL ? PyObject_CallOneArg(write, whole) : NULL;
+    if (written != NULL) {
+        Py_DECREF(written);
+        result = recorded(self, consumed, pod, bitstream, chosen, now, started);
     }
     Py_XDECREF(whole);
     Py_XDECREF(chosen);
@@ -292,8 +318,10 @@ done:
     return result;
 }
 
-static PyObject *fast_serve(FastPath *self, PyObject *arg) {
+static PyObject *fast_serve(FastPath *self, PyObject *args) {
     double started = seconds_now();
+    PyObject *arg, *write;
+    if (!PyArg_UnpackTuple(args, "serve", 2, 2, &arg, &write)) return NULL;
     if (!self->armed) Py_RETURN_NONE; /* nothing is kept back from the parser */
     Py_buffer data;
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
@@ -305,11 +333,18 @@ static PyObject *fast_serve(FastPath *self, PyObject *arg) {
     } else if (framed == 0) {
         result = PyLong_FromLong(0);
     } else {
-        result = answer_body(self, (const char *)data.buf + head, body, head + body, started);
+        result = answer_body(self, (const char *)data.buf + head, body, head + body, started, write);
     }
     PyBuffer_Release(&data);
     return result;
 }
+
+static PyObject *fast_keep(FastPath *self, PyObject *args) {
+    if (books_keep(&self->books, args) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *fast_latency(FastPath *self, void *unused) { return books_latency(&self->books); }
 
 /* ------------------------------------------------------------------------------------------ the type */
 
@@ -378,12 +413,13 @@ static PyObject *fast_drop(FastPath *self, PyObject *bitstream) {
 }
 
 static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"path", "clock", "limit", "max_body", NULL};
+    static char *kwlist[] = {"path", "clock", "limit", "max_body", "latency_bounds", NULL};
     const char *path;
-    PyObject *clock;
+    PyObject *clock, *bounds = NULL;
     int limit;
     Py_ssize_t max_body;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOin:FastPath", kwlist, &path, &clock, &limit, &max_body))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOin|O:FastPath", kwlist, &path, &clock, &limit, &max_body,
+                                     &bounds))
         return NULL;
     if (!PyCallable_Check(clock)) {
         PyErr_SetString(PyExc_TypeError, "FastPath: clock must be callable");
@@ -405,6 +441,10 @@ static PyObject *fast_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         Py_DECREF(self);
         return NULL;
     }
+    if (bounds != NULL && books_bounds(&self->books, bounds) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     self->clock = Py_NewRef(clock);
     self->limit = limit;
     self->max_body = max_body;
@@ -417,7 +457,7 @@ static int fast_traverse(FastPath *self, visitproc visit, void *arg) {
     Py_VISIT(self->changes);
     Py_VISIT(self->promised);
     Py_VISIT(self->entries);
-    return 0;
+    return books_traverse(&self->books, visit, arg);
 }
 
 static int fast_clear(FastPath *self) {
@@ -426,6 +466,7 @@ static int fast_clear(FastPath *self) {
     Py_CLEAR(self->changes);
     Py_CLEAR(self->promised);
     Py_CLEAR(self->entries);
+    books_clear(&self->books);
     return 0;
 }
 
@@ -441,7 +482,12 @@ static PyObject *fast_armed(FastPath *self, void *unused) { return PyBool_FromLo
 static PyObject *fast_bitstreams(FastPath *self, void *unused) { return PyFrozenSet_New(self->entries); }
 
 static PyMethodDef fast_methods[] = {
-    {"serve", (PyCFunction)fast_serve, METH_O, "serve(data): None, 0 or the answer (see the source)"},
+    {"serve", (PyCFunction)fast_serve, METH_VARARGS,
+     "serve(data, write): None, 0, the bytes consumed or (consumed, error) (see the source)"},
+    {"keep", (PyCFunction)fast_keep, METH_VARARGS,
+     "keep(counted, counted_limit, unweighed, change_memory, weigh, promises): the objects each answer is "
+     "recorded in; promises: (promises, by_pod, on_node, taken, full, reshaped, promise_type, ttl, record) or "
+     "None (see _fastbooks.c)"},
     {"arm", (PyCFunction)fast_arm, METH_VARARGS,
      "arm(cache, since, until, promised): answer from the entries while the cache's log is as now and "
      "since <= clock() < until, leaving pods in ``promised`` (a dict, or None: no promises) to Python; "
@@ -456,6 +502,7 @@ static PyMethodDef fast_methods[] = {
 static PyGetSetDef fast_getset[] = {
     {"armed", (getter)fast_armed, NULL, "whether it answers (armed, and not disarmed since)", NULL},
     {"bitstreams", (getter)fast_bitstreams, NULL, "the bitstreams it holds tables for", NULL},
+    {"latency", (getter)fast_latency, NULL, "(answers, seconds in all, answers per latency bucket)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -480,6 +527,7 @@ PyTypeObject FastPathType = {
 
 int fastpath_ready(void) {
     crc_init();
+    if (books_ready() < 0) return -1;
     changes_name = PyUnicode_InternFromString("changes");
     if (changes_name == NULL) return -1;
     return PyType_Ready(&FastPathType);

@@ -1,4 +1,4 @@
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 MAX_LIMIT: int
 RANK_SCALE: int
@@ -35,14 +35,33 @@ def one_slot_head(body: bytes, /) -> tuple[str, str, int] | None: ...
 
 class FastPath:
     until: float
-    def __init__(self, path: str, clock: Callable[[], float], limit: int, max_body: int) -> None: ...
+    def __init__(
+        self,
+        path: str,
+        clock: Callable[[], float],
+        limit: int,
+        max_body: int,
+        latency_bounds: Sequence[float] = (),
+    ) -> None: ...
     @property
     def armed(self) -> bool: ...
     @property
     def bitstreams(self) -> frozenset[str]: ...
+    @property
+    def latency(self) -> tuple[int, float, tuple[int, ...]]: ...
     def serve(
-        self, data: bytes | bytearray, /
-    ) -> int | tuple[int, bytes, str, str, str | None, float, float] | None: ...
+        self, data: bytes | bytearray, write: Callable[[bytes], object], /
+    ) -> int | tuple[int, BaseException] | None: ...
+    def keep(
+        self,
+        counted: MutableMapping[str, None],
+        counted_limit: int,
+        unweighed: list[str],
+        change_memory: int,
+        weigh: Callable[[], None],
+        promises: tuple[object, ...] | None,
+        /,
+    ) -> None: ...
     def arm(self, cache: object, since: float, until: float, promised: Mapping[str, object] | None, /) -> None: ...
     def disarm(self) -> None: ...
     def clear(self) -> None: ...

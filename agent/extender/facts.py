@@ -176,11 +176,22 @@ class ClusterFacts:
         if len(unweighed) >= CHANGE_MEMORY:  # memory bounded between reads
             self._weigh()
 
+    @property
+    def unweighed(self) -> list[str]:
+        """The bitstreams noted and not weighed yet, in order: the compiled fast path appends to it as
+        :meth:`note_request` would, and calls :meth:`weigh_noted` at ``CHANGE_MEMORY`` (``_fastbooks.c``)."""
+        return self._unweighed
+
+    def weigh_noted(self) -> None:
+        """Weigh the requests noted since the last read (the list is emptied in place)."""
+        self._weigh()
+
     def _weigh(self) -> None:
         """Weigh the requests noted since the last read, in the order noted."""
         if not self._unweighed:
             return
-        unweighed, self._unweighed = self._unweighed, []
+        unweighed = self._unweighed.copy()
+        self._unweighed.clear()  # in place: the compiled fast path appends to this list (``unweighed``)
         for bitstream in unweighed:
             self._weigh_one(bitstream)
 

@@ -24,7 +24,10 @@ It answers only while its tables are what Python would find, so :class:`FastAnsw
   afresh, but a bitstream whose table of fully promised nodes was made or dropped
   (``Promises.take_reshaped``);
 * **records** what Python would have recorded in the call, once the answer is written:
-  the pod counted in the request shares, and the copy promised to it.
+  the pod counted in the request shares, and the copy promised to it. The compiled side does
+  that itself (``_fastbooks.c``), into the board's own tables, which it is handed here
+  (``FastPath.keep``): in the real-scheduler bench the twenty-odd Python calls it took cost
+  about as much CPU per pod as the answer. It leaves the rare cases to :meth:`FastAnswers.record`.
 
 Either way the answers, and the state after them, are the same (``tests/unit/extender/
 test_fastpath.py`` drives both paths through the same calls).
@@ -32,8 +35,10 @@ test_fastpath.py`` drives both paths through the same calls).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from agent.extender import sample
-from agent.extender.facts import ClusterFacts
+from agent.extender.facts import CHANGE_MEMORY, ClusterFacts
 from agent.extender.oneslot import CompiledTables, OneSlotIndex
 from agent.extender.promises import Promises
 from agent.extender.scoretable import ChangeLog
@@ -43,8 +48,15 @@ class FastAnswers:
     """A board's fast path (``sample.FastPath``), armed and recorded for (see the module docstring)."""
 
     def __init__(
-        self, engine: sample.FastPath, facts: ClusterFacts, index: OneSlotIndex, promises: Promises | None
+        self,
+        engine: sample.FastPath,
+        facts: ClusterFacts,
+        index: OneSlotIndex,
+        promises: Promises | None,
+        counted: OrderedDict[str, None],
+        counted_limit: int,
     ) -> None:
+        """``counted``: the board's pods counted in the request shares, ``counted_limit`` at most."""
         self.engine = engine
         self._facts = facts
         self._index = index
@@ -52,6 +64,8 @@ class FastAnswers:
         self._builds = index.builds
         #: The node cache it was last armed for: promises made by its answers are recorded against it.
         self._cache: ChangeLog | None = None
+        books = promises.fast_books(self.record) if promises is not None else None
+        engine.keep(counted, counted_limit, facts.unweighed, CHANGE_MEMORY, facts.weigh_noted, books)
 
     def disarm(self) -> None:
         self.engine.disarm()
@@ -81,9 +95,10 @@ class FastAnswers:
             for bitstream in self._promises.take_reshaped():
                 self.engine.drop(bitstream)
 
-    def record(self, pod: str, chosen: str | None, bitstream: str, now: float) -> None:
-        """After the fast path answered: promise ``chosen``'s copy to ``pod`` (None: it promised none)."""
-        if chosen is None or self._promises is None or self._cache is None:
+    def record(self, pod: str, chosen: str, bitstream: str, now: float) -> None:
+        """After the fast path answered: promise ``chosen``'s copy to ``pod`` (the compiled side calls this for
+        the cases it leaves to Python, ``_fastbooks.c``)."""
+        if self._promises is None or self._cache is None:
             return
         self._promises.promise(self._cache, pod, bitstream, chosen, now)
         self.forget_reshaped()

@@ -63,18 +63,11 @@ class Reply(NamedTuple):
 #: runs on the event loop, must not block.
 Handler = Callable[[str, str, str, bytes], Reply]
 
-#: A request the fast route answered: (bytes consumed, the whole response, then what its ``done`` reads).
-FastAnswered = tuple[int, bytes, str, str, str | None, float, float]
-
-
-class FastRoute(NamedTuple):
-    """Requests answered before the parser sees them (see the module docstring)."""
-
-    #: ``serve(data)``: None (not one it answers: the parser takes every byte), 0 (the start of one: call again
-    #: with more), or the answer to the request at the start of ``data``.
-    serve: Callable[[bytes], FastAnswered | int | None]
-    #: Called with each answer once its response is written.
-    done: Callable[[FastAnswered], None]
+#: Requests answered before the parser sees them (see the module docstring): ``serve(data, write)`` returns
+#: None (not one it answers: the parser takes every byte), 0 (the start of one: call again with more), or the
+#: bytes it consumed, having passed the whole response to ``write`` and recorded the answer; (consumed, error)
+#: when recording failed after the write (it stops answering until armed again).
+FastRoute = Callable[[bytes, Callable[[bytes], object]], int | tuple[int, BaseException] | None]
 
 
 def json_error(status: int, text: str) -> Reply:
@@ -223,29 +216,29 @@ class HttpProtocol(asyncio.Protocol):
         if held is not None:
             held += data
             data, self._held = bytes(held), None
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return b""
         while data:
             try:
-                answered = fast.serve(data)
+                answered = fast(data, transport.write)
             except Exception:
                 logger.exception("extender: the fast route failed; the request goes to the parser")
                 return data
             if answered is None:
                 return data
-            if isinstance(answered, int):  # the start of a request it takes
+            if not isinstance(answered, int):  # answered, but recording it failed
+                consumed, failure = answered
+                logger.error("extender: the work after a fast answer failed", exc_info=failure)
+            elif answered:
+                consumed = answered
+            else:  # the start of a request it takes
                 self._held = bytearray(data)
                 if self._expiry is None:
                     self._deadline, self._expiry = time.monotonic() + REQUEST_TIMEOUT_S, _late(REQUEST_TIMEOUT_S)
                 return b""
-            transport = self._transport
-            if transport is None or transport.is_closing():
-                return b""
-            transport.write(answered[1])
-            try:
-                fast.done(answered)
-            except Exception:
-                logger.exception("extender: the work after a fast answer failed")
             self._deadline, self._expiry = time.monotonic() + IDLE_TIMEOUT_S, None
-            data = data[answered[0] :]
+            data = data[consumed:]
         return data
 
     # --- helpers -----------------------------------------------------------------------------

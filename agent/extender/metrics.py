@@ -23,6 +23,8 @@ from agent.extender.http import Reply
 #: The extender answers in about a millisecond at 500 names, tens of ms at 5000.
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5)
 METRICS_PATH = "/metrics"
+#: The compiled fast path's count: (answers, seconds in all, answers per bucket, the last past every bound).
+FastLatency = tuple[int, float, tuple[int, ...]]
 #: The buckets' ``le`` labels, the last one past every bound.
 _BOUNDS = [*(str(bound) for bound in LATENCY_BUCKETS_S), "+Inf"]
 
@@ -46,11 +48,34 @@ class ExtenderMetrics:
         self.buckets: dict[str, list[int]] = {}
         #: Verb -> seconds taken in all.
         self.seconds: dict[str, float] = {}
-        #: Prioritize requests answered by the compiled fast path (``agent.extender.fastpath``), counted in
-        #: ``answered`` too.
-        self.fast_answers = 0
+        #: The compiled fast path's own count (``count_fast_answers``): its verb, and how to read it.
+        self._fast: tuple[str, Callable[[], FastLatency]] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Requests(self))
+
+    def count_fast_answers(self, path: str, read: Callable[[], FastLatency]) -> None:
+        """Add the requests to ``path`` that the compiled fast path answered (``agent.extender.fastpath``), which
+        counts them itself (``read()``: answers, seconds in all, answers per bucket of ``LATENCY_BUCKETS_S``),
+        to the requests and latency of its verb, answered 200, when scraped; and serve their count apart."""
+        self._fast = (self._verbs[path], read)
+
+    def fast_answers(self) -> FastLatency:
+        """The fast path's answers, seconds and buckets so far (all zero without one)."""
+        return self._fast[1]() if self._fast is not None else (0, 0.0, (0,) * (len(LATENCY_BUCKETS_S) + 1))
+
+    def counted(self) -> tuple[dict[tuple[str, int], int], dict[str, list[int]], dict[str, float]]:
+        """The requests, the buckets and the seconds by verb, the fast path's answers added in."""
+        answered, seconds = dict(self.answered), dict(self.seconds)
+        buckets = {verb: list(counts) for verb, counts in self.buckets.items()}
+        if self._fast is not None:
+            verb = self._fast[0]
+            count, spent, counts = self.fast_answers()
+            if count:
+                answered[verb, 200] = answered.get((verb, 200), 0) + count
+                mine = buckets.setdefault(verb, [0] * (len(LATENCY_BUCKETS_S) + 1))
+                buckets[verb] = [a + b for a, b in zip(mine, counts, strict=True)]
+                seconds[verb] = seconds.get(verb, 0.0) + spent
+        return answered, buckets, seconds
 
     def count_popularity_changes(self, read: Callable[[], int]) -> None:
         """Serve ``read()`` (changes of the bitstream popularity found so far) as a counter."""
@@ -83,20 +108,21 @@ class _Requests(Collector):
         requests = CounterMetricFamily(
             "fpga_slot_extender_requests", "Extender requests by verb and HTTP status code", labels=["verb", "code"]
         )
-        for (verb, code), count in sorted(self._metrics.answered.items()):
+        answered, buckets, spent = self._metrics.counted()
+        for (verb, code), count in sorted(answered.items()):
             requests.add_metric([verb, str(code)], count)
         yield requests
         seconds = HistogramMetricFamily(
             "fpga_slot_extender_request_duration_seconds", "Time the extender took to answer, by verb", labels=["verb"]
         )
-        for verb, counts in sorted(self._metrics.buckets.items()):
+        for verb, counts in sorted(buckets.items()):
             cumulative = list(accumulate(counts))
-            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), self._metrics.seconds[verb])
+            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), spent[verb])
         yield seconds
         yield CounterMetricFamily(
             "fpga_slot_extender_fast_path_answers",
             "Prioritize requests answered by the compiled fast path, without Python (counted in the requests too)",
-            value=self._metrics.fast_answers,
+            value=self._metrics.fast_answers()[0],
         )
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import NamedTuple
 
 from agent.extender.nodestate import NodeSlots
@@ -49,6 +49,20 @@ class _Promise(NamedTuple):  # made on every call that promises: a tuple is made
     bitstream: str
     node: str
     expires: float
+
+
+class FastBooks(NamedTuple):
+    """What ``FastPath.keep`` takes of the promises (:meth:`Promises.fast_books`), in this order."""
+
+    promises: Promises
+    by_pod: OrderedDict[str, _Promise]
+    on_node: dict[str, set[str]]
+    taken: dict[str, dict[str, int]]
+    full: dict[str, HashedNames]
+    reshaped: set[str]
+    promise_type: type[tuple[str, str, float]]
+    ttl: float
+    record: Callable[[str, str, str, float], None]
 
 
 def free_copies(node: NodeSlots, bitstream: str) -> int:
@@ -84,6 +98,15 @@ class Promises:
         """The pods with a promise (a pod asked about again has its promise released first)."""
         return self._by_pod
 
+    def fast_books(self, record: Callable[[str, str, str, float], None]) -> FastBooks:
+        """The tables the compiled fast path records its promises in (``FastPath.keep``): ``_fastbooks.c`` does
+        what :meth:`record` does, and leaves the rare cases to ``record(pod, node, bitstream, now)``: a pending
+        promise, reshaped bitstreams not yet taken, a bitstream's first fully promised node. Each table is kept
+        in place (emptied, never replaced)."""
+        return FastBooks(
+            self, self._by_pod, self._on_node, self._taken, self._full, self._reshaped, _Promise, PROMISE_TTL_S, record
+        )
+
     def next_expiry(self) -> float:
         """When the oldest promise ends by itself (infinity when there is none)."""
         by_pod = self._by_pod
@@ -94,8 +117,9 @@ class Promises:
         reshaped = self._reshaped
         if not reshaped:  # nearly always: no set made
             return _NONE
-        self._reshaped = set()
-        return reshaped
+        taken = set(reshaped)
+        reshaped.clear()  # in place: the compiled fast path reads this set
+        return taken
 
     def promise(self, cache: ChangeLog, pod: str, bitstream: str, node: str, now: float) -> None:
         """Promise a free copy on ``node`` to ``pod`` (the fast path's answer chose it), recorded at once."""

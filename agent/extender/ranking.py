@@ -136,7 +136,7 @@ class ScoreBoard:
         """Arm ``engine`` after each one-slot answer (it replaces the fast path used before, if any)."""
         if self.fast is not None:
             self.fast.disarm()
-        self.fast = FastAnswers(engine, self.facts, self._one_slot, self.promises)
+        self.fast = FastAnswers(engine, self.facts, self._one_slot, self.promises, self._counted, COUNTED_PODS)
 
     def disarm_fast_path(self) -> None:
         """Before any answer Python makes: the fast path answers nothing until armed again."""
@@ -156,12 +156,6 @@ class ScoreBoard:
             tables = self._one_slot.tables(cache, bitstream, facts.values, facts.version, now, self.limit, shadowed)
             if tables is not None:
                 fast.arm(cache, bitstream, tables, now)
-
-    def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
-        """After the fast path answered a pod: what :meth:`prioritize_body` would have recorded."""
-        self._count(pod, (bitstream,))
-        if self.fast is not None:
-            self.fast.record(pod, chosen, bitstream, now)
 
     def prepare(self, cache: ChangeLog, now: float) -> None:
         """What the calls answer from, made current now (the one-slot index; see ``OneSlotIndex.follow``), with

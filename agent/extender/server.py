@@ -46,8 +46,8 @@ from agent.extender.claimtemplates import ClaimTemplates
 from agent.extender.demand import PodDemand
 from agent.extender.drapods import dra_demand
 from agent.extender.drascoring import prioritize_dra
-from agent.extender.http import FastAnswered, FastRoute, HttpServer, Reply, json_error, start_server
-from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
+from agent.extender.http import FastRoute, HttpServer, Reply, json_error, start_server
+from agent.extender.metrics import LATENCY_BUCKETS_S, METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, distinct, packing_for, ranks_of
 from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
 from agent.extender.wire import (
@@ -133,7 +133,7 @@ class Extender:
         extender's answers; None where the compiled reader is not built or the answer limit is beyond it."""
         if not sample.COMPILED or not 0 < self._board.limit <= sample.MAX_LIMIT:
             return None
-        engine = sample.FastPath(PRIORITIZE_PATH, self._clock, self._board.limit, max_body_bytes)
+        engine = sample.FastPath(PRIORITIZE_PATH, self._clock, self._board.limit, max_body_bytes, LATENCY_BUCKETS_S)
         self._board.use_fast_path(engine)
         return engine
 
@@ -145,14 +145,6 @@ class Extender:
         except Exception:
             self._board.disarm_fast_path()
             logger.exception("extender: following a node event failed; the next call follows it")
-
-    def fast_answered(self, pod: str, bitstream: str, chosen: str | None, now: float) -> None:
-        """After the fast path answered: the bookkeeping of :meth:`prioritize` (counting, the promise)."""
-        try:
-            self._board.fast_answered(pod, bitstream, chosen, now)
-        except BaseException:
-            self._board.disarm_fast_path()  # half recorded: Python answers until it arms again
-            raise
 
     def prioritize(self, body: bytes) -> Reply:
         self._board.disarm_fast_path()
@@ -204,7 +196,7 @@ class ExtenderApp:
         routes: dict[tuple[str, str], Route],
         metrics: ExtenderMetrics | None,
         max_body_bytes: int,
-        fast: tuple[sample.FastPath, Extender] | None = None,
+        fast: sample.FastPath | None = None,
     ):
         self.routes = routes
         self.max_body_bytes = max_body_bytes
@@ -212,19 +204,12 @@ class ExtenderApp:
         #: Prioritize calls answered before the HTTP parser (``agent.extender.fastpath``), or None.
         self.fast: FastRoute | None = None
         if fast is not None:
-            engine, extender = fast
-            self._fast_extender = extender
-            self.fast = FastRoute(engine.serve, self._fast_done)
+            self.fast = fast.serve
+            if metrics is not None:
+                metrics.count_fast_answers(PRIORITIZE_PATH, lambda: fast.latency)
         self._methods: dict[str, list[str]] = {}
         for method, path in routes:
             self._methods.setdefault(path, []).append(method)
-
-    def _fast_done(self, answered: FastAnswered) -> None:
-        _consumed, _response, pod, bitstream, chosen, now, seconds = answered
-        if self._metrics is not None:
-            self._metrics.observe(PRIORITIZE_PATH, 200, seconds)
-            self._metrics.fast_answers += 1
-        self._fast_extender.fast_answered(pod, bitstream, chosen, now)
 
     def handle(self, method: str, path: str, content_type: str, body: bytes) -> Reply:
         route = self.routes.get((method, path))
@@ -260,7 +245,7 @@ def build_app(
         routes["GET", METRICS_PATH] = metrics.serve
         metrics.count_popularity_changes(lambda: extender.popularity_changes)
     engine = extender.fast_path(max_body_bytes)
-    return ExtenderApp(routes, metrics, max_body_bytes, (engine, extender) if engine is not None else None)
+    return ExtenderApp(routes, metrics, max_body_bytes, engine)
 
 
 def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> ExtenderApp:

@@ -13,11 +13,11 @@ import asyncio
 import contextlib
 import random
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from agent.extender import NodeCache, ScoreWeights
-from agent.extender.http import FastAnswered, HttpServer
+from agent.extender.http import HttpServer
 from agent.extender.server import Extender, bound_port, build_app, start
 from tests.unit.extender.factories import CATALOG, random_node
 from tests.unit.extender.test_answer_from_bytes import request
@@ -132,15 +132,17 @@ async def paired_servers(seed: int = 7) -> AsyncIterator[Pair]:
     fast = build_app(Extender(cache, ScoreWeights(), clock=lambda: NOW))
     plain = build_app(Extender(cache, ScoreWeights(), clock=lambda: NOW))
     plain.fast = None
-    assert fast.fast is not None
-    done = fast.fast.done
+    serve = fast.fast
+    assert serve is not None
     pair = Pair(0, 0, names)
 
-    def counted(answered: FastAnswered) -> None:
-        pair.answered += 1
-        done(answered)
+    def counted(data: bytes, write: Callable[[bytes], object]) -> int | tuple[int, BaseException] | None:
+        answered = serve(data, write)
+        if answered:
+            pair.answered += 1
+        return answered
 
-    fast.fast = fast.fast._replace(done=counted)
+    fast.fast = counted
     running: list[HttpServer] = [await start(fast, "127.0.0.1", 0), await start(plain, "127.0.0.1", 0)]
     pair.fast_port, pair.plain_port = bound_port(running[0]), bound_port(running[1])
     try:

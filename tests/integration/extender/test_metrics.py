@@ -84,3 +84,5 @@ async def test_answers_of_the_compiled_fast_path_are_counted_apart(extender: Ext
         assert status == 200
     assert value(extender, "fpga_slot_extender_requests_total", verb="prioritize", code="200") == 6
     assert 3 <= value(extender, "fpga_slot_extender_fast_path_answers_total") < 6
+    # the fast path's latency in the same histogram
+    assert value(extender, "fpga_slot_extender_request_duration_seconds_count", verb="prioritize") == 6

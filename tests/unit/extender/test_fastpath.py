@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 
 from agent.extender import NodeCache, ScoreWeights, WatchedNode, sample
-from agent.extender.http import FastAnswered
+from agent.extender.promises import _Promise
+from agent.extender.ranking import ScoreBoard
 from agent.extender.server import PRIORITIZE_PATH, Extender, ExtenderApp, build_app
 from tests.unit.extender.factories import CATALOG, random_node
 from tests.unit.extender.test_answer_from_bytes import board_state, entries, request
@@ -39,16 +41,31 @@ def http(body: bytes, *, path: str = PRIORITIZE_PATH, headers: str | None = None
     return f"POST {path} HTTP/1.1\r\n{headers}\r\n".encode() + body
 
 
-def response_body(answered: FastAnswered) -> bytes:
-    head, _, body = answered[1].partition(b"\r\n\r\n")
+class Answered(NamedTuple):
+    """A request the fast path answered: the bytes it consumed, and the response it wrote."""
+
+    consumed: int
+    response: bytes
+
+
+def response_body(answered: Answered) -> bytes:
+    head, _, body = answered.response.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK\r\n")
     assert f"Content-Length: {len(body)}".encode() in head
     return body
 
 
-def served(app: ExtenderApp, data: bytes) -> FastAnswered | int | None:
+def served(app: ExtenderApp, data: bytes) -> Answered | int | None:
+    """What the fast path did with ``data``: answered it (and wrote once), held it (0) or left it (None)."""
     assert app.fast is not None
-    return app.fast.serve(data)
+    written: list[bytes] = []
+    outcome = app.fast(data, written.append)
+    if outcome is None or outcome == 0:
+        assert not written
+        return outcome
+    assert isinstance(outcome, int), outcome  # not (consumed, error): recording failed
+    assert len(written) == 1
+    return Answered(outcome, written[0])
 
 
 def slow_answer(app: ExtenderApp, body: bytes) -> bytes:
@@ -98,18 +115,33 @@ def drive(seed: int, *, follow: bool) -> int:
         body = request(pod, rng.choice(BITSTREAMS), slots, rng.sample(names, rng.randint(1, len(names))))
         expected = slow_answer(reference, body)
         got = served(app, http(body))
-        if isinstance(got, tuple):
+        if isinstance(got, Answered):
             answered_fast += 1
-            assert got[0] == len(http(body))
+            assert got.consumed == len(http(body))
             answer = response_body(got)
-            assert app.fast is not None
-            app.fast.done(got)
         else:
             assert got is None
             answer = slow_answer(app, body)
         assert entries(answer) == entries(expected), f"call {call}"
         assert board_state(fast._board, cache, clock.now) == board_state(python._board, cache, clock.now), call
+        assert books(fast._board) == books(python._board), call
     return answered_fast
+
+
+def books(board: ScoreBoard) -> object:
+    """What is recorded after an answer, as held: the promises' tables in order, the pods counted, the bitstreams
+    noted and not weighed yet (the compiled fast path records into these itself, ``_fastbooks.c``)."""
+    promises = board.promises
+    assert promises is not None
+    assert all(type(promise) is _Promise for promise in promises._by_pod.values())
+    return (
+        list(promises._by_pod.items()),
+        promises._on_node,
+        promises._taken,
+        {bitstream: sorted(full) for bitstream, full in promises._full.items()},
+        list(board._counted),
+        board.facts.unweighed,
+    )
 
 
 @pytest.mark.parametrize(("seed", "follow"), [(seed, follow) for seed in range(4) for follow in (False, True)])
@@ -149,14 +181,13 @@ def test_a_request_it_answers_is_the_exact_go_request_shape_and_pipelined_reques
     app, _, _, names, _ = armed_app(random.Random(1))
     one, two = http(request("default/a", "aes", "1", names)), http(request("default/b", "aes", "1", names))
     got = served(app, one + two)
-    assert isinstance(got, tuple)
-    assert got[0] == len(one)
-    assert got[2:5] == ("default/a", "aes", got[4])
+    assert isinstance(got, Answered)
+    assert got.consumed == len(one)
     assert served(app, one[:10]) == 0  # the head not whole yet
     assert served(app, one[:-1]) == 0  # the body not whole yet
     body = request("default/c", "aes", "1", names)
     plain = http(body, headers=f"content-length:{len(body)}\r\n")  # the least Go could send: no type, no space
-    assert isinstance(served(app, plain), tuple)
+    assert isinstance(served(app, plain), Answered)
 
 
 def length_then(lines: str) -> Callable[[bytes], bytes]:
@@ -191,7 +222,7 @@ def test_any_other_request_is_left_whole_to_the_parser(case: str) -> None:
     app, _, _, names, _ = armed_app(random.Random(2))
     data = DECLINED_HEADS[case](request("default/a", "aes", "1", names))
     assert served(app, data) is None
-    assert isinstance(served(app, http(request("default/a", "aes", "1", names))), tuple)  # the common one: taken
+    assert isinstance(served(app, http(request("default/a", "aes", "1", names))), Answered)  # the common one: taken
 
 
 @pytest.mark.parametrize(
@@ -213,21 +244,21 @@ def test_it_answers_nothing_once_a_node_changed_the_clock_left_its_span_or_a_pod
     app, extender, cache, names, clock = armed_app(rng)
     assert app.fast is not None
     got = served(app, http(request("default/a", "aes", "1", names)))
-    assert isinstance(got, tuple)
-    app.fast.done(got)
+    assert isinstance(got, Answered)
     assert served(app, http(request("default/b", "sha", "1", names))) is None  # no entry for "sha" yet
-    assert got[4] is not None  # "default/a" was promised a copy
+    assert extender._board.promises is not None
+    assert "default/a" in extender._board.promises.pods  # "default/a" was promised a copy
     assert served(app, http(request("default/a", "aes", "1", names))) is None  # asked again: Python releases it
     engine = extender._board.fast
     assert engine is not None
     clock.now = engine.engine.until
     assert served(app, http(request("default/c", "aes", "1", names))) is None
     clock.now = NOW
-    assert isinstance(served(app, http(request("default/d", "aes", "1", names))), tuple)
+    assert isinstance(served(app, http(request("default/d", "aes", "1", names))), Answered)
     cache.apply("MODIFIED", random_node(rng, names[0], NOW, [CATALOG], fitting=True))
     assert served(app, http(request("default/e", "aes", "1", names))) is None
     slow_answer(app, request("default/e", "aes", "1", names))  # Python answers, and arms it again
-    assert isinstance(served(app, http(request("default/f", "aes", "1", names))), tuple)
+    assert isinstance(served(app, http(request("default/f", "aes", "1", names))), Answered)
     extender.prioritize(request("default/g", "aes", "2", names))  # any other answer Python makes disarms it
     assert served(app, http(request("default/h", "aes", "1", names))) is None
 
@@ -235,7 +266,7 @@ def test_it_answers_nothing_once_a_node_changed_the_clock_left_its_span_or_a_pod
 def test_the_fast_paths_answer_is_the_json_kube_scheduler_reads() -> None:
     app, _, _, names, _ = armed_app(random.Random(5))
     got = served(app, http(request("default/a", "aes", "1", names)))
-    assert isinstance(got, tuple)
+    assert isinstance(got, Answered)
     answer = json.loads(response_body(got))
     assert answer
     assert all(set(entry) == {"Host", "Score"} and entry["Host"] in names for entry in answer)
@@ -254,4 +285,57 @@ def test_its_arguments_are_checked() -> None:
     engine.arm(NodeCache(), 0.0, 1.0, None)
     with pytest.raises(TypeError, match="an entry holds"):
         engine.put("aes", None, None, None, None)  # type: ignore[arg-type]
-    assert engine.serve(b"GET / HTTP/1.1\r\n\r\n") is None
+    assert engine.serve(b"GET / HTTP/1.1\r\n\r\n", print) is None
+
+
+class RefusingDict(dict[str, None]):
+    def __setitem__(self, key: str, value: None) -> None:
+        raise RuntimeError(f"refused {key}")
+
+
+def test_when_recording_fails_after_the_write_it_says_so_and_stops_answering() -> None:
+    app, extender, _, names, _ = armed_app(random.Random(6))
+    assert app.fast is not None
+    assert extender._board.fast is not None
+    engine = extender._board.fast.engine
+    engine.keep(RefusingDict(), 10, [], 10, lambda: None, None)
+    data = http(request("default/a", "aes", "1", names))
+    written: list[bytes] = []
+    outcome = app.fast(data, written.append)
+    assert isinstance(outcome, tuple)
+    consumed, error = outcome
+    assert consumed == len(data)
+    assert isinstance(error, RuntimeError)
+    assert str(error) == "refused default/a"
+    assert error.__traceback__ is not None
+    assert len(written) == 1
+    assert written[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert not engine.armed  # what it recorded may be half done: Python answers until it arms it again
+    assert served(app, data) is None
+
+
+def test_what_it_records_in_is_checked() -> None:
+    engine = sample.FastPath(PRIORITIZE_PATH, lambda: 0.0, 16, 100)
+    with pytest.raises(TypeError, match="counted must be a dict"):
+        engine.keep([], 10, [], 10, lambda: None, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be positive"):
+        engine.keep({}, 0, [], 10, lambda: None, None)
+    with pytest.raises(TypeError, match="promises must be a tuple or None"):
+        engine.keep({}, 10, [], 10, lambda: None, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="reshaped a set"):
+        engine.keep({}, 10, [], 10, lambda: None, (None, {}, {}, {}, {}, [], tuple, 1.0, print))
+    with pytest.raises(ValueError, match="latency bounds must increase"):
+        sample.FastPath(PRIORITIZE_PATH, lambda: 0.0, 16, 100, (0.1, 0.1))
+    assert sample.FastPath(PRIORITIZE_PATH, lambda: 0.0, 16, 100, (0.1, 0.2)).latency == (0, 0.0, (0, 0, 0))
+
+
+def test_its_answers_are_counted_with_their_latency() -> None:
+    app, extender, _, names, _ = armed_app(random.Random(7))
+    assert extender._board.fast is not None
+    engine = extender._board.fast.engine
+    before, _, _ = engine.latency
+    for index in range(3):
+        assert isinstance(served(app, http(request(f"default/n{index}", "aes", "1", names))), Answered)
+    count, seconds, buckets = engine.latency
+    assert count == before + 3 == sum(buckets)
+    assert 0 < seconds < 1

@@ -38,3 +38,17 @@ def test_before_any_call_the_families_are_exported_without_samples() -> None:
     families = {f.name: f for f in extender_metrics().registry.collect()}
     assert families["fpga_slot_extender_requests"].samples == []
     assert families["fpga_slot_extender_request_duration_seconds"].type == "histogram"
+
+
+def test_the_fast_paths_own_count_is_added_to_its_verb_when_scraped() -> None:
+    metrics = extender_metrics()
+    metrics.observe("/prioritize", 200, LATENCY_BUCKETS_S[0])
+    fast = (2, 0.5, (1, *([0] * (len(LATENCY_BUCKETS_S) - 1)), 1))  # one in the first bucket, one past every bound
+    metrics.count_fast_answers("/prioritize", lambda: fast)
+    get = metrics.registry.get_sample_value
+    assert get("fpga_slot_extender_requests_total", {"verb": "prioritize", "code": "200"}) == 3
+    assert get("fpga_slot_extender_fast_path_answers_total") == 2
+    assert get("fpga_slot_extender_request_duration_seconds_bucket", {"verb": "prioritize", "le": "0.0001"}) == 2
+    assert get("fpga_slot_extender_request_duration_seconds_bucket", {"verb": "prioritize", "le": "+Inf"}) == 3
+    assert get("fpga_slot_extender_request_duration_seconds_sum", {"verb": "prioritize"}) == 0.5 + LATENCY_BUCKETS_S[0]
+    assert metrics.answered == {("prioritize", 200): 1}  # its own tables untouched
