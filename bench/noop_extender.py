@@ -7,15 +7,18 @@ keep-alive, so the gap to it is the cost of our extender. ``--loop uvloop`` serv
 uvloop's event loop, as ``fpga-agent extender`` serves by default: the cheaper floor
 (43 us of CPU per call against 50 us on asyncio's own loop, bench/extender_replay.py).
 
-Two knobs turn it into a probe of what the scheduler pays for, each alone:
+Three knobs turn it into a probe of what the scheduler pays for, each alone:
 
 * ``--answer N``: answer the first N names asked, scores N down to 1 (an answer of the size
   ours gives, 16 entries by default, found with one ``bytes.find`` per name): the scheduler's
   cost of decoding and adding up a real answer, without our work;
+* ``--unscored N``: answer the first N names asked, each with score 0: an answer of the same
+  kind that steers nothing (every node still scores 0), to tell the scheduler's cost of
+  reading a listed answer from that of placing pods where an extender says;
 * ``--spin-us N``: spin N microseconds before answering: a call that takes longer and burns
   the CPU it takes, without our code.
 
-Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N] [--spin-us N]
+Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N | --unscored N] [--spin-us N]
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ HEALTHY = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n
 NAMES_MEMBER = b'"NodeNames":['
 
 
-def first_names(body: bytes, count: int) -> bytes:
-    """An answer listing the first ``count`` names of the body's NodeNames, scores ``count`` down to 1."""
+def first_names(body: bytes, count: int, *, scored: bool = True) -> bytes:
+    """An answer listing the first ``count`` names of the body's NodeNames, scores ``count`` down to 1 (``scored``)
+    or all 0."""
     at = body.find(NAMES_MEMBER)
     entries = []
     if at >= 0:
@@ -46,7 +50,7 @@ def first_names(body: bytes, count: int) -> bytes:
             end = body.find(b'"', start + 1)
             if start < 0 or end < 0 or body.find(b"]", at, start) >= 0:
                 break
-            entries.append({"Host": body[start + 1 : end].decode(), "Score": score})
+            entries.append({"Host": body[start + 1 : end].decode(), "Score": score if scored else 0})
             at = end + 1
     payload = json.dumps(entries, separators=(",", ":")).encode()
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
@@ -78,7 +82,7 @@ async def serve_connection(
                 continue
             if spin_us:
                 spin(spin_us)
-            writer.write(first_names(body, answer) if answer else ANSWER)
+            writer.write(first_names(body, abs(answer), scored=answer > 0) if answer else ANSWER)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
@@ -86,6 +90,7 @@ async def serve_connection(
 
 
 async def main(port: int, answer: int = 0, spin_us: int = 0) -> None:
+    """Serve on ``port``: ``answer`` names listed, scored (> 0) or with score 0 (< 0, ``--unscored``)."""
     serve = functools.partial(serve_connection, answer=answer, spin_us=spin_us)
     server = await asyncio.start_server(serve, "127.0.0.1", port)
     async with server:
@@ -97,9 +102,14 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop")
     parser.add_argument("--answer", type=int, default=0, metavar="N", help="answer the first N names asked")
+    parser.add_argument(
+        "--unscored", type=int, default=0, metavar="N", help="answer the first N names asked, each with score 0"
+    )
     parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="spin N microseconds before answering")
     args = parser.parse_args()
-    if args.answer < 0 or args.spin_us < 0:
-        parser.error("--answer and --spin-us take 0 or more")
+    if args.answer < 0 or args.unscored < 0 or args.spin_us < 0:
+        parser.error("--answer, --unscored and --spin-us take 0 or more")
+    if args.answer and args.unscored:
+        parser.error("--answer and --unscored do not go together")
     with asyncio.Runner(loop_factory=uvloop.new_event_loop if args.loop == "uvloop" else None) as runner:
-        runner.run(main(args.port, args.answer, args.spin_us))
+        runner.run(main(args.port, args.answer or -args.unscored, args.spin_us))
