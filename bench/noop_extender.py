@@ -7,7 +7,7 @@ keep-alive, so the gap to it is the cost of our extender. ``--loop uvloop`` serv
 uvloop's event loop, as ``fpga-agent extender`` serves by default: the cheaper floor
 (43 us of CPU per call against 50 us on asyncio's own loop, bench/extender_replay.py).
 
-Three knobs turn it into a probe of what the scheduler pays for, each alone:
+Four knobs turn it into a probe of what the scheduler pays for, each alone:
 
 * ``--answer N``: answer the first N names asked, scores N down to 1 (an answer of the size
   ours gives, 16 entries by default, found with one ``bytes.find`` per name): the scheduler's
@@ -15,10 +15,14 @@ Three knobs turn it into a probe of what the scheduler pays for, each alone:
 * ``--unscored N``: answer the first N names asked, each with score 0: an answer of the same
   kind that steers nothing (every node still scores 0), to tell the scheduler's cost of
   reading a listed answer from that of placing pods where an extender says;
+* ``--fixed N``: answer N entries made once at start, naming no node (``fixed-0``, ...), each with
+  score 0: a listed answer that costs this extender nothing per call, to tell the scheduler's
+  cost of decoding a listed answer from the work of making one;
 * ``--spin-us N``: spin N microseconds before answering: a call that takes longer and burns
   the CPU it takes, without our code.
 
-Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N | --unscored N] [--spin-us N]
+Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N | --unscored N | --fixed N]
+                                              [--spin-us N]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import functools
 import json
 import time
+from collections.abc import Callable
 
 import uvloop
 
@@ -66,7 +71,7 @@ def spin(microseconds: int) -> None:
 
 
 async def serve_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: int, spin_us: int
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: Callable[[bytes], bytes], spin_us: int
 ) -> None:
     try:
         while True:
@@ -82,16 +87,34 @@ async def serve_connection(
                 continue
             if spin_us:
                 spin(spin_us)
-            writer.write(first_names(body, abs(answer), scored=answer > 0) if answer else ANSWER)
+            writer.write(reply(body))
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         writer.close()
 
 
-async def main(port: int, answer: int = 0, spin_us: int = 0) -> None:
-    """Serve on ``port``: ``answer`` names listed, scored (> 0) or with score 0 (< 0, ``--unscored``)."""
-    serve = functools.partial(serve_connection, answer=answer, spin_us=spin_us)
+def fixed_answer(count: int) -> bytes:
+    """``count`` entries naming no node, each with score 0, as a whole response."""
+    payload = json.dumps([{"Host": f"fixed-{i}", "Score": 0} for i in range(count)], separators=(",", ":")).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(payload),
+        payload,
+    )
+
+
+def replier(answer: int, unscored: int, fixed: int) -> Callable[[bytes], bytes]:
+    """The response to a prioritize body, as the knobs say (at most one of them set)."""
+    if answer:
+        return lambda body: first_names(body, answer)
+    if unscored:
+        return lambda body: first_names(body, unscored, scored=False)
+    made = fixed_answer(fixed) if fixed else ANSWER
+    return lambda _body: made
+
+
+async def main(port: int, reply: Callable[[bytes], bytes], spin_us: int = 0) -> None:
+    serve = functools.partial(serve_connection, reply=reply, spin_us=spin_us)
     server = await asyncio.start_server(serve, "127.0.0.1", port)
     async with server:
         await server.serve_forever()
@@ -105,11 +128,14 @@ if __name__ == "__main__":
     parser.add_argument(
         "--unscored", type=int, default=0, metavar="N", help="answer the first N names asked, each with score 0"
     )
+    parser.add_argument(
+        "--fixed", type=int, default=0, metavar="N", help="answer N entries made once, naming no node, score 0"
+    )
     parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="spin N microseconds before answering")
     args = parser.parse_args()
-    if args.answer < 0 or args.unscored < 0 or args.spin_us < 0:
-        parser.error("--answer, --unscored and --spin-us take 0 or more")
-    if args.answer and args.unscored:
-        parser.error("--answer and --unscored do not go together")
+    if min(args.answer, args.unscored, args.fixed, args.spin_us) < 0:
+        parser.error("--answer, --unscored, --fixed and --spin-us take 0 or more")
+    if sum(1 for n in (args.answer, args.unscored, args.fixed) if n) > 1:
+        parser.error("--answer, --unscored and --fixed do not go together")
     with asyncio.Runner(loop_factory=uvloop.new_event_loop if args.loop == "uvloop" else None) as runner:
-        runner.run(main(args.port, args.answer or -args.unscored, args.spin_us))
+        runner.run(main(args.port, replier(args.answer, args.unscored, args.fixed), args.spin_us))

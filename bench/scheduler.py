@@ -24,7 +24,8 @@ election off:
   the >= 95 % target is judged;
 * with ``--probe KNOB=N`` (repeatable), also the do-nothing extender with one knob set: it
   answers the first N names asked (``answer=N``, the size of ours' answer), the same with
-  score 0 (``unscored=N``: listed, steering nothing) or spins N us before answering
+  score 0 (``unscored=N``: listed, steering nothing), answers N entries made once that name no
+  node (``fixed=N``: listed, at no work per call) or spins N us before answering
   (``spin-us=N``): what the scheduler pays for each, without our code;
 * with ``--variant FLAGS`` (repeatable), also ours with extra flags (``'--answer-limit 4'``);
 * with ``--against DIR``, also the extender of another checkout (``DIR/agent``, run with
@@ -87,7 +88,7 @@ PROBE_PORT = 18892
 #: Ours with other flags (``--variant``): the first on this port, the next on the ports after it.
 VARIANT_PORT = 18900
 #: ``--probe`` knobs: the do-nothing extender's flags (bench/noop_extender.py).
-PROBE_KNOBS = ("answer", "unscored", "spin-us")
+PROBE_KNOBS = ("answer", "unscored", "fixed", "spin-us")
 STARTUP_TIMEOUT_S = 180.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: Keys of the shipped extender entry (HTTPS with client certificates) that the bench's loopback HTTP does not use.
@@ -256,7 +257,8 @@ def main() -> int:
         type=parse_probe,
         metavar="KNOB=N",
         help="also the do-nothing extender with one knob set (answer=N: it answers the first N names asked; "
-        "unscored=N: the same, each with score 0; spin-us=N: it spins N us before answering), in the same rounds; "
+        "unscored=N: the same, each with score 0; fixed=N: N entries made once, naming no node; "
+        "spin-us=N: it spins N us before answering), in the same rounds; "
         "repeatable",
     )
     parser.add_argument(

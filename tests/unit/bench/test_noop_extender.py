@@ -89,6 +89,13 @@ def test_unscored_it_lists_the_first_names_asked_each_with_score_0(serve: Serve)
     assert prioritize(connection) == [{"Host": "n-1", "Score": 0}, {"Host": "n-2", "Score": 0}]
 
 
+def test_fixed_it_answers_entries_made_once_that_name_no_node(serve: Serve) -> None:
+    connection, _pid = serve("--fixed", "2")
+    fixed = [{"Host": "fixed-0", "Score": 0}, {"Host": "fixed-1", "Score": 0}]
+    assert prioritize(connection) == fixed
+    assert prioritize(connection, b"not even json") == fixed
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
@@ -106,5 +113,5 @@ def test_a_probe_knob_is_one_of_its_flags() -> None:
     assert parse_probe("answer=16") == ["--answer", "16"]
     assert parse_probe("spin-us=40") == ["--spin-us", "40"]
     for wrong in ("answer", "answer=-1", "delay=3", "spin-us=x"):
-        with pytest.raises(Exception, match="expected KNOB=N with KNOB one of answer, unscored, spin-us"):
+        with pytest.raises(Exception, match="expected KNOB=N with KNOB one of answer, unscored, fixed, spin-us"):
             parse_probe(wrong)
