@@ -100,14 +100,24 @@ def per_call_us(bodies: list[bytes], call: Callable[[int, bytes], object], repea
     return (time.perf_counter() - started) / (len(bodies) * repeat) * 1e6
 
 
-def flushed_us(bodies: list[bytes], call: Callable[[int, bytes], object], flush_mb: int) -> float:
-    """Per call, with ``flush_mb`` MB of memory written before each (timed apart): the extender's tables out of
-    the CPU caches, as the API server, etcd and the scheduler leave them between two calls in a real run."""
+def cache_flusher(flush_mb: int) -> Callable[[], None]:
+    """A call that writes ``flush_mb`` MB of memory, one write per cache line: the extender's tables out of the
+    CPU caches, as the API server, etcd and the scheduler leave them between two calls in a real run."""
     scratch = bytearray(flush_mb << 20)
     zeros = bytes(len(scratch) // 64)
+
+    def flush() -> None:
+        scratch[::64] = zeros
+
+    return flush
+
+
+def flushed_us(bodies: list[bytes], call: Callable[[int, bytes], object], flush_mb: int) -> float:
+    """Per call, with ``flush_mb`` MB of memory written before each (timed apart, ``cache_flusher``)."""
+    flush = cache_flusher(flush_mb)
     spent = 0.0
     for index, body in enumerate(bodies):
-        scratch[::64] = zeros  # one write per cache line
+        flush()
         started = time.perf_counter()
         call(index, body)
         spent += time.perf_counter() - started
@@ -178,11 +188,10 @@ def fast_path_us(
         raise SystemExit("the fast path answered none of the calls")
     flushed = None
     if flush_mb:
-        scratch = bytearray(flush_mb << 20)
-        zeros = bytes(len(scratch) // 64)
+        flush = cache_flusher(flush_mb)
         spent_flushed = []
         for data in [request(LONG_RUN_PODS + calls + index) for index in range(calls)]:
-            scratch[::64] = zeros  # one write per cache line, untimed
+            flush()  # untimed
             if (spent := answer(data)) is not None:
                 spent_flushed.append(spent)
         flushed = statistics.mean(spent_flushed) * 1e6 if spent_flushed else None

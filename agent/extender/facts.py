@@ -166,7 +166,7 @@ class ClusterFacts:
     @property
     def changes(self) -> int:
         """Changes of the popularity found so far (each started both memories afresh)."""
-        self._weigh()
+        self.weigh_noted()
         return self._changes
 
     def note_request(self, bitstream: str) -> None:
@@ -174,7 +174,7 @@ class ClusterFacts:
         unweighed = self._unweighed
         unweighed.append(bitstream)
         if len(unweighed) >= CHANGE_MEMORY:  # memory bounded between reads
-            self._weigh()
+            self.weigh_noted()
 
     @property
     def unweighed(self) -> list[str]:
@@ -183,11 +183,7 @@ class ClusterFacts:
         return self._unweighed
 
     def weigh_noted(self) -> None:
-        """Weigh the requests noted since the last read (the list is emptied in place)."""
-        self._weigh()
-
-    def _weigh(self) -> None:
-        """Weigh the requests noted since the last read, in the order noted."""
+        """Weigh the requests noted since the last read, in the order noted (the list is emptied in place)."""
         if not self._unweighed:
             return
         unweighed = self._unweighed.copy()
@@ -214,7 +210,7 @@ class ClusterFacts:
 
     def share(self, bitstream: str) -> float:
         """The bitstream's part of the pods scored lately (0..1)."""
-        self._weigh()
+        self.weigh_noted()
         return self._long.share(bitstream)
 
     @staticmethod
@@ -258,7 +254,7 @@ class ClusterFacts:
         if now < self._computed_at + self._step_s:
             return self._values
         self._computed_at = now
-        self._weigh()
+        self.weigh_noted()
         if self._requests == self._computed_requests:
             return self._values
         self._computed_requests = self._requests

@@ -59,23 +59,21 @@ class ExtenderMetrics:
         to the requests and latency of its verb, answered 200, when scraped; and serve their count apart."""
         self._fast = (self._verbs[path], read)
 
-    def fast_answers(self) -> FastLatency:
-        """The fast path's answers, seconds and buckets so far (all zero without one)."""
-        return self._fast[1]() if self._fast is not None else (0, 0.0, (0,) * (len(LATENCY_BUCKETS_S) + 1))
-
-    def counted(self) -> tuple[dict[tuple[str, int], int], dict[str, list[int]], dict[str, float]]:
-        """The requests, the buckets and the seconds by verb, the fast path's answers added in."""
+    def counted(self) -> tuple[dict[tuple[str, int], int], dict[str, list[int]], dict[str, float], int]:
+        """The requests, the buckets and the seconds by verb, the fast path's answers added in (read once), and
+        how many it answered."""
         answered, seconds = dict(self.answered), dict(self.seconds)
         buckets = {verb: list(counts) for verb, counts in self.buckets.items()}
-        if self._fast is not None:
-            verb = self._fast[0]
-            count, spent, counts = self.fast_answers()
-            if count:
-                answered[verb, 200] = answered.get((verb, 200), 0) + count
-                mine = buckets.setdefault(verb, [0] * (len(LATENCY_BUCKETS_S) + 1))
-                buckets[verb] = [a + b for a, b in zip(mine, counts, strict=True)]
-                seconds[verb] = seconds.get(verb, 0.0) + spent
-        return answered, buckets, seconds
+        if self._fast is None:
+            return answered, buckets, seconds, 0
+        verb, read = self._fast
+        count, spent, counts = read()
+        if count:
+            answered[verb, 200] = answered.get((verb, 200), 0) + count
+            mine = buckets.get(verb, [0] * len(counts))
+            buckets[verb] = [a + b for a, b in zip(mine, counts, strict=True)]
+            seconds[verb] = seconds.get(verb, 0.0) + spent
+        return answered, buckets, seconds, count
 
     def count_popularity_changes(self, read: Callable[[], int]) -> None:
         """Serve ``read()`` (changes of the bitstream popularity found so far) as a counter."""
@@ -108,7 +106,7 @@ class _Requests(Collector):
         requests = CounterMetricFamily(
             "fpga_slot_extender_requests", "Extender requests by verb and HTTP status code", labels=["verb", "code"]
         )
-        answered, buckets, spent = self._metrics.counted()
+        answered, buckets, spent, fast = self._metrics.counted()
         for (verb, code), count in sorted(answered.items()):
             requests.add_metric([verb, str(code)], count)
         yield requests
@@ -122,7 +120,7 @@ class _Requests(Collector):
         yield CounterMetricFamily(
             "fpga_slot_extender_fast_path_answers",
             "Prioritize requests answered by the compiled fast path, without Python (counted in the requests too)",
-            value=self._metrics.fast_answers()[0],
+            value=fast,
         )
 
 
