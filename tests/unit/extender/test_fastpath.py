@@ -286,6 +286,8 @@ def test_its_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match="an entry holds"):
         engine.put("aes", None, None, None, None)  # type: ignore[arg-type]
     assert engine.serve(b"GET / HTTP/1.1\r\n\r\n", print) is None
+    with pytest.raises(TypeError, match=r"serve takes 2 arguments \(data, write\), got 1"):
+        engine.serve(b"GET / HTTP/1.1\r\n\r\n")  # type: ignore[call-arg]
 
 
 class RefusingDict(dict[str, None]):
