@@ -57,6 +57,11 @@ def first_names(body: bytes, count: int, *, scored: bool = True) -> bytes:
                 break
             entries.append({"Host": body[start + 1 : end].decode(), "Score": score if scored else 0})
             at = end + 1
+    return json_response(entries)
+
+
+def json_response(entries: list[dict[str, object]]) -> bytes:
+    """``entries`` as a whole 200 response."""
     payload = json.dumps(entries, separators=(",", ":")).encode()
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
         len(payload),
@@ -94,22 +99,13 @@ async def serve_connection(
         writer.close()
 
 
-def fixed_answer(count: int) -> bytes:
-    """``count`` entries naming no node, each with score 0, as a whole response."""
-    payload = json.dumps([{"Host": f"fixed-{i}", "Score": 0} for i in range(count)], separators=(",", ":")).encode()
-    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(payload),
-        payload,
-    )
-
-
 def replier(answer: int, unscored: int, fixed: int) -> Callable[[bytes], bytes]:
     """The response to a prioritize body, as the knobs say (at most one of them set)."""
     if answer:
         return lambda body: first_names(body, answer)
     if unscored:
         return lambda body: first_names(body, unscored, scored=False)
-    made = fixed_answer(fixed) if fixed else ANSWER
+    made = json_response([{"Host": f"fixed-{i}", "Score": 0} for i in range(fixed)]) if fixed else ANSWER
     return lambda _body: made
 
 

@@ -258,8 +258,7 @@ def main() -> int:
         metavar="KNOB=N",
         help="also the do-nothing extender with one knob set (answer=N: it answers the first N names asked; "
         "unscored=N: the same, each with score 0; fixed=N: N entries made once, naming no node; "
-        "spin-us=N: it spins N us before answering), in the same rounds; "
-        "repeatable",
+        "spin-us=N: it spins N us before answering), in the same rounds; repeatable",
     )
     parser.add_argument(
         "--variant",
