@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import shlex
 import socket
 import statistics
@@ -97,6 +98,8 @@ PLAIN = "plain"
 NOOP = "do-nothing extender"
 OURS = "fpga-agent extender"
 NOOP_UVLOOP = "do-nothing extender on uvloop"
+#: The bench control plane's processes, by their pid files' names.
+CONTROL_PLANE = ("bench-apiserver", "bench-etcd")
 
 
 def scheduler_config(extender_url: str | None) -> str:
@@ -164,6 +167,11 @@ class Configuration:
     process: subprocess.Popen[bytes] | None = None
     pods_per_s: list[float] = field(default_factory=list)
     cpu_ms_per_pod: list[float] = field(default_factory=list)
+    #: The CPU of sched-bench.sh and what it waited for (the scheduler, the pod maker), per pod: the same work
+    #: in every configuration but the scheduler's.
+    scheduler_cpu_ms_per_pod: list[float] = field(default_factory=list)
+    #: The bench API server's and etcd's CPU over the run, per pod.
+    control_plane_cpu_ms_per_pod: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -173,6 +181,17 @@ class Configuration:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def children_cpu_seconds() -> float:
+    """The CPU of every child process waited for so far, theirs included (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def control_plane_cpu_seconds() -> float:
+    """The bench API server's and etcd's CPU so far (their pid files, written by the rig's bench-cp.sh)."""
+    return sum(cpu_seconds(int((RIG / "data" / "run" / f"{name}.pid").read_text())) for name in CONTROL_PLANE)
 
 
 def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -218,6 +237,8 @@ def run_dra(config: Configuration, pods: int, api: dra_sched.Api, log: Path) -> 
 
 def run_once(config: Configuration, pods: int) -> None:
     before = cpu_seconds(config.process.pid) if config.process else 0.0
+    # the control plane runs before the first run (started by hand or by bench_control_plane)
+    children, control_plane = children_cpu_seconds(), control_plane_cpu_seconds()
     rendered = f"--config={RIG / 'data' / 'bench' / config.config_file.name.removesuffix('.in')}"
     done = run_group(
         [str(K8S / "scripts" / "sched-bench.sh"), str(config.config_file), str(pods), "1", "--fpga", "--bitstream"],
@@ -228,9 +249,16 @@ def run_once(config: Configuration, pods: int) -> None:
         raise SystemExit(f"sched-bench.sh failed for {config.name}:\n{done.stdout}{done.stderr}")
     rate = float(done.stdout.strip().splitlines()[-1])
     config.pods_per_s.append(rate)
+    config.scheduler_cpu_ms_per_pod.append((children_cpu_seconds() - children) * 1000 / pods)
+    config.control_plane_cpu_ms_per_pod.append((control_plane_cpu_seconds() - control_plane) * 1000 / pods)
     if config.process:
         config.cpu_ms_per_pod.append((cpu_seconds(config.process.pid) - before) * 1000 / pods)
     print(f"  {config.name}: {rate:.1f} pods/s", file=sys.stderr)
+    cpu = f"scheduler and pod maker {config.scheduler_cpu_ms_per_pod[-1]:.3f} ms"
+    cpu += f", API server and etcd {config.control_plane_cpu_ms_per_pod[-1]:.3f} ms"
+    if config.process:
+        cpu += f", extender {config.cpu_ms_per_pod[-1]:.3f} ms"
+    print(f"    CPU per pod: {cpu}", file=sys.stderr)
 
 
 def main() -> int:
@@ -480,6 +508,16 @@ def summary_rows(configurations: list[Configuration]) -> list[Row]:
             if config is not None:
                 cpu = statistics.median(config.cpu_ms_per_pod)
                 rows.append((f"{config.name}: CPU per scheduled pod (median of runs)", f"{cpu:.2f} ms", ""))
+        for config in configurations:
+            if config.shape is None and config.scheduler_cpu_ms_per_pod:
+                rows.append(
+                    (
+                        f"{config.name}: CPU per pod of the scheduler and pod maker; API server and etcd",
+                        f"{statistics.median(config.scheduler_cpu_ms_per_pod):.2f} ms; "
+                        f"{statistics.median(config.control_plane_cpu_ms_per_pod):.2f} ms",
+                        "",
+                    )
+                )
     forms = [c for c in configurations if c.shape is not None]
     for config in forms:
         if config.cpu_ms_per_pod:

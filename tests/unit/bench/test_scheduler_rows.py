@@ -124,3 +124,21 @@ def test_the_other_checkouts_extender_is_the_one_that_runs(tmp_path: Path, monke
     command[0] = sys.executable  # the interpreter running the tests: the command names .venv's, which pytest may lack
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == "the other checkout ['extender', '--kubeconfig']\n"
+
+
+def test_the_scheduler_and_control_plane_cpu_is_shown_for_every_extender_configuration() -> None:
+    noop = configuration("do-nothing extender", [200.0] * 3, [0.1] * 3)
+    ours = configuration("fpga-agent extender", [190.0] * 3, [0.2] * 3)
+    noop.scheduler_cpu_ms_per_pod, noop.control_plane_cpu_ms_per_pod = [2.0, 2.5, 2.1], [1.0, 1.2, 1.1]
+    ours.scheduler_cpu_ms_per_pod, ours.control_plane_cpu_ms_per_pod = [2.2, 2.4, 2.6], [1.3, 1.1, 1.2]
+    rows = {measure: result for measure, result, _target in summary_rows([noop, ours])}
+    key = ": CPU per pod of the scheduler and pod maker; API server and etcd"
+    assert rows["do-nothing extender" + key] == "2.10 ms; 1.10 ms"  # medians
+    assert rows["fpga-agent extender" + key] == "2.40 ms; 1.20 ms"
+
+
+def test_the_cpu_of_a_waited_child_and_its_children_is_counted() -> None:
+    before = scheduler.children_cpu_seconds()
+    burn = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'sum(range(30_000_000))'], check=True)"
+    subprocess.run([sys.executable, "-c", burn], check=True, timeout=120)
+    assert scheduler.children_cpu_seconds() - before > 0.2  # the grandchild's loop alone takes about a second
