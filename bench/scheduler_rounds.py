@@ -8,6 +8,13 @@ taken within its round (the two runs ran back to back), and the median of all ro
 the distribution-free 90 % interval of ``table.median_interval``, as in ``scheduler.py``.
 A round that lacks either configuration (a sitting stopped mid-round) is left out.
 
+Where the log has each run's CPU line (``    CPU per pod: ... API server and etcd X ms ...``,
+printed since sitting 18), the ratio is also shown with the machine's speed taken out: each
+rate times its run's API server and etcd CPU per pod. The control plane does the same work
+for every pod in every configuration (makes, binds and deletes the same pods; no extender
+calls it), so the CPU it needs per pod says how fast the machine ran in that run. A
+diagnostic beside the plain ratio, which is the one the target is judged by.
+
 The logs of the sittings cited in RESULTS.md are kept in ``bench/logs/``.
 
 Usage: python bench/scheduler_rounds.py LOG... [--ours NAME] [--anchor NAME] [--json]
@@ -27,6 +34,7 @@ from bench.table import Row, emit, median_within  # noqa: E402
 
 ROUND = re.compile(r"^round (\d+)/(\d+) ")
 RUN = re.compile(r"^  (.+): ([0-9.]+) pods/s$")
+CONTROL_PLANE_CPU = re.compile(r"^    CPU per pod: .*API server and etcd ([0-9.]+) ms")
 
 
 def rounds_of(text: str) -> list[dict[str, float]]:
@@ -37,6 +45,23 @@ def rounds_of(text: str) -> list[dict[str, float]]:
             rounds.append({})
         elif (run := RUN.match(line)) and rounds:
             rounds[-1][run.group(1)] = float(run.group(2))
+    return rounds
+
+
+def speed_rounds_of(text: str) -> list[dict[str, float]]:
+    """Each round's rates by configuration name, each times its run's API server and etcd CPU per pod (the runs
+    with that line only)."""
+    rounds: list[dict[str, float]] = []
+    run: tuple[str, float] | None = None
+    for line in text.splitlines():
+        if ROUND.match(line):
+            rounds.append({})
+            run = None
+        elif (rate := RUN.match(line)) and rounds:
+            run = (rate.group(1), float(rate.group(2)))
+        elif (cpu := CONTROL_PLANE_CPU.match(line)) and rounds and run is not None:
+            rounds[-1][run[0]] = run[1] * float(cpu.group(1))
+            run = None
     return rounds
 
 
@@ -59,6 +84,8 @@ def rows_for(logs: dict[str, str], ours: str, anchor: str) -> list[Row]:
             raise SystemExit(f"{name}: no round with both {ours!r} and {anchor!r}")
         pooled += found
         rows.append((f"{name}: {ours} / {anchor}, per round", described(found), ""))
+        if steady := ratios(speed_rounds_of(text), ours, anchor):
+            rows.append((f"{name}: the same, the machine's speed taken out", described(steady), ""))
     rows.append((f"all {len(logs)} sittings: {ours} / {anchor}, per round", described(pooled), ">= 95 %"))
     return rows
 

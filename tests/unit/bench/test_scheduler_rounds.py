@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.scheduler_rounds import ratios, rounds_of, rows_for
+from bench.scheduler_rounds import ratios, rounds_of, rows_for, speed_rounds_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -72,3 +72,29 @@ def test_a_missing_log_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stderr == f"{tmp_path / 'none.err'}: No such file or directory\n"
+
+
+def test_where_the_control_planes_cpu_is_logged_the_ratio_is_also_shown_with_the_machines_speed_taken_out() -> None:
+    log = (
+        "round 1/2 (2000 pods per run)\n"
+        "  do-nothing extender: 200.0 pods/s\n"
+        "    CPU per pod: scheduler and pod maker 4.000 ms, API server and etcd 9.000 ms, extender 0.130 ms\n"
+        "  fpga-agent extender: 180.0 pods/s\n"
+        "    CPU per pod: scheduler and pod maker 4.400 ms, API server and etcd 10.000 ms, extender 0.130 ms\n"
+        "round 2/2 (2000 pods per run)\n"
+        "  fpga-agent extender: 190.0 pods/s\n"
+        "  do-nothing extender: 200.0 pods/s\n"
+        "    CPU per pod: scheduler and pod maker 4.000 ms, API server and etcd 9.000 ms, extender 0.130 ms\n"
+    )
+    assert speed_rounds_of(log) == [
+        {"do-nothing extender": 1800.0, "fpga-agent extender": 1800.0},
+        {"do-nothing extender": 1800.0},  # ours' run has no CPU line: not taken
+    ]
+    rows = {
+        measure: result for measure, result, _ in rows_for({"s": log}, "fpga-agent extender", "do-nothing extender")
+    }
+    assert rows["s: fpga-agent extender / do-nothing extender, per round"] == "median 92.5% (2 rounds)"
+    assert rows["s: the same, the machine's speed taken out"] == "median 100.0% (1 rounds)"
+    assert "s: the same, the machine's speed taken out" not in {
+        measure for measure, _, _ in rows_for({"s": SITTING}, "fpga-agent extender", "do-nothing extender")
+    }

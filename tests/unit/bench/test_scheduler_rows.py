@@ -142,3 +142,17 @@ def test_the_cpu_of_a_waited_child_and_its_children_is_counted() -> None:
     burn = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'sum(range(30_000_000))'], check=True)"
     subprocess.run([sys.executable, "-c", burn], check=True, timeout=120)
     assert scheduler.children_cpu_seconds() - before > 0.2  # the grandchild's loop alone takes about a second
+
+
+@pytest.mark.parametrize(
+    ("report", "seconds"),
+    [
+        ('run 1: {"pods": 2000, "bound": 2000, "complete": true, "create_s": 7.31, "pods_per_s": 250.0}\n', 7.31),
+        ('watch restart (boom)\nrun 1: {"create_s": 6.5}\nruns pods/s: 250.0\n', 6.5),
+        ('run 1: {"pods": 2000}\n', None),
+        ("run 1: {not json\n", None),
+        ("", None),
+    ],
+)
+def test_the_time_the_pods_took_to_make_is_read_from_sched_benchs_report(report: str, seconds: float | None) -> None:
+    assert scheduler.created_seconds(report) == seconds
