@@ -41,7 +41,10 @@ election off:
 
 The runs are interleaved (each round runs every configuration, in a rotating order)
 and the medians compared within this one run: the machine is shared and noisy. The
-extender's CPU time per scheduled pod is read from /proc around each of its runs.
+extender's CPU time per scheduled pod is read from /proc around each of its runs; so are,
+per pod, the CPU of the scheduler with the pod maker and that of the bench API server and
+etcd, and the pods' making time is taken from sched-bench.sh's report: how fast the machine
+ran in that run (``bench/scheduler_rounds.py`` reads them back).
 
 Needs root (the bench control plane). Usage:
     python bench/scheduler.py [--pods 2000] [--rounds 3] [--quick] [--pair] [--probe KNOB=N ...]
