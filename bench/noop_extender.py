@@ -18,8 +18,9 @@ Four knobs turn it into a probe of what the scheduler pays for, each alone:
 * ``--fixed N``: answer N entries made once at start, naming no node (``fixed-0``, ...), each with
   score 0: a listed answer that costs this extender nothing per call, to tell the scheduler's
   cost of decoding a listed answer from the work of making one;
-* ``--spin-us N``: spin N microseconds before answering: a call that takes longer and burns
-  the CPU it takes, without our code.
+* ``--spin-us N``: burn N microseconds of CPU before answering (counted on the thread's own
+  CPU clock, so a busy machine does not shorten it): a call that takes longer and burns the
+  CPU it takes, without our code.
 
 Usage: python bench/noop_extender.py --port PORT [--loop asyncio|uvloop] [--answer N | --unscored N | --fixed N]
                                               [--spin-us N]
@@ -70,8 +71,10 @@ def json_response(entries: list[dict[str, object]]) -> bytes:
 
 
 def spin(microseconds: int) -> None:
-    until = time.perf_counter_ns() + microseconds * 1000
-    while time.perf_counter_ns() < until:
+    """Burn ``microseconds`` of this thread's CPU (its own clock: on a busy machine the call takes longer, and
+    still burns what it was told to)."""
+    until = time.thread_time_ns() + microseconds * 1000
+    while time.thread_time_ns() < until:
         pass
 
 
@@ -127,7 +130,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--fixed", type=int, default=0, metavar="N", help="answer N entries made once, naming no node, score 0"
     )
-    parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="spin N microseconds before answering")
+    parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="burn N microseconds of CPU before answering")
     args = parser.parse_args()
     if min(args.answer, args.unscored, args.fixed, args.spin_us) < 0:
         parser.error("--answer, --unscored, --fixed and --spin-us take 0 or more")
