@@ -130,7 +130,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--fixed", type=int, default=0, metavar="N", help="answer N entries made once, naming no node, score 0"
     )
-    parser.add_argument("--spin-us", type=int, default=0, metavar="N", help="burn N microseconds of CPU before answering")
+    parser.add_argument(
+        "--spin-us", type=int, default=0, metavar="N", help="burn N microseconds of CPU before answering"
+    )
     args = parser.parse_args()
     if min(args.answer, args.unscored, args.fixed, args.spin_us) < 0:
         parser.error("--answer, --unscored, --fixed and --spin-us take 0 or more")
