@@ -64,7 +64,7 @@ def dashed(accelerator: str) -> str:
 def hang(progress: str | None) -> None:
     if progress:
         print(progress, flush=True)
-    child = subprocess.Popen(["sleep", "3600"])  # noqa: S607  # a helper left in the tool's group
+    child = subprocess.Popen(["sleep", "3600"])  # a helper left in the tool's group
     (state_dir() / "pids").write_text(f"{os.getpid()} {os.getpgid(0)} {child.pid}\n")
     time.sleep(3600)
 
