@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.scheduler_rounds import ratios, rounds_of, rows_for, speed_rounds_of
+from bench.scheduler_rounds import making_rounds_of, ratios, rounds_of, rows_for, speed_rounds_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -98,3 +98,27 @@ def test_where_the_control_planes_cpu_is_logged_the_ratio_is_also_shown_with_the
     assert "s: the same, the machine's speed taken out" not in {
         measure for measure, _, _ in rows_for({"s": SITTING}, "fpga-agent extender", "do-nothing extender")
     }
+
+
+def test_the_pods_making_time_is_compared_round_by_round_where_the_cpu_line_has_it() -> None:
+    cpu = "    CPU per pod: scheduler and pod maker 4.000 ms, API server and etcd 9.000 ms, extender 0.130 ms"
+    log = (
+        "round 1/2 (2000 pods per run)\n"
+        f"  do-nothing extender: 200.0 pods/s\n{cpu}; the pods made in 2.50 s\n"
+        f"  fpga-agent extender: 190.0 pods/s\n{cpu}; the pods made in 2.75 s\n"
+        "round 2/2 (2000 pods per run)\n"
+        f"  fpga-agent extender: 210.0 pods/s\n{cpu}\n"  # a line without the making time (sitting 18's)
+        f"  do-nothing extender: 200.0 pods/s\n{cpu}; the pods made in 2.00 s\n"
+    )
+    assert making_rounds_of(log) == [
+        {"do-nothing extender": 2.5, "fpga-agent extender": 2.75},
+        {"do-nothing extender": 2.0},
+    ]
+    assert speed_rounds_of(log)[1] == {"fpga-agent extender": 1890.0, "do-nothing extender": 1800.0}
+    rows = {
+        measure: result for measure, result, _ in rows_for({"s": log}, "fpga-agent extender", "do-nothing extender")
+    }
+    assert (
+        rows["s: the pods' making time before the runs, fpga-agent extender / do-nothing extender"]
+        == "median 110.0% (1 rounds)"
+    )
