@@ -29,6 +29,10 @@ PLURAL = "fpgabitstreams"
 MAX_ID_LEN = 256
 MAX_URL_LEN = 2048
 _PRINTABLE_ID = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+#: spec.acceleratorId, as the CRD's pattern: printable ASCII that does not start with '-' (the
+#: id reaches a vendor tool's argv, where a leading '-' would read as an option).
+ACCELERATOR_ID_PATTERN = r"^[\x21-\x2c\x2e-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
+_ACCELERATOR_ID = re.compile(ACCELERATOR_ID_PATTERN)
 #: spec.source.https, as the CRD's pattern: host[:port] (no userinfo), then a path of printable ASCII.
 URL_PATTERN = r"^https://[A-Za-z0-9\[][-A-Za-z0-9._~%:\[\]]*(/[!-~]*)?$"
 _URL = re.compile(URL_PATTERN)
@@ -112,6 +116,14 @@ def normalize_id(raw: object, what: str) -> str:
     return normalize_id128(raw) or raw
 
 
+def normalize_accelerator_id(raw: object, what: str = "spec.acceleratorId") -> str:
+    """:func:`normalize_id` for an accelerator id, which also may not start with '-' (as the CRD's pattern)."""
+    value = normalize_id(raw, what)
+    if not _ACCELERATOR_ID.fullmatch(str(raw)):
+        raise CatalogError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
+    return value
+
+
 def parse_declaration(obj: Any) -> Declaration:
     """An FpgaBitstream object as a Declaration; CatalogError naming the object and the bad field."""
     if not isinstance(obj, dict):
@@ -154,7 +166,7 @@ def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
     return Declaration(
         name=name,
         platform=normalize_id(spec.get("platform"), "spec.platform"),
-        accelerator_id=normalize_id(spec.get("acceleratorId"), "spec.acceleratorId"),
+        accelerator_id=normalize_accelerator_id(spec.get("acceleratorId")),
         sha256=sha256,
         size=size,
         oci=parse_reference(oci) if oci is not None else None,

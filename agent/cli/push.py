@@ -114,7 +114,7 @@ def file_ids(path: Path, platform: str | None, accelerator_id: str | None) -> tu
     given. CatalogError naming the flag, the file and what differs.
     """
     given_platform = normalize_given_id(platform, "--platform")
-    given_accelerator = normalize_given_id(accelerator_id, "--accelerator-id")
+    given_accelerator = normalize_given_id(accelerator_id, "--accelerator-id", accelerator=True)
     try:
         with path.open("rb") as stream:
             description = describe_bitstream(stream, path, given_platform, given_accelerator)

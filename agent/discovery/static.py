@@ -43,7 +43,14 @@ def _text(entry: dict[str, object], key: str, where: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{where}.{key} must be a non-empty string, got {value!r}")
-    return value.strip()
+    return _not_an_option(value.strip(), key, where)
+
+
+def _not_an_option(value: str, key: str, where: str) -> str:
+    """``value``, unless it starts with '-': a vendor tool's argv gets it, where it would read as an option."""
+    if value.startswith("-"):
+        raise ValueError(f"{where}.{key} {value!r} starts with '-', which a vendor tool would read as an option")
+    return value
 
 
 def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
@@ -84,7 +91,8 @@ def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
             raise ValueError(
                 f"{where}.control-node must be a string (a PCI address, a device node), got {control_node!r}"
             )
-        specs.append(StaticSlotSpec(card, region, tuple(devices), numa, platform, control_node.strip()))
+        control_node = _not_an_option(control_node.strip(), "control-node", where)
+        specs.append(StaticSlotSpec(card, region, tuple(devices), numa, platform, control_node))
     return tuple(specs)
 
 

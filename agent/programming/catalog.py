@@ -189,7 +189,7 @@ class Catalog:
         """
         validate_name(name)
         given_platform = normalize_given_id(platform, "platform")
-        given_accelerator = normalize_given_id(accelerator_id, "accelerator id")
+        given_accelerator = normalize_given_id(accelerator_id, "accelerator id", accelerator=True)
         previous = self._previous_entry(name, replace)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

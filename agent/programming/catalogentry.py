@@ -60,6 +60,14 @@ def normalize_platform_id(raw: str, what: str) -> str:
     return normalize_id128(value) or value
 
 
+def normalize_accelerator_id(raw: str, what: str) -> str:
+    """:func:`normalize_platform_id` for an accelerator id, which may not start with '-' (a vendor
+    tool's argv gets it, where it would read as an option). Raises ValueError naming ``what``."""
+    if isinstance(raw, str) and raw.strip().startswith("-"):
+        raise ValueError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
+    return normalize_platform_id(raw, what)
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
     """One bitstream as its metadata record describes it."""
@@ -134,7 +142,7 @@ def entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     if not is_sha256(sha256):
         raise ValueError(f"has sha256 {sha256!r}, not 64 lower-case hex digits")
     platform = normalize_platform_id(data["platform"], "has platform")
-    accelerator_id = normalize_platform_id(data["accelerator_id"], "has accelerator_id")
+    accelerator_id = normalize_accelerator_id(data["accelerator_id"], "has accelerator_id")
     added_at = data["added_at"]
     if not isinstance(added_at, str):
         raise ValueError(f"has added_at {added_at!r}, not a timestamp string")
@@ -152,12 +160,13 @@ def record_bytes(entry: CatalogEntry) -> bytes:
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
 
-def normalize_given_id(value: str | None, what: str) -> str | None:
-    """A platform or accelerator id given by hand (None: not given), normalised; CatalogError naming ``what``."""
+def normalize_given_id(value: str | None, what: str, accelerator: bool = False) -> str | None:
+    """A platform or (``accelerator``) accelerator id given by hand (None: not given), normalised;
+    CatalogError naming ``what``."""
     if value is None:
         return None
     try:
-        return normalize_platform_id(value, what)
+        return (normalize_accelerator_id if accelerator else normalize_platform_id)(value, what)
     except ValueError as exc:
         raise CatalogError(str(exc)) from None
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.errors import ProgrammingError, shown
+
 #: What a template may name, and where: the image and the accelerator only in ``program``.
 PLACEHOLDERS = ("image", "accelerator", "slot", "card", "region", "control_node")
 _SLOT_PLACEHOLDERS = frozenset(PLACEHOLDERS) - {"image", "accelerator"}
@@ -53,8 +55,19 @@ class ArgvTemplate:
         return self.argv[0]
 
     def render(self, values: Mapping[str, str]) -> tuple[str, ...]:
-        """The argv with every placeholder replaced (each element stays one argument)."""
-        return tuple(_PLACEHOLDER.sub(lambda match: values[match.group(1)], arg) for arg in self.argv)
+        """The argv with every placeholder replaced (each element stays one argument).
+
+        An argument that a value turns into an option (it starts with a placeholder, and
+        the value with '-') is refused with ProgrammingError before anything runs.
+        """
+        argv = tuple(_PLACEHOLDER.sub(lambda match: values[match.group(1)], arg) for arg in self.argv)
+        for template, arg in zip(self.argv[1:], argv[1:], strict=True):
+            if template.startswith("{") and arg.startswith("-"):
+                raise ProgrammingError(
+                    f"{os.path.basename(self.tool)}: argument {template} would be {shown(arg)}, "
+                    "which the tool would read as an option; refused"
+                )
+        return argv
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,7 @@ BAD = [
     pytest.param(lambda o: o["spec"].update(platform=" x"), "spec/platform", id="platform-leading-space"),
     pytest.param(lambda o: o["spec"].update(platform="a\nb"), "spec/platform", id="platform-newline"),
     pytest.param(lambda o: o["spec"].update(acceleratorId="x" * 257), "spec/acceleratorId", id="accelerator-long"),
+    pytest.param(lambda o: o["spec"].update(acceleratorId="--force"), "spec/acceleratorId", id="accelerator-option"),
     pytest.param(lambda o: o["spec"].pop("sha256"), "spec", id="no-sha256"),
     pytest.param(lambda o: o["spec"].pop("platform"), "spec", id="no-platform"),
     pytest.param(lambda o: o["spec"].update(source={}), "spec/source", id="no-source"),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
 
 from agent.bitstreams.declaration import (
+    ACCELERATOR_ID_PATTERN,
     URL_PATTERN,
     Credentials,
     declaration_object,
@@ -142,3 +144,42 @@ def test_the_agent_checks_urls_with_the_crds_pattern() -> None:
     (version,) = document["spec"]["versions"]
     schema = version["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["properties"]["source"]["properties"]["https"]["pattern"] == URL_PATTERN
+
+
+ACCELERATOR_IDS = [
+    "sim-accel",
+    "--force",
+    "-",
+    "a",
+    "a-",
+    " a",
+    "a ",
+    "a b",
+    "x" * 256,
+    "\t",
+    "~x",
+    ",x",
+    ".x",
+    "-0" * 16,
+]
+
+
+def test_the_agent_checks_accelerator_ids_as_the_crds_pattern() -> None:
+    """The CRD's acceleratorId pattern is the agent's, and both refuse the same ids (a leading '-' among them)."""
+    (document,) = load_documents(DAEMONSET_DIR / "fpgabitstream-crd.yaml")
+    (version,) = document["spec"]["versions"]
+    field = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["acceleratorId"]
+    assert field["pattern"] == ACCELERATOR_ID_PATTERN
+    for accelerator_id in ACCELERATOR_IDS:
+        crd_accepts = (
+            re.search(field["pattern"], accelerator_id) is not None and len(accelerator_id) <= field["maxLength"]
+        )
+        try:
+            parse_declaration(obj(acceleratorId=accelerator_id))
+        except CatalogError:
+            agent_accepts = False
+        else:
+            agent_accepts = True
+        assert agent_accepts == crd_accepts, accelerator_id
+    with pytest.raises(CatalogError, match=r"spec\.acceleratorId '--force' starts with '-'"):
+        parse_declaration(obj(acceleratorId="--force"))

@@ -241,6 +241,12 @@ def test_bad_ids_are_refused(catalog: Catalog, sources: Path, platform: str, acc
     assert listing(catalog.directory) == []
 
 
+def test_an_accelerator_id_that_reads_as_an_option_is_refused(catalog: Catalog, sources: Path) -> None:
+    with pytest.raises(CatalogError, match=r"accelerator id '--force' starts with '-'"):
+        catalog.add(write(sources / "x.bit", RAW), "x", platform="p", accelerator_id="--force")
+    assert listing(catalog.directory) == []
+
+
 def test_names_are_validated_before_anything_is_written(catalog: Catalog, sources: Path) -> None:
     with pytest.raises(InvalidBitstreamName):
         catalog.add(write(sources / "x.bit", RAW), "../x", platform="p", accelerator_id="a")

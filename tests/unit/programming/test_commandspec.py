@@ -8,7 +8,7 @@ import re
 import pytest
 
 from agent.config import load_config
-from agent.errors import ConfigError
+from agent.errors import ConfigError, ProgrammingError
 from agent.programming.commandspec import check_selection, parse_command_programmers
 
 XBUTIL = "/opt/xilinx/xrt/bin/xbutil"
@@ -32,6 +32,39 @@ def test_command_programmer_spec_renders_each_placeholder_into_one_argument() ->
         "--user=/x y/vadd.bin",
         "ab",
     )
+
+
+@pytest.mark.parametrize(
+    ("template", "value"),
+    [
+        pytest.param("{accelerator}", "--force", id="accelerator"),
+        pytest.param("{control_node}", "-d", id="control-node"),
+        pytest.param("{card}x", "-rf", id="value-then-text"),
+    ],
+)
+def test_command_programmer_spec_refuses_a_value_that_would_become_an_option(template: str, value: str) -> None:
+    (spec,) = parse_command_programmers([{"slots": ["a-user"], "program": [XBUTIL, "program", template]}])
+    values = {"image": "/i", "control_node": "n", "accelerator": "ab", "slot": "s", "card": "c", "region": "r"}
+    name = template[1:].split("}")[0]
+    with pytest.raises(ProgrammingError, match=rf"xbutil: argument \{{{name}\}}.* would read as an option"):
+        spec.program.render(values | {name: value})
+    # a template that is itself an option may carry any value after its '=': it stays one argument
+    (spec,) = parse_command_programmers([{"slots": ["a-user"], "program": [XBUTIL, "--user={" + name + "}"]}])
+    assert spec.program.render(values | {name: value}) == (XBUTIL, f"--user={value}")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("card", "--force", id="card"),
+        pytest.param("region", "-x", id="region"),
+        pytest.param("control-node", " --device=/dev/mem", id="control-node"),
+    ],
+)
+def test_a_static_slot_value_that_reads_as_an_option_is_refused_at_start(field: str, value: str) -> None:
+    slot = {"card": "u250", "region": "user", "devices": ["/dev/null"], "platform": "p"} | {field: value}
+    with pytest.raises(ConfigError, match=rf"^--static-slots: \[0\]\.{field} '.*' starts with '-'"):
+        load_config({"static_slots": json.dumps([slot])}, env={})
 
 
 @pytest.mark.parametrize(
