@@ -17,7 +17,7 @@ diagnostic beside the plain ratio, which is the one the target is judged by. So 
 per-round ratio of the pods' making times (made before the scheduler starts, with no
 extender taking part): about 100 % when the machine ran as fast for both.
 
-The logs of the sittings cited in RESULTS.md are kept in ``bench/logs/``.
+Logs are not committed: save a sitting's stderr (``2> sitting.err``) and read it back here.
 
 Usage: python bench/scheduler_rounds.py LOG... [--ours NAME] [--anchor NAME] [--json]
 """
