@@ -57,14 +57,13 @@ from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.node.pods import PodDirectory, PodView
-from agent.node.reconfigure import ANNOTATION, Reconfigurer, wanted_bitstream
+from agent.node.reconfigure import Reconfigurer, wanted_bitstream
 from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.bitstreamrequest import BITSTREAM_PARAMETER, claim_bitstream, pod_bitstream
 from agent.slots.checkpoint import read_no_follow, write_atomic
 
 logger = logging.getLogger(__name__)
 
-#: The key of the driver's opaque parameters that names the bitstream.
-BITSTREAM_PARAMETER = "bitstream"
 STATE_VERSION = 1
 T = TypeVar("T")
 
@@ -235,7 +234,7 @@ class ClaimPreparation:
             name = _bitstream(info.parameters_for(device), who)
             if name is None and pod is not None:
                 container = _container_of(pod, device.parent)
-                name = wanted_bitstream(pod, container) if container else pod.annotations.get(ANNOTATION) or None
+                name = wanted_bitstream(pod, container) if container else _pod_bitstream(pod)
             if name is not None:
                 groups.setdefault(name, []).append(slot)
         return groups
@@ -348,8 +347,13 @@ def _file_identity(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
+def _pod_bitstream(pod: PodView) -> str | None:
+    asked = pod_bitstream(pod.annotations)
+    return None if asked is None else str(asked[1])
+
+
 def _bitstream(parameters: Mapping[str, Any], who: str) -> str | None:
-    value = parameters.get(BITSTREAM_PARAMETER)
+    value = claim_bitstream(parameters)
     if value is None:
         return None
     if not isinstance(value, str) or not value:

@@ -14,10 +14,12 @@ What is read, and nothing else:
 * ResourceClaim: ``parameters.bitstream`` of every opaque config for ``fpga.example.com``
   (``spec.devices.config``), which is what the agent programs;
 * ResourceClaimTemplate: the same under ``spec.spec``;
-* Pod: the bitstream each container gets (``example.com/fpga-bitstream.<container>``, else
-  ``example.com/fpga-bitstream``), as the agent reads it for a claim the scheduler made
-  for the extended resource ``example.com/fpga-slot`` (the manifest's matchConditions send
-  only pods that ask for slots and carry such an annotation).
+* Pod: the bitstream each container asking for ``example.com/fpga-slot`` gets
+  (``example.com/fpga-bitstream.<container>``, else ``example.com/fpga-bitstream``), and the
+  pod's own annotation when it has resource claims (the manifest's matchConditions send only
+  pods that ask for slots and carry such an annotation).
+
+Requests are read with ``agent.slots.bitstreamrequest``, as the agent reads them.
 
 An UPDATE is checked for the bitstreams its old object did not name (so that removing a
 finalizer from a claim made before the webhook never fails). An object without a bitstream,
@@ -39,16 +41,14 @@ from typing import Any, Protocol
 
 from agent.errors import AdmissionRequestError, shown
 from agent.extender.claimtemplates import BITSTREAM_PARAMETER, DRIVER, MAX_CONFIGS
-from agent.extender.wire import BITSTREAM_ANNOTATION
 from agent.files.bitstream import is_valid_name
+from agent.slots.bitstreamrequest import claim_bitstream, pod_spec_bitstreams
 
 logger = logging.getLogger(__name__)
 
 ADMISSION_VERSION = "admission.k8s.io/v1"
 #: The largest AdmissionReview read: an object and its old version (etcd keeps objects up to 1.5 MiB each).
 MAX_REVIEW_BYTES = 4 * 1024 * 1024
-#: Containers (and init containers) read from a pod at most; the API server allows far fewer in practice.
-MAX_CONTAINERS = 256
 #: How to make a bitstream known, said in every refusal.
 HOW_TO_DECLARE = (
     "declare it with an FpgaBitstream object (kind FpgaBitstream, apiVersion example.com/v1alpha1, "
@@ -133,29 +133,14 @@ def _in_configs(configs: object, where: str) -> Iterator[tuple[str, object]]:
         if not isinstance(opaque, Mapping) or opaque.get("driver") != DRIVER:
             continue
         parameters = opaque.get("parameters")
-        if isinstance(parameters, Mapping) and BITSTREAM_PARAMETER in parameters:
-            yield f"{where}[{index}].opaque.parameters.{BITSTREAM_PARAMETER}", parameters[BITSTREAM_PARAMETER]
+        value = claim_bitstream(parameters) if isinstance(parameters, Mapping) else None
+        if value is not None:
+            yield f"{where}[{index}].opaque.parameters.{BITSTREAM_PARAMETER}", value
 
 
 def _in_pod(pod: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
-    annotations = _at(pod, "metadata", "annotations")
-    if not isinstance(annotations, Mapping):
-        return
-    spec = pod.get("spec")
-    names: list[str] = []
-    for field in ("initContainers", "containers"):
-        listed = spec.get(field) if isinstance(spec, Mapping) else None
-        for container in listed[:MAX_CONTAINERS] if isinstance(listed, list) else ():
-            name = container.get("name") if isinstance(container, Mapping) else None
-            if isinstance(name, str):
-                names.append(name)
-    pod_wide = annotations.get(BITSTREAM_ANNOTATION)
-    if pod_wide:
-        yield f"annotation {BITSTREAM_ANNOTATION}", pod_wide
-    for name in names:
-        key = f"{BITSTREAM_ANNOTATION}.{name}"
-        if annotations.get(key):
-            yield f"annotation {key}", annotations[key]
+    for key, value in pod_spec_bitstreams(pod):
+        yield f"annotation {key}", value
 
 
 def refusal(request: Mapping[str, Any], known: KnownBitstreams) -> str | None:

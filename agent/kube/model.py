@@ -19,10 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from agent.slots.quantity import parse_count as parse_quantity
-
-#: The extended resource the agent advertises (the same name the device plugin registers).
-SLOT_RESOURCE = "example.com/fpga-slot"
+from agent.slots.bitstreamrequest import SLOT_RESOURCE, slots_asked
 
 PodEventKind = Literal["ADDED", "MODIFIED", "DELETED"]
 PodKey = tuple[str, str]
@@ -89,16 +86,7 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def _container_slots(container: Mapping[str, Any]) -> ContainerSlots:
-    resources = _mapping(container.get("resources"))
-    # For extended resources a limit is required and a request, if given, must equal it.
-    raw = _mapping(resources.get("limits")).get(SLOT_RESOURCE)
-    if raw is None:
-        raw = _mapping(resources.get("requests")).get(SLOT_RESOURCE)
-    try:
-        slots = parse_quantity(raw) if raw is not None else 0
-    except ValueError:
-        slots = 0
-    return ContainerSlots(str(container.get("name", "")), slots)
+    return ContainerSlots(str(container.get("name", "")), slots_asked(container))
 
 
 def _containers(value: object) -> tuple[ContainerSlots, ...]:

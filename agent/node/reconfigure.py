@@ -39,10 +39,11 @@ from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDir
 from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
 from agent.programming.catalog import Catalog, CatalogEntry, check_platform
 from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, container_bitstream
 
 logger = logging.getLogger(__name__)
 
-ANNOTATION = "example.com/fpga-bitstream"
+ANNOTATION = BITSTREAM_ANNOTATION
 #: How long PreStartContainer waits for the pod watch to deliver a pod it does not know yet.
 POD_WAIT_S = 2.0
 #: How long GetPreferredAllocation waits for the watch to deliver the pod being admitted.
@@ -59,8 +60,9 @@ BitstreamFetcher = Callable[[PodView | None, str, str | None, float], Awaitable[
 
 
 def wanted_bitstream(pod: PodView, container: str) -> str | None:
-    """The bitstream name a container asks for: its own annotation, else the pod's."""
-    return pod.annotations.get(f"{ANNOTATION}.{container}") or pod.annotations.get(ANNOTATION) or None
+    """The bitstream name a container asks for: its own annotation, else the pod's (as the webhook reads it)."""
+    asked = container_bitstream(pod.annotations, container)
+    return None if asked is None else str(asked[1])
 
 
 class Reconfigurer:

@@ -128,8 +128,15 @@ def test_an_unknown_kind_names_nothing() -> None:
         pytest.param(claim(), "ResourceClaim", id="no-bitstream"),
         pytest.param(claim("nope", driver="gpu.example.com"), "ResourceClaim", id="another-driver"),
         pytest.param(pod({"example.com/fpga-bitstream": "sha"}), "Pod", id="pod-known"),
+        pytest.param(claim(None), "ResourceClaim", id="bitstream-null"),
+        pytest.param(template(None), "ResourceClaimTemplate", id="template-bitstream-null"),
+        pytest.param(pod({"example.com/fpga-bitstream": "nope", "example.com/fpga-bitstream.main": "aes"}), "Pod",
+                     id="unused-pod-annotation"),
+        pytest.param(pod({"example.com/fpga-bitstream.side": "nope"}) | {"spec": {"containers": [
+                         {"name": "main", "resources": {"limits": {"example.com/fpga-slot": "1"}}},
+                         {"name": "side"}]}}, "Pod", id="container-asking-no-slot"),
     ],
-)
+)  # fmt: skip
 def test_known_bitstreams_and_objects_without_one_are_admitted(
     cache: NodeCache, obj: dict[str, Any], kind: str
 ) -> None:
@@ -157,7 +164,7 @@ def test_an_unknown_bitstream_is_refused_naming_it_where_and_how_to_declare_it(
     assert "\n" not in reason
 
 
-@pytest.mark.parametrize("value", [42, "", "Upper", "../etc/passwd", "x" * 300, None])
+@pytest.mark.parametrize("value", [42, "", "Upper", "../etc/passwd", "x" * 300])
 def test_a_bitstream_parameter_that_is_no_name_is_refused(cache: NodeCache, value: object) -> None:
     reason = refusal(request(claim(value), "ResourceClaim"), cache)
     assert reason is not None

@@ -1,0 +1,97 @@
+"""Which bitstream a pod, a container or a DRA claim config asks for, read one way for everyone.
+
+The admission webhook (``agent.extender.admission``) and the agent (device-plugin mode's
+``agent.node.reconfigure``, DRA mode's ``agent.dra.claimprep``) both read requests with these
+functions, so the webhook never refuses what the agent would accept. Standard library only.
+What they read is described in docs/dra.md (the admission table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent.slots.quantity import parse_count
+
+#: The pod's bitstream; ``<BITSTREAM_ANNOTATION>.<container>`` overrides it for one container.
+BITSTREAM_ANNOTATION = "example.com/fpga-bitstream"
+#: The bitstream in a DRA claim's opaque config parameters.
+BITSTREAM_PARAMETER = "bitstream"
+#: The extended resource a container asks slots by.
+SLOT_RESOURCE = "example.com/fpga-slot"
+#: Containers (and init containers) read from a pod at most; the API server allows far fewer in practice.
+MAX_CONTAINERS = 256
+
+
+def container_bitstream(annotations: Mapping[str, object], container: str) -> tuple[str, object] | None:
+    """(annotation key, value) of what a container holding slots asks for: its own annotation, else the
+    pod's; None when neither is set (an empty value is no request)."""
+    for key in (f"{BITSTREAM_ANNOTATION}.{container}", BITSTREAM_ANNOTATION):
+        value = annotations.get(key)
+        if value is not None and value != "":
+            return key, value
+    return None
+
+
+def pod_bitstream(annotations: Mapping[str, object]) -> tuple[str, object] | None:
+    """(annotation key, value) of the pod's own annotation, which a claim not made for a container reads."""
+    value = annotations.get(BITSTREAM_ANNOTATION)
+    return None if value is None or value == "" else (BITSTREAM_ANNOTATION, value)
+
+
+def claim_bitstream(parameters: Mapping[str, Any]) -> object | None:
+    """The bitstream a claim config's parameters name; None when absent or null (no bitstream)."""
+    return parameters.get(BITSTREAM_PARAMETER)
+
+
+def pod_bitstreams(
+    annotations: Mapping[str, object], slot_containers: Sequence[str], has_claims: bool
+) -> list[tuple[str, object]]:
+    """(annotation key, value) of every bitstream annotation the agent reads for a pod, once each.
+
+    ``slot_containers`` are the containers that ask for slots; with ``has_claims`` (the pod has
+    ``spec.resourceClaims``) the pod's own annotation is read too. An annotation of a container
+    that asks for no slot, or the pod's when each slot container has its own, is never read.
+    """
+    found: dict[str, object] = {}
+    for container in slot_containers:
+        asked = container_bitstream(annotations, container)
+        if asked is not None:
+            found.setdefault(*asked)
+    pod_wide = pod_bitstream(annotations) if has_claims else None
+    if pod_wide is not None:
+        found.setdefault(*pod_wide)
+    return list(found.items())
+
+
+def slots_asked(container: object) -> int:
+    """The slots a container (as a pod spec writes it) asks for: its limit of :data:`SLOT_RESOURCE`, else
+    its request (a limit is required and a request must equal it); 0 for none or a value that is no count."""
+    resources = container.get("resources") if isinstance(container, Mapping) else None
+    if not isinstance(resources, Mapping):
+        return 0
+    limits, requests = resources.get("limits"), resources.get("requests")
+    raw = limits.get(SLOT_RESOURCE) if isinstance(limits, Mapping) else None
+    if raw is None and isinstance(requests, Mapping):
+        raw = requests.get(SLOT_RESOURCE)
+    try:
+        return parse_count(raw) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+def pod_spec_bitstreams(pod: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """:func:`pod_bitstreams` of a pod object as the API server sends it (shapes it does not know: nothing)."""
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or not isinstance(spec, Mapping):
+        return []
+    containers: list[str] = []
+    for field in ("initContainers", "containers"):
+        listed = spec.get(field)
+        for container in listed[:MAX_CONTAINERS] if isinstance(listed, list) else ():
+            name = container.get("name") if isinstance(container, Mapping) else None
+            if isinstance(name, str) and slots_asked(container) > 0:
+                containers.append(name)
+    claims = spec.get("resourceClaims")
+    return pod_bitstreams(annotations, containers, isinstance(claims, list) and len(claims) > 0)
