@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
+from agent.demo.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.simfpga.fabric import PLATFORM, STATE_FILE  # noqa: E402
 from agent.slots import checkpoint  # noqa: E402
 from bench.table import Row, emit  # noqa: E402

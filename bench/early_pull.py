@@ -33,8 +33,8 @@ import aiohttp  # noqa: E402
 
 from agent.app import Agent, connect_kube  # noqa: E402
 from agent.bitstreams import declaration_object  # noqa: E402
+from agent.demo.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming import Catalog  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402

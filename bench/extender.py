@@ -44,7 +44,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.kubeletsim.kubeapi import FakeKubeApiServer  # noqa: E402
+from agent.demo.kubeapi import FakeKubeApiServer  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
 
 NODES = 5000

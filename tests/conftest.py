@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.kube import build_api_client
-from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import AgentHarness, short_tmpdir
 
 
@@ -83,7 +83,7 @@ def no_leaked_threads() -> Iterator[None]:
 
 @pytest.fixture
 def apiserver() -> Iterator[FakeKubeApiServer]:
-    """The HTTP-level fake API server (agent/kubeletsim/kubeapi), stopped with its threads afterwards."""
+    """The HTTP-level fake API server (agent/demo/kubeapi), stopped with its threads afterwards."""
     with running_apiserver() as server:
         yield server
 

@@ -1,10 +1,10 @@
 """Every stand-in the tests use, in one place.
 
-* the kubelet: :class:`agent.kubeletsim.KubeletStandIn` (shipped, because the demo
+* the kubelet: :class:`agent.demo.kubelet.KubeletStandIn` (shipped, because the demo
   uses it too), re-exported here;
 * FPGA hardware: :class:`agent.simfpga.SimFabric` (stateful simulated cards);
 * :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly;
-* the kubelet's DRA side: :class:`agent.kubeletsim.DraKubelet` (shipped, for ``fpga-agent demo dra``);
+* the kubelet's DRA side: :class:`agent.demo.kubelet.DraKubelet` (shipped, for ``fpga-agent demo dra``);
   here :class:`FakeClaimPreparer` for what preparing a claim does on the node.
 """
 
@@ -24,11 +24,11 @@ from pathlib import Path
 
 from agent.app import Agent
 from agent.config import Config, load_config
+from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
 from agent.errors import KubeError, ProgrammingError
 from agent.kube.claims import ClaimInfo, parse_claim
-from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
 
@@ -157,7 +157,7 @@ class AgentHarness:
                 await kubelet.stop()
 
 
-from agent.kubeletsim.kubeapi import (  # noqa: E402, F401
+from agent.demo.kubeapi import (  # noqa: E402, F401
     JSON,
     FakeKubeApiServer,
     make_node,
@@ -237,7 +237,7 @@ class FakeClaims:
         first_available: dict[str, list[str]] | None = None,
     ) -> JSON:
         """A claim made (again: a new UID) and allocated: ``devices`` as (request, device) in ``pool``, configs
-        as (requests, parameters), reserved for ``pods`` (see :func:`agent.kubeletsim.kubeapi.make_resource_claim`)."""
+        as (requests, parameters), reserved for ``pods`` (see :func:`agent.demo.kubeapi.make_resource_claim`)."""
         claim = make_resource_claim(
             name,
             namespace=namespace,

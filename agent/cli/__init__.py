@@ -3,5 +3,5 @@
 ``main`` parses the command line and dispatches; ``flags`` holds the options and the
 parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``catalog``,
 ``push``, ``certs``, ``cluster`` and ``demo`` are the subcommands (the narrated demos
-themselves are ``agent.demo*``).
+themselves are in :mod:`agent.demo`).
 """

@@ -79,17 +79,17 @@ def run_demo_command(args: argparse.Namespace) -> int:
     config = cliflags.command_config(args)
     check_demo_options(args.which, args, config)
     if args.which == "extender":
-        from agent.demoextender import run_extender_demo
+        from agent.demo.extender import run_extender_demo
 
         return asyncio.run(run_extender_demo(config))
     if args.which == "pull":
-        from agent.demopull import run_pull_demo
+        from agent.demo.pull import run_pull_demo
 
         return asyncio.run(run_pull_demo())
     if args.which == "dra":
-        from agent.demodra import run_dra_demo
+        from agent.demo.dra import run_dra_demo
 
         return asyncio.run(run_dra_demo(config))
-    from agent.demo import run_demo
+    from agent.demo.deviceplugin import run_demo
 
     return asyncio.run(run_demo(config))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from agent.config import ENV_PREFIX, OPTIONS
-from agent.configvalues import Choice, parse_bool
+from agent.config.values import Choice, parse_bool
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from agent.config import Config
-from agent.configvalues import ListenAddress
+from agent.config.values import ListenAddress
 from agent.errors import ConfigError
 from agent.extender import (
     Extender,

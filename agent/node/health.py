@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
-from agent.configvalues import ListenAddress
+from agent.config.values import ListenAddress
 from agent.errors import ConfigError
 
 logger = logging.getLogger(__name__)

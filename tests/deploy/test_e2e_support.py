@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import tests.e2e.cluster
-from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
+from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.e2e.cluster import (
     SLOT,
     Cluster,

@@ -1,6 +1,6 @@
 """A second kubelet stand-in that shares no code with the agent: same protocol, own wire format.
 
-Why: the agent and ``agent.kubeletsim`` are both built on the code generated from our
+Why: the agent and ``agent.demo.kubelet`` are both built on the code generated from our
 ``protos/``, so a wrong method path or field number would be the same on both sides
 and every test would still pass. This stand-in uses neither. gRPC carries raw bytes
 (generic handlers on the server side, ``unary_unary``/``unary_stream`` with method

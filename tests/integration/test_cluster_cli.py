@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.kubeletsim.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
 
 SIM = "sim-pr-v1"

@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 
 from agent.app import Agent
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.demo.kubeapi import running_apiserver
 from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
-from agent.kubeletsim.kubeapi import running_apiserver
 from tests.integration.test_cluster_cli import fpga_agent, operator_env
 
 NAMESPACE = "fpga-slot"

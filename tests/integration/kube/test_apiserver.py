@@ -14,7 +14,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from agent.kubeletsim.kubeapi import FakeKubeApiServer
+from agent.demo.kubeapi import FakeKubeApiServer
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from agent.errors import KubeError
 from agent.kube import (
     BITSTREAMS_ANNOTATION,
@@ -25,7 +26,6 @@ from agent.kube import (
     build_api_client,
     list_nodes,
 )
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from tests.integration.kube.conftest import FAST_BACKOFF, TIMEOUT_S
 
 NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"

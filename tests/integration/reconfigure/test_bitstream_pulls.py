@@ -27,8 +27,8 @@ from agent.app import Agent, connect_kube
 from agent.bitstreams import Credentials, Declaration, RegistryClient, declaration_object, parse_reference
 from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.errors import CatalogError, ConfigError
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.node.reconfigure import ANNOTATION
 from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog

@@ -27,13 +27,13 @@ from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
 from agent.bitstreams import declaration_object
 from agent.config import Config
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
+from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.mode import UNHEALTHY_TAINT
 from agent.dra.naming import disambiguated_name
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
-from agent.kubeletsim import DraKubelet
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint

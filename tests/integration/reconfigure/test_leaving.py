@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from agent.app import Agent, connect_kube
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
+from agent.demo.kubelet import DraKubelet
 from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
-from agent.kubeletsim import DraKubelet
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 from tests.fakes import KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent, connect_kube
+from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
-from agent.kubeletsim.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config

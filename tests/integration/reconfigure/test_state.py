@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.kubeletsim.kubelet import AdmittedContainer
+from agent.demo.kubelet.devicemanager import AdmittedContainer
 from agent.simfpga import SimEvent, SimFabric
 from agent.slots import checkpoint
 from agent.slots.registry import Content

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from agent.config import load_config
-from agent.configvalues import ListenAddress
+from agent.config.values import ListenAddress
 from agent.errors import ConfigError
 from agent.node.health import HealthServer
 

@@ -17,8 +17,8 @@ import grpc
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent
 from agent.config import Config
+from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
 from agent.deviceplugin import RESOURCE_NAME
-from agent.kubeletsim import KubeletStandIn, NodePods, PluginConnection
 from agent.node.reconfigure import ANNOTATION
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog

@@ -1,5 +1,5 @@
 """The fake API server over HTTP on 127.0.0.1: connections, authentication, injected faults, routing
-and watch streams (see :mod:`agent.kubeletsim.kubeapi`)."""
+and watch streams (see :mod:`agent.demo.kubeapi`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agent.kubeletsim.kubeapi.matching import _parse_rv, _selector, _watch_event
-from agent.kubeletsim.kubeapi.objects import (
+from agent.demo.kubeapi.matching import _parse_rv, _selector, _watch_event
+from agent.demo.kubeapi.objects import (
     _COLLECTION,
     _DISCONNECT_CHECK_S,
     _ITEM,
@@ -28,8 +28,8 @@ from agent.kubeletsim.kubeapi.objects import (
     _api_version,
     status_object,
 )
-from agent.kubeletsim.kubeapi.serving import RequestHandling
-from agent.kubeletsim.kubeapi.store import RecordedRequest, _Watch
+from agent.demo.kubeapi.serving import RequestHandling
+from agent.demo.kubeapi.store import RecordedRequest, _Watch
 
 
 class _Server(ThreadingHTTPServer):

@@ -17,20 +17,20 @@ from typing import Any
 
 import yaml
 
-from agent.configvalues import ListenAddress
-from agent.configvalues import parse_bool as _parse_bool
-from agent.configvalues import parse_choice as _parse_choice
-from agent.configvalues import parse_commands as _parse_commands
-from agent.configvalues import parse_hosts as _parse_hosts
-from agent.configvalues import parse_int as _parse_int
-from agent.configvalues import parse_listen as _parse_listen
-from agent.configvalues import parse_name as _parse_name
-from agent.configvalues import parse_namespace as _parse_namespace
-from agent.configvalues import parse_optional_path as _parse_optional_path
-from agent.configvalues import parse_path as _parse_path
-from agent.configvalues import parse_pod_field as _parse_pod_field
-from agent.configvalues import parse_required_listen as _parse_required_listen
-from agent.configvalues import parse_static as _parse_static
+from agent.config.values import ListenAddress
+from agent.config.values import parse_bool as _parse_bool
+from agent.config.values import parse_choice as _parse_choice
+from agent.config.values import parse_commands as _parse_commands
+from agent.config.values import parse_hosts as _parse_hosts
+from agent.config.values import parse_int as _parse_int
+from agent.config.values import parse_listen as _parse_listen
+from agent.config.values import parse_name as _parse_name
+from agent.config.values import parse_namespace as _parse_namespace
+from agent.config.values import parse_optional_path as _parse_optional_path
+from agent.config.values import parse_path as _parse_path
+from agent.config.values import parse_pod_field as _parse_pod_field
+from agent.config.values import parse_required_listen as _parse_required_listen
+from agent.config.values import parse_static as _parse_static
 from agent.discovery.static import StaticSlotSpec
 from agent.errors import ConfigError
 from agent.extender.scoretable import ANSWER_LIMIT

@@ -33,8 +33,8 @@ import grpc
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
-from agent.kubeletsim.apiserver import NodePods
-from agent.kubeletsim.podresources import PodResourcesServicer
+from agent.demo.kubelet.nodepods import NodePods
+from agent.demo.kubelet.podresources import PodResourcesServicer
 
 if TYPE_CHECKING:
     from agent._proto.deviceplugin.v1beta1.api_pb2_grpc import DevicePluginAsyncStub

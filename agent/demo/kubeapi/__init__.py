@@ -59,8 +59,8 @@ Shipped (not only in tests) because ``fpga-agent demo dra`` runs the agent again
 
 from __future__ import annotations
 
-from agent.kubeletsim.kubeapi.admission import claim_template_review
-from agent.kubeletsim.kubeapi.objects import (
+from agent.demo.kubeapi.admission import claim_template_review
+from agent.demo.kubeapi.objects import (
     DEFAULT_NODE,
     JSON,
     RESOURCE_API,
@@ -72,8 +72,8 @@ from agent.kubeletsim.kubeapi.objects import (
     now_rfc3339,
     status_object,
 )
-from agent.kubeletsim.kubeapi.server import FakeKubeApiServer, running_apiserver
-from agent.kubeletsim.kubeapi.store import RecordedRequest
+from agent.demo.kubeapi.server import FakeKubeApiServer, running_apiserver
+from agent.demo.kubeapi.store import RecordedRequest
 
 __all__ = [
     "DEFAULT_NODE",

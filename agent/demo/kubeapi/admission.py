@@ -3,7 +3,7 @@ the extender's admission webhook, which the fake API server does not call itself
 
 from __future__ import annotations
 
-from agent.kubeletsim.kubeapi.objects import JSON
+from agent.demo.kubeapi.objects import JSON
 
 DEFAULT_REVIEW_UID = "b8e5a3c6-0b1d-4d43-9a5e-1d2f7a8c9e01"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent
+from agent.demo.kubeapi import JSON, FakeKubeApiServer, make_resource_claim
+from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
-from agent.kubeletsim import DraKubelet
-from agent.kubeletsim.kubeapi import JSON, FakeKubeApiServer, make_resource_claim
 from agent.output.tables import format_table
 from agent.simfpga.fabric import PLATFORM
 

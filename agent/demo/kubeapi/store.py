@@ -1,5 +1,5 @@
 """The fake API server's store: objects with resourceVersions and history, and the calls that
-change or read them directly, as a test or demo does (see :mod:`agent.kubeletsim.kubeapi`)."""
+change or read them directly, as a test or demo does (see :mod:`agent.demo.kubeapi`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.kubeletsim.kubeapi.objects import (
+from agent.demo.kubeapi.objects import (
     _KINDS,
     JSON,
     RESOURCE_API,

@@ -1,9 +1,9 @@
 """``fpga-agent demo dra``: the DRA mode on simulated slots, narrated.
 
 Runs the real agent in ``--mode dra`` (sim backend) in a temporary directory: the kubelet's
-DRA side (:class:`agent.kubeletsim.DraKubelet`) registers the driver through the plugin
+DRA side (:class:`agent.demo.kubelet.DraKubelet`) registers the driver through the plugin
 registry and calls NodePrepareResources / NodeUnprepareResources over real unix sockets;
-the API server is the HTTP-level stand-in (:mod:`agent.kubeletsim.kubeapi`), which the
+the API server is the HTTP-level stand-in (:mod:`agent.demo.kubeapi`), which the
 agent reads and writes with the real kubernetes client. The demo plays the scheduler: it
 allocates each claim from the published ResourceSlice as the cache-aware claim of
 ``daemonset/examples/dra/cached-first.yaml`` asks (a slot holding the bitstream, else any
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from agent.app import Agent, connect_kube
 from agent.config import Config
-from agent.demodraclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
+from agent.demo.draclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
+from agent.demo.kubeapi import FakeKubeApiServer
+from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
-from agent.kubeletsim import DraKubelet
-from agent.kubeletsim.kubeapi import FakeKubeApiServer
 from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
 

@@ -2,7 +2,7 @@
 
 The real push (``catalog push``), the real registry client and puller (what the agent
 runs when a pod asks for a bitstream the node lacks) and the real catalog, against an
-in-process registry on a loopback port (:mod:`agent.demoregistry`). Needs no root, no
+in-process registry on a loopback port (:mod:`agent.demo.registry`). Needs no root, no
 cluster and no registry installed.
 """
 
@@ -26,7 +26,7 @@ from agent.bitstreams import (
     parse_reference,
 )
 from agent.bitstreams.publish import push_bitstream
-from agent.demoregistry import DemoRegistry
+from agent.demo.registry import DemoRegistry
 from agent.errors import PullError
 from agent.output.tables import format_table
 from agent.programming.adoption import PulledCatalog

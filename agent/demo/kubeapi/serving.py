@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from agent.kubeletsim.kubeapi.matching import _json_patch, _merge_patch, _parse_rv, _selector
-from agent.kubeletsim.kubeapi.objects import (
+from agent.demo.kubeapi.matching import _json_patch, _merge_patch, _parse_rv, _selector
+from agent.demo.kubeapi.objects import (
     _API,
     _DNS_SUBDOMAIN,
     _KINDS,
@@ -24,7 +24,7 @@ from agent.kubeletsim.kubeapi.objects import (
     _valid_resource_slice,
     now_rfc3339,
 )
-from agent.kubeletsim.kubeapi.store import ObjectStore, RecordedRequest
+from agent.demo.kubeapi.store import ObjectStore, RecordedRequest
 
 
 class RequestHandling(ObjectStore):

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.kubeletsim.kubeapi.objects import _FIELDS, _MERGE_KEYS, JSON, ApiError
-from agent.kubeletsim.kubeapi.store import _Change
+from agent.demo.kubeapi.objects import _FIELDS, _MERGE_KEYS, JSON, ApiError
+from agent.demo.kubeapi.store import _Change
 
 
 def _parse_rv(text: str) -> int:

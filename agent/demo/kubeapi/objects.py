@@ -1,5 +1,5 @@
 """The fake API server's objects: kinds, paths, Status errors, and the pods, nodes and
-ResourceClaims tests and demos make (see :mod:`agent.kubeletsim.kubeapi`)."""
+ResourceClaims tests and demos make (see :mod:`agent.demo.kubeapi`)."""
 
 from __future__ import annotations
 
