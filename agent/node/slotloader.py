@@ -180,11 +180,14 @@ class SlotLoader:
         """The slot's programmer, given the image's bytes, or the catalog's file (just verified by reading
         ``image``) when it hands the file to a tool."""
         programmer = self._programmers[slot.backend]
-        if isinstance(programmer, FileProgrammer):
-            assert self._catalog is not None
-            image_file = self._catalog.directory / entry.file
-            return await programmer.program_file(slot, image_file, entry.accelerator_id, timeout_s)
-        return await programmer.program(slot, image, entry.accelerator_id, timeout_s)
+        try:
+            if isinstance(programmer, FileProgrammer):
+                assert self._catalog is not None
+                image_file = self._catalog.directory / entry.file
+                return await programmer.program_file(slot, image_file, entry.accelerator_id, timeout_s)
+            return await programmer.program(slot, image, entry.accelerator_id, timeout_s)
+        except OSError as exc:  # a programmer's own I/O (staging the image, its scratch space): a failed programming
+            raise ProgrammingError(f"slot {slot.id}: {exc}") from exc
 
     async def _acquire(self, lock: asyncio.Lock, who: str, slot: Slot, deadline: float) -> None:
         """Wait for the slot's lock, but not past the deadline (another start may be programming it)."""

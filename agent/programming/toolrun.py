@@ -5,8 +5,9 @@ else closed), a fresh session (so its process group is its own), a scratch worki
 directory removed afterwards, and an environment of PATH and LANG plus what its entry
 names. Only the last CAPTURE_BYTES of stdout and of stderr are kept. When the deadline
 passes, or the caller is cancelled, the whole process group is killed and reaped before
-this returns; after a normal exit, whatever the tool left running in its group is
-killed too, so a programming never leaves a process behind.
+this returns; after a normal exit, whatever the tool left running in its group, or in its
+scratch directory outside the group, is killed too, so a programming never leaves a
+process behind. The exit status decides, whoever still holds the output pipes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -31,6 +33,11 @@ CAPTURE_BYTES = 16384
 SHOWN_OUTPUT_CHARS = 300
 #: How long the reaping of a killed group may take before it is given up (the kernel owes it).
 REAP_TIMEOUT_S = 5.0
+#: How long the output is read after the tool exited (and its group was killed) before it is given up.
+DRAIN_AFTER_EXIT_S = 1.0
+#: Attempts at removing the scratch directory, and the pause between them.
+SCRATCH_REMOVE_ATTEMPTS = 5
+SCRATCH_REMOVE_PAUSE_S = 0.05
 BASE_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
@@ -92,9 +99,7 @@ class ToolResult:
         return "; ".join(parts) or "no output"
 
 
-async def _pump(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
-    if stream is None:
-        return
+async def _pump(stream: asyncio.StreamReader, tail: _Tail) -> None:
     while chunk := await stream.read(65536):
         tail.add(chunk)
 
@@ -110,59 +115,187 @@ async def run_tool(
     """Run ``argv`` until it exits or the loop time ``deadline`` passes.
 
     Raises ProgrammingTimeout (the group killed) when the deadline passes and
-    ProgrammingError when the tool cannot be started; ``what`` names the step in both.
-    A non-zero exit is returned, not raised: the caller decides what it means.
+    ProgrammingError when the tool cannot be started or its scratch directory cannot be
+    made or removed; ``what`` names the step in each. A non-zero exit is returned, not
+    raised: the caller decides what it means. The exit status decides, not who still holds
+    the tool's output: a process that left the group (``setsid``) is killed with it.
     """
+    try:
+        scratch = await asyncio.to_thread(_make_scratch)
+    except OSError as exc:
+        raise ProgrammingError(f"{what}: cannot make a scratch directory for {argv[0]}: {exc}") from exc
+    try:
+        result = await _run_in(argv, deadline, what, {**BASE_ENVIRONMENT, **(environment or {})}, scratch)
+    except BaseException:
+        left = await asyncio.shield(asyncio.to_thread(_remove_scratch, scratch))
+        if left is not None:
+            logger.error("%s: cannot remove the tool's scratch directory %s: %s", what, scratch, left)
+        raise
+    left = await asyncio.shield(asyncio.to_thread(_remove_scratch, scratch))
+    if left is not None:
+        raise ProgrammingError(f"{what}: cannot remove the tool's scratch directory {scratch}: {left}")
+    return result
+
+
+def _make_scratch() -> str:
+    """A new private directory for the tool to work in, by its real path (as /proc shows a working directory)."""
+    return os.path.realpath(tempfile.mkdtemp(prefix="fpga-tool-"))
+
+
+async def _output_pipe(tail: _Tail) -> tuple[int, str, asyncio.ReadTransport, asyncio.Future[None]]:
+    """A pipe whose read end fills ``tail``: (the write end for the tool, the pipe as /proc names it, the
+    reader, its pump)."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    link = f"pipe:[{os.fstat(read_end).st_ino}]"
+    stream = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(stream)
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: protocol, os.fdopen(read_end, "rb", 0)
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    return write_end, link, transport, asyncio.ensure_future(_pump(stream, tail))
+
+
+async def _run_in(argv: Sequence[str], deadline: float, what: str, env: Mapping[str, str], scratch: str) -> ToolResult:
     loop = asyncio.get_running_loop()
-    env = {**BASE_ENVIRONMENT, **(environment or {})}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fpga-tool-") as scratch:
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=scratch,
-                close_fds=True,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise ProgrammingError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}") from exc
-        logger.debug("%s: started %s as process group %d", what, argv[0], process.pid)
-        out, err = _Tail(), _Tail()
-        pumps = asyncio.gather(_pump(process.stdout, out), _pump(process.stderr, err))
-        try:
-            async with asyncio.timeout_at(max(deadline, loop.time())):
-                status = await process.wait()
-                # The tool is gone; anything it left in its group goes too (and lets go of the pipes).
-                _kill_group(process.pid)
-                await pumps
-        except TimeoutError:
-            await _reap(process, pumps)
-            raise ProgrammingTimeout(
-                f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
-                f"(output so far: {_partial(out, err)})"
-            ) from None
-        except BaseException:
-            await _reap(process, pumps)
-            raise
+    out, err = _Tail(), _Tail()
+    readers: list[asyncio.ReadTransport] = []
+    pumps: list[asyncio.Future[None]] = []
+    write_ends: list[int] = []
+    links: list[str] = []
+    try:
+        for tail in (out, err):
+            write_end, link, reader, pump = await _output_pipe(tail)
+            write_ends.append(write_end)
+            links.append(link)
+            readers.append(reader)
+            pumps.append(pump)
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_ends[0],
+            stderr=write_ends[1],
+            env=env,
+            cwd=scratch,
+            close_fds=True,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        _close(readers, pumps)
+        raise ProgrammingError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}") from exc
+    finally:
+        for write_end in write_ends:
+            os.close(write_end)
+    logger.debug("%s: started %s as process group %d", what, argv[0], process.pid)
+    try:
+        async with asyncio.timeout_at(max(deadline, loop.time())):
+            status = await process.wait()
+    except TimeoutError:
+        await _reap(process, pumps, scratch)
+        _close(readers, pumps)
+        raise ProgrammingTimeout(
+            f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
+            f"(output so far: {_partial(out, err)})"
+        ) from None
+    except BaseException:
+        await _reap(process, pumps, scratch)
+        _close(readers, pumps)
+        raise
+    # The tool is gone; anything it left behind goes too (and lets go of the pipes).
+    _kill_group(process.pid)
+    escaped = _kill_escaped(scratch)
+    try:
+        async with asyncio.timeout(min(DRAIN_AFTER_EXIT_S, max(0.0, deadline - loop.time()))):
+            await asyncio.shield(asyncio.gather(*pumps))
+    except TimeoutError:
+        # Something outside the group holds the output: found by the pipe it holds, and killed.
+        escaped += await asyncio.to_thread(_kill_escaped, scratch, links)
+        logger.warning(
+            "%s: %s exited with status %d; a process that left its group still held its output", what, argv[0], status
+        )
+    finally:
+        _close(readers, pumps)
+    if escaped:
+        logger.warning("%s: %s left %d process(es) outside its group; killed", what, argv[0], escaped)
     return ToolResult(tuple(argv), status, out.text(), err.text(), out.total, err.total, time.monotonic() - started)
 
 
-async def _reap(process: asyncio.subprocess.Process, pumps: asyncio.Future[tuple[None, None]]) -> None:
-    """Kill the tool's whole group and wait until it is gone and its pipes are closed (bounded)."""
+def _close(readers: Sequence[asyncio.ReadTransport], pumps: Sequence[asyncio.Future[None]]) -> None:
+    """Stop reading the tool's output: whatever still holds a pipe's other end gets EPIPE."""
+    for pump in pumps:
+        pump.cancel()
+    for reader in readers:
+        reader.close()
+
+
+def _kill_escaped(scratch: str, pipes: Sequence[str] = ()) -> int:
+    """Kill every process whose working directory is the scratch directory or below it, or (when ``pipes``
+    are given) that holds one of the tool's output pipes: a tool's child that left its group with
+    ``setsid``. How many there were."""
+    killed = 0
+    try:
+        pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return 0
+    for pid in pids:
+        if pid != os.getpid() and (_works_in(pid, scratch) or (pipes and _holds(pid, pipes))):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _works_in(pid: int, scratch: str) -> bool:
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return cwd == scratch or cwd.startswith(scratch + "/")
+
+
+def _holds(pid: int, pipes: Sequence[str]) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
+                return True
+    return False
+
+
+def _remove_scratch(scratch: str) -> str | None:
+    """Remove the scratch directory, killing what still works in it first; why it stays, if it does."""
+    left = "not tried"
+    for _attempt in range(SCRATCH_REMOVE_ATTEMPTS):
+        _kill_escaped(scratch)
+        try:
+            shutil.rmtree(scratch)
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            left = str(exc)
+        time.sleep(SCRATCH_REMOVE_PAUSE_S)
+    return left
+
+
+async def _reap(process: asyncio.subprocess.Process, pumps: Sequence[asyncio.Future[None]], scratch: str) -> None:
+    """Kill the tool's whole group (and what left it) and wait until it is gone and its pipes are closed
+    (bounded)."""
     _kill_group(process.pid)
+    _kill_escaped(scratch)
     try:
         async with asyncio.timeout(REAP_TIMEOUT_S):
             await asyncio.shield(process.wait())
-            await asyncio.shield(pumps)
+            await asyncio.shield(asyncio.gather(*pumps))
     except TimeoutError:
         logger.error("process group %d did not go away within %.0f s of SIGKILL", process.pid, REAP_TIMEOUT_S)
-    except asyncio.CancelledError:
-        pumps.cancel()
-        raise
 
 
 def _partial(out: _Tail, err: _Tail) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,44 @@ async def test_command_programmer_tool_that_cannot_start_is_a_programming_error(
     tool.write_text("#!/bin/sh\n")  # not executable
     with pytest.raises(ProgrammingError, match=rf"^probe: cannot start {tool}: Permission denied$"):
         await run_tool([str(tool)], deadline(), "probe")
+
+
+def scratch_dirs() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("fpga-tool-")}
+
+
+async def test_command_programmer_tool_that_leaves_a_process_writing_in_its_scratch_directory() -> None:
+    """A child that left the tool's group (setsid) and keeps writing into the scratch directory is killed,
+    the directory is removed and the tool's exit status is the answer (no bare OSError)."""
+    before = scratch_dirs()
+    script = (
+        "import os, subprocess; subprocess.Popen(['sh', '-c', 'i=0; while :; do i=$((i+1)); mkdir -p d$i; "
+        ": > d$i/f; done'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        "import time; time.sleep(0.3); print(os.getcwd())"
+    )
+    result = await run_tool([PY, "-c", script], deadline(), "probe")
+    assert result.status == 0
+    assert not await asyncio.to_thread(os.path.exists, result.stdout.strip())
+    assert scratch_dirs() == before
+
+
+async def test_command_programmer_tool_exit_status_decides_though_an_escaped_process_holds_its_output() -> None:
+    """A setsid child holding stdout (its working directory elsewhere) does not turn exit 0 into a timeout."""
+    script = (
+        "import subprocess; child = subprocess.Popen(['sleep', '3600'], start_new_session=True, cwd='/'); "
+        "print('programmed', child.pid, flush=True)"
+    )
+    result = await run_tool([PY, "-c", script], deadline(20.0), "probe")
+    assert result.status == 0
+    said, pid = result.stdout.split()
+    assert said == "programmed"
+    assert gone(int(pid))  # found by the pipe it held, and killed
+
+
+def gone(pid: int) -> bool:
+    """Whether the process has ended (a zombie waiting for its new parent counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+    except FileNotFoundError:
+        return True
