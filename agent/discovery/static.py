@@ -10,6 +10,7 @@ is what the wiring's ``reported`` says (a command programmer's last read-back).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from agent.discovery.watching import UdevSource
 from agent.slots import DeviceNode, Health, Slot, SlotId, make_slot_id
 
 NAME = "static"
+_NAMES_SOMETHING = re.compile(r"[A-Za-z0-9]")
 _FIELDS = {"card", "region", "devices", "numa", "platform", "control-node"}
 #: What a slot holds by its id (None: empty or unknown).
 ReportedContent = Callable[[SlotId], str | None]
@@ -79,6 +81,9 @@ def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
         numa = entry.get("numa")
         if numa is not None and (not isinstance(numa, int) or isinstance(numa, bool) or numa < 0):
             raise ValueError(f"{where}.numa must be a NUMA node number >= 0, got {numa!r}")
+        for key, value in (("card", card), ("region", region)):
+            if not _NAMES_SOMETHING.search(value):
+                raise ValueError(f"{where}.{key} {value!r} has no letter or digit, so it cannot name the slot")
         try:
             slot_id = make_slot_id(card, region)
         except ValueError as exc:

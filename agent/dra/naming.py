@@ -9,9 +9,11 @@ Two slot IDs that differ only there (``0000-3b-00.0-p1`` and ``0000-3b-00-0-p1``
 be one device name: the scheduler could not tell them apart, and a claim for one could
 be prepared on the other. :func:`device_names` gives the plain name to one of them (the
 slot whose ID is the name itself, else the first by ID) and a name of its own to each
-other one: the plain name cut to leave room, ``-``, and the first 8 hex digits of the
-SHA-256 of its slot ID. That name depends only on the slot ID and on which IDs clash,
-so it stays the same across restarts while the node's slots do; every slot is offered.
+other one: the plain name cut to leave room, ``-``, and 8 hex digits of the SHA-256 of
+its slot ID (the first 8, else the next 8 if that name is taken too, and so on). A slot
+ID with no letter or digit has no plain name: it gets such a name of its own. That name
+depends only on the slot IDs, so it stays the same across restarts while the node's slots
+do; every slot is offered, under a distinct DNS label.
 """
 
 from __future__ import annotations
@@ -25,17 +27,26 @@ _NOT_IN_LABEL = re.compile(r"[^a-z0-9-]")
 MAX_NAME = 63
 #: Hex digits of the slot ID's hash in a disambiguated name.
 SUFFIX_DIGITS = 8
+#: Tries at a name of its own: the SHA-256's 64 hex digits, 8 at a time.
+DIGEST_CHUNKS = 64 // SUFFIX_DIGITS
 
 
-def device_name(slot_id: str) -> str:
-    """The DRA device name of the slot ``slot_id`` when no other slot has the same one."""
+def _label(slot_id: str) -> str:
     return _NOT_IN_LABEL.sub("-", slot_id.lower()).strip("-")
 
 
-def disambiguated_name(slot_id: str) -> str:
-    """The device name of ``slot_id`` when another slot has its plain name."""
-    digest = hashlib.sha256(slot_id.encode()).hexdigest()[:SUFFIX_DIGITS]
-    stem = device_name(slot_id)[: MAX_NAME - SUFFIX_DIGITS - 1].rstrip("-")
+def device_name(slot_id: str) -> str:
+    """The DRA device name of the slot ``slot_id`` when no other slot has the same one (a DNS label, never
+    empty: an ID with no letter or digit gets :func:`disambiguated_name`)."""
+    return _label(slot_id) or disambiguated_name(slot_id)
+
+
+def disambiguated_name(slot_id: str, attempt: int = 0) -> str:
+    """The device name of ``slot_id`` when another slot has its plain name (``attempt``: the how-manieth
+    8 hex digits of its SHA-256, when the earlier ones gave a name that is taken too)."""
+    start = attempt * SUFFIX_DIGITS
+    digest = hashlib.sha256(slot_id.encode()).hexdigest()[start : start + SUFFIX_DIGITS]
+    stem = _label(slot_id)[: MAX_NAME - SUFFIX_DIGITS - 1].rstrip("-")
     return f"{stem}-{digest}" if stem else digest
 
 
@@ -64,10 +75,9 @@ def device_names(slot_ids: Iterable[str]) -> tuple[dict[str, str], list[NameClas
         if name not in slots:
             slots[name] = slot_id
             continue
-        other = disambiguated_name(slot_id)
-        if other in slots or other in plain:  # another slot's name already (next to impossible): not offered
-            clashes.append(NameClash(name, slots[name], slot_id, ""))
-            continue
-        slots[other] = slot_id
-        clashes.append(NameClash(name, slots[name], slot_id, other))
+        candidates = (disambiguated_name(slot_id, attempt) for attempt in range(DIGEST_CHUNKS))
+        other = next((c for c in candidates if c not in slots and c not in plain), "")
+        if other:
+            slots[other] = slot_id
+        clashes.append(NameClash(name, slots[name], slot_id, other))  # "": every name taken, not offered
     return slots, clashes

@@ -54,3 +54,23 @@ def test_a_disambiguated_name_of_a_63_character_id_is_still_a_label() -> None:
     assert len(name) == 63
     assert LABEL.fullmatch(name)
     assert name != disambiguated_name("a" * 30 + "-" + "b" * 32)
+
+
+@pytest.mark.parametrize(
+    "slot_ids",
+    [
+        pytest.param(["...-."], id="no-letter-or-digit"),
+        pytest.param(["...-.", "---", "-.-", "c0-p0"], id="several-without-a-label"),
+        pytest.param(["a.b", "a-b", "a-b-" + disambiguated_name("a.b").rsplit("-", 1)[1]], id="hash-name-taken"),
+    ],
+)
+def test_every_slot_gets_a_distinct_dns_label(slot_ids: list[str]) -> None:
+    names, clashes = device_names(slot_ids)
+    assert sorted(names.values()) == sorted(slot_ids)  # every slot offered
+    assert all(LABEL.fullmatch(name) for name in names), names
+    assert all(clash.renamed_as for clash in clashes)
+
+
+def test_a_name_of_its_own_is_the_same_whatever_the_order() -> None:
+    slot_ids = ["a.b", "a-b", "a-b-" + disambiguated_name("a.b").rsplit("-", 1)[1], "...-."]
+    assert device_names(slot_ids)[0] == device_names(reversed(slot_ids))[0]

@@ -67,6 +67,13 @@ def test_a_static_slot_value_that_reads_as_an_option_is_refused_at_start(field: 
         load_config({"static_slots": json.dumps([slot])}, env={})
 
 
+@pytest.mark.parametrize(("card", "region", "field"), [("...", ".", "card"), ("u250", ". .", "region")])
+def test_a_static_slot_that_names_nothing_is_refused_at_start_naming_it(card: str, region: str, field: str) -> None:
+    slot = {"card": card, "region": region, "devices": ["/dev/null"], "platform": "p"}
+    with pytest.raises(ConfigError, match=rf"^--static-slots: \[0\]\.{field} '.*' has no letter or digit"):
+        load_config({"static_slots": json.dumps([slot])}, env={})
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
