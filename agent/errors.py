@@ -1,41 +1,10 @@
-"""The error tree of fpga-slot.
+"""The error tree of fpga-slot: the base :class:`FpgaSlotError` and a class per kind of failure.
 
-Library errors are wrapped once, where an adapter calls the library, and mapped to
-gRPC status codes or HTTP errors only at the edge (the servicer, the CLI)::
-
-    FpgaSlotError
-    ├── ConfigError                  bad flag, env var or config file value (names the flag)
-    ├── RequestError                 a kubelet or scheduler request that is wrong in itself; changes nothing
-    │   ├── UnknownSlotError         an ID this node does not advertise
-    │   ├── DuplicateSlotError       the same ID twice in one request
-    │   ├── UnhealthySlotError       an ID that is advertised Unhealthy
-    │   ├── AllocationSizeError      a preferred-allocation size that cannot be met
-    │   ├── ExtenderRequestError     a scheduler-extender call whose body is not what kube-scheduler sends
-    │   └── AdmissionRequestError    a webhook call whose body is not an AdmissionReview v1 request
-    ├── DiscoveryError               a backend could not enumerate or watch its devices
-    ├── CatalogError                 a bitstream cannot be used as asked; nothing was programmed
-    │   ├── InvalidBitstreamName     a name outside [a-z0-9][a-z0-9._-]*, <= 63 chars
-    │   ├── UnknownBitstream         no catalog entry of that name
-    │   ├── BitstreamFileError       the entry's file is missing or unreadable, or the metadata is bad
-    │   ├── BitstreamHashError       the file's sha256 differs from the catalog's
-    │   ├── PlatformMismatch         the bitstream does not fit the slot's PR interface
-│   ├── DeclarationConflict      a local entry and the cluster's FpgaBitstream of that name differ
-│   ├── PullInProgress           a declared bitstream is still being pulled; the kubelet's retry finds it
-│   └── PullError                a declared bitstream could not be pulled; nothing was written
-│       ├── UndeclaredBitstream  neither in the node's catalog nor declared in the cluster (also UnknownBitstream)
-│       ├── SourceUnreachable    the registry or server did not answer, or answered with an error
-│       ├── SourceAuthError      the registry or server refused the credentials (401, 403)
-│       ├── SourceNotFound       the artifact or file is not at the source (404)
-│       ├── ArtifactFormatError  the OCI manifest is not one bitstream layer as `catalog push` makes it
-│       ├── PulledHashMismatch   the pulled bytes differ from the declared size or sha256
-│       ├── PulledPlatformMismatch  the pulled bitstream does not fit the declared or the node's platform
-│       └── CacheFullError       the cache budget is taken by bitstreams in use; nothing can be evicted
-    ├── ProgrammingError             reconfiguring a slot failed (slot content now unknown)
-    │   └── ProgrammingTimeout       reconfiguring a slot did not finish in time
-    ├── PodLookupError               the pod holding some slots cannot be found
-    ├── KubeError                    the API server could not be reached or refused a request
-    └── KubeletError                 the kubelet could not be reached or refused us
-        └── RegistrationError        Register was refused or timed out
+Library errors are wrapped once, where an adapter calls the library, and mapped to gRPC
+status codes or HTTP errors only at the edge (the servicer, the extender's handlers, the CLI).
+Each class's docstring says when it is raised; docs/development.md, "The error tree", draws
+the tree (tests/deploy/test_docs.py keeps it in step with these classes). The helpers
+(:func:`shown` and the rest) keep untrusted values in messages short and on one line.
 """
 
 from __future__ import annotations

@@ -1,34 +1,16 @@
 """Make a declared bitstream present in the node catalog: pull, verify, adopt, within the cache budget.
 
-:meth:`BitstreamPuller.ensure` is what the agent calls for a pod's bitstream name:
+:meth:`BitstreamPuller.ensure` uses a catalog entry of that name when no FpgaBitstream declares
+the name or the declaration's sha256 is the entry's (a local entry that differs is a
+DeclarationConflict; a pulled one is pulled again). Otherwise it makes room in the cache
+budget (least recently used pulled files out, never one in use), streams the file from the
+OCI registry or HTTPS server into a temp file in the catalog directory, checks size and
+sha256 as the bytes arrive, and the catalog adopts it (GBS header checked) by a rename.
 
-* an entry of that name already in the catalog is used when no FpgaBitstream
-  declares the name, or when the declaration's sha256 is the entry's; a local entry
-  (``catalog add``) that differs from the declaration is a DeclarationConflict, a
-  pulled one is replaced by a new pull;
-* otherwise the declaration is pulled: its platform checked against the slot's,
-  room made in the cache budget (least recently used pulled files out, never one in
-  use: being pulled, or named by the budget's ``in_use`` callback), the file streamed
-  from the OCI registry or HTTPS server into a temp file in the catalog directory,
-  size and sha256 checked as the bytes arrive, then adopted by the catalog (which
-  checks a GBS header against the declaration) by a rename.
-
-A pull has a deadline that follows from its declared size: the size at a floor rate
-(:data:`FLOOR_BYTES_PER_S`, 1 MiB/s: an order of magnitude below any registry or file
-server reached over a cluster's network, so only a broken or hostile source is that
-slow), plus a fixed :data:`ALLOWANCE_S` for connecting, the token and the manifest. The
-allowance is a minute because of the kubelet's retry rhythm: a start waits for a pull
-half of its 25 s, then the kubelet retries after 10 s and 20 s of back-off, so its third
-attempt, about a minute in, finds a pull that could not even begin ended with an error
-naming the source and the rate it achieved, and its next one starts afresh. The
-60 s limit on silence alone never ends a source that drips a byte at a time, and the
-cache budget's reservation would be held all along; the deadline releases it.
-
-Concurrent calls for one name share one ensure (:meth:`BitstreamPuller.pull` starts or
-joins it; the only place pulls are de-duplicated), and its end is reported once to
-the owner's listener (:class:`PullEnded`: Events, metrics, logs), before any caller
-sees the result. Every failure leaves the catalog as it was, so the next attempt
-starts clean.
+A pull's deadline is its declared size at :data:`FLOOR_BYTES_PER_S` plus :data:`ALLOWANCE_S`
+(why these values: docs/distribution.md). Concurrent calls for one name share one pull
+(:meth:`BitstreamPuller.pull`), whose end is reported once to the owner's listener
+(:class:`PullEnded`) before any caller sees it. A failure leaves the catalog as it was.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """An OCI distribution client for bitstream artifacts: pull one layer, push one artifact.
 
-Speaks the OCI distribution API (``/v2/<repository>/manifests/<reference>``,
-``/v2/<repository>/blobs/<digest>``, ``POST /v2/<repository>/blobs/uploads/`` then a
-monolithic ``PUT`` of the blob) over the agent's own HTTP client, aiohttp, which
-streams the blob to the caller chunk by chunk. Authentication follows the
-registry's challenge: ``Basic`` with the Secret's username and password, or
-``Bearer`` with a token from the challenge's realm (the Docker token protocol), or
-the Secret's token as it is. Registries named in ``plain_http`` are spoken to over
-plain HTTP (a registry on localhost in tests, or an in-cluster one), every other one
-over HTTPS; the credentials go to a token realm over HTTPS only (plain HTTP only for a
-registry that is itself configured as plain HTTP), and an HTTPS registry's redirects
-(a blob to its storage) are followed to HTTPS only.
-
-The artifact layout (media types, config, annotations) is described in
-docs/bitstream-artifacts.md; the puller reads only the manifest's one layer, so an
-artifact pushed by another tool (oras, without ``artifactType``) is pulled as well.
+The OCI distribution API (manifests, blobs, a monolithic upload) over aiohttp, the blob
+streamed to the caller chunk by chunk. Authentication follows the registry's challenge
+(``Basic``, a ``Bearer`` token from the realm, or the Secret's token). HTTPS unless the
+registry is named in ``plain_http``; credentials go to a token realm over HTTPS only, and an
+HTTPS registry's redirects are followed to HTTPS only. The artifact layout and these rules:
+docs/bitstream-artifacts.md. Only the manifest's one layer is read, so an artifact pushed by
+another tool (oras) is pulled as well.
 """
 
 from __future__ import annotations

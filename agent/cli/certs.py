@@ -1,27 +1,12 @@
 """``fpga-agent certs``: the extender's TLS certificates, made once at install time.
 
-The shipped manifests run it as a Job (``daemonset/certs-job.yaml``): it makes a CA,
-the extender's server certificate (for its Service's DNS names) and the
-fpga-scheduler's client certificate, and stores them as two Secrets in the layout
-cert-manager gives a Certificate (``tls.crt``, ``tls.key``, ``ca.crt``), so either can
-provide them:
-
-* ``fpga-slot-extender-tls``: the extender's certificate and key, and the CA its
-  clients must be signed by;
-* ``fpga-scheduler-extender-client``: the scheduler's client certificate and key, and
-  the CA the extender's certificate must be signed by.
-
-Idempotent: when both Secrets exist they are left as they are (a second install, an
-upgrade, or Secrets made by cert-manager or by hand), so the Job can run on every
-``kubectl apply``. When only one exists the two cannot belong together (each holds
-the CA of the other's certificate): it says so and changes nothing. With ``--out-dir``
-the same two sets go to ``DIR/server/`` and ``DIR/client/`` instead, for an extender
-run outside the cluster.
-
-With ``--webhook-configuration NAME`` (DRA mode's manifests give it) the CA of the
-extender's Secret then goes into the ``caBundle`` of every webhook of that
-ValidatingWebhookConfiguration, so that the API server trusts the extender's admission
-webhook; a configuration that does not exist yet is an error, and the Job tries again.
+Run as a Job by the shipped manifests (``daemonset/certs-job.yaml``): a CA, the extender's
+server certificate and the fpga-scheduler's client certificate, stored as the Secrets
+``fpga-slot-extender-tls`` and ``fpga-scheduler-extender-client`` in cert-manager's layout
+(``tls.crt``, ``tls.key``, ``ca.crt``). Idempotent: both Secrets present are left as they are;
+one alone is an error that changes nothing. ``--out-dir`` writes the two sets to files instead;
+``--webhook-configuration`` puts the CA in that ValidatingWebhookConfiguration's ``caBundle``.
+Why, and the rules in full: docs/security.md.
 """
 
 from __future__ import annotations

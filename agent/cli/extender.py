@@ -32,8 +32,8 @@ def run_extender_command(args: argparse.Namespace) -> int:
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled; a few
-    % less CPU per scheduling call, ``bench/extender_replay.py``) or None, asyncio's own."""
+    """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled;
+    ``bench/extender_replay.py`` measures it against asyncio's) or None, asyncio's own."""
     return uvloop.new_event_loop if name == "uvloop" else None
 
 

@@ -1,24 +1,13 @@
 """Serve the plugin socket, register with the kubelet, and do it again after a restart.
 
-Apart from the RPC behaviour (``servicer``), this owns the socket's life:
-
-1. remove a stale socket, serve on ``<dir>/<endpoint>`` (mode 0600), and check that
-   our own server answers before telling the kubelet about it (before every
-   registration, not only the first: a socket in place whose server died is served again);
-2. register with ``<dir>/kubelet.sock``, retrying with exponential backoff;
-3. notice a kubelet restart by any of: ``kubelet.sock`` created again, our socket
-   deleted (both via inotify), the ListAndWatch stream closed by the kubelet;
-   then serve again if our socket is gone and register again;
-4. on stop: end the streams, stop the server, remove our socket if it is still ours
-   (a newer agent may already have replaced it during a rolling update).
-
-Two agents on one node (a rolling update with surge, or one started by hand next to
-the DaemonSet's): the socket is put in place by an atomic rename, never unlinked
-first, so the running agent sees no deletion. The newest agent wins: one that has
-served and finds another live server on its socket path steps aside (stops serving,
-does not register, ``superseded`` is set) instead of taking the socket back, and
-serves again only once that socket is gone or no longer answers. Only a kubelet
-restart deletes the socket, and then every agent serves again as before.
+Apart from the RPC behaviour (``servicer``), this owns the socket's life: serve on
+``<dir>/<endpoint>`` (mode 0600, put in place by an atomic rename) and check that it answers
+before every registration; register with ``<dir>/kubelet.sock`` with exponential backoff;
+notice a kubelet restart (``kubelet.sock`` created again or our socket deleted, by inotify,
+or the ListAndWatch stream closed) and serve and register again; on stop, end the streams
+and remove the socket only if it is still ours. Of two agents on one node (a rolling update
+with surge) the newest wins: an older one that finds another live server on its path steps
+aside (``superseded``). Why: docs/how-it-works.md, "Kubelet restarts".
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Capacities a slot's device publishes, so that a claim can ask for a slot, or for a bitstream, without CEL.
 
-The scheduler's allocator runs a claim's CEL selectors on every free device of every
-node it filters, building the device's attributes anew for each evaluation; a request's
-``capacity.requests`` it checks in Go, as a map lookup (DRAConsumableCapacity, beta and
-on by default in Kubernetes 1.35+). So every device publishes
-
-* ``fpga.example.com/slot: 1``: a request of the selector-less class ``fpga-slot-cached``
-  that asks for it can only get one of our slots;
-* ``fpga.example.com/bs_<bitstream, escaped>: 1`` while its slot holds that bitstream: the
-  ``cached`` alternative of a cache-aware claim asks for it, and gets a free slot that
-  already holds the bitstream where the node has one (``daemonset/examples/dra/cached-first.yaml``).
-
-Capacity names are C identifiers of at most 32 characters, so the bitstream name is
-escaped (``_`` -> ``__``, ``-`` -> ``_d``, ``.`` -> ``_p``: one name, one key, and the
-admission policy ``daemonset/dra-mode/cached-class-policy.yaml`` works the key out the same way
-in CEL); a name whose key would be longer has none (claims for it select with CEL).
-Nothing is consumed: a slot goes to one claim at a time, as before.
+The allocator checks ``capacity.requests`` as a map lookup where it would run a CEL selector
+per free device. Every device publishes ``fpga.example.com/slot: 1``, and
+``fpga.example.com/bs_<bitstream, escaped>: 1`` while its slot holds that bitstream (the
+``cached`` alternative of ``daemonset/examples/dra/cached-first.yaml`` asks for it). The escape
+(``_`` -> ``__``, ``-`` -> ``_d``, ``.`` -> ``_p``) makes a C identifier, as the admission
+policy computes it too; a key over 32 characters is not published. Nothing is consumed.
+Why: docs/dra.md, "What a slot publishes".
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com``.
 
 Wiring between the slot registry, claim preparation, the DRA plugin server and the
-ResourceSlice publisher (so it may import all of them). In this mode the agent does not
-register a device plugin; the scheduler allocates slots to ResourceClaims from the
-slice, and the kubelet calls NodePrepareResources, where the slots are programmed.
-
-* Every slot is one device of the node's pool, named after the slot
-  (:func:`agent.dra.device_names`; of two slots with one name, one gets a name with a
-  hash of its ID, logged once), with the attributes :func:`slice_devices` lists. The
-  slice follows every change of the registry (a slot programmed, its health, a card
-  plugged in), and is put back when the kubelet deletes it: checked at once when the
-  kubelet registers the driver (a starting kubelet deletes the node's slices), and
-  every minute (a safety net: a node's agent never polls the API server faster).
-* The health of every device goes to the kubelet's resource-health stream, which shows
-  it in the status of the pods that use the device.
-* The agent is ready once the kubelet has registered the driver.
-* Updates: with ``--pod-uid`` the sockets are named after the pod, so the new pod of a rolling
-  update serves beside the old one; calls are serialized across both through a file lock and
-  the shared record of prepared claims (``agent.dra.claimprep``); the old pod, once superseded,
-  leaves the checkpoint and the Node's state to the new one and removes only its own sockets.
+ResourceSlice publisher (so it may import all of them); no device plugin is registered.
+Every slot is one device of the node's pool (:func:`slice_devices`); the slice follows every
+change of the registry and is put back when the kubelet deletes it (checked when the kubelet
+registers the driver, and every minute). Device health goes to the kubelet's resource-health
+stream; the agent is ready once the driver is registered. With ``--pod-uid`` the sockets are
+named after the pod so that an update's new pod serves beside the old one (docs/dra.md,
+"Updating the agent").
 """
 
 from __future__ import annotations
@@ -88,9 +77,7 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
     The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
     devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
     cache-aware claim) overwrites an empty slot, else the least recently used one, rather than
-    the first by ID. In the cluster simulation's grid this order cuts DRA placement's
-    reconfigurations from 1.38 to 1.36 x the clairvoyant reference (median) and from 1.84 to
-    1.65 x at the worst point. It costs a slice update when a slot's last use changes.
+    the first by ID. It costs a slice update when a slot's last use changes.
     ``names``: the slot ID -> device name part of :func:`offered`, when the caller has it.
     """
     names = offered(states)[0] if names is None else names

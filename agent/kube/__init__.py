@@ -1,22 +1,14 @@
 """The only code that talks to the API server (through the ``kubernetes`` client).
 
-* :func:`connect_api`: the kubeconfig found as kubectl finds it (:func:`resolve_kubeconfig`), or the
-  in-cluster service account; :func:`build_api_client` for a given file;
-* :class:`PodCache`: this node's pods (annotations, slot requests, phase) from one
-  list+watch, with change callbacks for deletion-driven reconciling;
-* :class:`EventRecorder`: Events on pods, queued and posted without blocking the caller;
+* :func:`connect_api` (the kubeconfig as kubectl finds it, or the in-cluster account);
+  :class:`PodCache` (this node's pods, one list+watch); :class:`EventRecorder` (Events on pods);
 * :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
   patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
-* :class:`BitstreamWatcher`: the FpgaBitstream objects the cluster declares (list+watch);
-  :class:`SecretReader`: the pull Secrets they name, in the agent's own namespace;
-  :class:`SecretWriter`: the extender's TLS Secrets, made once at install (``fpga-agent certs``);
-  :class:`WebhookCaBundle`: the install's CA in the admission webhook's caBundle (``fpga-agent certs``);
-* for DRA: :class:`ClaimReader` (a ResourceClaim's allocation and configs for one
-  driver) and :class:`ResourceSlicePublisher` (this node's devices as a ResourceSlice).
+* :class:`BitstreamWatcher`, :class:`SecretReader` (pull Secrets), :class:`SecretWriter` and
+  :class:`WebhookCaBundle` (``fpga-agent certs``); for DRA :class:`ClaimReader`, :class:`ResourceSlicePublisher`.
 
-The client is blocking, so every call runs in a worker thread; results reach the
-event loop as small frozen values (:class:`PodInfo`). Client errors are wrapped
-here (``KubeError``) or logged here, never passed on as library exceptions.
+The client is blocking: every call runs in a worker thread, results reach the event loop as
+small frozen values, and client errors are wrapped (``KubeError``) or logged here.
 """
 
 from agent.kube.bitstreamwatch import BitstreamWatcher

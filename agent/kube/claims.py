@@ -1,19 +1,12 @@
 """ResourceClaims as a DRA driver reads them at NodePrepareResources.
 
-The kubelet names a claim only (namespace, name, UID); what was allocated, and the
-driver's configuration, are in the claim's ``status.allocation``:
-
-* ``devices.results[]``: ``{request, driver, pool, device}``, one per allocated device;
-  a ``firstAvailable`` request's result names ``<request>/<subrequest>``;
-* ``devices.config[]``: ``{source: FromClass | FromClaim, requests, opaque: {driver,
-  parameters}}``; a config applies to the requests it lists (none: every request), a
-  claim's config wins over its class's, and within a source a later one wins;
-* ``reservedFor[]``: the pods that use the claim.
-
-:func:`parse_claim` keeps only what concerns one driver; a claim that is not allocated,
-or not the one the kubelet meant (another UID: deleted and made again), is a clear
-error. The parameters stay as the API server gave them: what they mean is for the
-driver to check.
+The kubelet names a claim only (namespace, name, UID); its ``status.allocation`` holds the
+allocated devices (``devices.results[]``; a ``firstAvailable`` result names
+``<request>/<subrequest>``) and the configs (``devices.config[]``: a config applies to the
+requests it lists, or to all; a claim's wins over its class's; within a source the later
+wins). :func:`parse_claim` keeps what concerns one driver; a claim not allocated, or with
+another UID than the kubelet's (deleted and made again), is a clear error. The parameters
+stay as the API server gave them: the driver checks what they mean.
 """
 
 from __future__ import annotations

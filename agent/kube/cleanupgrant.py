@@ -1,27 +1,13 @@
 """The grant that outlives ``kubectl delete -k`` long enough for the agents to leave their Nodes clean.
 
-``kubectl delete -k`` deletes the agent's DaemonSet, its ClusterRole, bindings and
-namespace in one breath; the agents get SIGTERM a moment later, when their own
-credentials are already gone. A finalizer cannot keep the role and binding: the agent
-that removes the last such finalizer loses the very permission it needs to remove the
-one on the other object (and the API server drops any ``foregroundDeletion`` finalizer a
-background delete meets, and adds none to an object already being deleted).
-
-So the install's Job ``fpga-slot-cleanup-grant`` (``fpga-agent cleanup-grant``,
-daemonset/cleanup-grant-job.yaml) makes the ClusterRole and ClusterRoleBinding
-``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's ServiceAccount, owned by the
-Namespace (named after it, so that an install made just after an uninstall makes its own
-grant instead of finding the old one, which the garbage collector is about to delete): they
-are in no manifest, so ``kubectl delete -k`` leaves them, and the garbage collector deletes
-them once the Namespace is gone. The agent itself cannot create RBAC objects. The Namespace
-waits for the ServiceAccount, which carries the finalizer :data:`FINALIZER` (its tokens stay
-valid for 60 s after its deletion while it exists); the agent that finds no Node with slot
-state left releases it (:mod:`agent.kube.uninstall`). The grant holds only what a clean stop
-needs; the Job holds its rules too (the API server refuses to let anyone make or bind a role
-that grants more than they hold).
-
-The calls: ``get`` on the Namespace (its UID, for the owner reference) and ``create`` on
-the two objects; an object that exists already (409) is left as it is.
+``fpga-agent cleanup-grant`` (the install's Job, daemonset/cleanup-grant-job.yaml) makes the
+ClusterRole and ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's
+ServiceAccount, owned by the Namespace: in no manifest, so ``kubectl delete -k`` leaves them,
+and the garbage collector deletes them with the Namespace. The ServiceAccount's finalizer
+:data:`FINALIZER` holds the Namespace until the last agent has cleaned up
+(:mod:`agent.kube.uninstall`). Calls: ``get`` on the Namespace, ``create`` on the two objects
+(one that exists is left as it is). Why finalizers on the RBAC objects would not do:
+docs/uninstall.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams,
 rbac.authorization.k8s.io/v1 for the agent's cleanup grant).
 
-The generated ``CoreV1Api`` holds every core/v1 request (about 60,000 lines): loading it
-costs the agent about 20 MB of memory for five calls. These methods build the same
+The generated ``CoreV1Api`` holds every core/v1 request, far more code than the few calls the
+agent makes, and loading it costs memory accordingly. These methods build the same
 requests through the same ApiClient (configuration, authentication, TLS, retries,
 serialisation), keep the client's method names and keyword arguments, and raise the
 client's ``ApiException`` for a non-2xx answer, as the generated methods do. Answers

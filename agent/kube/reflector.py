@@ -1,32 +1,12 @@
 """List, then watch, one kind of object in a worker thread; hand what changes to the event loop.
 
-A small reflector (client-go's word). The kubernetes client is blocking
-(urllib3), and a watch is one HTTP response that stays open for minutes, so the
-whole list/watch loop lives in one dedicated thread. The thread parses each object
-into a small frozen value right after reading it and passes the values to the
-event loop with ``call_soon_threadsafe``; the owner (``PodCache``, later a node
-cache) keeps its state on the loop and never blocks it.
-
-Resource versions, as the API server expects them to be used:
-
-* the first list asks for ``resourceVersion=0``: served from the API server's
-  watch cache, the cheap read every node agent should make;
-* the watch starts at the list's resourceVersion and moves on with every event
-  and BOOKMARK; when the server ends a watch (``timeoutSeconds``), the next
-  watch resumes from there without a list;
-* ``410 Gone`` (an ERROR event carrying a Status with code 410, or an HTTP 410)
-  means that version was compacted away: list again at once;
-* a dropped connection or any other error: list again after a backoff
-  (exponential, jittered, capped);
-* a list after the first asks for ``resourceVersion=<last seen>`` with
-  ``resourceVersionMatch=NotOlderThan``, so the state never goes back in time; if
-  the server refuses that version (410, or 504 "too large" from an API server that
-  restarted with an older cache), the next list is a consistent read
-  (resourceVersion unset).
-
-Stopping: ``run()`` is cancelled, the thread's open response is shut down at
-the socket (which unblocks its read at once), and ``run()`` returns when the
-thread has ended.
+A small reflector (client-go's word): the blocking client's list/watch loop lives in one
+thread, which parses each object into a small frozen value and passes it to the loop with
+``call_soon_threadsafe``. Resource versions as the API server expects: the first list at
+``resourceVersion=0`` (the watch cache); the watch resumes from the last version or BOOKMARK;
+``410 Gone`` lists again at once, other errors after a jittered, capped backoff; later lists ask
+``NotOlderThan`` the last version seen, falling back to a consistent read when refused.
+Cancelling ``run()`` shuts the open response down at the socket and waits for the thread.
 """
 
 from __future__ import annotations

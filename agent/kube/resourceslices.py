@@ -1,21 +1,12 @@
 """This node's DRA devices as a ResourceSlice (``resource.k8s.io/v1``), kept in place.
 
-One pool per node (pool name = node name) in one slice named ``<node>-<driver>``, owned
-by the Node (deleted with it), with one device per slot and its attributes. The slice
-is created when missing and replaced when its devices differ from what the agent
-holds, in place with the same pool generation (a one-slice pool: the scheduler never
-sees it incomplete). The kubelet deletes a node's slices when it starts and a
-driver's slices 30 s after the driver's last connection drops, so the publisher
-checks the slice every ``interval_s`` and at once after every change of the devices,
-and puts it back.
-
-A device may carry taints (``DeviceTaint``): an unhealthy slot has one, so the scheduler skips it
-without a health clause in the DeviceClass (one CEL term less on every device of every node it
-filters).
-
-Attribute names and values are checked here against the API's limits (a C identifier
-of at most 32 characters; strings of at most 64), so that one bad value is a clear
-error naming the device, not a refused slice.
+One pool per node in one slice ``<node>-<driver>``, owned by the Node, a device per slot.
+The slice is created when missing and replaced in place (same pool generation) when its
+devices differ. The kubelet deletes a node's slices when it starts and a driver's 30 s after
+its last connection drops, so the publisher checks every ``interval_s`` and after every
+change, and puts it back. An unhealthy slot carries a ``DeviceTaint``. Attribute names and
+values are checked against the API's limits here, so a bad value is a clear error naming the
+device, not a refused slice.
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """Whether the agent's stop is an uninstall (its DaemonSet is gone) or an update (a successor follows).
 
-On a clean stop the agent removes its slot state, heartbeat and platform labels from
-its Node only when no agent pod will follow on this node: otherwise the node would
-look empty until the successor publishes again, and with an overlapping successor
-(``maxSurge``) the stop could even remove what the successor has just written.
-
-* The pod's controller is a DaemonSet that still exists and is not being deleted: an
-  update, a restart or a deleted pod; the DaemonSet puts a pod back on the node, which
-  publishes again. The state stays.
-* The DaemonSet is gone or being deleted (``kubectl delete -k``, deleting the
-  DaemonSet): nothing follows. The state goes.
-* The agent does not run in a pod (``pod_name`` empty: a process on the host): nothing
-  follows that the agent knows of. The state goes.
-
-The calls are ``get`` on the agent's own pod and on its DaemonSet. During ``kubectl delete
--k`` the agent's own ClusterRole is already gone; the grant of :mod:`agent.kube.cleanupgrant`
-still allows these calls and the Node's cleanup. When they fail anyway (an agent that
-stopped more than 60 s after its ServiceAccount was deleted, or a cluster where the
-grant could not be made), nothing can be removed: the readers' heartbeat check is then
-what hides the state.
-
-After an uninstall the agent also asks whether it was the last (:func:`release_account`):
-when no Node carries slot state any more, it removes the finalizer that kept its
-ServiceAccount (and so the namespace and the grant) in place. Each agent clears its own
-Node before it looks, so whichever finishes last sees every Node clean; agents that look
-at the same moment both release it, which is harmless. A Node whose agent was killed keeps
-its state, and then the finalizer stays: ``fpga-agent uninstall`` clears such Nodes and
-releases it (docs/uninstall.md).
+On a clean stop the agent removes its state and labels from its Node only when no agent pod
+will follow there: its DaemonSet gone or being deleted, or no pod at all (a host process).
+Otherwise the state stays for the successor. Calls: ``get`` on its own pod and its DaemonSet,
+allowed during ``kubectl delete -k`` by the grant of :mod:`agent.kube.cleanupgrant`. After an
+uninstall, :func:`release_account` removes the ServiceAccount's finalizer once no Node carries
+slot state. What a killed agent leaves, and ``fpga-agent uninstall``: docs/uninstall.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """Cluster-declared bitstreams on this node: the FpgaBitstream watch feeding the puller, pulls on demand,
 early pulls for pods bound here, prefetch, Events and metrics.
 
-Wiring between the kube adapter (the FpgaBitstream watch, pull Secrets from the agent's
-namespace), the bitstreams adapter (the puller, its registry and HTTPS clients, the cache
-budget), the node catalog (``PulledCatalog``, the puller's store) and reconfiguration (the
-fetch hook of :class:`agent.node.reconfigure.Reconfigurer`), so it may import all of them.
-
-* The watch replaces or changes the puller's declarations as the cluster's objects change;
-  only a declaration that is new or changed is acted on (a relist that changes nothing
-  starts no pull and looks at no pod).
-* Reconfiguration asks :meth:`Distribution.fetch` for every bitstream of a container start
-  or claim before it resolves the name: a declared bitstream that is not in the catalog
-  is pulled then, within half of the time left (the other half is the programming's). A
-  pull that is not done by then fails the call with :class:`PullInProgress` and goes on,
-  so the kubelet's retry finds the file. A name the cluster does not declare is left to
-  the local catalog, exactly as without this module.
-* A pod bound to this node whose annotation names a declared bitstream that is not in the
-  catalog starts the pull at once (the pod watch sees it before the kubelet admits it),
-  and a declaration with ``prefetch: true`` is pulled as soon as it is declared, when a
-  slot of this node has its platform.
-* One pull per name at a time, shared by every caller (the puller keeps them). Every pod
-  that waited for a pull (or whose annotation started it) gets one ``FpgaBitstreamPulled``
-  Event when it ends; a failure is an ``FpgaBitstreamPullFailed`` Event on the pod whose
-  start it fails.
-* The cache budget never evicts a bitstream in use: loaded in a held slot, being
-  programmed, or wanted by a container start or claim in flight.
+Wiring between the kube adapter (the watch, pull Secrets), the bitstreams adapter (puller,
+clients, cache budget), the node catalog and reconfiguration (the fetch hook of
+:class:`agent.node.reconfigure.Reconfigurer`), so it may import all of them. Only a new or
+changed declaration is acted on. :meth:`Distribution.fetch` pulls a declared bitstream the
+catalog lacks within half of the call's time left, else fails with :class:`PullInProgress`
+while the pull goes on. Pods bound here start their pulls early; ``prefetch: true`` pulls on
+declaration. Every waiting pod gets one ``FpgaBitstreamPulled`` Event; a failure is an
+``FpgaBitstreamPullFailed`` Event. The behaviour in full: docs/distribution.md.
 """
 
 from __future__ import annotations

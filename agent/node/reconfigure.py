@@ -1,21 +1,13 @@
 """Reconfiguration at PreStartContainer: find the pod, program what it asked for.
 
-Allocate carries only device IDs; at PreStartContainer the kubelet's pod-resources
-API names the pod and container holding them. From there:
-
-1. read the pod's annotation (``example.com/fpga-bitstream``, overridden per container
-   by ``example.com/fpga-bitstream.<container>``) from the node's pod cache;
-2. resolve the name in the node's catalog (never as a path) and check the platform
-   of every slot and the file's sha256, before anything is touched;
-3. hand the checked request to :class:`~agent.node.slotloader.SlotLoader`, which programs
-   every slot that does not already hold the accelerator, verifies what it reports
-   afterwards, posts a Kubernetes Event, and taints and recovers a slot whose
-   programming failed.
-
-Everything happens inside a deadline well below the kubelet's 30 s. This module also
-releases slots whose holders are gone (device-plugin mode) and guesses the accelerator
-of the pod being admitted (GetPreferredAllocation). The pod interfaces are in
-``agent.node.pods``.
+Allocate carries only device IDs; at PreStartContainer the kubelet's pod-resources API names
+the pod and container holding them. From there: read the pod's bitstream annotation (per
+container, else the pod's) from the node's pod cache; resolve the name in the node's catalog
+(never as a path) and check every slot's platform and the file's sha256 before anything is
+touched; hand the checked request to :class:`~agent.node.slotloader.SlotLoader`, which
+programs, verifies, posts the Event, and taints and recovers a failed slot. All within a
+deadline well below the kubelet's 30 s. Also: releasing slots whose holders are gone, and
+guessing the accelerator of the pod being admitted (GetPreferredAllocation).
 """
 
 from __future__ import annotations

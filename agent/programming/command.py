@@ -1,18 +1,12 @@
 """Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...).
 
-Boards run with a vendor stack are reconfigured by its command-line tool, so the
-agent runs that tool (its argv template from ``command-programmers``, see
-:mod:`agent.programming.commandspec`) with the catalog's verified image file, like a
-built-in programmer: one operation per card at a time, under the programming
-deadline (past it the tool's whole process group is killed), its exit status and
-output turned into the error tree's ProgrammingError / ProgrammingTimeout, with the
-end of its stderr and stdout quoted in the message (and so in the pod's Event).
-
-The optional read-back command says what the slot holds: after a programming it must
-name the accelerator just loaded (anything else is a failed programming), and at start
-it tells what the slots hold already, which the static backend then reports as the
-slots' content (so a loaded slot is a cache hit after a restart). The optional reset
-command runs after a failed programming, before the card's next operation.
+The tool's argv template comes from ``command-programmers`` (:mod:`agent.programming.commandspec`)
+and gets the catalog's verified image file. Like a built-in programmer: one operation per card
+at a time, under the programming deadline (past it the tool's process group is killed), its
+exit status and output turned into ProgrammingError / ProgrammingTimeout quoting the end of
+its output. The optional read-back command must name the accelerator just loaded, and at start
+says what the slots hold; the optional reset command runs after a failed programming.
+See docs/command-programmer.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """The kernel's DFL partial-reconfiguration ABI (include/uapi/linux/fpga-dfl.h), in ctypes.
 
-::
-
-    #define DFL_FPGA_MAGIC 0xB6
-    #define DFL_FME_BASE   0x80
-    struct dfl_fpga_fme_port_pr {
-        __u32 argsz;          /* structure length */
-        __u32 flags;          /* zero for now */
-        __u32 port_id;
-        __u32 buffer_size;
-        __u64 buffer_address; /* userspace address of the image */
-    };
-    #define DFL_FPGA_FME_PORT_PR _IO(DFL_FPGA_MAGIC, DFL_FME_BASE + 0)
-
-The driver rejects ``argsz`` below the structure's size and non-zero ``flags`` with
-EINVAL, copies ``buffer_size`` bytes from ``buffer_address`` and returns EIO when
-the hardware reports a PR error. The request is built with ``_IO`` (no direction,
-no size), whose encoding depends on the architecture (asm-generic/ioctl.h, with
-the powerpc, mips, sparc and alpha overrides).
+``struct dfl_fpga_fme_port_pr {__u32 argsz, flags, port_id, buffer_size; __u64 buffer_address;}``
+passed to ``DFL_FPGA_FME_PORT_PR = _IO(0xB6, 0x80 + 0)``. The driver rejects ``argsz`` below
+the structure's size and non-zero ``flags`` with EINVAL, copies ``buffer_size`` bytes from
+``buffer_address``, and returns EIO when the hardware reports a PR error. ``_IO`` has no
+direction or size; its encoding depends on the architecture (asm-generic/ioctl.h, with the
+powerpc, mips, sparc and alpha overrides).
 """
 
 from __future__ import annotations

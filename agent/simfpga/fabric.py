@@ -1,20 +1,12 @@
-"""A set of simulated FPGA cards with partially reconfigurable slots.
+"""A set of simulated FPGA cards with partially reconfigurable slots, behaving as the real backends' hardware.
 
-It behaves like the hardware the real backends drive:
-
-* every slot has a device file (created under ``dev_dir``, removed on unplug):
-  a character device node (with the numbers of ``/dev/null``) when
-  ``device_nodes`` is set, which container runtimes accept as a device to hand
-  to a container (they refuse regular files); a regular file otherwise, for
-  runs without root (the demo, tests);
-* a card reconfigures one slot at a time and each reconfiguration takes
-  ``program_s`` seconds; a failed or interrupted one leaves the slot's content
-  unknown (it reports no accelerator, like a DFL port after a failed PR);
-* what a slot holds survives agent restarts (kept in ``dev_dir/fabric.json``),
-  as an FPGA keeps its configuration while the node is up;
-* faults can be injected: a slot's health, the next reconfiguration failing or
-  hanging, a whole card being unplugged and plugged back; each change is
-  reported to subscribers, as udev reports change/remove/add events.
+* every slot has a device file under ``dev_dir`` (a character device with ``/dev/null``'s
+  numbers when ``device_nodes`` is set, which runtimes accept; a regular file otherwise);
+* a card reconfigures one slot at a time in ``program_s`` seconds; a failed or interrupted
+  one leaves the content unknown, like a DFL port after a failed PR;
+* what a slot holds survives agent restarts (``dev_dir/fabric.json``);
+* faults can be injected (health, a failing or hanging reconfiguration, a card unplugged and
+  plugged back), each change reported to subscribers as udev reports events.
 """
 
 from __future__ import annotations

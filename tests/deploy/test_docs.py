@@ -1,14 +1,17 @@
-"""The README and docs/ as a reader follows them: a short README, links that lead somewhere, and every
-``fpga-agent`` command line in a code block accepted by the command line as it is."""
+"""The README and docs/ as a reader follows them: a short README, links that lead somewhere, every
+``fpga-agent`` command line in a code block accepted by the command line as it is, the README's list of
+subcommands and the docs' error tree as the code has them."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 from pathlib import Path
 
 import pytest
 
+from agent import errors
 from agent.cli.main import build_parser
 from agent.config import load_config
 
@@ -91,3 +94,50 @@ def test_the_example_configuration_file_loads(tmp_path: Path) -> None:
     config = load_config({"config": str(path)}, env={})
     assert (config.backend, config.log_format) == ("auto", "json")
     assert [spec.card for spec in config.static_slots] == ["board0"]
+
+
+def cli_subcommands() -> list[str]:
+    """The subcommands of the real parser, in its order."""
+    (commands,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return list(commands.choices)
+
+
+def test_the_readmes_subcommand_list_is_the_clis() -> None:
+    listed = re.findall(r"^fpga-agent --help\s+#\s*(.+)$", (REPO / "README.md").read_text(), re.MULTILINE)
+    assert len(listed) == 1, "README.md: one `fpga-agent --help  # <subcommands>` line"
+    assert [name.strip() for name in listed[0].split(",")] == cli_subcommands()
+
+
+def error_tree(text: str) -> dict[str, str]:
+    """The drawing of docs/development.md's "The error tree": each class and the class it sits under."""
+    blocks = re.findall(r"### The error tree\n.*?```text\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) == 1, "one ```text block under a heading '### The error tree'"
+    block = blocks[0]
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        match = re.match(r"^([│ ]*(?:[├└]── )?)(\w+)", line)
+        assert match, f"not a line of the tree: {line!r}"
+        depth, name = len(match.group(1)), match.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else ""
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_error_tree_in_the_docs_is_the_code_s() -> None:
+    drawn = error_tree((REPO / "docs" / "development.md").read_text())
+    classes = {
+        name: value
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.FpgaSlotError)
+    }
+    assert sorted(drawn) == sorted(classes)
+    for name, error in classes.items():
+        assert drawn[name] == (error.__bases__[0].__name__ if error is not errors.FpgaSlotError else ""), name
+
+
+def test_the_error_tree_is_read_by_its_indentation() -> None:
+    text = "### The error tree\n\n```text\nA\n├── B      b\n│   └── C  c\n└── D      d\n```\n"
+    assert error_tree(text) == {"A": "", "B": "A", "C": "B", "D": "A"}
