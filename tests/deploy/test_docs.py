@@ -141,3 +141,10 @@ def test_the_error_tree_in_the_docs_is_the_code_s() -> None:
 def test_the_error_tree_is_read_by_its_indentation() -> None:
     text = "### The error tree\n\n```text\nA\n├── B      b\n│   └── C  c\n└── D      d\n```\n"
     assert error_tree(text) == {"A": "", "B": "A", "C": "B", "D": "A"}
+
+
+def test_bench_results_hold_current_figures_and_nothing_cites_committed_logs() -> None:
+    assert len((REPO / "bench" / "RESULTS.md").read_text().splitlines()) <= 300
+    texts = [*PAGES, REPO / "bench" / "RESULTS.md", *sorted((REPO / "bench").glob("*.py"))]
+    citing = [page_id(path) for path in texts if "bench/logs" in path.read_text()]
+    assert not citing, f"these cite bench/logs/, which is not committed (results go to bench/RESULTS.md): {citing}"
