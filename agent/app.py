@@ -20,6 +20,7 @@ from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dra.mode import DraMode
 from agent.errors import ConfigError, KubeError, KubeletError
+from agent.files.atomic import remove_stale_temp_files
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
@@ -234,7 +235,7 @@ class Agent:
             enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
-        await asyncio.to_thread(checkpoint.remove_stale_temp_files, self.checkpoint_path)
+        await asyncio.to_thread(remove_stale_temp_files, self.checkpoint_path)
         checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
         if self.dra is None:  # device plugin: pod-resources says who holds a slot (in DRA mode, the claims)
             try:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from agent.dra.constants import DRIVER_NAME
 from agent.errors import ProgrammingError, shown
+from agent.files.atomic import read_no_follow, write_atomically
 from agent.slots import Slot
-from agent.slots.checkpoint import read_no_follow, write_atomic
 from agent.slots.exposure import container_env
 
 CDI_VERSION = "0.6.0"
@@ -71,7 +71,7 @@ class CdiSpecs:
         spec = {"cdiVersion": CDI_VERSION, "kind": self.kind, "devices": devices}
         path = self.path(claim_uid)
         try:
-            write_atomic(path, json.dumps(spec, indent=1).encode())
+            write_atomically(path, json.dumps(spec, indent=1).encode(), mode=0o600)
         except OSError as exc:
             raise ProgrammingError(f"cannot write the CDI spec {path}: {exc.strerror or exc}") from exc
         return [self.device_id(claim_uid, slot) for slot in slots]

@@ -55,12 +55,12 @@ from typing import Any, Protocol, TypeVar
 from agent.dra import ClaimRef, PreparedDevice, device_names
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
+from agent.files.atomic import read_no_follow, write_atomically
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.node.pods import PodDirectory, PodView
 from agent.node.reconfigure import Reconfigurer, wanted_bitstream
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.bitstreamrequest import BITSTREAM_PARAMETER, claim_bitstream, pod_bitstream
-from agent.slots.checkpoint import read_no_follow, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ class ClaimPreparation:
             claims[uid] = record
         data = {"version": STATE_VERSION, "claims": [asdict(c) for c in claims.values()]}
         try:
-            await asyncio.to_thread(write_atomic, self._state_file, json.dumps(data, indent=1).encode())
+            await asyncio.to_thread(write_atomically, self._state_file, json.dumps(data, indent=1).encode(), 0o600)
             self._seen = await asyncio.to_thread(_file_identity, self._state_file)
         except OSError as exc:
             raise ProgrammingError(f"cannot record prepared claims in {self._state_file}: {exc}") from exc

@@ -1,21 +1,29 @@
-"""Atomic file installation: a reader sees the old file or the whole new one, never a part.
+"""Atomic file installation: a reader (or a crash) sees the old file or the whole new one, never a part.
 
 Write to a temp file in the target's directory, fsync it, rename it to the target,
 fsync the directory. On any failure the temp file is removed, so a failed write
-leaves nothing behind. Standard library only: the catalog, the programmers and the
-pulls all install files this way.
+leaves nothing behind. Standard library only: the checkpoint, the DRA state and CDI
+specs, the catalog, the programmers and the pulls all write files this way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
 TEMP_PREFIX = ".tmp-"
+#: The ending of :func:`write_atomically`'s temporary files (see :func:`remove_stale_temp_files`).
+TEMP_SUFFIX = ".tmp"
+#: A temporary file older than this at start is a leftover of a killed writer (a write takes milliseconds).
+STALE_TEMP_S = 60.0
+
+logger = logging.getLogger(__name__)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -34,9 +42,9 @@ class StagedFile:
     exception) removes the temp file.
     """
 
-    def __init__(self, directory: Path, mode: int = 0o644, prefix: str = TEMP_PREFIX) -> None:
+    def __init__(self, directory: Path, mode: int = 0o644, prefix: str = TEMP_PREFIX, suffix: str = "") -> None:
         self.directory = directory
-        fd, temp_name = tempfile.mkstemp(prefix=prefix, dir=directory)
+        fd, temp_name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
         self._temp = Path(temp_name)
         try:
             os.fchmod(fd, mode)
@@ -84,7 +92,47 @@ class StagedFile:
 
 
 def write_atomically(target: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace ``target`` with ``data`` atomically."""
-    with StagedFile(target.parent, mode) as staged:
+    """Replace ``target`` with ``data`` so that a reader or a crash sees the old file or the whole new one.
+
+    The temporary file, ``.<name>.<random>.tmp`` beside the target, is created exclusively
+    (``mkstemp``: O_CREAT|O_EXCL, which refuses an existing name, a planted symbolic link
+    included), and the rename replaces the name ``target`` itself, never what a link there
+    points to. The target's directory is made when missing.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with StagedFile(target.parent, mode, prefix=_temp_prefix(target), suffix=TEMP_SUFFIX) as staged:
         staged.stream.write(data)
         staged.install(target.name)
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
+
+
+def remove_stale_temp_files(target: Path, older_than_s: float = STALE_TEMP_S) -> int:
+    """Remove the temporary files of ``target`` that killed writers left behind; how many were removed."""
+    removed = 0
+    now = time.time()
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return 0
+    prefix = _temp_prefix(target)
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            continue
+        leftover = target.parent / name
+        with contextlib.suppress(OSError):
+            if now - os.lstat(leftover).st_mtime >= older_than_s:
+                leftover.unlink()
+                removed += 1
+    if removed:
+        logger.info("removed %d temporary file(s) of %s left by a writer that was killed", removed, target.name)
+    return removed
+
+
+def read_no_follow(path: Path) -> bytes:
+    """The file's bytes; OSError (ELOOP) when ``path`` is a symbolic link, which is never followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()

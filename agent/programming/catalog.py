@@ -33,7 +33,7 @@ from agent.errors import (
     CatalogError,
     UnknownBitstream,
 )
-from agent.files.atomic import StagedFile, fsync_directory, write_atomically
+from agent.files.atomic import StagedFile, fsync_directory, read_no_follow, write_atomically
 from agent.files.bitstream import copy_hashing
 from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.programming.catalogentry import (
@@ -53,7 +53,6 @@ from agent.programming.catalogentry import (
     record_bytes,
 )
 from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
-from agent.slots.checkpoint import read_no_follow
 
 #: The entry, its record and its file's ids live in ``catalogentry``; callers find them here too.
 __all__ = [

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from agent.slots.checkpoint import read_no_follow, write_atomic
+from agent.files.atomic import read_no_follow, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -247,4 +247,5 @@ class SimFabric:
             for region, slot in card.slots.items()
             if slot.loaded is not None
         }
-        write_atomic(self.dev_dir / STATE_FILE, json.dumps({"version": 1, "loaded": loaded}, sort_keys=True).encode())
+        state = json.dumps({"version": 1, "loaded": loaded}, sort_keys=True).encode()
+        write_atomically(self.dev_dir / STATE_FILE, state, mode=0o600)

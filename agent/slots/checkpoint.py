@@ -6,16 +6,11 @@ Format (JSON)::
      "slots": {"<slot id>": {"bitstream": str, "accelerator_id": str, "last_used": float,
                              "holder": {"namespace", "pod", "container", "allocated_at"}}}}
 
-Written atomically (temp file, fsync, rename, fsync of the directory), so a crash
-leaves either the old or the new file. A file that is corrupt, fails its checksum
-or has an unknown version is set aside (renamed) and the state is rebuilt from the
-hardware and the kubelet; it never stops the agent.
-
-``boot_id`` is the kernel's boot identity when the file was written. A node that
-restarted since reset its FPGA regions, so a recorded content is then kept only
-where the slot itself reports that accelerator (a DFL port does; an fpga-region does
-not): the others are programmed again before they are used. A file without it (an
-older agent) is taken as written before a restart.
+Written atomically (:func:`agent.files.atomic.write_atomically`): a crash leaves the old or the
+new file. A corrupt file, a failed checksum or an unknown version is set aside and the state
+rebuilt from the hardware and the kubelet; it never stops the agent. After a reboot (another
+``boot_id``, none from older agents) a recorded content is kept only where the slot itself
+reports that accelerator; the others are programmed again before they are used.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.files.atomic import read_no_follow, write_atomically
 from agent.slots.model import Holder, SlotId
 from agent.slots.registry import Content, SlotRegistry, SlotState
 
@@ -43,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 VERSION = 1
 FILE_NAME = "checkpoint.json"
+#: The checkpoint names pods: readable by the agent (root) only.
+FILE_MODE = 0o600
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -168,70 +165,6 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
     return records
 
 
-#: A temporary file older than this at start is a leftover of a killed writer (a write takes milliseconds).
-STALE_TEMP_S = 60.0
-
-
-def _temp_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file.
-
-    The temporary file has an unpredictable name and is created exclusively (``mkstemp``:
-    O_CREAT|O_EXCL, which refuses an existing name, a planted symbolic link included), so
-    nothing but the state directory is ever written; the rename replaces the name
-    ``path`` itself, never what a link there points to.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-def read_no_follow(path: Path) -> bytes:
-    """The file's bytes; OSError (ELOOP) when ``path`` is a symbolic link, which is never followed."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
-
-
-def remove_stale_temp_files(path: Path, older_than_s: float = STALE_TEMP_S) -> int:
-    """Remove temporary files of ``path`` that killed writers left behind; how many were removed."""
-    removed = 0
-    now = time.time()
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return 0
-    prefix = _temp_prefix(path)
-    for name in names:
-        if not (name.startswith(prefix) and name.endswith(".tmp")):
-            continue
-        leftover = path.parent / name
-        with contextlib.suppress(OSError):
-            if now - os.lstat(leftover).st_mtime >= older_than_s:
-                leftover.unlink()
-                removed += 1
-    if removed:
-        logger.info("removed %d temporary file(s) of %s left by an agent that was killed", removed, path.name)
-    return removed
-
-
 def load(path: Path) -> dict[SlotId, SlotRecord]:
     """Read the checkpoint; a missing file is empty, a bad one (a symbolic link too) is set aside (never raises)."""
     try:
@@ -306,7 +239,7 @@ class CheckpointFile:
         with self._lock:
             if version < self._written:
                 return False
-            write_atomic(self.path, data)
+            write_atomically(self.path, data, FILE_MODE)
             self._written = version
         return True
 

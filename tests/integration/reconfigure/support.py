@@ -211,13 +211,13 @@ class CheckpointWatch:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._loop = asyncio.get_running_loop()
         self._written = asyncio.Event()
-        original = checkpoint.write_atomic
+        original = checkpoint.write_atomically
 
-        def write_atomic(path: Path, data: bytes) -> None:
-            original(path, data)
+        def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
+            original(path, data, mode)
             self._loop.call_soon_threadsafe(self._notify)
 
-        monkeypatch.setattr(checkpoint, "write_atomic", write_atomic)
+        monkeypatch.setattr(checkpoint, "write_atomically", write_atomically)
 
     def _notify(self) -> None:
         written, self._written = self._written, asyncio.Event()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.files.atomic import remove_stale_temp_files
 from agent.slots import SlotRegistry, checkpoint
 from tests.unit.slots.factories import make_slot
 
@@ -34,7 +35,7 @@ def test_links_planted_at_temporary_names_are_never_written_through(state: tuple
     path = state_dir / checkpoint.FILE_NAME
     for pid in range(os.getpid() - 50, os.getpid() + 50):  # every name a writer could once predict
         (state_dir / f".{checkpoint.FILE_NAME}.{pid}.tmp").symlink_to(outside)
-    checkpoint.write_atomic(path, saved_registry())
+    checkpoint.write_atomically(path, saved_registry())
     assert outside.read_text() == "precious"
     assert path.is_file()
     assert not path.is_symlink()
@@ -45,7 +46,7 @@ def test_a_link_planted_as_the_checkpoint_is_replaced_not_followed(state: tuple[
     state_dir, outside = state
     path = state_dir / checkpoint.FILE_NAME
     path.symlink_to(outside)
-    checkpoint.write_atomic(path, saved_registry())
+    checkpoint.write_atomically(path, saved_registry())
     assert outside.read_text() == "precious"
     assert not path.is_symlink()
 
@@ -78,11 +79,11 @@ def test_start_up_removes_the_temporary_files_of_killed_writers_only(state: tupl
     unrelated = state_dir / "notes.tmp"
     unrelated.write_bytes(b"not ours")
 
-    assert checkpoint.remove_stale_temp_files(path) == 2
+    assert remove_stale_temp_files(path) == 2
     assert not any(leftover.exists() for leftover in old)
     assert fresh.exists()
     assert unrelated.exists()
-    assert checkpoint.remove_stale_temp_files(state_dir / "missing-dir" / checkpoint.FILE_NAME) == 0
+    assert remove_stale_temp_files(state_dir / "missing-dir" / checkpoint.FILE_NAME) == 0
 
 
 def test_a_failed_write_leaves_no_temporary_file(state: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,7 +94,7 @@ def test_a_failed_write_leaves_no_temporary_file(state: tuple[Path, Path], monke
 
     monkeypatch.setattr(os, "replace", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        checkpoint.write_atomic(state_dir / checkpoint.FILE_NAME, saved_registry())
+        checkpoint.write_atomically(state_dir / checkpoint.FILE_NAME, saved_registry())
     assert list(state_dir.iterdir()) == []
 
 

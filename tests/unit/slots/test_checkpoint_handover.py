@@ -20,14 +20,14 @@ class Writes:
         self.pods: list[str | None] = []
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
-        original = checkpoint.write_atomic
+        original = checkpoint.write_atomically
 
-        def recording(target: Path, data: bytes) -> None:
-            original(target, data)
+        def recording(target: Path, data: bytes, mode: int = 0o644) -> None:
+            original(target, data, mode)
             (record,) = checkpoint.decode(data).values()
             self._loop.call_soon_threadsafe(self._record, record.holder.pod if record.holder else None)
 
-        monkeypatch.setattr(checkpoint, "write_atomic", recording)
+        monkeypatch.setattr(checkpoint, "write_atomically", recording)
 
     def _record(self, pod: str | None) -> None:
         self.pods.append(pod)

@@ -36,20 +36,20 @@ async def test_final_write_is_not_overtaken_by_a_write_still_in_its_thread(
     loop = asyncio.get_running_loop()
     thread_writing = asyncio.Event()
     release, thread_done = threading.Event(), threading.Event()
-    original = checkpoint.write_atomic
+    original = checkpoint.write_atomically
 
-    def slow_write_atomic(target: Path, data: bytes) -> None:
+    def slow_write_atomic(target: Path, data: bytes, mode: int = 0o644) -> None:
         if threading.current_thread() is threading.main_thread():
-            original(target, data)
+            original(target, data, mode)
             return
         loop.call_soon_threadsafe(thread_writing.set)
         release.wait(WAIT_S)  # a slow disk
         try:
-            original(target, data)
+            original(target, data, mode)
         finally:
             thread_done.set()
 
-    monkeypatch.setattr(checkpoint, "write_atomic", slow_write_atomic)
+    monkeypatch.setattr(checkpoint, "write_atomically", slow_write_atomic)
     writer = asyncio.create_task(checkpoint.keep_checkpoint(path, registry))
     async with asyncio.timeout(WAIT_S):
         await thread_writing.wait()
