@@ -36,7 +36,16 @@ RUN: Groups = (
     *HARDWARE,
     ("kubelet (device-plugin mode)", ("device-plugin-dir", "pod-resources-socket", "program-timeout-s", "cdi")),
     ("kubelet (dra mode)", ("dra-registry-dir", "dra-plugins-dir", "cdi-dir")),
-    ("bitstreams", ("bitstream-dir", "bitstream-cache-bytes", "bitstream-plain-http", "bitstream-ca-file")),
+    (
+        "bitstreams",
+        (
+            "bitstream-dir",
+            "bitstream-cache-bytes",
+            "bitstream-plain-http",
+            "bitstream-ca-file",
+            "bitstream-allow-link-local",
+        ),
+    ),
     ("API server and probes", ("kubeconfig", "health-listen")),
     *LOGGING,
 )

@@ -85,6 +85,7 @@ class Config:
     bitstream_cache_bytes: int = 2 << 30
     bitstream_plain_http: tuple[str, ...] = ()
     bitstream_ca_file: Path | None = None
+    bitstream_allow_link_local: bool = False
     namespace: str = "fpga-slot"
     pod_name: str = ""
     pod_uid: str = ""
@@ -195,6 +196,13 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_optional_path,
         lambda env: "",
         "CA certificates (PEM) to trust, besides the system's, for FpgaBitstream registries and HTTPS sources",
+    ),
+    _Option(
+        "bitstream-allow-link-local",
+        _parse_bool,
+        lambda env: "false",
+        "pull FpgaBitstream sources at link-local addresses (169.254.0.0/16, fe80::/10: a cloud's metadata "
+        "service, the node's own link), which are refused otherwise",
     ),
     _Option(
         "namespace",

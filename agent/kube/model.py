@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from agent.slots.bitstreamrequest import SLOT_RESOURCE, slots_asked
+from agent.slots.bitstreamrequest import SLOT_RESOURCE as SLOT_RESOURCE  # the extended resource the agent advertises
+from agent.slots.bitstreamrequest import slots_asked
 
 PodEventKind = Literal["ADDED", "MODIFIED", "DELETED"]
 PodKey = tuple[str, str]

@@ -34,6 +34,7 @@ from agent.bitstreams import (
 )
 from agent.bitstreams.declaration import normalize_id
 from agent.bitstreams.http import client_timeout
+from agent.bitstreams.linklocal import pull_connector
 from agent.bitstreams.puller import PullEnded
 from agent.bitstreams.secret import credentials_from_secret
 from agent.config import Config
@@ -165,9 +166,8 @@ class Distribution:
 
         ``entries``: the catalog as the agent read it at start (the pulled files' eviction order comes from it).
         """
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self._tls), timeout=client_timeout()
-        ) as session:
+        connector = pull_connector(self._tls, self._config.bitstream_allow_link_local)
+        async with aiohttp.ClientSession(connector=connector, timeout=client_timeout()) as session:
             puller = BitstreamPuller(
                 self.store,
                 RegistryClient(session, self._config.bitstream_plain_http),
