@@ -42,7 +42,7 @@ BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
-#: The extender's event loops: uvloop (libuv; a few % less CPU per call, bench/extender_replay.py) or Python's own.
+#: The extender's event loops: uvloop (libuv; bench/extender_replay.py compares the two) or Python's own.
 EVENT_LOOPS = ("uvloop", "asyncio")
 MODES = ("device-plugin", "dra")
 
