@@ -47,7 +47,6 @@ LONG_DOCSTRINGS: dict[str, str] = {
     "agent/kube/nodes.py": "being rewritten as slot state moves off the Node (#44 part 2)",
     "agent/node/nodestate.py": "being rewritten as slot state moves off the Node (#44 part 2)",
     "agent/programming/commandspec.py": FIXES,
-    "agent/slots/checkpoint.py": "its atomic writer is being merged with agent/files/atomic.py (#44 part 3)",
 }
 
 #: Modules still over MODULE_MAX_LINES, and why.
