@@ -56,7 +56,7 @@ def connect_kube(config: Config) -> KubeAccess | None:
     except KubeError as exc:
         logger.warning(
             "no API server access (%s): pod annotations cannot be read, so slots are handed over "
-            "as they are and nothing is programmed; no Events are posted and no slot state is published on the Node",
+            "as they are and nothing is programmed; no Events are posted and no slot state is published",
             exc,
         )
         return None
@@ -64,7 +64,7 @@ def connect_kube(config: Config) -> KubeAccess | None:
         api_client,
         PodCache(api_client, config.node_name),
         EventRecorder(api_client, config.node_name),
-        NodePublisher(api_client, config.node_name),
+        NodePublisher(api_client, config.node_name, namespace=config.namespace, pod_name=config.pod_name),
     )
 
 
@@ -267,7 +267,11 @@ class Agent:
                     background.append(
                         group.create_task(
                             publish_node_state(
-                                self.registry, self.catalog, self.kube.nodes, reader=self.catalog_reader
+                                self.config.node_name,
+                                self.registry,
+                                self.catalog,
+                                self.kube.nodes,
+                                reader=self.catalog_reader,
                             ),
                             name="node-state",
                         )
@@ -290,7 +294,7 @@ class Agent:
         logger.info("agent stopped")
 
     async def _leave_node(self, kube: KubeAccess) -> None:
-        """After a clean stop: the node's slot state, heartbeat and platform labels go when no agent pod
+        """After a clean stop: the node's FpgaNodeState and platform labels go when no agent pod
         follows on this node (agent.kube.uninstall); else the next agent publishes over them."""
         node = self.config.node_name
         if self._superseded():
@@ -302,8 +306,8 @@ class Agent:
             )
         except KubeError as exc:
             logger.warning(
-                "slot state left on node %s (readers ignore it once its heartbeat is old; fpga-agent uninstall "
-                "removes it): %s",
+                "slot state left on node %s (fpga-agent uninstall removes its platform labels; the garbage "
+                "collector removes its FpgaNodeState with the DaemonSet): %s",
                 node,
                 exc,
             )

@@ -1,4 +1,4 @@
-"""``fpga-agent cluster``: the slot map of every node, from the node annotations the agents publish."""
+"""``fpga-agent cluster``: the slot map of every node, from the FpgaNodeState objects the agents publish."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import agent.cli.flags as cliflags
 import agent.cluster.view as clusterview
-from agent.kube import SLOTS_ANNOTATION, command_api, list_nodes
+from agent.kube import command_api, list_node_states, list_nodes
 from agent.output.tables import format_table
 
 
@@ -16,7 +16,7 @@ def add_cluster_command(commands: cliflags.Subparsers) -> None:
     cluster = commands.add_parser(
         "cluster",
         help="slots of every node: platform, loaded bitstream, free/held, health",
-        description="Print every node's FPGA slots as its agent published them on the Node. Credentials are "
+        description="Print every node's FPGA slots as its agent published them (its FpgaNodeState). Credentials are "
         "found as kubectl finds them: --kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.",
     )
     output = cluster.add_argument_group("output")
@@ -35,7 +35,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     config = cliflags.command_config(args)
     with command_api(config.kubeconfig) as api_client:
         nodes = list_nodes(api_client)
-    views = clusterview.cluster_views(nodes, include_unpublished=args.all)
+        states = list_node_states(api_client)
+    views = clusterview.cluster_views(nodes, states, include_unpublished=args.all)
     if args.json:
         print(json.dumps(clusterview.json_document(views), indent=2))
         return 0
@@ -43,7 +44,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     if rows:
         columns = clusterview.FILE_COLUMNS if args.files else clusterview.table_columns(rows)
         print(format_table(columns, rows))
-    unpublished = sum(1 for node in nodes if SLOTS_ANNOTATION not in node.annotations)
+    published = {view.name for view in clusterview.cluster_views(nodes, states, include_unpublished=False)}
+    unpublished = sum(1 for node in nodes if node.name not in published)
     if not views:
         print(f"no node publishes FPGA slot state ({len(nodes)} nodes)", file=sys.stderr)
     elif unpublished and not args.all:

@@ -1,27 +1,19 @@
-"""``fpga-agent cluster``: the slot map of the whole cluster, from what each agent published on its Node.
+"""``fpga-agent cluster``: the slot map of the whole cluster, from the FpgaNodeState objects the agents publish.
 
-What an operator runs first when a pod waits: which node has which slots, what is
-loaded where, what is free, what is unhealthy. It reads the Nodes once (one paged
-list through :func:`agent.kube.list_nodes`) and never asks the agents themselves.
-
-Nodes without the ``example.com/fpga-slots`` annotation (no agent, or an agent
-that never reached the API server) are left out unless ``--all`` is given, where
-each shows as one row saying "no published state". A malformed annotation never
-stops the command: the node shows as one error row naming what is wrong, and the
-other nodes are listed as usual.
-
-It runs with an operator's credentials, found as kubectl finds them
-(:func:`agent.kube.resolve_kubeconfig`).
+What an operator runs first when a pod waits: which node has which slots, what is loaded
+where, what is free, what is unhealthy. It lists the objects and the Nodes once and never
+asks the agents. A node without an object shows only with ``--all``; a malformed object
+shows as one error row naming what is wrong, and the others are listed as usual.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.kube import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, NodeSummary
-from agent.node.nodestate import PublishedSlot, parse_bitstreams, parse_slots
+from agent.kube import NodeSummary
+from agent.slots.published import PublishedSlot, parse_state
 
 NO_STATE = "no published state"
 TABLE_COLUMNS = ["node", "slot", "platform", "bitstream", "state", "health"]
@@ -34,7 +26,7 @@ class NodeView:
     """One node as the cluster view shows it."""
 
     name: str
-    #: Whether the node carries the slots annotation at all.
+    #: Whether the node has an FpgaNodeState at all.
     published: bool
     slots: list[PublishedSlot] = field(default_factory=list)
     bitstreams: dict[str, str] | None = None
@@ -42,29 +34,30 @@ class NodeView:
     errors: list[str] = field(default_factory=list)
 
 
-def node_view(node: NodeSummary) -> NodeView:
-    """Parse one node's annotations; problems become errors of the view, never exceptions."""
-    errors: list[str] = []
-    slots: list[PublishedSlot] = []
-    bitstreams: dict[str, str] | None = None
-    raw_slots = node.annotations.get(SLOTS_ANNOTATION)
-    if raw_slots is not None:
-        try:
-            slots = parse_slots(raw_slots)
-        except ValueError as exc:
-            errors.append(f"malformed {SLOTS_ANNOTATION} annotation: {exc}")
-    raw_bitstreams = node.annotations.get(BITSTREAMS_ANNOTATION)
-    if raw_bitstreams is not None:
-        try:
-            bitstreams = parse_bitstreams(raw_bitstreams)
-        except ValueError as exc:
-            errors.append(f"malformed {BITSTREAMS_ANNOTATION} annotation: {exc}")
-    return NodeView(node.name, raw_slots is not None, slots, bitstreams, dict(node.labels), errors)
+def node_view(name: str, state: Mapping[str, Any] | None, labels: Mapping[str, str]) -> NodeView:
+    """Parse one node's FpgaNodeState (None: it has none); problems become errors of the view, never exceptions."""
+    if state is None:
+        return NodeView(name, False, labels=dict(labels))
+    try:
+        parsed = parse_state(state)
+    except ValueError as exc:
+        return NodeView(name, True, labels=dict(labels), errors=[f"malformed FpgaNodeState: {exc}"])
+    return NodeView(name, True, list(parsed.slots), dict(parsed.bitstreams), dict(labels))
 
 
-def cluster_views(nodes: Sequence[NodeSummary], *, include_unpublished: bool) -> list[NodeView]:
-    """The views of ``nodes`` in their order; nodes without published state only if asked for."""
-    views = [node_view(node) for node in nodes]
+def cluster_views(
+    nodes: Sequence[NodeSummary], states: Sequence[Mapping[str, Any]], *, include_unpublished: bool
+) -> list[NodeView]:
+    """A view per node (and per object whose Node is gone), sorted by name; nodes without state only if asked."""
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for state in states:
+        metadata = state.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if isinstance(name, str) and name:
+            by_name[name] = state
+    labels = {node.name: node.labels for node in nodes}
+    names = sorted(set(by_name) | set(labels))
+    views = [node_view(name, by_name.get(name), labels.get(name, {})) for name in names]
     return [view for view in views if view.published or include_unpublished]
 
 

@@ -2,8 +2,9 @@
 
 * :func:`connect_api` (the kubeconfig as kubectl finds it, or the in-cluster account);
   :class:`PodCache` (this node's pods, one list+watch); :class:`EventRecorder` (Events on pods);
-* :class:`NodePublisher`: this node's slot state as annotations and labels on its Node,
-  patched only on change, debounced, retried; :func:`list_nodes` for the cluster view;
+* :class:`NodePublisher`: this node's slot state as its FpgaNodeState and its platform labels,
+  written only on change, debounced, retried; :func:`list_nodes`, :func:`list_node_states` for the
+  cluster view; :class:`NodeStateWatcher`: every FpgaNodeState, for the scheduler extender;
 * :class:`BitstreamWatcher`, :class:`SecretReader` (pull Secrets), :class:`SecretWriter` and
   :class:`WebhookCaBundle` (``fpga-agent certs``); for DRA :class:`ClaimReader`, :class:`ResourceSlicePublisher`.
 
@@ -22,26 +23,18 @@ from agent.kube.model import (
     PodInfo,
     parse_pod,
 )
-from agent.kube.nodefields import (
-    BITSTREAMS_ANNOTATION,
-    HEARTBEAT_ANNOTATION,
-    PLATFORM_LABEL,
-    PLATFORM_LABEL_PREFIX,
-    SLOTS_ANNOTATION,
-)
-from agent.kube.nodes import NodePublisher, NodeSummary, list_nodes
+from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
+from agent.kube.nodes import NodePublisher, NodeSummary, list_node_states, list_nodes
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
 from agent.kube.secrets import SecretData, SecretReader, SecretWriter
+from agent.kube.statewatch import NodeStateWatcher
 from agent.kube.webhooks import WebhookCaBundle
 
 __all__ = [
-    "BITSTREAMS_ANNOTATION",
-    "HEARTBEAT_ANNOTATION",
     "PLATFORM_LABEL",
     "PLATFORM_LABEL_PREFIX",
-    "SLOTS_ANNOTATION",
     "SLOT_RESOURCE",
     "AllocatedDevice",
     "Backoff",
@@ -53,6 +46,7 @@ __all__ = [
     "EventType",
     "KubeconfigChoice",
     "NodePublisher",
+    "NodeStateWatcher",
     "NodeSummary",
     "PodCache",
     "PodEventKind",
@@ -67,6 +61,7 @@ __all__ = [
     "build_api_client",
     "command_api",
     "connect_api",
+    "list_node_states",
     "list_nodes",
     "parse_claim",
     "parse_pod",

@@ -1,5 +1,5 @@
-"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams,
-rbac.authorization.k8s.io/v1 for the agent's cleanup grant).
+"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams
+and FpgaNodeStates, rbac.authorization.k8s.io/v1 for the agent's cleanup grant).
 
 The generated ``CoreV1Api`` holds every core/v1 request, far more code than the few calls the
 agent makes, and loading it costs memory accordingly. These methods build the same
@@ -110,6 +110,26 @@ class CoreCalls:
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
         """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)
+
+    def list_fpga_node_state_for_all_namespaces(self, **kwargs: Any) -> Any:
+        """FpgaNodeState objects (daemonset/fpganodestate-crd.yaml), in every namespace."""
+        return self._request("GET", "/apis/example.com/v1alpha1/fpganodestates", {}, kwargs)
+
+    def read_namespaced_fpga_node_state(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/apis/example.com/v1alpha1/namespaces/{namespace}/fpganodestates/{name}"
+        return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def create_namespaced_fpga_node_state(self, namespace: str, body: object, **kwargs: Any) -> Any:
+        path = "/apis/example.com/v1alpha1/namespaces/{namespace}/fpganodestates"
+        return self._request("POST", path, {"namespace": namespace}, kwargs, body)
+
+    def replace_namespaced_fpga_node_state(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
+        path = "/apis/example.com/v1alpha1/namespaces/{namespace}/fpganodestates/{name}"
+        return self._request("PUT", path, {"namespace": namespace, "name": name}, kwargs, body)
+
+    def delete_namespaced_fpga_node_state(self, name: str, namespace: str, **kwargs: Any) -> Any:
+        path = "/apis/example.com/v1alpha1/namespaces/{namespace}/fpganodestates/{name}"
+        return self._request("DELETE", path, {"namespace": namespace, "name": name}, kwargs)
 
     def _request(
         self, method: str, path: str, path_params: dict[str, str], kwargs: dict[str, Any], body: object = None

@@ -1,7 +1,7 @@
-"""The keys of a Node that belong to the agent: its slot-state annotations, heartbeat and platform labels.
+"""The keys of a Node that belong to the agent: its platform labels, and the annotations earlier versions kept.
 
 What they are called, which of a Node's keys are owned, and the merge patches that set or remove them:
-one place for the publisher (:mod:`agent.kube.nodes`) and the cluster view.
+one place for the publisher (:mod:`agent.kube.nodes`), the uninstall and the cluster view.
 """
 
 from __future__ import annotations
@@ -11,22 +11,14 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Compact JSON list of the node's slots (see the module docstring for the fields).
-SLOTS_ANNOTATION = "example.com/fpga-slots"
-#: Compact JSON object: every catalog name this node can program -> the platform it fits.
-BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
 #: The platform of the node's slots when they all share one.
 PLATFORM_LABEL = "example.com/fpga-platform"
 #: ``fpga-platform.example.com/<platform>: "true"`` for every platform the node's slots have.
 PLATFORM_LABEL_PREFIX = "fpga-platform.example.com/"
-#: Epoch seconds of the agent's latest renewal of its state (see HEARTBEAT_S).
-HEARTBEAT_ANNOTATION = "example.com/fpga-agent-heartbeat"
-OWNED_ANNOTATIONS: frozenset[str] = frozenset((SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION, HEARTBEAT_ANNOTATION))
-#: How often the heartbeat is renewed without any other change: every Node write reaches every watcher of
-#: Nodes, so as seldom as the kubelet's own status report (5 minutes): one more Node update per node then.
-HEARTBEAT_S = 300.0
-#: Readers ignore a state whose heartbeat is older: three renewals missed, and a minute for clocks apart.
-STALE_AFTER_S = 3 * HEARTBEAT_S + 60.0
+#: Slot state annotations that versions before the FpgaNodeState object wrote on the Node: removed when seen.
+LEGACY_ANNOTATIONS: frozenset[str] = frozenset(
+    ("example.com/fpga-slots", "example.com/fpga-bitstreams", "example.com/fpga-agent-heartbeat")
+)
 
 
 MAX_LABEL_LEN = 63
@@ -65,7 +57,7 @@ def owned_fields(node: Mapping[str, Any]) -> OwnedFields:
     annotations = {
         str(k): str(v)
         for k, v in as_mapping(meta.get("annotations")).items()
-        if k in OWNED_ANNOTATIONS and v is not None
+        if k in LEGACY_ANNOTATIONS and v is not None
     }
     labels = {str(k): str(v) for k, v in as_mapping(meta.get("labels")).items() if is_owned_label(str(k))}
     return OwnedFields(annotations, labels)
@@ -75,11 +67,12 @@ def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | N
     """The merge patch that turns the Node's owned keys from ``current`` into ``desired``; None if equal.
 
     Only keys that differ are sent; owned labels the node should no longer have are
-    ``null`` (removed). Owned annotations are always wanted, so never removed.
+    ``null`` (removed), and so are the annotations of earlier versions.
     """
     annotations: dict[str, str | None] = {
         key: value for key, value in desired.annotations.items() if current.annotations.get(key) != value
     }
+    annotations.update({key: None for key in current.annotations if key not in desired.annotations})
     labels: dict[str, str | None] = {
         key: value for key, value in desired.labels.items() if current.labels.get(key) != value
     }

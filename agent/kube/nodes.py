@@ -1,42 +1,13 @@
-"""This node's slot state on its Node object, and the slot state of every node for the cluster view.
+"""This node's published slot state: its FpgaNodeState object and its platform labels; every Node for the view.
 
-The scheduler extender and ``fpga-agent cluster`` read what the agent writes on its
-own Node (the wire contract; the extender reads exactly this):
-
-* annotation ``example.com/fpga-slots``: compact JSON list, one object per slot;
-* annotation ``example.com/fpga-bitstreams``: compact JSON object, catalog name -> platform;
-* annotation ``example.com/fpga-agent-heartbeat``: epoch seconds, renewed every
-  ``HEARTBEAT_S``: readers take a state whose heartbeat is older than ``STALE_AFTER_S``
-  for the state of an agent that is gone (killed, or uninstalled without its clean stop);
-* label ``example.com/fpga-platform=<platform>`` when all slots share one platform, and
-  ``fpga-platform.example.com/<platform>: "true"`` for every platform, so that the
-  scheduler's own NodeAffinity filter can check platform fit without calling anyone.
-
-The agent owns exactly these keys (the three annotations, the one label and every label
-under the ``fpga-platform.example.com/`` prefix) and never touches the node's other
-labels and annotations: every write is a JSON merge patch of the owned keys that
-changed, a removed platform's label being ``null`` in the patch.
-
-:class:`NodePublisher` is how the agent writes. The slot table changes in bursts
-(Allocate, PreStartContainer, programming, release follow each other within
-milliseconds), and every Node write is sent to every watcher of Nodes in the
-cluster, so the publisher keeps only the latest desired state, patches only when
-it differs from what the Node shows, at most about twice a second (later changes
-are folded into the next patch), and retries failures with backoff. The device
-plugin only calls :meth:`NodePublisher.update`, which stores and returns at once.
-
-What the Node shows is learnt from one GET before the first patch (so an agent
-restart with unchanged slots writes nothing, and platform labels left from an
-earlier run are seen and removed) and from each patch's answer afterwards; after a
-failure, and every ``RESYNC_S``, the Node is read again (a Node object deleted and
-re-created by its kubelet comes back without our keys). The calls are ``get`` and
-``patch`` on nodes, which is all the RBAC role grants.
-
-:meth:`NodePublisher.clear` removes every owned key: the agent's clean stop when it is
-uninstalled, so that a node without an agent no longer looks like an FPGA node.
-
-:func:`list_nodes` is the one read of all Nodes, for the cluster view (operators'
-credentials, not the agent's).
+The agent writes the node's slot state as its FpgaNodeState object (``agent.kube.stateobject``,
+schema ``agent.slots.published``) and, on the Node itself, only the platform labels
+(``example.com/fpga-platform`` and ``fpga-platform.example.com/<platform>``, for the scheduler's own
+NodeAffinity). :class:`NodePublisher` keeps both equal to the latest :meth:`~NodePublisher.update`:
+it writes only what differs from what the API server showed last, at most about twice a second,
+retries with backoff and reads both again every ``RESYNC_S``. The Node is written only when the
+labels change; annotations that earlier versions kept on the Node are removed on the first write.
+:meth:`NodePublisher.clear` removes the labels and the object (an uninstall's clean stop).
 """
 
 from __future__ import annotations
@@ -44,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,15 +24,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.errors import KubeError
-from agent.kube.client import describe_api_error
+from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
 from agent.kube.failurelog import FailureLog
 from agent.kube.nodefields import (
-    BITSTREAMS_ANNOTATION,
-    HEARTBEAT_ANNOTATION,
-    HEARTBEAT_S,
     MAX_LABEL_LEN,
-    SLOTS_ANNOTATION,
     OwnedFields,
     as_mapping,
     clear_body,
@@ -73,14 +39,15 @@ from agent.kube.nodefields import (
     platform_labels,
 )
 from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff
+from agent.kube.stateobject import StateObjects, StoredState, is_current
 
 logger = logging.getLogger(__name__)
 
-#: Patches start at least this far apart (about two per second); changes in between are folded together.
+#: Writes start at least this far apart (about two per second); changes in between are folded together.
 MIN_PATCH_INTERVAL_S = 0.5
-#: How often the Node is read again to put right what others changed (or a re-created Node).
+#: How often the Node and the object are read again to put right what others changed (or deleted).
 RESYNC_S = 600.0
-#: Read timeout of one GET or PATCH.
+#: Read timeout of one request.
 REQUEST_TIMEOUT_S = 10.0
 PUBLISH_BACKOFF = Backoff(initial_s=1.0, max_s=60.0)
 #: Nodes per page when listing every Node (as kubectl does).
@@ -89,12 +56,14 @@ LIST_TIMEOUT_S = 60.0
 
 _MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "fpga-slot"
+_UNREAD: Any = object()  # the object has not been read yet (None: read, and there is none)
 
 
 class NodePublisher:
-    """Keeps this node's owned annotations and labels equal to the latest :meth:`update`.
+    """Keeps this node's FpgaNodeState and platform labels equal to the latest :meth:`update`.
 
     Run :meth:`run` as a long-lived task; call :meth:`update` from the same loop at any time.
+    ``pod_name``: the agent's pod, whose DaemonSet owns the object (none outside a pod).
     """
 
     def __init__(
@@ -102,75 +71,70 @@ class NodePublisher:
         api_client: client.ApiClient,
         node_name: str,
         *,
+        namespace: str = "fpga-slot",
+        pod_name: str = "",
         min_interval_s: float = MIN_PATCH_INTERVAL_S,
         backoff: Backoff = PUBLISH_BACKOFF,
         resync_s: float = RESYNC_S,
         timeout_s: float = REQUEST_TIMEOUT_S,
-        heartbeat_s: float = HEARTBEAT_S,
-        clock: Callable[[], float] = time.time,
     ) -> None:
-        """``clock``: epoch seconds, for the heartbeat."""
         self.node_name = node_name
-        self._heartbeat_s = heartbeat_s
-        self._clock = clock
-        self._beat: int | None = None
-        #: While this says True, nothing is patched (a newer agent on the node publishes: an update's overlap).
+        self.namespace = namespace
+        self._pod_name = pod_name
+        #: While this says True, nothing is written (a newer agent on the node publishes: an update's overlap).
         self.standby: Callable[[], bool] = lambda: False
         self._core = CoreCalls(api_client)
+        self._objects = StateObjects(api_client, node_name, namespace, timeout_s)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
         self._resync_s = resync_s
         self._timeout_s = timeout_s
         self._desired: OwnedFields | None = None
+        self._desired_spec: Mapping[str, Any] | None = None
         #: The owned keys as the Node showed them last (GET or PATCH answer); None: read it first.
         self._current: OwnedFields | None = None
+        self._stored: StoredState | None = _UNREAD
+        self._owner: dict[str, Any] | None = _UNREAD
         self._wake = asyncio.Event()
         self._settled = asyncio.Event()
         self._settled.set()
         self._last_patch: float | None = None
-        self._failures = FailureLog(logger, f"publishing slot state on node {node_name}")
+        self._failures = FailureLog(logger, f"publishing slot state of node {node_name}")
         self._reported_platforms: set[str] = set()
         self._reported_dropped = False
+        #: Node patches, FpgaNodeState writes, reads of either, failed rounds.
         self.patches = 0
+        self.writes = 0
         self.reads = 0
         self.failures = 0
 
-    def update(self, slots_json: str, bitstreams_json: str, platforms: Set[str]) -> None:
+    def update(self, spec: Mapping[str, Any], platforms: Set[str]) -> None:
         """Make this the state to publish; returns at once (the newest state wins)."""
         for platform in sorted(set(platforms) - self._reported_platforms):
             if not is_label_name(platform):
                 self._reported_platforms.add(platform)
                 logger.warning(
                     "node %s: platform %r is not a valid label value (at most %d letters, digits, '-', '_', '.', "
-                    "alphanumeric at both ends): no platform label for it; the %s annotation still names it",
+                    "alphanumeric at both ends): no platform label for it; its FpgaNodeState still names it",
                     self.node_name,
                     platform,
                     MAX_LABEL_LEN,
-                    SLOTS_ANNOTATION,
                 )
-        if self._beat is None:
-            self._beat = int(self._clock())
-        desired = OwnedFields(
-            {
-                SLOTS_ANNOTATION: slots_json,
-                BITSTREAMS_ANNOTATION: bitstreams_json,
-                HEARTBEAT_ANNOTATION: str(self._beat),
-            },
-            platform_labels(platforms),
-        )
-        if desired == self._desired:
+        desired = OwnedFields({}, platform_labels(platforms))
+        if desired == self._desired and spec == self._desired_spec:
             return
         self._desired = desired
+        self._desired_spec = spec
         self._settled.clear()
         self._wake.set()
 
     @property
     def published(self) -> bool:
-        """Whether the Node showed the latest desired state when last read or patched."""
+        """Whether the API server showed the latest desired state when last read or written."""
         return self._settled.is_set()
 
     async def wait_published(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` until the latest update is on the Node; False on timeout."""
+        """Wait up to ``timeout_s`` until the latest update is published; False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
                 await self._settled.wait()
@@ -179,7 +143,7 @@ class NodePublisher:
         return True
 
     async def run(self) -> None:
-        """Publish until cancelled: wait for a difference, pace, patch, retry with backoff."""
+        """Publish until cancelled: wait for a difference, pace, write, retry with backoff."""
         attempt = 0
         while True:
             await self._wait_for_work()
@@ -187,7 +151,8 @@ class NodePublisher:
             try:
                 await self._publish()
             except Exception as exc:
-                self._current = None  # the outcome is unknown: read the Node before the next patch
+                # The outcome is unknown: read both before the next write.
+                self._current, self._stored = None, _UNREAD
                 self.failures += 1
                 kind, text = describe_api_error(exc)
                 delay = self._backoff.delay_s(attempt)
@@ -199,64 +164,42 @@ class NodePublisher:
             self._failures.succeeded()
 
     def _has_work(self) -> bool:
-        if self._desired is None or self.standby():
+        if self._desired is None or self._desired_spec is None or self.standby():
             return False
-        return self._current is None or patch_body(self._desired, self._current) is not None
+        if self._current is None or self._stored is _UNREAD or self._owner is _UNREAD:
+            return True
+        return patch_body(self._desired, self._current) is not None or not is_current(
+            self._stored, self._desired_spec, self._owner
+        )
 
     async def _wait_for_work(self) -> None:
         while True:
-            self._renew_heartbeat()
             if self._has_work():
                 return
             self._settled.set()
             self._wake.clear()
-            loop = asyncio.get_running_loop()
-            resync_at = loop.time() + self._resync_s
             try:
-                async with asyncio.timeout(min(self._resync_s, self._until_heartbeat())):
+                async with asyncio.timeout(self._resync_s):
                     await self._wake.wait()
             except TimeoutError:
-                if self._desired is not None and loop.time() >= resync_at:
-                    self._current = None  # read the Node again and put right what differs
-
-    def _until_heartbeat(self) -> float:
-        return self._heartbeat_s if self._beat is None else max(0.0, self._beat + self._heartbeat_s - self._clock())
-
-    def _renew_heartbeat(self) -> None:
-        """A new heartbeat in the desired state once the last one is ``heartbeat_s`` old."""
-        desired = self._desired
-        if desired is None or self._beat is None or self._until_heartbeat() > 0:
-            return
-        self._beat = int(self._clock())
-        self._desired = OwnedFields({**desired.annotations, HEARTBEAT_ANNOTATION: str(self._beat)}, desired.labels)
-        self._settled.clear()
-
-    def _adopt_heartbeat(self, current: OwnedFields) -> None:
-        """Before the first patch: a heartbeat on the Node younger than ``heartbeat_s`` (an agent restarted a
-        moment ago) is kept, so that a restart with unchanged slots writes nothing."""
-        desired = self._desired
-        try:
-            beat = int(current.annotations.get(HEARTBEAT_ANNOTATION, ""))
-        except ValueError:
-            return
-        if desired is None or not 0 <= self._clock() - beat < self._heartbeat_s:
-            return
-        self._beat = beat
-        self._desired = OwnedFields({**desired.annotations, HEARTBEAT_ANNOTATION: str(beat)}, desired.labels)
+                if self._desired is not None:
+                    self._current, self._stored = None, _UNREAD  # read both again and put right what differs
 
     async def clear(self) -> bool:
-        """Remove every owned key from the Node (the agent's stop when uninstalled; call it once ``run`` has
-        ended). False, with a warning naming the failure, when the Node could not be read or patched."""
+        """Remove the platform labels (and earlier versions' annotations) from the Node and delete the
+        FpgaNodeState (the agent's stop when uninstalled; call it once ``run`` has ended). False, with a
+        warning naming the failure, when either could not be done."""
         try:
             current = await asyncio.to_thread(self._read)
             body = clear_body(current)
             if body is not None:
                 await asyncio.to_thread(self._patch, body)
+            await asyncio.to_thread(self._objects.delete)
         except Exception as exc:
             kind, text = describe_api_error(exc)
             logger.warning("node %s: slot state not removed (%s: %s)", self.node_name, kind, text)
             return False
-        logger.info("removed the slot state, heartbeat and platform labels from node %s", self.node_name)
+        logger.info("removed the FpgaNodeState and the platform labels of node %s", self.node_name)
         return True
 
     async def _pace(self) -> None:
@@ -267,29 +210,48 @@ class NodePublisher:
             await asyncio.sleep(delay)
 
     async def _publish(self) -> None:
+        if self._owner is _UNREAD:
+            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
         if self._current is None:
             self.reads += 1
             self._current = await asyncio.to_thread(self._read)
-            if self.patches == 0:
-                self._adopt_heartbeat(self._current)
-        desired = self._desired
+        if self._stored is _UNREAD:
+            self.reads += 1
+            self._stored = await asyncio.to_thread(self._objects.read)
+        desired, spec = self._desired, self._desired_spec
         assert desired is not None
+        assert spec is not None
+        if not is_current(self._stored, spec, self._owner):
+            self._last_patch = asyncio.get_running_loop().time()
+            await self._write_state(spec)
         body = patch_body(desired, self._current)
-        if body is None:
-            return
-        self._last_patch = asyncio.get_running_loop().time()
+        if body is not None:
+            self._last_patch = asyncio.get_running_loop().time()
+            await self._patch_labels(desired, body)
+
+    async def _write_state(self, spec: Mapping[str, Any]) -> None:
+        try:
+            self._stored = await asyncio.to_thread(self._objects.write, spec, self._owner, self._stored)
+        except Exception as exc:
+            if api_status(exc) in (404, 409):  # deleted or changed since it was read: read it, then write again
+                self._stored = _UNREAD
+            raise
+        self.writes += 1
+        if self.writes == 1:
+            logger.info(
+                "published slot state of node %s as FpgaNodeState %s/%s", self.node_name, self.namespace, self.node_name
+            )
+
+    async def _patch_labels(self, desired: OwnedFields, body: dict[str, Any]) -> None:
         current = await asyncio.to_thread(self._patch, body)
         self.patches += 1
-        if self.patches == 1:
-            logger.info("published slot state on node %s", self.node_name)
-        else:
-            logger.debug("patched node %s: %s", self.node_name, sorted(keys_of(body)))
+        logger.info("node %s: platform labels set (%s)", self.node_name, ", ".join(sorted(keys_of(body))))
         if patch_body(desired, current) is not None and not self._reported_dropped:
             # Something (an admission webhook?) changed our keys on the way in: do not patch in a loop.
             self._reported_dropped = True
             logger.warning(
-                "node %s: the API server did not keep all of the slot state patched in; not patching again "
-                "until the state changes",
+                "node %s: the API server did not keep the platform labels patched in; not patching again "
+                "until they change",
                 self.node_name,
             )
             current = desired
@@ -317,43 +279,51 @@ class NodePublisher:
 
 @dataclass(frozen=True, slots=True)
 class NodeSummary:
-    """A Node as the cluster view needs it: its name and the owned keys (all others dropped)."""
+    """A Node as the cluster view needs it: its name and its owned labels (all others dropped)."""
 
     name: str
-    annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def list_nodes(
     api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
 ) -> list[NodeSummary]:
-    """Every Node, sorted by name, with only the owned annotations and labels. Blocking.
-
-    Reads in pages of ``page_size`` (a large cluster's Nodes do not arrive as one
-    response). Raises KubeError naming the failure (unreachable, 401, 403, ...).
-    """
+    """Every Node, sorted by name, with only the owned labels. Blocking; KubeError naming the failure."""
     core = CoreCalls(api_client)
     nodes: list[NodeSummary] = []
+    for item in _pages(core.list_node, "nodes", page_size, timeout_s):
+        name = as_mapping(item.get("metadata")).get("name")
+        if isinstance(name, str) and name:
+            nodes.append(NodeSummary(name, owned_fields(item).labels))
+    return sorted(nodes, key=lambda node: node.name)
+
+
+def list_node_states(
+    api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
+) -> list[Mapping[str, Any]]:
+    """Every FpgaNodeState object as the API server sends it (JSON). Blocking; KubeError naming the failure."""
+    core = CoreCalls(api_client)
+    return list(_pages(core.list_fpga_node_state_for_all_namespaces, "FpgaNodeState objects", page_size, timeout_s))
+
+
+def _pages(list_func: Callable[..., Any], what: str, page_size: int, timeout_s: float) -> list[Mapping[str, Any]]:
+    """Every item of a paged list (a large cluster's objects do not arrive as one response)."""
+    items: list[Mapping[str, Any]] = []
     token = ""
     try:
         while True:
             kwargs: dict[str, Any] = {"limit": page_size}
             if token:
                 kwargs["_continue"] = token
-            response = core.list_node(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, timeout_s), **kwargs)
+            response = list_func(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, timeout_s), **kwargs)
             body = _json_object(response)
-            for item in body.get("items") or []:
-                name = as_mapping(as_mapping(item).get("metadata")).get("name")
-                if isinstance(name, str) and name:
-                    owned = owned_fields(as_mapping(item))
-                    nodes.append(NodeSummary(name, owned.annotations, owned.labels))
+            items.extend(as_mapping(item) for item in body.get("items") or [])
             token = str(as_mapping(body.get("metadata")).get("continue") or "")
             if not token:
-                break
+                return items
     except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         _, text = describe_api_error(exc)
-        raise KubeError(f"listing nodes failed: {text}") from exc
-    return sorted(nodes, key=lambda node: node.name)
+        raise KubeError(f"listing {what} failed: {text}") from exc
 
 
 def _json_object(response: Any) -> dict[str, Any]:

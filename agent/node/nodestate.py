@@ -1,99 +1,42 @@
-"""The node's slot state as the scheduler extender and the cluster view read it from the Node.
+"""This node's slot state for the scheduler extender and the cluster view: rendered here, published by ``agent.kube``.
 
-Wiring between the slot registry, the bitstream catalog and the API server (so it
-may import all three): :func:`publish_node_state` follows the registry's changes,
-renders the annotations and hands them to the :class:`~agent.kube.NodePublisher`,
-which decides when to patch. The wire format lives here in both directions:
-
-* ``example.com/fpga-slots``: compact JSON list sorted by slot id, one object per slot
-  (:class:`PublishedSlot`): ``id``, ``card``, ``numa`` (int or null), ``platform``,
-  ``bitstream`` (catalog name loaded, or null when empty or unknown), ``accelerator``
-  (accelerator id loaded, or null), ``free`` (no holder), ``healthy``, ``last_used``
-  (epoch seconds, or null);
-* ``example.com/fpga-bitstreams``: compact JSON object, sorted, catalog name -> platform;
-* the platforms (for the labels) are those of the listed slots.
-
-Parsing (:func:`parse_slots`, :func:`parse_bitstreams`) is for readers: it raises
-ValueError naming what is wrong, ignores fields it does not know (a newer agent may
-add some) and accepts the fields the first design listed (no ``accelerator`` or
-``last_used``).
-
-The catalog is written by another process (``fpga-agent catalog add``), which renames
-its files into the catalog directory: an inotify watch on that directory makes a new
-or removed bitstream visible to the scheduler at once. The catalog is also read on
-every registry change and every ``CATALOG_RESCAN_S`` (records edited in place, or a
-directory that could not be watched); reading it costs a directory listing and its
-small records.
+:func:`publish_node_state` follows the slot registry and the bitstream catalog and hands
+the FpgaNodeState's spec (schema: ``agent.slots.published``) and the slots' platforms (for
+the Node's labels) to the :class:`~agent.kube.NodePublisher`, which decides when to write.
+The catalog is watched (inotify) and read again every ``CATALOG_RESCAN_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 from agent.errors import CatalogError
 from agent.files.dirwatch import DirWatcher
 from agent.programming.catalog import Catalog, CatalogEntry
-from agent.slots import Health, SlotRegistry, SlotState
+from agent.slots import SlotRegistry, SlotState
+from agent.slots.published import dropped, state_spec
 
 logger = logging.getLogger(__name__)
 
 #: How often the catalog is read again when the slots do not change.
 CATALOG_RESCAN_S = 30.0
-#: Least time between two renders of the node state (the publisher patches at most about twice a second).
+#: Least time between two renders of the node state (the publisher writes at most about twice a second).
 RENDER_INTERVAL_S = 0.5
-_COMPACT = (",", ":")
-
-
-class PublishedSlot(TypedDict):
-    """One slot in the ``example.com/fpga-slots`` annotation."""
-
-    id: str
-    card: str
-    numa: int | None
-    platform: str
-    bitstream: str | None
-    accelerator: str | None
-    free: bool
-    healthy: bool
-    last_used: int | None
 
 
 class StatePublisher(Protocol):
     """Where the rendered state goes (:class:`agent.kube.NodePublisher`, or a test's recorder)."""
 
-    def update(self, slots_json: str, bitstreams_json: str, platforms: Set[str]) -> None: ...
+    def update(self, spec: Mapping[str, Any], platforms: Set[str]) -> None: ...
 
 
-# ------------------------------------------------------------------------- rendering
-def published_slot(state: SlotState) -> PublishedSlot:
-    slot = state.slot
-    return {
-        "id": str(slot.id),
-        "card": slot.card,
-        "numa": slot.numa,
-        "platform": slot.platform,
-        "bitstream": state.bitstream,
-        "accelerator": state.accelerator_id,
-        "free": state.holder is None,
-        "healthy": state.health is Health.HEALTHY,
-        "last_used": int(state.last_used) if state.last_used is not None else None,
-    }
-
-
-def render_slots(states: Iterable[SlotState]) -> str:
-    """The ``example.com/fpga-slots`` annotation: compact JSON, sorted by slot id."""
-    records = sorted((published_slot(state) for state in states), key=lambda record: record["id"])
-    return json.dumps(records, separators=_COMPACT)
-
-
-def render_bitstreams(entries: Iterable[CatalogEntry]) -> str:
-    """The ``example.com/fpga-bitstreams`` annotation: compact JSON object name -> platform, sorted."""
-    return json.dumps({entry.name: entry.platform for entry in entries}, separators=_COMPACT, sort_keys=True)
+def render_state(node: str, states: Iterable[SlotState], entries: Iterable[CatalogEntry]) -> dict[str, Any]:
+    """The FpgaNodeState spec of these slots and catalog entries."""
+    return state_spec(node, states, {entry.name: entry.platform for entry in entries})
 
 
 def slot_platforms(states: Iterable[SlotState]) -> set[str]:
@@ -151,6 +94,7 @@ class CatalogReader:
 
 
 async def publish_node_state(
+    node: str,
     registry: SlotRegistry,
     catalog: Catalog | None,
     publisher: StatePublisher,
@@ -171,14 +115,16 @@ async def publish_node_state(
     catalog_changed = asyncio.Event()
     watcher = _watch_catalog(catalog, catalog_changed)
     rescan = not reader.has_read
+    reported: set[str] = set()
     try:
         while True:
             catalog_changed.clear()
             entries = await reader.read(force=rescan)
             version = registry.version
             states = registry.snapshot()  # immutable values: rendered in a thread, off the RPCs' loop
-            slots_json = await asyncio.to_thread(render_slots, states)
-            publisher.update(slots_json, render_bitstreams(entries), slot_platforms(states))
+            spec = await asyncio.to_thread(render_state, node, states, entries)
+            _report_dropped(reported, len(states), len(entries))
+            publisher.update(spec, slot_platforms(states))
             await asyncio.sleep(interval_s)
             rescan = not await _wait_for_change(registry, version, catalog_changed, rescan_s)
     finally:
@@ -221,75 +167,10 @@ async def _wait_for_change(
     return bool(done)
 
 
-# --------------------------------------------------------------------------- parsing
-def parse_slots(text: str) -> list[PublishedSlot]:
-    """The slots of an ``example.com/fpga-slots`` annotation; ValueError naming what is wrong."""
-    try:
-        data: Any = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(data, list):
-        raise ValueError(f"not a JSON list but {_json_type(data)}")
-    return [_parse_slot(item, index) for index, item in enumerate(data)]
-
-
-def parse_bitstreams(text: str) -> dict[str, str]:
-    """The catalog of an ``example.com/fpga-bitstreams`` annotation; ValueError naming what is wrong."""
-    try:
-        data: Any = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"not a JSON object but {_json_type(data)}")
-    for name, platform in data.items():
-        if not isinstance(platform, str):
-            raise ValueError(f"bitstream {name!r}: platform is {_json_type(platform)}, not a string")
-    return dict(data)
-
-
-def _parse_slot(item: object, index: int) -> PublishedSlot:
-    if not isinstance(item, Mapping):
-        raise ValueError(f"slot {index}: {_json_type(item)}, not an object")
-    where = f"slot {item.get('id', index)!r}" if isinstance(item.get("id"), str) else f"slot {index}"
-    return {
-        "id": _field(item, "id", str, where, required=True) or "",
-        "card": _field(item, "card", str, where, required=True) or "",
-        "numa": _field(item, "numa", int, where),
-        "platform": _field(item, "platform", str, where, required=True) or "",
-        "bitstream": _field(item, "bitstream", str, where),
-        "accelerator": _field(item, "accelerator", str, where),
-        "free": bool(_field(item, "free", bool, where, required=True)),
-        "healthy": bool(_field(item, "healthy", bool, where, required=True)),
-        "last_used": _field(item, "last_used", int, where),
-    }
-
-
-def _field(item: Mapping[str, Any], key: str, kind: type, where: str, *, required: bool = False) -> Any:
-    if key not in item:
-        if required:
-            raise ValueError(f"{where}: no {key!r}")
-        return None
-    value = item[key]
-    if value is None and not required:
-        return None
-    # JSON true/false are bools, and bool is an int in Python: keep them apart.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ValueError(f"{where}: {key!r} is {_json_type(value)}, not {_TYPE_NAMES[kind]}")
-    return value
-
-
-_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", bool: "true or false"}
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
+def _report_dropped(reported: set[str], slots: int, bitstreams: int) -> None:
+    """Say once what the published state leaves out past its bounds."""
+    extra_slots, extra_bitstreams = dropped(slots, bitstreams)
+    for count, what in ((extra_slots, "slots"), (extra_bitstreams, "bitstreams")):
+        if count and what not in reported:
+            reported.add(what)
+            logger.warning("the published slot state leaves out %d %s (past its bound)", count, what)

@@ -345,7 +345,11 @@ def test_the_agent_can_create_escalate_or_bind_no_rbac_object() -> None:
     made by the install's Job instead)."""
     manifests = Manifests(render())
     roles = bound_roles(manifests, ACCOUNT)
-    assert {role["metadata"]["name"] for role in roles} == {"fpga-slot-agent", "fpga-slot-agent-pull-secrets"}
+    assert {role["metadata"]["name"] for role in roles} == {
+        "fpga-slot-agent",
+        "fpga-slot-agent-pull-secrets",
+        "fpga-slot-agent-node-state",
+    }
     for role in roles:
         for rule in role["rules"]:
             if RBAC_GROUP in rule["apiGroups"] or "*" in rule["apiGroups"]:

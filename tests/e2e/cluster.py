@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from agent.deviceplugin import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import make_slot_id
+from agent.slots.published import GROUP, PLURAL, VERSION, PublishedSlot, parse_state
 
 REPO = Path(__file__).parents[2]
 WAIT_S = 180
@@ -39,6 +41,10 @@ REGISTERED = f"registered {RESOURCE_NAME} with the kubelet"
 HOST_DIR = "/var/lib/fpga-slot-e2e"
 #: Label of the Node objects without a kubelet that the suite adds (for the scheduler to choose among).
 FAKE_NODE_LABEL = "fpga-slot-e2e/fake"
+#: The CRD of the objects the agents publish their slot state in.
+NODE_STATE_CRD = REPO / "daemonset" / "fpganodestate-crd.yaml"
+#: The agent's Role for its FpgaNodeState (daemonset/agent-rbac.yaml).
+NODE_STATE_ROLE = "fpga-slot-agent-node-state"
 
 Obj = Any  # a kubernetes client model object
 
@@ -60,6 +66,31 @@ class Cluster:
             yield cls(api, client.CoreV1Api(api), client.RbacAuthorizationV1Api(api), client.AppsV1Api(api))
         finally:
             api.close()
+
+    def node_state(self, namespace: str, node: str) -> list[PublishedSlot] | None:
+        """The slots ``node``'s FpgaNodeState in ``namespace`` publishes; None when it has none."""
+        try:
+            obj = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, node
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return list(parse_state(obj).slots)
+
+    def install_node_state_crd(self) -> None:
+        """The FpgaNodeState CRD as daemonset/ ships it, when the cluster lacks it; waits until it is served."""
+        extensions = client.ApiextensionsV1Api(self.api)
+        body = yaml.safe_load(NODE_STATE_CRD.read_text())
+        with contextlib.suppress(ApiException):
+            extensions.create_custom_resource_definition(body)
+
+        def established() -> bool:
+            crd = extensions.read_custom_resource_definition(body["metadata"]["name"])
+            return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+        wait_for("the FpgaNodeState CRD established", lambda: established() or None)
 
     # ------------------------------------------------------------------ waiting
     def wait_pod(self, namespace: str, name: str, done: Callable[[Obj], bool], what: str) -> Obj:
@@ -153,6 +184,62 @@ class Cluster:
     def logs(self, namespace: str, pod: str) -> str:
         text: str = self.core.read_namespaced_pod_log(pod, namespace)
         return text
+
+
+class NodeWrites:
+    """Watches one Node while in use and records each change of its labels or annotations (who wrote it)."""
+
+    def __init__(self, cluster: Cluster, node: str) -> None:
+        self._cluster = cluster
+        self._node = node
+        self._changes: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name=f"node-writes-{node}", daemon=True)
+        self._ready = threading.Event()
+
+    def __enter__(self) -> NodeWrites:
+        self._thread.start()
+        self._ready.wait(WAIT_S)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+
+    def metadata_changes(self) -> list[str]:
+        return list(self._changes)
+
+    def _follow(self) -> None:
+        node = self._cluster.core.read_node(self._node)
+        version, last = node.metadata.resource_version, _metadata_keys(node)
+        self._ready.set()
+        while not self._stop.is_set():
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(
+                    self._cluster.core.list_node,
+                    field_selector=f"metadata.name={self._node}",
+                    resource_version=version,
+                    timeout_seconds=5,
+                ):
+                    obj = event["object"]
+                    version = obj.metadata.resource_version
+                    keys = _metadata_keys(obj)
+                    if keys != last:
+                        managers = sorted({entry.manager for entry in obj.metadata.managed_fields or []})
+                        self._changes.append(f"{sorted(set(keys.items()) ^ set(last.items()))} ({managers})")
+                        last = keys
+                    if self._stop.is_set():
+                        break
+            finally:
+                stream.stop()
+
+
+def _metadata_keys(node: Obj) -> dict[str, str]:
+    return {
+        **(node.metadata.labels or {}),
+        **{f"annotation:{k}": v for k, v in (node.metadata.annotations or {}).items()},
+    }
 
 
 def _wait(
@@ -417,13 +504,13 @@ def pick_node(cluster: Cluster, wanted: str) -> str:
     return name
 
 
-def agent_rules() -> list[Obj]:
-    """The agent's ClusterRole rules as daemonset/ ships them (so the suite also tests the RBAC)."""
+def agent_rules(kind: str = "ClusterRole", name: str = "fpga-slot-agent") -> list[Obj]:
+    """The rules of the agent's ClusterRole (or a Role) as daemonset/ ships them (so the suite tests the RBAC)."""
     for doc in yaml.safe_load_all((REPO / "daemonset" / "agent-rbac.yaml").read_text()):
-        if doc and doc["kind"] == "ClusterRole":
+        if doc and doc["kind"] == kind and doc["metadata"]["name"] == name:
             rules: list[Obj] = doc["rules"]
             return rules
-    raise AssertionError("daemonset/agent-rbac.yaml has no ClusterRole")
+    raise AssertionError(f"daemonset/agent-rbac.yaml has no {kind} {name}")
 
 
 def agent_pod_body(namespace: str, name: str, node: str, image: str, state: str) -> dict[str, Any]:
@@ -473,7 +560,10 @@ def agent_pod_body(namespace: str, name: str, node: str, image: str, state: str)
                     "imagePullPolicy": "IfNotPresent",
                     "command": ["sh", "-c", script],
                     "env": [{"name": k, "value": v} for k, v in env.items()]
-                    + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                    + [
+                        {"name": var, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+                        for var, path in (("NODE_NAME", "spec.nodeName"), ("POD_NAMESPACE", "metadata.namespace"))
+                    ],
                     "ports": [{"name": "health", "containerPort": HEALTH_PORT}],
                     "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}, "periodSeconds": 2},
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}, "periodSeconds": 10},
@@ -512,6 +602,17 @@ def start_suite(cluster: Cluster, *, image: str, node: str, kubelet_restart: str
                 "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
             }
         )
+        state_role = {"metadata": {"name": f"{name}-node-state", "namespace": namespace}}
+        cluster.rbac.create_namespaced_role(namespace, {**state_role, "rules": agent_rules("Role", NODE_STATE_ROLE)})
+        cluster.rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                **state_role,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{name}-node-state"},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+        )
+        cluster.install_node_state_crd()
         cluster.core.create_namespaced_pod(namespace, agent_pod_body(namespace, name, node, image, state))
         suite = Suite(cluster, namespace, node, image, namespace, name, kubelet_restart)
         try:

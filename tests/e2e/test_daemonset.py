@@ -8,7 +8,6 @@ each removes its pods before the next starts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import ExitStack
 
@@ -19,12 +18,14 @@ from agent.deviceplugin import RESOURCE_NAME
 from tests.e2e.cluster import (
     BITSTREAM,
     Cluster,
+    NodeWrites,
     Suite,
     is_ready,
     node_is_ready,
     restarts,
     running,
     slots_of,
+    wait_for,
 )
 from tests.e2e.deployment import (
     EXTENDER,
@@ -38,7 +39,8 @@ from tests.e2e.deployment import (
 from tests.e2e.schedulerclient import SchedulerClient
 
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; ls -l "$FPGA_SLOT_0_DEVICE"; sleep 3600'
-SLOTS_ANNOTATION = "example.com/fpga-slots"
+#: FPGA pods started and stopped one after another while the Node's writes are counted.
+NODE_WRITE_PODS = 10
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +80,38 @@ def assert_untouched(suite: Suite, holders: dict[str, str]) -> None:
 def test_the_daemonset_is_ready_and_the_node_shows_its_slots(deployment: Deployment) -> None:
     suite = deployment.suite
     wait_all_slots_allocatable(suite)
-    node = suite.cluster.wait_node(
-        suite.node, lambda n: SLOTS_ANNOTATION in (n.metadata.annotations or {}), "with its slots published"
+    published = wait_for(
+        "the node's slots published as its FpgaNodeState", lambda: suite.cluster.node_state(NAMESPACE, suite.node)
     )
-    published = json.loads(node.metadata.annotations[SLOTS_ANNOTATION])
     assert len(published) == SLOTS
     assert all(slot["healthy"] and slot["free"] for slot in published), published
+    node = suite.cluster.core.read_node(suite.node)
     assert node.metadata.labels.get("example.com/fpga-platform") == "sim-pr-v1"
+    assert not [key for key in node.metadata.annotations or {} if key.startswith("example.com/fpga")]
     agent = deployment.agent_pod()
     assert is_ready(agent)  # the readiness probe (/readyz: registered) passes, so does liveness
     assert restarts(agent) == 0
     assert suite.registrations() >= 1
+
+
+def test_fpga_pods_starting_and_stopping_write_nothing_on_the_node(deployment: Deployment, pods: Suite) -> None:
+    """The slot state follows each pod in the FpgaNodeState; the Node's labels and annotations stay as they are."""
+    watched = NodeWrites(pods.cluster, pods.node)
+    with watched:
+        for index in range(NODE_WRITE_PODS):
+            name = f"node-writes-{index}"
+            pods.running_pod(name, slots=1, bitstream=BITSTREAM, command=SHOW_SLOT)
+            wait_for("the slot held in the FpgaNodeState", lambda: held(pods) == 1)
+            pods.delete_pod(name)
+            wait_for("the slot free in the FpgaNodeState", lambda: held(pods) == 0)
+    writes = watched.metadata_changes()
+    print(f"node metadata writes: {len(writes)} for {NODE_WRITE_PODS} FPGA pods started and stopped")
+    assert len(writes) / NODE_WRITE_PODS <= 0.1, writes
+
+
+def held(suite: Suite) -> int | None:
+    published = suite.cluster.node_state(NAMESPACE, suite.node)
+    return None if published is None else sum(1 for slot in published if not slot["free"])
 
 
 def test_the_shipped_extender_answers_only_the_schedulers_certificate(deployment: Deployment) -> None:

@@ -44,7 +44,6 @@ from tests.e2e.deployment import (
     dra_components,
 )
 
-SLOTS_ANNOTATION = "example.com/fpga-slots"
 TEMPLATE = "fpga-cached-first"
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; sleep 3600'
 #: Longer than the agent takes to publish a changed node state (it renders at most twice a second).
@@ -246,8 +245,7 @@ def new_agent_pod(deployment: Deployment, killed: str) -> bool:
 
 def slot_is_free(suite: Suite, slot: str) -> bool | None:
     """Whether the agent's published node state calls ``slot`` free (None: not published)."""
-    node = suite.cluster.core.read_node(suite.node)
-    published = json.loads((node.metadata.annotations or {}).get(SLOTS_ANNOTATION, "[]"))
+    published = suite.cluster.node_state(NAMESPACE, suite.node) or []
     return next((entry["free"] for entry in published if entry["id"] == slot), None)
 
 

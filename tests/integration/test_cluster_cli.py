@@ -1,4 +1,5 @@
-"""``fpga-agent cluster`` as an operator runs it: a real process reading Nodes from the fake API server."""
+"""``fpga-agent cluster`` as an operator runs it: a real process reading Nodes and FpgaNodeStates from the fake
+API server."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
-from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from tests.fakes import run_fpga_agent
 
 SIM = "sim-pr-v1"
@@ -51,23 +52,28 @@ SLOTS: list[dict[str, Any]] = [
         "last_used": 1700000100,
     },
 ]
-MALFORMED = "malformed example.com/fpga-slots annotation: not JSON"
+MALFORMED = "malformed FpgaNodeState: FpgaNodeState node-b: slots: a string, not a list"
 
 
-def compact(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
+def put_state(api: FakeKubeApiServer, node: str, slots: object, bitstreams: object) -> None:
+    """The node's FpgaNodeState as an agent writes it (``slots`` in the readers' form: ``last_used``)."""
+    wire = slots
+    if isinstance(slots, list):
+        wire = [
+            {**{k: v for k, v in slot.items() if k != "last_used"}, "lastUsed": slot["last_used"]} for slot in slots
+        ]
+    spec = {"nodeName": node, "slots": wire, "bitstreams": bitstreams}
+    api.put_node_state({"metadata": {"name": node, "namespace": "fpga-slot"}, "spec": spec})
 
 
 @pytest.fixture
 def cluster() -> Iterator[FakeKubeApiServer]:
-    """Three nodes: one with published state, one with a malformed annotation, one without any."""
+    """Three nodes: one with published state, one with a malformed object, one without any."""
     with running_apiserver() as api:
-        api.add_node(
-            "node-a",
-            annotations={SLOTS_ANNOTATION: compact(SLOTS), BITSTREAMS_ANNOTATION: compact({"aes": SIM})},
-            labels={PLATFORM_LABEL: SIM, PLATFORM_LABEL_PREFIX + SIM: "true"},
-        )
-        api.add_node("node-b", annotations={SLOTS_ANNOTATION: "{not json", BITSTREAMS_ANNOTATION: "{}"})
+        api.add_node("node-a", labels={PLATFORM_LABEL: SIM, PLATFORM_LABEL_PREFIX + SIM: "true"})
+        put_state(api, "node-a", SLOTS, {"aes": SIM})
+        api.add_node("node-b")
+        put_state(api, "node-b", "{not a list", {})
         api.add_node("node-c")
         yield api
 
@@ -113,10 +119,8 @@ def test_table_lists_every_slot_and_names_a_malformed_node(cluster: FakeKubeApiS
 
 
 def test_files_lists_the_bitstream_files_of_each_node(cluster: FakeKubeApiServer, tmp_path: Path) -> None:
-    cluster.add_node(
-        "node-d",
-        annotations={SLOTS_ANNOTATION: compact([]), BITSTREAMS_ANNOTATION: compact({"sha": SIM, "aes": SIM})},
-    )
+    cluster.add_node("node-d")
+    put_state(cluster, "node-d", [], {"sha": SIM, "aes": SIM})
     kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
     result = fpga_agent(tmp_path, "cluster", "--files", "--kubeconfig", str(kubeconfig))
     assert result.returncode == 0, result.stderr
@@ -124,7 +128,7 @@ def test_files_lists_the_bitstream_files_of_each_node(cluster: FakeKubeApiServer
     assert rows == [
         ["NODE", "FILES", "BITSTREAMS"],
         ["node-a", "1", "aes"],
-        ["node-b", "0", "-"],  # its slots annotation is malformed, its catalog is empty
+        ["node-b", "0", "-"],  # its object is malformed: nothing of it is shown
         ["node-d", "2", "aes, sha"],
     ]
 
@@ -154,7 +158,7 @@ def test_json_gives_the_same_data(cluster: FakeKubeApiServer, tmp_path: Path) ->
                 "labels": {PLATFORM_LABEL: SIM, PLATFORM_LABEL_PREFIX + SIM: "true"},
                 "errors": [],
             },
-            {"name": "node-b", "published": True, "slots": [], "bitstreams": {}, "labels": {}},
+            {"name": "node-b", "published": True, "slots": [], "bitstreams": None, "labels": {}},
             {"name": "node-c", "published": False, "slots": [], "bitstreams": None, "labels": {}, "errors": []},
         ]
     }

@@ -31,11 +31,14 @@ _REASONS = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+#: The namespaces the fake server starts with (fpga-slot: where the agents' FpgaNodeStates go).
+DEFAULT_NAMESPACES = ("default", "kube-system", "fpga-slot")
 _KINDS = {
     "pods": "Pod",
     "nodes": "Node",
     "events": "Event",
     "fpgabitstreams": "FpgaBitstream",
+    "fpganodestates": "FpgaNodeState",
     "secrets": "Secret",
     "daemonsets": "DaemonSet",
     "resourceslices": "ResourceSlice",
@@ -52,6 +55,7 @@ _NAMESPACED = {
     "nodes": False,
     "events": True,
     "fpgabitstreams": False,
+    "fpganodestates": True,
     "secrets": True,
     "daemonsets": True,
     "resourceslices": False,
@@ -71,6 +75,7 @@ _API = {
     "secrets": "/api/v1",
     "daemonsets": "/apis/apps/v1",
     "fpgabitstreams": "/apis/example.com/v1alpha1",
+    "fpganodestates": "/apis/example.com/v1alpha1",
     "resourceslices": "/apis/resource.k8s.io/v1",
     "resourceclaims": "/apis/resource.k8s.io/v1",
     "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
@@ -93,6 +98,7 @@ _FIELDS = {
     "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
     "nodes": {"metadata.name", "spec.unschedulable"},
     "fpgabitstreams": {"metadata.name"},
+    "fpganodestates": {"metadata.name", "metadata.namespace"},
     "secrets": {"metadata.name", "metadata.namespace", "type"},
     "daemonsets": {"metadata.name", "metadata.namespace"},
     "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
@@ -132,7 +138,7 @@ _PREFIX = (
     r"|/apis/admissionregistration\.k8s\.io/v1|/apis/rbac\.authorization\.k8s\.io/v1)"
 )
 _RESOURCES = (
-    r"(?P<res>pods|nodes|events|fpgabitstreams|secrets|daemonsets|resourceclaimtemplates|serviceaccounts|namespaces"
+    r"(?P<res>pods|nodes|events|fpgabitstreams|fpganodestates|secrets|daemonsets|resourceclaimtemplates|serviceaccounts|namespaces"
     r"|clusterrolebindings|clusterroles|validatingwebhookconfigurations)"
 )
 _COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")

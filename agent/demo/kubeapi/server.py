@@ -23,6 +23,7 @@ from agent.demo.kubeapi.objects import (
     _ITEM,
     _KINDS,
     _RESOURCE_PATH,
+    DEFAULT_NAMESPACES,
     JSON,
     ApiError,
     _api_version,
@@ -73,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeKubeApiServer(RequestHandling):
     """The fake API server; ``with FakeKubeApiServer() as api:`` starts it and stops it cleanly."""
 
-    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = ("default", "kube-system")) -> None:  # noqa: S107
+    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
         super().__init__(token=token, namespaces=namespaces)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -216,6 +217,9 @@ class FakeKubeApiServer(RequestHandling):
                 return 201, self._create_secret(namespace, request.body)
             if request.method == "POST" and resource in ("clusterroles", "clusterrolebindings"):
                 return 201, self._create_cluster_object(resource, request.body)
+            if request.method == "POST" and resource == "fpganodestates" and namespace is not None:
+                with self._cond:
+                    return 201, self._create_node_state(namespace, request.body)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         match = _ITEM.match(request.path)
         if match:
@@ -227,6 +231,11 @@ class FakeKubeApiServer(RequestHandling):
                     return 200, self._namespace(name)
                 if request.method == "GET":
                     return 200, copy.deepcopy(self._get(resource, key))
+                if request.method == "PUT" and resource == "fpganodestates":
+                    return 200, self._replace_node_state(key, request.body)
+                if request.method == "DELETE" and resource == "fpganodestates":
+                    self._get(resource, key)
+                    return 200, self._remove(resource, key)
                 if request.method == "PATCH" and resource in (
                     "pods",
                     "nodes",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.demo.kubeapi.matching import _json_patch, _merge_patch, _parse_rv, _selector
+from agent.demo.kubeapi.nodestates import valid_node_state
 from agent.demo.kubeapi.objects import (
     _API,
     _DNS_SUBDOMAIN,
@@ -84,6 +85,40 @@ class RequestHandling(ObjectStore):
         obj["metadata"]["uid"] = current["metadata"]["uid"]
         obj["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"]
         return self._store("resourceslices", ("", name), obj)
+
+    def _create_node_state(self, namespace: str, body: object) -> JSON:
+        obj = valid_node_state(body, namespace)
+        key = (namespace, obj["metadata"]["name"])
+        if key in self._objects["fpganodestates"]:
+            raise ApiError(
+                409,
+                f'fpganodestates.example.com "{key[1]}" already exists',
+                "AlreadyExists",
+                {"name": key[1], "group": "example.com", "kind": "fpganodestates"},
+            )
+        obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
+        return self._store("fpganodestates", key, obj)
+
+    def _replace_node_state(self, key: _Key, body: object) -> JSON:
+        obj = valid_node_state(body, key[0])
+        if obj["metadata"]["name"] != key[1]:
+            raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
+        current = self._get("fpganodestates", key)
+        version = obj["metadata"].get("resourceVersion")
+        if not version:
+            raise ApiError(422, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
+        if version != current["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on fpganodestates.example.com "{key[1]}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                "Conflict",
+            )
+        for field in ("uid", "creationTimestamp"):
+            obj["metadata"][field] = current["metadata"][field]
+        changed = obj.get("spec") != current.get("spec")
+        obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + (1 if changed else 0)
+        return self._store("fpganodestates", key, obj)
 
     def _check_scope(self, resource: str, namespace: str | None, api: str = "/api/v1") -> None:
         if _API[resource] != api:

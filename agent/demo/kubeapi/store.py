@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.demo.kubeapi.objects import (
     _KINDS,
+    DEFAULT_NAMESPACES,
     JSON,
     RESOURCE_API,
     ApiError,
@@ -69,7 +70,7 @@ class _Watch:
 class ObjectStore:
     """The objects, their history and the open watches, under one lock."""
 
-    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = ("default", "kube-system")) -> None:  # noqa: S107
+    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
         self.token = token
         self.namespaces: set[str] = set(namespaces)
         self._cond = threading.Condition(threading.RLock())
@@ -127,6 +128,25 @@ class ObjectStore:
         with self._cond:
             node = self._objects["nodes"].get(("", name))
             return copy.deepcopy(node) if node else None
+
+    def node_state(self, namespace: str, name: str) -> JSON | None:
+        """The FpgaNodeState ``namespace/name`` as stored, None when there is none."""
+        with self._cond:
+            state = self._objects["fpganodestates"].get((namespace, name))
+            return copy.deepcopy(state) if state else None
+
+    def put_node_state(self, state: JSON) -> JSON:
+        """Create or replace an FpgaNodeState as someone else would (a newer resourceVersion)."""
+        state = copy.deepcopy(state)
+        meta = state["metadata"]
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("fpganodestates", (meta["namespace"], meta["name"]), state)
+
+    def delete_node_state(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("fpganodestates", (namespace, name))
+            return self._remove("fpganodestates", (namespace, name))
 
     def events(self, namespace: str | None = None) -> list[JSON]:
         """Events posted so far, oldest first."""

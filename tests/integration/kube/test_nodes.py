@@ -1,11 +1,10 @@
-"""NodePublisher and list_nodes over real HTTP: what reaches the Node, how often, and after which failures."""
+"""NodePublisher and the cluster view's lists over real HTTP: the FpgaNodeState, the Node's labels, how often
+each is written, and after which failures."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import logging
 from collections.abc import AsyncIterator, Set
 from pathlib import Path
@@ -17,24 +16,42 @@ from kubernetes import client
 from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from agent.errors import KubeError
 from agent.kube import (
-    BITSTREAMS_ANNOTATION,
-    HEARTBEAT_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
-    SLOTS_ANNOTATION,
     NodePublisher,
     build_api_client,
+    list_node_states,
     list_nodes,
 )
+from agent.slots.published import parse_state
 from tests.integration.kube.conftest import FAST_BACKOFF, TIMEOUT_S
 
+NAMESPACE = "fpga-slot"
 NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"
+STATE_PATH = f"/apis/example.com/v1alpha1/namespaces/{NAMESPACE}/fpganodestates/{DEFAULT_NODE}"
+STATES_PATH = f"/apis/example.com/v1alpha1/namespaces/{NAMESPACE}/fpganodestates"
 SIM = "sim-pr-v1"
 DFL = "ce48969a6b3b5d0f9bdeb2b4a1e6a2c1"
 ZYNQ = "Xilinx ZynqMP FPGA Manager"
-SLOTS_A = '[{"id":"c0-s0","card":"c0","numa":0,"platform":"sim-pr-v1","bitstream":null,"accelerator":null,"free":true,"healthy":true,"last_used":null}]'  # noqa: E501
-SLOTS_B = SLOTS_A.replace('"free":true', '"free":false')
-BITSTREAMS = '{"aes":"sim-pr-v1"}'
+SLOT = {
+    "id": "c0-s0",
+    "card": "c0",
+    "numa": 0,
+    "platform": SIM,
+    "bitstream": None,
+    "accelerator": None,
+    "free": True,
+    "healthy": True,
+    "lastUsed": None,
+}
+SPEC_A: dict[str, Any] = {"nodeName": DEFAULT_NODE, "slots": [SLOT], "bitstreams": {"aes": SIM}}
+SPEC_B: dict[str, Any] = {**SPEC_A, "slots": [{**SLOT, "free": False}]}
+LEGACY = ("example.com/fpga-slots", "example.com/fpga-bitstreams", "example.com/fpga-agent-heartbeat")
+
+
+@pytest.fixture(autouse=True)
+def agent_namespace(apiserver: FakeKubeApiServer) -> None:
+    apiserver.namespaces.add(NAMESPACE)
 
 
 @contextlib.asynccontextmanager
@@ -43,6 +60,7 @@ async def publishing(
 ) -> AsyncIterator[NodePublisher]:
     """A NodePublisher running as a task; cancelled afterwards."""
     kwargs.setdefault("backoff", FAST_BACKOFF)
+    kwargs.setdefault("namespace", NAMESPACE)
     publisher = NodePublisher(api_client, node, **kwargs)
     task = asyncio.create_task(publisher.run(), name="node-publisher-under-test")
     try:
@@ -53,8 +71,10 @@ async def publishing(
             await task
 
 
-async def publish(publisher: NodePublisher, slots: str = SLOTS_A, platforms: Set[str] = frozenset({SIM})) -> None:
-    publisher.update(slots, BITSTREAMS, platforms)
+async def publish(
+    publisher: NodePublisher, spec: dict[str, Any] = SPEC_A, platforms: Set[str] = frozenset({SIM})
+) -> None:
+    publisher.update(spec, platforms)
     assert await publisher.wait_published(TIMEOUT_S)
 
 
@@ -62,14 +82,19 @@ def patches(api: FakeKubeApiServer) -> list[RecordedRequest]:
     return api.requests("PATCH", NODE_PATH)
 
 
-def reads(api: FakeKubeApiServer) -> list[RecordedRequest]:
-    return api.requests("GET", NODE_PATH)
+def writes(api: FakeKubeApiServer) -> list[RecordedRequest]:
+    return api.requests("PUT", STATE_PATH) + api.requests("POST", STATES_PATH)
 
 
 def meta(api: FakeKubeApiServer, node: str = DEFAULT_NODE) -> dict[str, Any]:
     found = api.node(node)
     assert found is not None
     return dict(found["metadata"])
+
+
+def stored_spec(api: FakeKubeApiServer) -> dict[str, Any] | None:
+    state = api.node_state(NAMESPACE, DEFAULT_NODE)
+    return None if state is None else dict(state["spec"])
 
 
 def owned_labels(api: FakeKubeApiServer) -> dict[str, str]:
@@ -86,26 +111,26 @@ def our_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "agent.kube.nodes"]
 
 
-async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
+async def test_publishes_the_state_object_and_the_labels_and_leaves_everything_else_alone(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
+    legacy = dict.fromkeys(LEGACY, "[]")  # left on the Node by an earlier version: removed
     apiserver.add_node(
         DEFAULT_NODE,
         labels={"team": "fpga", PLATFORM_LABEL_PREFIX + "old-pr": "true", PLATFORM_LABEL: "old-pr"},
-        annotations={"owner": "ops", "example.com/other": "x"},
+        annotations={"owner": "ops", "example.com/other": "x", **legacy},
     )
     before = meta(apiserver)
 
-    async with publishing(api_client, clock=lambda: 1_700_000_000.5) as publisher:
+    async with publishing(api_client) as publisher:
         await publish(publisher)
 
-    after = meta(apiserver)
-    assert after["annotations"] == {
-        **before["annotations"],
-        SLOTS_ANNOTATION: SLOTS_A,
-        BITSTREAMS_ANNOTATION: BITSTREAMS,
-        HEARTBEAT_ANNOTATION: "1700000000",
-    }
+    assert stored_spec(apiserver) == SPEC_A
+    state = apiserver.node_state(NAMESPACE, DEFAULT_NODE)
+    assert state is not None
+    assert parse_state(state).slots[0]["id"] == "c0-s0"
+    assert "ownerReferences" not in state["metadata"]  # the agent runs in no pod here
+    assert meta(apiserver)["annotations"] == {k: v for k, v in before["annotations"].items() if k not in LEGACY}
     assert other_labels(apiserver) == {
         k: v for k, v in before["labels"].items() if k not in (PLATFORM_LABEL_PREFIX + "old-pr", PLATFORM_LABEL)
     }
@@ -114,11 +139,7 @@ async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
     assert patch.headers["content-type"] == "application/merge-patch+json"
     assert patch.body == {
         "metadata": {
-            "annotations": {
-                SLOTS_ANNOTATION: SLOTS_A,
-                BITSTREAMS_ANNOTATION: BITSTREAMS,
-                HEARTBEAT_ANNOTATION: "1700000000",
-            },
+            "annotations": dict.fromkeys(LEGACY),
             "labels": {
                 PLATFORM_LABEL_PREFIX + SIM: "true",
                 PLATFORM_LABEL: SIM,
@@ -126,87 +147,145 @@ async def test_publishes_the_owned_keys_and_leaves_everything_else_alone(
             },
         }
     }
-    # Only get and patch of this one Node (what the RBAC role grants).
-    assert {(r.method, r.path) for r in apiserver.requests()} == {("GET", NODE_PATH), ("PATCH", NODE_PATH)}
+    # Only get and patch of this one Node and get and create of its object (what the RBAC roles grant).
+    assert {(r.method, r.path) for r in apiserver.requests()} == {
+        ("GET", NODE_PATH),
+        ("PATCH", NODE_PATH),
+        ("GET", STATE_PATH),
+        ("POST", STATES_PATH),
+    }
 
 
-async def test_patches_only_what_changed_and_only_when_something_did(
+async def test_slot_changes_write_the_object_never_the_node(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
     apiserver.add_node(DEFAULT_NODE)
-    async with publishing(api_client) as publisher:
-        await publish(publisher, SLOTS_A)
-        await publish(publisher, SLOTS_A)  # the same state again
-        assert (len(reads(apiserver)), len(patches(apiserver))) == (1, 1)
-        await publish(publisher, SLOTS_B)
-        assert len(patches(apiserver)) == 2
-        assert patches(apiserver)[1].body == {"metadata": {"annotations": {SLOTS_ANNOTATION: SLOTS_B}}}
-        assert publisher.patches == 2
+    async with publishing(api_client, min_interval_s=0.0) as publisher:
+        await publish(publisher, SPEC_A)
+        await publish(publisher, SPEC_A)  # the same state again
+        assert (len(writes(apiserver)), len(patches(apiserver))) == (1, 1)
+        for _ in range(5):  # pods come and go: the object follows, the Node's labels stay as they are
+            await publish(publisher, SPEC_B)
+            await publish(publisher, SPEC_A)
+        assert (len(writes(apiserver)), len(patches(apiserver))) == (11, 1)
+        assert (publisher.writes, publisher.patches) == (11, 1)
+    assert stored_spec(apiserver) == SPEC_A
 
-    # A restarted agent with unchanged slots reads the Node and writes nothing.
+    # A restarted agent with unchanged slots reads both and writes nothing.
     async with publishing(api_client) as restarted:
-        await publish(restarted, SLOTS_B)
-    assert (len(reads(apiserver)), len(patches(apiserver))) == (2, 2)
+        await publish(restarted, SPEC_A)
+    assert (len(writes(apiserver)), len(patches(apiserver))) == (11, 1)
 
 
-async def test_a_burst_of_changes_becomes_few_patches_ending_in_the_last_state(
+async def test_the_object_is_owned_by_the_daemonset_that_runs_the_agents_pod(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
     apiserver.add_node(DEFAULT_NODE)
-    states = [SLOTS_A.replace('"last_used":null', f'"last_used":{n}') for n in range(50)]
+    daemonset = apiserver.put_daemonset(NAMESPACE, "fpga-slot-agent")
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": "fpga-slot-agent",
+        "uid": daemonset["metadata"]["uid"],
+    }
+    pod = apiserver.add_pod("fpga-slot-agent-x1", namespace=NAMESPACE)
+    pod["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+    apiserver.put_pod(pod)
+    # An object left by an earlier install (another DaemonSet) gets the new owner.
+    stale = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fpga-slot-agent", "uid": "gone"}
+    async with publishing(api_client) as first:
+        await publish(first)
+    state = apiserver.node_state(NAMESPACE, DEFAULT_NODE)
+    assert state is not None
+    state["metadata"]["ownerReferences"] = [stale]
+    apiserver.delete_node_state(NAMESPACE, DEFAULT_NODE)
+    apiserver.put_node_state(state)
+
+    async with publishing(api_client, pod_name="fpga-slot-agent-x1") as publisher:
+        await publish(publisher)
+    state = apiserver.node_state(NAMESPACE, DEFAULT_NODE)
+    assert state is not None
+    assert state["metadata"]["ownerReferences"] == [owner]
+    assert state["spec"] == SPEC_A
+
+
+async def test_a_burst_of_changes_becomes_few_writes_ending_in_the_last_state(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    apiserver.add_node(DEFAULT_NODE)
+    specs = [{**SPEC_A, "slots": [{**SLOT, "lastUsed": n}]} for n in range(50)]
     async with publishing(api_client) as publisher:
-        for state in states:
-            publisher.update(state, BITSTREAMS, {SIM})
+        for spec in specs:
+            publisher.update(spec, {SIM})
             await asyncio.sleep(0)  # let the publisher run between updates, as the device plugin would
         assert await publisher.wait_published(TIMEOUT_S)
 
-    assert meta(apiserver)["annotations"][SLOTS_ANNOTATION] == states[-1]
+    assert stored_spec(apiserver) == specs[-1]
     # The first change goes out at once, the rest waits for the pace (about 2 per second) and is folded together.
-    assert 1 <= len(patches(apiserver)) <= 3
+    assert 1 <= len(writes(apiserver)) <= 3
 
 
 @pytest.mark.parametrize(
-    ("code", "kind"),
+    ("method", "path", "code", "kind"),
     [
-        pytest.param(500, "HTTP 500", id="internal-error"),
-        pytest.param(409, "HTTP 409", id="conflict"),
-        pytest.param(429, "HTTP 429", id="too-many-requests"),
-        pytest.param(403, "HTTP 403", id="forbidden-until-rbac-is-fixed"),
+        pytest.param("POST", STATES_PATH, 500, "HTTP 500", id="create-internal-error"),
+        pytest.param("POST", STATES_PATH, 403, "HTTP 403", id="create-forbidden-until-rbac-is-fixed"),
+        pytest.param("PATCH", NODE_PATH, 429, "HTTP 429", id="labels-too-many-requests"),
+        pytest.param("PATCH", NODE_PATH, 409, "HTTP 409", id="labels-conflict"),
     ],
 )
-async def test_a_refused_patch_is_retried_with_backoff_and_logged_once(
+async def test_a_refused_write_is_retried_with_backoff_and_logged_once(
     apiserver: FakeKubeApiServer,
     api_client: client.ApiClient,
     caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
     code: int,
     kind: str,
 ) -> None:
     apiserver.add_node(DEFAULT_NODE)
-    apiserver.fail_next("PATCH", NODE_PATH, code, times=3)
+    apiserver.fail_next(method, path, code, times=3)
     with caplog.at_level(logging.DEBUG, logger="agent.kube.nodes"):
         async with publishing(api_client, min_interval_s=0.0) as publisher:
             await publish(publisher)
 
-    assert meta(apiserver)["annotations"][SLOTS_ANNOTATION] == SLOTS_A
-    assert (publisher.failures, publisher.patches, len(patches(apiserver))) == (3, 1, 4)
-    # After a failure the outcome is unknown: the Node is read again before the next patch.
-    assert len(reads(apiserver)) == 4
+    assert stored_spec(apiserver) == SPEC_A
+    assert owned_labels(apiserver) == {PLATFORM_LABEL_PREFIX + SIM: "true", PLATFORM_LABEL: SIM}
+    assert publisher.failures == 3
+    assert len(apiserver.requests(method, path)) == 4
     [warning] = our_warnings(caplog)
-    assert f"publishing slot state on node {DEFAULT_NODE} failed: {kind}" in warning
+    assert f"publishing slot state of node {DEFAULT_NODE} failed: {kind}" in warning
     assert any("works again after 3 failed attempts" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_object_changed_or_deleted_by_someone_else_is_put_right(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    apiserver.add_node(DEFAULT_NODE)
+    async with publishing(api_client, min_interval_s=0.0, resync_s=0.05) as publisher:
+        await publish(publisher)
+        apiserver.delete_node_state(NAMESPACE, DEFAULT_NODE)
+        await apiserver.until(lambda: stored_spec(apiserver) == SPEC_A, TIMEOUT_S)
+        state = apiserver.node_state(NAMESPACE, DEFAULT_NODE)
+        assert state is not None
+        state["spec"]["slots"] = []
+        apiserver.put_node_state(state)  # a newer resourceVersion than the publisher saw: its PUT conflicts
+        await publish(publisher, SPEC_B)
+    assert stored_spec(apiserver) == SPEC_B
 
 
 async def test_a_node_that_is_not_there_yet_is_published_once_it_is(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with publishing(api_client) as publisher:
-        publisher.update(SLOTS_A, BITSTREAMS, {SIM})
-        await apiserver.until(lambda: len(reads(apiserver)) >= 3)
+        publisher.update(SPEC_A, {SIM})
+        await apiserver.until(lambda: len(apiserver.requests("GET", NODE_PATH)) >= 3)
         assert not publisher.published
         apiserver.add_node(DEFAULT_NODE)
         assert await publisher.wait_published(TIMEOUT_S)
 
-    assert meta(apiserver)["annotations"][SLOTS_ANNOTATION] == SLOTS_A
+    assert owned_labels(apiserver) == {PLATFORM_LABEL_PREFIX + SIM: "true", PLATFORM_LABEL: SIM}
+    assert stored_spec(apiserver) == SPEC_A
     assert len([w for w in our_warnings(caplog) if "HTTP 404" in w]) == 1
 
 
@@ -273,8 +352,8 @@ async def test_an_invalid_platform_is_logged_once(
 ) -> None:
     apiserver.add_node(DEFAULT_NODE)
     async with publishing(api_client, min_interval_s=0.0) as publisher:
-        await publish(publisher, SLOTS_A, {ZYNQ, SIM})
-        await publish(publisher, SLOTS_B, {ZYNQ, SIM})
+        await publish(publisher, SPEC_A, {ZYNQ, SIM})
+        await publish(publisher, SPEC_B, {ZYNQ, SIM})
     [warning] = our_warnings(caplog)
     assert repr(ZYNQ) in warning
     assert "not a valid label value" in warning
@@ -286,10 +365,11 @@ async def test_a_recreated_node_gets_the_state_again_at_the_next_resync(
     apiserver.add_node(DEFAULT_NODE)
     async with publishing(api_client, resync_s=0.05) as publisher:
         await publish(publisher)
-        apiserver.add_node(DEFAULT_NODE)  # the kubelet registered its Node anew: no annotations of ours
-        await apiserver.until(lambda: SLOTS_ANNOTATION in meta(apiserver)["annotations"], TIMEOUT_S)
+        apiserver.add_node(DEFAULT_NODE)  # the kubelet registered its Node anew: no labels of ours
+        await apiserver.until(lambda: bool(owned_labels(apiserver)), TIMEOUT_S)
     assert owned_labels(apiserver) == {PLATFORM_LABEL_PREFIX + SIM: "true", PLATFORM_LABEL: SIM}
     assert len(patches(apiserver)) == 2
+    assert len(writes(apiserver)) == 1
 
 
 async def test_nothing_is_patched_before_the_node_was_read(
@@ -300,25 +380,29 @@ async def test_nothing_is_patched_before_the_node_was_read(
     apiserver.fail_next("GET", NODE_PATH, 503, times=1000)
     async with publishing(api_client) as publisher:
         for n in range(100):
-            publisher.update(SLOTS_A, BITSTREAMS, {SIM} if n % 2 else {DFL})
+            publisher.update(SPEC_A, {SIM} if n % 2 else {DFL})
         assert not publisher.published
-        await apiserver.until(lambda: len(reads(apiserver)) >= 2)
+        await apiserver.until(lambda: len(apiserver.requests("GET", NODE_PATH)) >= 2)
     apiserver.clear_faults()
     assert patches(apiserver) == []
+    assert writes(apiserver) == []
 
 
 # ------------------------------------------------------------------------- list_nodes
-async def test_list_nodes_returns_every_node_with_only_the_owned_keys(
+async def test_list_nodes_and_states_return_every_node_and_object_with_only_what_the_view_reads(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
-    apiserver.add_node("node-b", annotations={SLOTS_ANNOTATION: "[]", "other": "x"}, labels={PLATFORM_LABEL: SIM})
+    apiserver.add_node("node-b", annotations={"other": "x"}, labels={PLATFORM_LABEL: SIM, "team": "fpga"})
     apiserver.add_node("node-a")
+    async with publishing(api_client, "node-b") as publisher:
+        await publish(publisher, {**SPEC_A, "nodeName": "node-b"})
     nodes = await asyncio.to_thread(list_nodes, api_client)
-    assert [node.name for node in nodes] == ["node-a", "node-b"]
-    assert (nodes[0].annotations, nodes[0].labels) == ({}, {})
-    assert (nodes[1].annotations, nodes[1].labels) == ({SLOTS_ANNOTATION: "[]"}, {PLATFORM_LABEL: SIM})
+    labels = {PLATFORM_LABEL: SIM, PLATFORM_LABEL_PREFIX + SIM: "true"}
+    assert [(node.name, dict(node.labels)) for node in nodes] == [("node-a", {}), ("node-b", labels)]
     [request] = apiserver.list_requests("nodes")
     assert request.query["limit"] == "500"
+    [state] = await asyncio.to_thread(list_node_states, api_client)
+    assert parse_state(state).node == "node-b"
 
 
 @pytest.mark.parametrize(
@@ -344,29 +428,6 @@ async def test_list_nodes_from_an_unreachable_api_server_is_a_kube_error(tmp_pat
         api_client.close()
 
 
-def test_slot_json_in_this_module_is_compact() -> None:
-    """The fixtures above are what the agent renders (compact JSON), so the byte comparisons mean something."""
-    assert json.dumps(json.loads(SLOTS_A), separators=(",", ":")) == SLOTS_A
-
-
-async def test_the_heartbeat_is_renewed_alone_once_it_is_due_and_nothing_else_changed(
-    apiserver: FakeKubeApiServer, api_client: client.ApiClient
-) -> None:
-    apiserver.add_node(DEFAULT_NODE)
-    now = [1_700_000_000.0]
-    async with publishing(api_client, clock=lambda: now[0], heartbeat_s=0.2) as publisher:
-        await publish(publisher)
-        assert meta(apiserver)["annotations"][HEARTBEAT_ANNOTATION] == "1700000000"
-        now[0] += 60.0
-        async with asyncio.timeout(TIMEOUT_S):
-            for _ in itertools.count():
-                if meta(apiserver)["annotations"].get(HEARTBEAT_ANNOTATION) == "1700000060":
-                    break
-                await asyncio.sleep(0.05)
-    renewal = patches(apiserver)[-1]
-    assert renewal.body == {"metadata": {"annotations": {HEARTBEAT_ANNOTATION: "1700000060"}}}
-
-
 async def test_clear_removes_every_owned_key_and_leaves_the_others(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
@@ -374,7 +435,9 @@ async def test_clear_removes_every_owned_key_and_leaves_the_others(
     async with publishing(api_client) as publisher:
         await publish(publisher)
     assert owned_labels(apiserver)
+    assert stored_spec(apiserver) == SPEC_A
     assert await publisher.clear()
+    assert stored_spec(apiserver) is None
     after = meta(apiserver)
     assert {k: v for k, v in after["annotations"].items() if k.startswith("example.com/")} == {}
     assert after["annotations"]["owner"] == "ops"

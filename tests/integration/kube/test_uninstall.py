@@ -8,9 +8,12 @@ from kubernetes import client
 
 from agent.demo.kubeapi import FakeKubeApiServer
 from agent.errors import KubeError
-from agent.kube import PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kube import PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_RULES, ensure_cleanup_grant, grant_name
 from agent.kube.uninstall import node_with_state, release_account
+
+#: Slot state annotations an earlier version kept on its Node (the uninstall still removes them).
+SLOTS_ANNOTATION = "example.com/fpga-slots"
 
 NAMESPACE = "fpga-slot"
 OTHER = "example.com/other-cleanup"

@@ -535,9 +535,9 @@ async def test_the_catalog_is_read_once_as_the_agent_starts(
         node.declare(await node.push("after-start", content("after-start")))
         await until("the declaration at the agent", declared(node, "after-start"))  # the puller has started
 
-        def published() -> str:
-            annotations = (node.api.node(DEFAULT_NODE) or {}).get("metadata", {}).get("annotations", {})
-            return str(annotations.get("example.com/fpga-bitstreams", ""))
+        def published() -> dict[str, str]:
+            state = node.api.node_state("fpga-slot", DEFAULT_NODE)
+            return dict(state["spec"]["bitstreams"]) if state else {}
 
         await until("the node's bitstreams published", lambda: bitstreams.accel_a.name in published())
         assert catalog.scans == 1

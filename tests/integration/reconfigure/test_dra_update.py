@@ -19,7 +19,6 @@ from agent.app import Agent
 from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME, PluginSockets
-from agent.kube import SLOTS_ANNOTATION
 from tests.integration.reconfigure.support import Bitstreams, slot, state
 from tests.integration.reconfigure.test_dra_mode import (
     NS,
@@ -73,6 +72,7 @@ async def test_the_new_pod_serves_beside_the_old_one_and_releases_what_the_old_o
 ) -> None:
     with running_apiserver() as api:
         api.add_node(DEFAULT_NODE)
+        api.namespaces.add("fpga-slot")
         registry_dir = sock_dir / "plugins_registry"
         async with device_plugin_kubelet(config_for(sock_dir, api)), contextlib.AsyncExitStack() as old_pod:
             old, old_kubelet = await old_pod.enter_async_context(instance(sock_dir, api, bitstreams, OLD_UID))
@@ -104,7 +104,7 @@ async def test_the_new_pod_serves_beside_the_old_one_and_releases_what_the_old_o
                 # The old pod stops (SIGTERM): its sockets go, the new pod's stay, the node keeps its slot state.
                 await old_pod.aclose()
                 assert live_sockets(registry_dir) == [f"{DRIVER_NAME}-{NEW_UID}-reg.sock"]
-                assert SLOTS_ANNOTATION in (api.node(DEFAULT_NODE)["metadata"].get("annotations") or {})
+                assert api.node_state("fpga-slot", DEFAULT_NODE) is not None
                 # The kubelet calls the new pod: it releases both claims the old pod prepared.
                 for ref in (before, during):
                     answer = await asyncio.to_thread(new_kubelet.unprepare, ref)

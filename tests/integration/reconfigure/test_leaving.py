@@ -1,6 +1,6 @@
-"""The agent's clean stop in either mode: its slot state, heartbeat and platform labels leave the Node when no
-agent pod follows on the node (uninstalled, or not run in a pod), and stay for the next agent when its
-DaemonSet goes on (an update: the successor publishes over them).
+"""The agent's clean stop in either mode: its FpgaNodeState and the Node's platform labels go when no agent pod
+follows on the node (uninstalled, or not run in a pod), and stay for the next agent when its DaemonSet goes on
+(an update: the successor publishes over them).
 
 For a one-step uninstall (``kubectl delete -k``) the agent relies on the cleanup grant the install's Job made
 (it makes no RBAC object itself), and after an uninstall the agent that finds no Node with slot state left
@@ -22,7 +22,7 @@ import pytest
 from agent.app import Agent, connect_kube
 from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 from agent.demo.kubelet import DraKubelet
-from agent.kube import HEARTBEAT_ANNOTATION, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kube import PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from tests.fakes import KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
@@ -31,6 +31,10 @@ WAIT_S = 10.0
 NAMESPACE = "fpga-slot"
 DAEMONSET = "fpga-slot-agent"
 POD = "fpga-slot-agent-x7k2p"
+
+
+def has_state(api: FakeKubeApiServer) -> bool:
+    return api.node_state(NAMESPACE, DEFAULT_NODE) is not None
 
 
 def owned(api: FakeKubeApiServer) -> dict[str, str]:
@@ -75,7 +79,7 @@ async def agent_stopping(
                 dra = DraKubelet(config.dra_registry_dir)
                 await api.until(lambda: bool(dra.sockets()), WAIT_S)
                 await asyncio.to_thread(dra.register, dra.sockets()[0])
-            await api.until(lambda: SLOTS_ANNOTATION in owned(api), WAIT_S)
+            await api.until(lambda: has_state(api) and "example.com/fpga-platform" in owned(api), WAIT_S)
             yield api
         finally:
             stop.set()
@@ -98,9 +102,10 @@ async def test_a_clean_stop_removes_the_nodes_fpga_keys_unless_the_daemonset_sta
         if situation in ("daemonset-goes-on", "daemonset-deleting"):
             api.put_daemonset(NAMESPACE, DAEMONSET, deleting=situation == "daemonset-deleting")
         published = owned(api)
-        assert {SLOTS_ANNOTATION, HEARTBEAT_ANNOTATION, "example.com/fpga-platform"} <= set(published)
+        assert "example.com/fpga-platform" in published
     after = api.node(DEFAULT_NODE)["metadata"]
     assert owned(api) == (published if stays else {})
+    assert has_state(api) is stays
     assert after["annotations"]["owner"] == "ops"
     assert after["labels"]["team"] == "fpga"
     # The finalizer is released only by an agent of the DaemonSet that was uninstalled.
@@ -133,8 +138,9 @@ async def test_kubectl_delete_k_leaves_no_account_once_the_last_node_is_clean(
         async with agent_stopping(sock_dir, bitstreams, mode, POD, server=api):
             agent_pod(api)
             api.put_service_account(NAMESPACE, ACCOUNT, finalizers=[FINALIZER], deleting=True)
-            api.add_node("node-b", annotations={SLOTS_ANNOTATION: "[]", HEARTBEAT_ANNOTATION: "1"})
+            api.add_node("node-b", labels={PLATFORM_LABEL_PREFIX + "sim-pr-v1": "true"})
         assert owned(api) == {}
+        assert not has_state(api)
         account = api.service_account(NAMESPACE, ACCOUNT)
         assert account is not None
         assert account["metadata"]["finalizers"] == [FINALIZER]
@@ -159,6 +165,7 @@ async def test_without_the_cleanup_grant_an_uninstalled_agent_says_once_that_it_
         api.fail_next("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{POD}", 403, message="forbidden by the test")
         caplog.clear()
     assert owned(api) == published
+    assert has_state(api)
     account = api.service_account(NAMESPACE, ACCOUNT)
     assert account is not None
     assert account["metadata"]["finalizers"] == [FINALIZER]

@@ -1,4 +1,5 @@
-"""The agent's slot state on its Node, end to end: allocation, programming, health and release show there.
+"""The agent's published slot state, end to end: allocation, programming, health and release show in its
+FpgaNodeState, and the Node is written once (its platform labels).
 
 A real agent (simulated cards) with its API access from a kubeconfig, as ``fpga-agent run``
 gets it, against the HTTP-level fake API server; the kubelet stand-in admits pods. At the
@@ -17,28 +18,35 @@ from typing import Any
 
 from agent.app import Agent, connect_kube
 from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
-from agent.kube import BITSTREAMS_ANNOTATION, PLATFORM_LABEL, PLATFORM_LABEL_PREFIX, SLOTS_ANNOTATION
+from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
+from agent.slots.published import parse_state
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
 
 WAIT_S = 10.0
 NODE_PATH = f"/api/v1/nodes/{DEFAULT_NODE}"
+NAMESPACE = "fpga-slot"
 
 
 def published(api: FakeKubeApiServer) -> dict[str, dict[str, Any]]:
-    """The slots in the Node's annotation by id ({} before the first patch)."""
-    node = api.node(DEFAULT_NODE)
-    assert node is not None
-    text = (node["metadata"].get("annotations") or {}).get(SLOTS_ANNOTATION)
-    return {slot["id"]: slot for slot in json.loads(text)} if text else {}
+    """The slots of the node's FpgaNodeState by id ({} before the first write)."""
+    state = api.node_state(NAMESPACE, DEFAULT_NODE)
+    return {slot["id"]: dict(slot) for slot in parse_state(state).slots} if state else {}
 
 
-async def test_the_node_annotation_follows_allocation_programming_health_and_release(
+def catalog(api: FakeKubeApiServer) -> dict[str, str]:
+    state = api.node_state(NAMESPACE, DEFAULT_NODE)
+    assert state is not None
+    return dict(parse_state(state).bitstreams)
+
+
+async def test_the_node_state_follows_allocation_programming_health_and_release(
     sock_dir: Path, bitstreams: Bitstreams
 ) -> None:
     with running_apiserver() as api:
+        api.namespaces.add(NAMESPACE)
         api.add_node(DEFAULT_NODE, labels={"team": "fpga"}, annotations={"owner": "ops"})
         kubeconfig = api.write_kubeconfig(sock_dir / "kubeconfig")
         config = dataclasses.replace(test_config(sock_dir, node_name=DEFAULT_NODE), kubeconfig=kubeconfig)
@@ -54,9 +62,10 @@ async def test_the_node_annotation_follows_allocation_programming_health_and_rel
             await kubelet.wait_for(lambda: len(kubelet.plugins[RESOURCE_NAME].healthy()) == 8, WAIT_S)
             await api.until(lambda: len(published(api)) == 8, WAIT_S)
             assert all(s["free"] and s["healthy"] and s["bitstream"] is None for s in published(api).values())
+            await api.until(lambda: bool(api.requests("PATCH", NODE_PATH)), WAIT_S)
             node = api.node(DEFAULT_NODE)
             assert node is not None
-            assert json.loads(node["metadata"]["annotations"][BITSTREAMS_ANNOTATION]) == {
+            assert catalog(api) == {
                 "accel-a": PLATFORM,
                 "accel-b": PLATFORM,
                 "accel-c.v2": PLATFORM,
@@ -90,17 +99,19 @@ async def test_the_node_annotation_follows_allocation_programming_health_and_rel
             await api.until(lambda: published(api)[slot_id]["free"], WAIT_S)
             assert published(api)[slot_id]["bitstream"] == bitstreams.accel_a.name
 
-            # The agent writes only its own keys, with merge patches, to its own Node.
+            # The agent wrote its own Node once, its labels, with a merge patch; the pod's life went to the object.
             node_writes = [r for r in api.requests() if r.path.startswith("/api/v1/nodes")]
             assert {(r.method, r.path) for r in node_writes} == {("GET", NODE_PATH), ("PATCH", NODE_PATH)}
-            for request in api.requests("PATCH", NODE_PATH):
-                assert set(request.body) == {"metadata"}
-                assert set(request.body["metadata"]) <= {"annotations", "labels"}
+            [patch] = api.requests("PATCH", NODE_PATH)
+            assert set(patch.body) == {"metadata"}
+            assert set(patch.body["metadata"]) == {"labels"}
+            assert len(api.requests("PUT")) >= 4  # held, programmed, unhealthy, healthy, free
 
             # What an operator sees: the cluster view reads the same state back.
             rows = await cluster_json(kubeconfig, sock_dir)
             assert rows == {"nodes": [{**rows["nodes"][0], "name": DEFAULT_NODE, "errors": []}]}
             assert {s["id"]: s for s in rows["nodes"][0]["slots"]} == published(api)
+            assert rows["nodes"][0]["bitstreams"] == catalog(api)
         finally:
             stop.set()
             async with asyncio.timeout(WAIT_S):

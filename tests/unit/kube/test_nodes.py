@@ -1,4 +1,5 @@
-"""The pure part of node publishing: which keys the agent owns, which labels it wants, the minimal merge patch."""
+"""The pure part of node publishing: which keys the agent owns, which labels it wants, the minimal merge patch
+(which also removes the slot state annotations earlier versions kept on the Node)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ from typing import Any
 import pytest
 
 from agent.kube.nodefields import (
-    BITSTREAMS_ANNOTATION,
     PLATFORM_LABEL,
     PLATFORM_LABEL_PREFIX,
-    SLOTS_ANNOTATION,
     OwnedFields,
     is_label_name,
     owned_fields,
@@ -19,6 +18,8 @@ from agent.kube.nodefields import (
 )
 
 P = PLATFORM_LABEL_PREFIX
+SLOTS_ANNOTATION = "example.com/fpga-slots"  # as earlier versions wrote them on the Node
+BITSTREAMS_ANNOTATION = "example.com/fpga-bitstreams"
 
 
 @pytest.mark.parametrize(
@@ -71,30 +72,21 @@ def test_owned_fields_keeps_only_the_agents_keys() -> None:
     assert owned_fields({}) == OwnedFields()
 
 
-WANT = OwnedFields({SLOTS_ANNOTATION: "[1]", BITSTREAMS_ANNOTATION: "{}"}, {P + "a": "true", PLATFORM_LABEL: "a"})
+WANT = OwnedFields({}, {P + "a": "true", PLATFORM_LABEL: "a"})
 
 
 @pytest.mark.parametrize(
     ("current", "patch"),
     [
         pytest.param(WANT, None, id="equal-no-patch"),
-        pytest.param(
-            OwnedFields(),
-            {
-                "metadata": {
-                    "annotations": {SLOTS_ANNOTATION: "[1]", BITSTREAMS_ANNOTATION: "{}"},
-                    "labels": {P + "a": "true", PLATFORM_LABEL: "a"},
-                }
-            },
-            id="fresh-node",
-        ),
+        pytest.param(OwnedFields(), {"metadata": {"labels": {P + "a": "true", PLATFORM_LABEL: "a"}}}, id="fresh-node"),
         pytest.param(
             OwnedFields({SLOTS_ANNOTATION: "[0]", BITSTREAMS_ANNOTATION: "{}"}, WANT.labels),
-            {"metadata": {"annotations": {SLOTS_ANNOTATION: "[1]"}}},
-            id="one-annotation-changed",
+            {"metadata": {"annotations": {SLOTS_ANNOTATION: None, BITSTREAMS_ANNOTATION: None}}},
+            id="earlier-versions-annotations-removed",
         ),
         pytest.param(
-            OwnedFields(WANT.annotations, {P + "a": "true", P + "old": "true", PLATFORM_LABEL: "old"}),
+            OwnedFields({}, {P + "a": "true", P + "old": "true", PLATFORM_LABEL: "old"}),
             {"metadata": {"labels": {PLATFORM_LABEL: "a", P + "old": None}}},
             id="stale-label-nulled",
         ),

@@ -1,0 +1,35 @@
+"""Every FpgaNodeState object, kept current by one list+watch, for the scheduler extender.
+
+The extender answers kube-scheduler from memory, so it needs every node's published
+slot state all the time: one list+watch of the small FpgaNodeState objects (never of the
+Nodes) does that with one request per change. Each object reaches the caller's ``parse``
+(in the worker thread) as the JSON the API server sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from kubernetes import client
+
+from agent.kube.core import CoreCalls
+from agent.kube.objectwatch import ObjectWatcher
+
+T = TypeVar("T")
+
+
+class NodeStateWatcher(ObjectWatcher[T]):
+    """All FpgaNodeState objects (a list fails until the CRD is installed: the watcher keeps trying)."""
+
+    def __init__(
+        self, api_client: client.ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
+    ) -> None:
+        core = CoreCalls(api_client)
+        super().__init__(
+            "fpganodestates",
+            "FpgaNodeState objects",
+            list_func=core.list_fpga_node_state_for_all_namespaces,
+            parse=parse,
+            **options,
+        )
