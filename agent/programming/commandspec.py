@@ -9,6 +9,7 @@ The ``command-programmers`` setting is a list of entries, each for some static s
     reset:     [...]                 # optional, run after a failed programming
     failure-pattern: '...'           # optional: output that means failure even with exit status 0
     environment: {XILINX_XRT: /opt/xilinx/xrt}   # optional, added to the tool's minimal environment
+    allow-loader-variables: [LD_LIBRARY_PATH]    # optional: the LD_* names environment may set
 
 Every argument is one argv element (no shell ever sees it); placeholders in braces are
 replaced by the slot's values. The tool is named by its absolute path: it runs with a
@@ -38,6 +39,7 @@ _FIELDS = {
     "reset",
     "failure-pattern",
     "environment",
+    "allow-loader-variables",
 }
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_ARGS = 64
@@ -135,8 +137,19 @@ def _pattern(entry: Mapping[str, object], key: str, where: str) -> re.Pattern[st
     return pattern
 
 
+def _loader_variables(entry: Mapping[str, object], where: str) -> frozenset[str]:
+    """The dynamic-loader variables (``LD_*``) the entry's ``environment`` may set, each named explicitly."""
+    raw = entry.get("allow-loader-variables")
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list | tuple) or not all(isinstance(n, str) and n.startswith("LD_") for n in raw):
+        raise ValueError(f"{where}.allow-loader-variables must be a list of LD_* variable names, got {raw!r}")
+    return frozenset(raw)
+
+
 def _environment(entry: Mapping[str, object], where: str) -> tuple[tuple[str, str], ...]:
     raw = entry.get("environment")
+    allowed = _loader_variables(entry, where)
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -145,6 +158,11 @@ def _environment(entry: Mapping[str, object], where: str) -> tuple[tuple[str, st
     for name, value in raw.items():
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{where}.environment: {name!r} is not an environment variable name")
+        if name.startswith("LD_") and name not in allowed:
+            raise ValueError(
+                f"{where}.environment.{name}: a dynamic-loader variable decides what code the tool runs; "
+                f"refused unless the entry lists it in allow-loader-variables"
+            )
         if not isinstance(value, str | int | float) or isinstance(value, bool) or "\0" in str(value):
             raise ValueError(f"{where}.environment.{name} must be a string, got {value!r}")
         pairs.append((name, str(value)))

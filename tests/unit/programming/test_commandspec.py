@@ -89,6 +89,23 @@ def test_a_static_slot_that_names_nothing_is_refused_at_start_naming_it(card: st
         ({"platform": "p", "program": [XBUTIL], "read-back": [XBUTIL], "read-back-pattern": "("}, "not a regular"),
         ({"platform": "p", "program": [XBUTIL], "read-back": [XBUTIL], "read-back-pattern": "(a)(b)"}, "one group"),
         ({"platform": "p", "program": [XBUTIL], "environment": {"A B": "1"}}, "not an environment variable name"),
+        (
+            {"platform": "p", "program": [XBUTIL], "environment": {"LD_PRELOAD": "/tmp/x.so"}},
+            "[0].environment.LD_PRELOAD: a dynamic-loader variable",
+        ),
+        (
+            {
+                "platform": "p",
+                "program": [XBUTIL],
+                "environment": {"LD_AUDIT": "/x.so"},
+                "allow-loader-variables": ["LD_LIBRARY_PATH"],
+            },
+            "[0].environment.LD_AUDIT: a dynamic-loader variable",
+        ),
+        (
+            {"platform": "p", "program": [XBUTIL], "allow-loader-variables": ["PATH"]},
+            "[0].allow-loader-variables must be a list of LD_* variable names",
+        ),
         ({"platform": "p", "program": [XBUTIL], "shell": True}, "unknown field(s) shell"),
     ],
     ids=[
@@ -104,6 +121,9 @@ def test_a_static_slot_that_names_nothing_is_refused_at_start_naming_it(card: st
         "bad-regex",
         "two-groups",
         "bad-env-name",
+        "loader-variable",
+        "loader-variable-not-listed",
+        "allowed-not-a-loader-variable",
         "unknown-field",
     ],
 )
@@ -131,3 +151,17 @@ def test_command_programmer_config_error_names_the_flag_and_changes_nothing() ->
     assert config.command_programmers[0].program.tool == XBUTIL
     with pytest.raises(ConfigError, match=r"^--command-programmers: \[0\]\.platform: no declared static slot"):
         load_config({"command_programmers": json.dumps(good)}, env={})
+
+
+def test_command_programmer_loader_variables_named_in_allow_loader_variables_are_set() -> None:
+    (spec,) = parse_command_programmers(
+        [
+            {
+                "platform": "p",
+                "program": [XBUTIL],
+                "environment": {"XILINX_XRT": "/opt/xilinx/xrt", "LD_LIBRARY_PATH": "/opt/xilinx/xrt/lib"},
+                "allow-loader-variables": ["LD_LIBRARY_PATH"],
+            }
+        ]
+    )
+    assert spec.environment == (("LD_LIBRARY_PATH", "/opt/xilinx/xrt/lib"), ("XILINX_XRT", "/opt/xilinx/xrt"))
