@@ -186,20 +186,25 @@ class NodePublisher:
                     self._current, self._stored = None, _UNREAD  # read both again and put right what differs
 
     async def clear(self) -> bool:
-        """Remove the platform labels (and earlier versions' annotations) from the Node and delete the
-        FpgaNodeState (the agent's stop when uninstalled; call it once ``run`` has ended). False, with a
-        warning naming the failure, when either could not be done."""
+        """Remove the platform labels (and earlier versions' annotations) from the Node, then delete the
+        FpgaNodeState (the agent's stop when uninstalled; call it once ``run`` has ended). False, with a warning
+        naming the failure, when the labels could not be removed; an object that cannot be deleted (the agent's
+        Role went first) is left to the garbage collector, which deletes it with its DaemonSet."""
         try:
             current = await asyncio.to_thread(self._read)
             body = clear_body(current)
             if body is not None:
                 await asyncio.to_thread(self._patch, body)
-            await asyncio.to_thread(self._objects.delete)
         except Exception as exc:
             kind, text = describe_api_error(exc)
             logger.warning("node %s: slot state not removed (%s: %s)", self.node_name, kind, text)
             return False
-        logger.info("removed the FpgaNodeState and the platform labels of node %s", self.node_name)
+        try:
+            await asyncio.to_thread(self._objects.delete)
+        except Exception as exc:
+            kind, text = describe_api_error(exc)
+            logger.info("node %s: FpgaNodeState left for the garbage collector (%s: %s)", self.node_name, kind, text)
+        logger.info("removed the platform labels and the FpgaNodeState of node %s", self.node_name)
         return True
 
     async def _pace(self) -> None:

@@ -453,3 +453,17 @@ async def test_clear_that_is_refused_says_so_and_returns_false(
     publisher = NodePublisher(api_client, "no-such-node", backoff=FAST_BACKOFF)
     assert not await publisher.clear()
     assert any("slot state not removed" in m for m in our_warnings(caplog))
+
+
+async def test_clear_leaves_an_object_it_may_no_longer_delete_to_the_garbage_collector(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    """``kubectl delete -k`` deletes the agent's Role with its DaemonSet: the labels still go, which is what the
+    uninstall waits for; the object goes with the DaemonSet that owns it."""
+    apiserver.add_node(DEFAULT_NODE)
+    async with publishing(api_client) as publisher:
+        await publish(publisher)
+    apiserver.fail_next("DELETE", STATE_PATH, 403, message="the Role is gone")
+    assert await publisher.clear()
+    assert owned_labels(apiserver) == {}
+    assert stored_spec(apiserver) == SPEC_A
