@@ -197,7 +197,7 @@ class FakeClaimPreparer:
         self.prepared: dict[str, tuple[PreparedDevice, ...]] = {}
         self.calls: list[tuple[str, str]] = []
 
-    def prepare(self, claim: ClaimRef) -> tuple[PreparedDevice, ...]:
+    async def prepare(self, claim: ClaimRef) -> tuple[PreparedDevice, ...]:
         self.calls.append(("prepare", claim.uid))
         who = f"claim {claim.namespace}/{claim.name}"
         if claim.name.startswith("broken"):
@@ -208,7 +208,7 @@ class FakeClaimPreparer:
             self.prepared[claim.uid] = (PreparedDevice(self.pool, slot, (cdi,), ("fpga",)),)
         return self.prepared[claim.uid]
 
-    def unprepare(self, claim: ClaimRef) -> None:
+    async def unprepare(self, claim: ClaimRef) -> None:
         self.calls.append(("unprepare", claim.uid))
         if claim.name.startswith("broken-release"):
             raise ProgrammingError(f"claim {claim.namespace}/{claim.name}: the CDI spec could not be removed")

@@ -21,9 +21,9 @@ What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPr
    restart, when the claim itself may be gone.
 
 Release removes the spec and the record and frees the slots; the bitstream stays loaded
-(that is the cache). Releasing an unknown claim succeeds. Calls come from the DRA
-server's threads, one at a time; all but reading the claim runs on the agent's event
-loop, which owns the slot registry and the Reconfigurer.
+(that is the cache). Releasing an unknown claim succeeds. Calls come one at a time on
+the agent's event loop (the DRA server is ``grpc.aio``), which owns the slot registry and
+the Reconfigurer; the claim is read in a thread (the kubernetes client blocks).
 
 During an update two agent pods serve the driver (``agent.dra.PluginSockets`` per pod UID) and
 the kubelet may call either; each call runs under the node's DRA lock (``agent.dra.filelock``),
@@ -102,7 +102,6 @@ class ClaimPreparation:
         pods: PodDirectory | None,
         cdi: CdiSpecs,
         node: str,
-        loop: asyncio.AbstractEventLoop,
         state_file: Path,
         timeout_s: float,
     ) -> None:
@@ -112,7 +111,6 @@ class ClaimPreparation:
         self._pods = pods
         self._cdi = cdi
         self._node = node
-        self._loop = loop
         self._state_file = state_file
         self._timeout_s = timeout_s
         self._prepared: dict[str, PreparedClaim] = self._load_state()
@@ -148,15 +146,14 @@ class ClaimPreparation:
                 self._registry.set_holder(missing, namespace, pod, container)
 
     # ------------------------------------------------------------------------- prepare
-    def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
-        """From a server thread: the claim is read here, the rest runs on the agent's loop (which owns the
-        registry and the Reconfigurer)."""
+    async def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        """The claim is read in a thread, the rest runs here on the agent's loop (which owns the registry and
+        the Reconfigurer)."""
         deadline = time.monotonic() + self._timeout_s
         who = shown_claim(claim.namespace, claim.name)
-        self._run(self.refresh(), deadline, who)
-        info = self._claims.read(claim.namespace, claim.name, claim.uid)
-        prepared: list[PreparedDevice] = self._run(self._prepare(claim, info, who, deadline), deadline, who)
-        return prepared
+        await self._run(self.refresh(), deadline, who)
+        info = await asyncio.to_thread(self._claims.read, claim.namespace, claim.name, claim.uid)
+        return await self._run(self._prepare(claim, info, who, deadline), deadline, who)
 
     async def _prepare(self, claim: ClaimRef, info: ClaimInfo, who: str, deadline: float) -> list[PreparedDevice]:
         mine = [d for d in info.devices if d.pool == self._node]
@@ -239,22 +236,21 @@ class ClaimPreparation:
                 groups.setdefault(name, []).append(slot)
         return groups
 
-    def _run(self, work: Coroutine[Any, Any, T], deadline: float, who: str) -> T:
-        """Run ``work`` on the agent's loop from this (server) thread, by ``deadline``."""
-        future = asyncio.run_coroutine_threadsafe(work, self._loop)
+    async def _run(self, work: Coroutine[Any, Any, T], deadline: float, who: str) -> T:
+        """Await ``work`` by ``deadline`` (and a second more, so that its own deadline error comes first)."""
         try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + 1.0):
+                return await work
         except TimeoutError:
-            future.cancel()
             raise ProgrammingError(f"{who}: not done within {self._timeout_s:.0f} s") from None
 
     # ------------------------------------------------------------------------- release
-    def unprepare(self, claim: ClaimRef) -> None:
-        """From a server thread; the slots are freed on the agent's loop."""
+    async def unprepare(self, claim: ClaimRef) -> None:
+        """On the agent's loop: the spec and the record go, the slots are freed."""
         who = shown_claim(claim.namespace, claim.name)
         deadline = time.monotonic() + self._timeout_s
-        self._run(self.refresh(), deadline, who)
-        self._run(self._unprepare(claim), deadline, who)
+        await self._run(self.refresh(), deadline, who)
+        await self._run(self._unprepare(claim), deadline, who)
 
     async def _unprepare(self, claim: ClaimRef) -> None:
         await asyncio.to_thread(self._cdi.remove, claim.uid)

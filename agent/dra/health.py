@@ -11,9 +11,10 @@ runs out, so a quiet device does not go Unknown.
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -38,51 +39,49 @@ class DeviceHealth:
 
 
 class HealthBoard:
-    """The current device list and its version; thread-safe, for the streams to follow."""
+    """The current device list and its version, for the streams to follow (used on the agent's event loop)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
         self._devices: tuple[DeviceHealth, ...] = ()
         self._version = 0
         self._closed = False
+        self._changed = asyncio.Event()
 
     def set(self, devices: Sequence[DeviceHealth]) -> None:
         """Publish the full list; streams are woken only when it differs from the last one."""
-        with self._cond:
-            devices = tuple(devices)
-            if devices == self._devices:
-                return
-            self._devices = devices
-            self._version += 1
-            self._cond.notify_all()
+        devices = tuple(devices)
+        if devices == self._devices:
+            return
+        self._devices = devices
+        self._version += 1
+        self._wake()
 
     def close(self) -> None:
         """End every stream (the server is stopping)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+        self._closed = True
+        self._wake()
 
-    def wake(self) -> None:
-        """Let every stream look at once whether its client is still there."""
-        with self._cond:
-            self._cond.notify_all()
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
-    def follow(self, active: threading.Event | None = None) -> Iterator[tuple[tuple[DeviceHealth, ...], float]]:
-        """The list now, then on every change and at least every ``REPEAT_S``, until closed or ``active`` clears."""
-        seen = [-1]  # the version last sent
-
-        def news() -> bool:
-            gone = active is not None and not active.is_set()
-            return self._closed or gone or self._version != seen[0]
-
+    async def follow(self) -> AsyncIterator[tuple[tuple[DeviceHealth, ...], float]]:
+        """The list now, then on every change and at least every ``REPEAT_S``, until closed."""
+        seen = -1  # the version last sent
         while True:
-            with self._cond:
-                self._cond.wait_for(news, timeout=REPEAT_S)
-                if self._closed or (active is not None and not active.is_set()):
-                    return
-                seen[0] = self._version
-                devices = self._devices
-            yield devices, time.time()  # the board is kept current: this is its health as of now
+            if self._version == seen:
+                await self._news()
+            if self._closed:
+                return
+            seen = self._version
+            yield self._devices, time.time()  # the board is kept current: this is its health as of now
+
+    async def _news(self) -> None:
+        """Until the list changes or the board closes, or ``REPEAT_S`` (then the list is sent again)."""
+        changed = self._changed
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REPEAT_S):
+                await changed.wait()
 
 
 _STATUS = {True: pb.HEALTHY, False: pb.UNHEALTHY, None: pb.UNKNOWN}
@@ -107,16 +106,11 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
     def __init__(self, board: HealthBoard) -> None:
         self._board = board
 
-    def NodeWatchResources(
-        self, request: pb.NodeWatchResourcesRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.NodeWatchResourcesResponse]:
-        active = threading.Event()
-        active.set()
-
-        def gone() -> None:  # the kubelet went away: end the stream now, freeing its thread
-            active.clear()
-            self._board.wake()
-
-        context.add_callback(gone)
-        for devices, updated in self._board.follow(active):
+    async def NodeWatchResources(
+        self,
+        request: pb.NodeWatchResourcesRequest,
+        context: grpc.aio.ServicerContext[pb.NodeWatchResourcesRequest, pb.NodeWatchResourcesResponse],
+    ) -> AsyncIterator[pb.NodeWatchResourcesResponse]:
+        # A kubelet that goes away cancels the call, which ends the stream where it waits.
+        async for devices, updated in self._board.follow():
             yield response(devices, updated)

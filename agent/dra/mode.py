@@ -126,7 +126,7 @@ class DraMode:
         state_dir: Path,
         timeout_s: float,
     ) -> None:
-        """Call on the agent's event loop (preparation runs there)."""
+        """Call on the agent's event loop (the plugin's gRPC servers and preparation run there)."""
         self.node = node
         self._registry = registry
         self._slices = slices
@@ -137,19 +137,13 @@ class DraMode:
             pods=pods,
             cdi=CdiSpecs(cdi_dir, DRIVER_NAME),
             node=node,
-            loop=asyncio.get_running_loop(),
             state_file=state_dir / CLAIMS_FILE,
             timeout_s=timeout_s,
         )
         self.health = HealthBoard()
         self._slice_error = ""
         self._clashes: set[NameClash] = set()
-        loop = asyncio.get_running_loop()
-
-        def on_registered() -> None:
-            loop.call_soon_threadsafe(slices.refresh)
-
-        self.server = DraPluginServer(self.preparation, sockets, self.health, on_registered)
+        self.server = DraPluginServer(self.preparation, sockets, self.health, on_registered=slices.refresh)
 
     def registered(self) -> bool:
         """Whether the kubelet said it registered the driver."""
@@ -161,7 +155,7 @@ class DraMode:
         The slots of the prepared claims are held before anything is served (the claims hold slots in DRA mode)."""
         self.preparation.restore_holders()
         self._publish(self._registry.snapshot())
-        await asyncio.to_thread(self.server.start)
+        await self.server.start()
         try:
             async with asyncio.TaskGroup() as group:
                 follow = group.create_task(self._follow_slots(), name="dra-slots")
@@ -171,7 +165,7 @@ class DraMode:
                 follow.cancel()
                 record.cancel()
         finally:
-            await asyncio.to_thread(self.server.stop)
+            await self.server.stop()
             logger.info("DRA driver %s stopped serving", DRIVER_NAME)
 
     async def _follow_record(self) -> None:

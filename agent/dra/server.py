@@ -8,6 +8,7 @@ still ours (same inode): a newer agent that took the path over keeps it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import logging
@@ -15,7 +16,6 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,8 +40,6 @@ from agent.output.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
 _BIND_COUNTER = itertools.count()
-#: Threads for calls: prepare and release are serialized; the kubelet keeps one health stream open.
-WORKERS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +70,8 @@ class PluginSockets:
 
 
 class DraPluginServer:
-    """The two gRPC servers of the DRA plugin, started and stopped together."""
+    """The two gRPC servers of the DRA plugin (``grpc.aio``, on the agent's event loop), started and stopped
+    together."""
 
     def __init__(
         self,
@@ -82,7 +81,7 @@ class DraPluginServer:
         on_registered: Callable[[], None] | None = None,
     ) -> None:
         """With ``health``, the resource-health stream is served (and advertised) too; ``on_registered`` is
-        called (on a server thread) each time the kubelet registers the driver, e.g. after its restart."""
+        called (on the event loop) each time the kubelet registers the driver, e.g. after its restart."""
         self.sockets = sockets or PluginSockets()
         core = DraCore(preparer, self.sockets.lock)
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
@@ -90,7 +89,7 @@ class DraPluginServer:
         self.health = health
         self._v1 = DraV1Servicer(core)
         self._v1beta1 = DraV1beta1Servicer(core)
-        self._servers: list[grpc.Server] = []
+        self._servers: list[grpc.aio.Server] = []
         self._placed: list[tuple[Path, tuple[int, int]]] = []
         #: When our registration socket was placed (its mtime, ns): kept after stop, for superseded().
         self._placed_at: int | None = None
@@ -131,19 +130,19 @@ class DraPluginServer:
             logger.info("removed the sockets of stopped driver instances: %s", ", ".join(map(str, removed)))
         return removed
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Serve the DRA socket, then the registration socket (the kubelet dials the first once it has
         found the second). KubeletError naming the path when one cannot be served; nothing is left."""
         bound_undecodable_request_logs()
         try:
-            self.remove_dead_instances()
-            self._start_one(self.sockets.dra, self._add_dra)
-            self._start_one(self.sockets.registration, self._add_registration)
+            await asyncio.to_thread(self.remove_dead_instances)
+            await self._start_one(self.sockets.dra, self._add_dra)
+            await self._start_one(self.sockets.registration, self._add_registration)
         except OSError as exc:
-            self.stop()
+            await self.stop()
             raise KubeletError(f"cannot serve the DRA plugin: {exc}") from exc
-        except Exception:
-            self.stop()
+        except BaseException:
+            await self.stop()
             raise
         self._placed_at = self.sockets.registration.stat().st_mtime_ns
         logger.info(
@@ -153,12 +152,12 @@ class DraPluginServer:
             self.sockets.registration,
         )
 
-    def stop(self) -> None:
-        """Stop serving; remove each socket that is still ours."""
+    async def stop(self) -> None:
+        """Stop serving (open health streams end first); remove each socket that is still ours."""
         if self.health is not None:
             self.health.close()
         for server in self._servers:
-            server.stop(STOP_GRACE_S).wait()
+            await server.stop(STOP_GRACE_S)
         self._servers = []
         for path, identity in self._placed:
             try:
@@ -168,32 +167,33 @@ class DraPluginServer:
                 pass
         self._placed = []
 
-    def _add_dra(self, server: grpc.Server) -> None:
+    def _add_dra(self, server: grpc.aio.Server) -> None:
         v1_grpc.add_DRAPluginServicer_to_server(self._v1, server)
         v1beta1_grpc.add_DRAPluginServicer_to_server(self._v1beta1, server)
         if self.health is not None:
             health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
 
-    def _add_registration(self, server: grpc.Server) -> None:
+    def _add_registration(self, server: grpc.aio.Server) -> None:
         reg_grpc.add_RegistrationServicer_to_server(self.registration, server)
 
-    def _start_one(self, path: Path, add: Callable[[grpc.Server], None]) -> None:
+    async def _start_one(self, path: Path, add: Callable[[grpc.aio.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # A short name used once (the watcher skips dot names): a socket path has at most 107 bytes, and the
         # per-pod names are long; pids repeat across containers, so the name is random.
         bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+        server = grpc.aio.server()
         add(server)
+        self._servers.append(server)  # from here on, stop() cleans it up whatever fails
         old_umask = os.umask(0o177)  # created 0600, never briefly wider
         try:
             if server.add_insecure_port(f"unix://{bound}") == 0:
                 raise KubeletError(f"cannot bind {bound}")
+            await server.start()
         except RuntimeError as exc:  # grpc reports a failed bind this way too
             raise KubeletError(f"cannot bind {bound}: {exc}") from exc
         finally:
             os.umask(old_umask)
-        server.start()
-        self._servers.append(server)
+        os.chmod(bound, 0o600)
         os.replace(bound, path)
         self._placed.append((path, _identity(path)))
 

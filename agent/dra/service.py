@@ -9,9 +9,9 @@ does not know is a success: the kubelet may ask again after a restart.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,13 +56,13 @@ class PreparedDevice:
 
 
 class ClaimPreparer(Protocol):
-    """What preparing and releasing a claim means on this node (may block; runs off the event loop)."""
+    """What preparing and releasing a claim means on this node (on the agent's event loop)."""
 
-    def prepare(self, claim: ClaimRef) -> Sequence[PreparedDevice]:
+    async def prepare(self, claim: ClaimRef) -> Sequence[PreparedDevice]:
         """The claim's devices, ready for its pods; FpgaSlotError naming the claim and saying why not."""
         ...
 
-    def unprepare(self, claim: ClaimRef) -> None:
+    async def unprepare(self, claim: ClaimRef) -> None:
         """Release what ``prepare`` set up for the claim (idempotent); FpgaSlotError naming the claim."""
         ...
 
@@ -91,28 +91,28 @@ class DraCore:
 
     def __init__(self, preparer: ClaimPreparer, lock_file: Path | None = None) -> None:
         self._preparer = preparer
-        self._lock = threading.Lock()
+        self._lock = asyncio.Lock()
         self._lock_file = lock_file
 
-    def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        with self._lock, self._node_lock():
-            return self._prepare(claims)
+    async def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
+        async with self._lock, self._node_lock():
+            return await self._prepare(claims)
 
-    def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        with self._lock, self._node_lock():
-            return self._unprepare(claims)
+    async def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
+        async with self._lock, self._node_lock():
+            return await self._unprepare(claims)
 
-    def _node_lock(self) -> contextlib.AbstractContextManager[None]:
+    def _node_lock(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file)
 
-    def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
+    async def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
         for uid, ref in _refs(claims).items():
             if not uid:
                 answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
                 continue
             try:
-                devices = self._preparer.prepare(ref)
+                devices = await self._preparer.prepare(ref)
             except FpgaSlotError as exc:
                 logger.warning("%s not prepared: %s", ref, exc)
                 answers[uid] = ((), str(exc))
@@ -121,11 +121,11 @@ class DraCore:
             answers[uid] = (devices, "")
         return answers
 
-    def _unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
+    async def _unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
         answers: dict[str, str] = {}
         for uid, ref in _refs(claims).items():
             try:
-                self._preparer.unprepare(ref)
+                await self._preparer.unprepare(ref)
             except FpgaSlotError as exc:
                 logger.warning("%s not released: %s", ref, exc)
                 answers[uid] = str(exc)
@@ -143,9 +143,9 @@ class _DraMethods:
     def __init__(self, core: DraCore) -> None:
         self._core = core
 
-    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         answer = self._pb.NodePrepareResourcesResponse()
-        for uid, (devices, error) in self._core.prepare(request.claims).items():
+        for uid, (devices, error) in (await self._core.prepare(request.claims)).items():
             entry = answer.claims[uid]
             entry.error = error
             for d in devices:
@@ -154,9 +154,9 @@ class _DraMethods:
                 )
         return answer
 
-    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+    async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         answer = self._pb.NodeUnprepareResourcesResponse()
-        for uid, error in self._core.unprepare(request.claims).items():
+        for uid, error in (await self._core.unprepare(request.claims)).items():
             answer.claims[uid].error = error
         return answer
 
@@ -179,17 +179,21 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
         versions: Sequence[str] = SUPPORTED_VERSIONS,
         on_registered: Callable[[], None] | None = None,
     ) -> None:
-        """``on_registered`` is called (on a server thread) each time the kubelet registers the driver."""
+        """``on_registered`` is called (on the event loop) each time the kubelet registers the driver."""
         self._info = reg.PluginInfo(type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=versions)
         self._on_registered = on_registered
         #: The last status the kubelet sent: None before any, else (registered, error).
         self.status: tuple[bool, str] | None = None
 
-    def GetInfo(self, request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+    async def GetInfo(
+        self, request: reg.InfoRequest, context: grpc.aio.ServicerContext[reg.InfoRequest, reg.PluginInfo]
+    ) -> reg.PluginInfo:
         return self._info
 
-    def NotifyRegistrationStatus(
-        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    async def NotifyRegistrationStatus(
+        self,
+        request: reg.RegistrationStatus,
+        context: grpc.aio.ServicerContext[reg.RegistrationStatus, reg.RegistrationStatusResponse],
     ) -> reg.RegistrationStatusResponse:
         self.status = (request.plugin_registered, request.error)
         if request.plugin_registered:
@@ -198,5 +202,4 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
                 self._on_registered()
             return reg.RegistrationStatusResponse()
         logger.error("kubelet refused DRA driver %s: %s", self._info.name, shown(request.error))
-        context.abort(grpc.StatusCode.UNKNOWN, f"registration failed: {shown(request.error)}")
-        raise AssertionError("unreachable: abort raises")
+        await context.abort(grpc.StatusCode.UNKNOWN, f"registration failed: {shown(request.error)}")

@@ -1,10 +1,9 @@
 """gRPC's own log record of a request it could not decode, as one bounded line.
 
-grpc-python logs every request whose bytes do not parse as the method's message with
-the whole traceback (about 3 KB each): the asyncio server (the device plugin) as
-``Unexpected [DecodeError] raised by servicer method [...]`` on ``grpc._cython.cygrpc``,
-the threaded one (the DRA plugin) as ``Exception deserializing message!`` on
-``grpc._common``. Anything that can reach a socket could fill the log that way. The
+grpc-python's asyncio servers (the device plugin's and the DRA plugin's) log every request
+whose bytes do not parse as the method's message with the whole traceback (about 3 KB each),
+as ``Unexpected [DecodeError] raised by servicer method [...]`` on ``grpc._cython.cygrpc``.
+Anything that can reach a socket could fill the log that way. The
 filter here rewrites such a record into one warning line naming the method (where gRPC
 says it) and what the parser said, cut to a bounded length, without the traceback; gRPC
 still answers the call with its error status. Every other record passes unchanged.
@@ -22,8 +21,8 @@ from google.protobuf.message import DecodeError
 
 from agent.errors import shown
 
-#: The loggers grpc-python reports undecodable requests on (asyncio server, threaded server).
-GRPC_LOGGERS = ("grpc._cython.cygrpc", "grpc._common")
+#: The loggers grpc-python's asyncio server reports undecodable requests on.
+GRPC_LOGGERS = ("grpc._cython.cygrpc",)
 _METHOD = re.compile(r"servicer method \[(/[!-~]{1,200})\]")
 
 

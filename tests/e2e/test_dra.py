@@ -68,12 +68,12 @@ class CdiPreparer:
             backend="sim",
         )
 
-    def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+    async def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
         self.calls.append(("prepare", claim.uid))
         (cdi_id,) = self.specs.write(claim.uid, [self.slot])
         return [PreparedDevice(self.pool, "slot-0", (cdi_id,), ("fpga",))]
 
-    def unprepare(self, claim: ClaimRef) -> None:
+    async def unprepare(self, claim: ClaimRef) -> None:
         self.calls.append(("unprepare", claim.uid))
         self.specs.remove(claim.uid)
 
@@ -123,23 +123,47 @@ def node(cluster: Cluster, pytestconfig: pytest.Config) -> str:
     return pick_node(cluster, pytestconfig.getoption("--e2e-node"))
 
 
+class Served:
+    """The plugin server on an event loop of its own thread, as the agent serves it on its loop."""
+
+    def __init__(self, server: DraPluginServer, preparer: CdiPreparer, board: HealthBoard) -> None:
+        self.server, self.preparer, self.board = server, preparer, board
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="dra-plugin", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+
+    def set_health(self, devices: list[DeviceHealth]) -> None:
+        self.loop.call_soon_threadsafe(self.board.set, devices)
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
+
+
 @pytest.fixture
-def plugin(node: str) -> Iterator[tuple[DraPluginServer, CdiPreparer, HealthBoard]]:
-    preparer = CdiPreparer(pool=node)
+def plugin(node: str) -> Iterator[Served]:
     board = HealthBoard()
     board.set([DeviceHealth(node, "slot-0", True)])
-    server = DraPluginServer(preparer, health=board)
-    server.start()
+    preparer = CdiPreparer(pool=node)
+    served = Served(DraPluginServer(preparer, health=board), preparer, board)
+    served.start()
     try:
-        yield server, preparer, board
+        yield served
     finally:
-        server.stop()
+        served.stop()
 
 
 def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_releases_it(
-    cluster: Cluster, node: str, plugin: tuple[DraPluginServer, CdiPreparer, HealthBoard]
+    cluster: Cluster, node: str, plugin: Served
 ) -> None:
-    server, preparer, board = plugin
+    server, preparer = plugin.server, plugin.preparer
     wait_for("the kubelet to register the DRA driver", lambda: server.registration.status is not None, 30)
     assert server.registration.status == (True, "")
 
@@ -215,7 +239,7 @@ def test_the_real_kubelet_registers_the_driver_prepares_a_scheduled_claim_and_re
         assert preparer.specs.path(claim_uid).is_file()
         # the kubelet shows our resource-health stream in the pod's status, and follows its changes
         cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Healthy", "with its slot Healthy")
-        board.set([DeviceHealth(node, "slot-0", False, "card unplugged")])
+        plugin.set_health([DeviceHealth(node, "slot-0", False, "card unplugged")])
         cluster.wait_pod(namespace, "uses-a-slot", lambda p: _slot_health(p) == "Unhealthy", "with its slot Unhealthy")
 
         cluster.core.delete_namespaced_pod("uses-a-slot", namespace, grace_period_seconds=0)

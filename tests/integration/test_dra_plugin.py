@@ -3,9 +3,11 @@ NodePrepareResources / NodeUnprepareResources on the advertised endpoint, over r
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -16,7 +18,6 @@ from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets
-from agent.dra.server import WORKERS
 from tests.fakes import FakeClaimPreparer, short_tmpdir
 from tests.integration import foreign_wire as wire
 
@@ -32,14 +33,18 @@ def preparer() -> FakeClaimPreparer:
     return FakeClaimPreparer()
 
 
+#: Health streams a kubelet may leave behind (it reopens the stream every 5 s after an error).
+DROPPED_STREAMS = 4
+
+
 @pytest.fixture
-def plugin(sockets: PluginSockets, preparer: FakeClaimPreparer) -> Iterator[DraPluginServer]:
+async def plugin(sockets: PluginSockets, preparer: FakeClaimPreparer) -> AsyncIterator[DraPluginServer]:
     server = DraPluginServer(preparer, sockets)
-    server.start()
+    await server.start()
     try:
         yield server
     finally:
-        server.stop()
+        await server.stop()
 
 
 @pytest.fixture
@@ -47,12 +52,12 @@ def kubelet(sockets: PluginSockets, plugin: DraPluginServer) -> DraKubelet:
     return DraKubelet(sockets.registry_dir)
 
 
-def test_the_plugin_watcher_finds_one_socket_and_registers_the_driver(
+async def test_the_plugin_watcher_finds_one_socket_and_registers_the_driver(
     kubelet: DraKubelet, plugin: DraPluginServer, sockets: PluginSockets
 ) -> None:
     (found,) = kubelet.sockets()
     assert found == sockets.registry_dir / f"{DRIVER_NAME}-reg.sock"
-    info = kubelet.register(found)
+    info = await asyncio.to_thread(kubelet.register, found)
     assert info.type == "DRAPlugin"
     assert info.name == DRIVER_NAME
     assert info.endpoint == str(sockets.plugins_dir / DRIVER_NAME / "dra.sock")
@@ -63,31 +68,35 @@ def test_the_plugin_watcher_finds_one_socket_and_registers_the_driver(
 
 
 @pytest.mark.parametrize("known", [("v1.DRAPlugin",), ("v1beta1.DRAPlugin",)])
-def test_claims_are_prepared_and_released_in_either_api_version(
+async def test_claims_are_prepared_and_released_in_either_api_version(
     sockets: PluginSockets, plugin: DraPluginServer, preparer: FakeClaimPreparer, known: tuple[str, ...]
 ) -> None:
     kubelet = DraKubelet(sockets.registry_dir, known)
-    kubelet.register(sockets.registration)
+    await asyncio.to_thread(kubelet.register, sockets.registration)
     assert kubelet.version == known[0]
-    answer = kubelet.prepare(("team", "uid-1", "train-fpga"), ("team", "uid-2", "infer-fpga"))
+    answer = await asyncio.to_thread(kubelet.prepare, ("team", "uid-1", "train-fpga"), ("team", "uid-2", "infer-fpga"))
     assert set(answer.claims) == {"uid-1", "uid-2"}
     (device,) = answer.claims["uid-1"].devices
     assert (device.pool_name, device.device_name, list(device.request_names)) == ("node-a", "slot-0", ["fpga"])
     assert list(device.cdi_device_ids) == [f"{DRIVER_NAME}/slot=uid-1-slot-0"]
     assert answer.claims["uid-1"].error == ""
-    again = kubelet.prepare(("team", "uid-1", "train-fpga"))  # the kubelet asks again after a restart
+    again = await asyncio.to_thread(kubelet.prepare, ("team", "uid-1", "train-fpga"))  # again, after a restart
     assert again.claims["uid-1"].devices == answer.claims["uid-1"].devices
-    released = kubelet.unprepare(("team", "uid-1", "train-fpga"), ("team", "uid-gone", "never-prepared"))
+    released = await asyncio.to_thread(
+        kubelet.unprepare, ("team", "uid-1", "train-fpga"), ("team", "uid-gone", "never-prepared")
+    )
     assert {uid: r.error for uid, r in released.claims.items()} == {"uid-1": "", "uid-gone": ""}
     assert set(preparer.prepared) == {"uid-2"}
 
 
-def test_a_claim_that_cannot_be_prepared_fails_alone_and_says_why(
+async def test_a_claim_that_cannot_be_prepared_fails_alone_and_says_why(
     kubelet: DraKubelet, sockets: PluginSockets, preparer: FakeClaimPreparer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    kubelet.register(sockets.registration)
+    await asyncio.to_thread(kubelet.register, sockets.registration)
     with caplog.at_level(logging.WARNING):
-        answer = kubelet.prepare(("team", "uid-ok", "good"), ("team", "uid-bad", "broken-bitstream"))
+        answer = await asyncio.to_thread(
+            kubelet.prepare, ("team", "uid-ok", "good"), ("team", "uid-bad", "broken-bitstream")
+        )
     assert answer.claims["uid-ok"].error == ""
     assert len(answer.claims["uid-ok"].devices) == 1
     bad = answer.claims["uid-bad"]
@@ -95,42 +104,46 @@ def test_a_claim_that_cannot_be_prepared_fails_alone_and_says_why(
     assert bad.error == "claim team/broken-bitstream: its bitstream failed verification"
     assert set(preparer.prepared) == {"uid-ok"}  # nothing kept for the failed claim
     assert sum("not prepared" in r.getMessage() for r in caplog.records) == 1
-    released = kubelet.unprepare(("team", "uid-ok", "broken-release"))
+    released = await asyncio.to_thread(kubelet.unprepare, ("team", "uid-ok", "broken-release"))
     assert released.claims["uid-ok"].error == "claim team/broken-release: the CDI spec could not be removed"
 
 
-def test_a_claim_named_twice_is_prepared_once_and_one_without_uid_is_refused(
+async def test_a_claim_named_twice_is_prepared_once_and_one_without_uid_is_refused(
     kubelet: DraKubelet, sockets: PluginSockets, preparer: FakeClaimPreparer
 ) -> None:
-    kubelet.register(sockets.registration)
-    answer = kubelet.prepare(("team", "uid-1", "a"), ("team", "uid-1", "a"), ("team", "", "nameless\nx" * 50))
+    await asyncio.to_thread(kubelet.register, sockets.registration)
+    answer = await asyncio.to_thread(
+        kubelet.prepare, ("team", "uid-1", "a"), ("team", "uid-1", "a"), ("team", "", "nameless\nx" * 50)
+    )
     assert [c for c in preparer.calls if c[0] == "prepare"] == [("prepare", "uid-1")]
     assert "has no UID" in answer.claims[""].error
     assert "\n" not in answer.claims[""].error
     assert len(answer.claims[""].error) < 400
 
 
-def test_a_refused_registration_is_an_error_to_the_kubelet_and_logged(
+async def test_a_refused_registration_is_an_error_to_the_kubelet_and_logged(
     kubelet: DraKubelet, plugin: DraPluginServer, sockets: PluginSockets, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.ERROR), pytest.raises(grpc.RpcError) as raised:
-        kubelet.register(sockets.registration, accept=False, error="driver name clashes")
+        await asyncio.to_thread(kubelet.register, sockets.registration, accept=False, error="driver name clashes")
     assert "driver name clashes" in str(raised.value.details())
     assert plugin.registration.status == (False, "driver name clashes")
     assert any("refused DRA driver" in r.getMessage() for r in caplog.records)
 
 
-def test_stop_removes_its_sockets_but_not_a_newer_servers(sockets: PluginSockets, preparer: FakeClaimPreparer) -> None:
+async def test_stop_removes_its_sockets_but_not_a_newer_servers(
+    sockets: PluginSockets, preparer: FakeClaimPreparer
+) -> None:
     first = DraPluginServer(preparer, sockets)
-    first.start()
+    await first.start()
     second = DraPluginServer(preparer, sockets)  # a rolling update: the new agent takes the paths over
-    second.start()
-    first.stop()
+    await second.start()
+    await first.stop()
     assert sockets.registration.is_socket()
     assert sockets.dra.is_socket()
-    DraKubelet(sockets.registry_dir).register(sockets.registration)
+    await asyncio.to_thread(DraKubelet(sockets.registry_dir).register, sockets.registration)
     assert second.registration.status == (True, "")
-    second.stop()
+    await second.stop()
     assert not sockets.registration.exists()
     assert not sockets.dra.exists()
     assert [p.name for p in sockets.registry_dir.iterdir()] == []  # no bind leftovers
@@ -177,14 +190,15 @@ def _raw_call(socket: Path, method: str, payload: bytes) -> bytes:
         return answer
 
 
-def test_the_wire_matches_the_kubelets_field_numbers_and_method_paths(
+async def test_the_wire_matches_the_kubelets_field_numbers_and_method_paths(
     plugin: DraPluginServer, sockets: PluginSockets
 ) -> None:
-    info = wire.decode(PLUGIN_INFO, _raw_call(sockets.registration, "/pluginregistration.Registration/GetInfo", b""))
+    raw_info = await asyncio.to_thread(_raw_call, sockets.registration, "/pluginregistration.Registration/GetInfo", b"")
+    info = wire.decode(PLUGIN_INFO, raw_info)
     assert (info["type"], info["name"], info["endpoint"]) == ("DRAPlugin", DRIVER_NAME, str(sockets.dra))
     request = wire.encode(PREPARE_REQUEST, {"claims": [{"namespace": "team", "uid": "uid-7", "name": "c"}]})
     for package in ("k8s.io.kubelet.pkg.apis.dra.v1", "k8s.io.kubelet.pkg.apis.dra.v1beta1"):
-        raw = _raw_call(sockets.dra, f"/{package}.DRAPlugin/NodePrepareResources", request)
+        raw = await asyncio.to_thread(_raw_call, sockets.dra, f"/{package}.DRAPlugin/NodePrepareResources", request)
         (entry,) = wire.decode(PREPARE_RESPONSE, raw)["claims"]
         assert entry["key"] == "uid-7"
         (device,) = entry["value"]["devices"]
@@ -193,74 +207,74 @@ def test_the_wire_matches_the_kubelets_field_numbers_and_method_paths(
         assert device["request_names"] == ["fpga"]
 
 
-def test_the_health_stream_sends_the_list_then_every_change_and_ends_with_the_server(
+async def test_the_health_stream_sends_the_list_then_every_change_and_ends_with_the_server(
     sockets: PluginSockets, preparer: FakeClaimPreparer
 ) -> None:
     board = HealthBoard()
     board.set([DeviceHealth("node-a", "slot-0", True), DeviceHealth("node-a", "slot-1", None, "being programmed")])
     server = DraPluginServer(preparer, sockets, health=board)
-    server.start()
+    await server.start()
     try:
-        info = DraKubelet(sockets.registry_dir).register(sockets.registration)
+        info = await asyncio.to_thread(DraKubelet(sockets.registry_dir).register, sockets.registration)
         assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]
-        with grpc.insecure_channel(f"unix://{sockets.dra}") as channel:
+        async with grpc.aio.insecure_channel(f"unix://{sockets.dra}") as channel:
             stream = health_grpc.DRAResourceHealthStub(channel).NodeWatchResources(
                 health_pb.NodeWatchResourcesRequest(), timeout=10.0
             )
-            first = next(stream)
+            first = await stream.read()
             assert [(d.device.pool_name, d.device.device_name, d.health, d.message) for d in first.devices] == [
                 ("node-a", "slot-0", health_pb.HEALTHY, ""),
                 ("node-a", "slot-1", health_pb.UNKNOWN, "being programmed"),
             ]
             assert all(d.health_check_timeout_seconds == 60 and d.last_updated_time > 0 for d in first.devices)
             board.set([DeviceHealth("node-a", "slot-0", False, "card unplugged")])
-            (changed,) = next(stream).devices
+            (changed,) = (await stream.read()).devices
             assert (changed.device.device_name, changed.health, changed.message) == (
                 "slot-0",
                 health_pb.UNHEALTHY,
                 "card unplugged",
             )
-            server.stop()
-            assert rest_of(stream) == []  # the stream ends with the server
+            await server.stop()
+            assert await rest_of(stream) == []  # the stream ends with the server
     finally:
-        server.stop()
+        await server.stop()
 
 
-def rest_of(stream: Iterator[health_pb.NodeWatchResourcesResponse]) -> list[health_pb.NodeWatchResourcesResponse]:
+async def rest_of(stream: Any) -> list[health_pb.NodeWatchResourcesResponse]:
     """What a stream still yields until it ends. The server ends it cleanly, but its connection closes right
     after: a client that writes to it at that moment (flow control) sees the transport go (UNAVAILABLE)
     before it reads the clean end. Either way the stream has ended, which is what the kubelet acts on."""
     rest: list[health_pb.NodeWatchResourcesResponse] = []
     ended = grpc.StatusCode.OK
     try:
-        rest.extend(stream)
-    except grpc.RpcError as exc:
-        ended = exc.code()  # type: ignore[attr-defined]
+        while (answer := await stream.read()) is not grpc.aio.EOF:
+            rest.append(answer)
+    except grpc.aio.AioRpcError as exc:
+        ended = exc.code()
     assert ended in (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE), ended
     return rest
 
 
-def test_a_health_stream_whose_kubelet_went_away_frees_its_thread_at_once(
+async def test_health_streams_whose_kubelet_went_away_hold_up_no_call(
     sockets: PluginSockets, preparer: FakeClaimPreparer
 ) -> None:
-    """The kubelet reopens the stream every 5 s after an error: streams it dropped must not hold the server's
-    threads until their next repeat (20 s), or NodePrepareResources would wait behind them."""
+    """The kubelet reopens the stream every 5 s after an error: NodePrepareResources must not wait behind the
+    streams it dropped."""
     board = HealthBoard()
     board.set([DeviceHealth("node-a", "slot-0", True)])
     server = DraPluginServer(preparer, sockets, health=board)
-    server.start()
+    await server.start()
     try:
-        kubelet = DraKubelet(sockets.registry_dir)
-        kubelet.register(sockets.registration)
-        with grpc.insecure_channel(f"unix://{sockets.dra}") as channel:
+        await asyncio.to_thread(DraKubelet(sockets.registry_dir).register, sockets.registration)
+        async with grpc.aio.insecure_channel(f"unix://{sockets.dra}") as channel:
             stub = health_grpc.DRAResourceHealthStub(channel)
-            streams = [stub.NodeWatchResources(health_pb.NodeWatchResourcesRequest()) for _ in range(WORKERS)]
+            streams = [stub.NodeWatchResources(health_pb.NodeWatchResourcesRequest()) for _ in range(DROPPED_STREAMS)]
             for stream in streams:
-                next(stream)
+                await stream.read()
             for stream in streams:
                 stream.cancel()
             request = dra_v1.NodePrepareResourcesRequest(claims=[dra_v1.Claim(namespace="team", uid="u-1", name="c")])
-            answer = dra_v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=5.0)
+            answer = await dra_v1_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=5.0)
         assert answer.claims["u-1"].error == ""
     finally:
-        server.stop()
+        await server.stop()

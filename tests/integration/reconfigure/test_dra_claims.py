@@ -3,7 +3,6 @@ Reconfigurer on simulated cards), its CDI spec written, the claim recorded; rele
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -36,16 +35,15 @@ class Node:
             pods=self.pods,
             cdi=self.cdi,
             node=POOL,
-            loop=asyncio.get_running_loop(),
             state_file=self.state_file,
             timeout_s=10.0,
         )
 
     async def prepare(self, ref: ClaimRef) -> list[PreparedDevice]:
-        return list(await asyncio.to_thread(self.preparation.prepare, ref))  # from a server thread, as the DRA server
+        return list(await self.preparation.prepare(ref))
 
     async def unprepare(self, ref: ClaimRef) -> None:
-        await asyncio.to_thread(self.preparation.unprepare, ref)
+        await self.preparation.unprepare(ref)
 
 
 @pytest.fixture
@@ -109,7 +107,7 @@ async def test_the_record_survives_a_restart_so_release_needs_no_claim(node: Nod
     del node.claims.claims[(NS, "fpga")]  # the claim is deleted before the kubelet releases it
     restarted = node.make()
     assert restarted.held_slots() == {slot(0, 0)}
-    await asyncio.to_thread(restarted.unprepare, ref)
+    await restarted.unprepare(ref)
     assert restarted.held_slots() == set()
     assert node.cdi.claims() == set()
 
