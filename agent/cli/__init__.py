@@ -5,3 +5,7 @@ parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``c
 ``push``, ``certs``, ``cluster`` and ``demo`` are the subcommands (the narrated demos
 themselves are in :mod:`agent.demo`).
 """
+
+from agent.output.grpccore import quiet_grpc_core
+
+quiet_grpc_core()  # before any subcommand's module imports grpc
