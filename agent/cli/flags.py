@@ -44,6 +44,7 @@ RUN: Groups = (
             "bitstream-plain-http",
             "bitstream-ca-file",
             "bitstream-allow-link-local",
+            "sim-sample-bitstream",
         ),
     ),
     ("API server and probes", ("kubeconfig", "health-listen")),

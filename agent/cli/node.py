@@ -14,6 +14,7 @@ from agent.config import Config
 from agent.node.backend import build_backend, log_enumeration
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
+from agent.programming.simsample import add_sample_bitstream
 from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,10 @@ async def run_agent(config: Config) -> None:
     """The daemon: run until SIGTERM or SIGINT, then clean up and return."""
     stop = cliflags.stop_on_signals()
     logger.info("fpga-agent starting on node %s (backend %s)", config.node_name, config.backend)
-    await Agent(config, catalog=Catalog(config.bitstream_dir), kube=connect_kube(config)).run(stop)
+    catalog = Catalog(config.bitstream_dir)
+    if config.backend == "sim" and config.sim_sample_bitstream:
+        await asyncio.to_thread(add_sample_bitstream, catalog)
+    await Agent(config, catalog=catalog, kube=connect_kube(config)).run(stop)
 
 
 def add_discover_command(commands: cliflags.Subparsers) -> None:

@@ -74,6 +74,7 @@ class Config:
     answer_limit: int = ANSWER_LIMIT
     event_loop: str = "uvloop"
     sim_device_nodes: str = "char"
+    sim_sample_bitstream: bool = False
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
@@ -148,6 +149,13 @@ OPTIONS: tuple[_Option, ...] = (
         lambda env: "char",
         "simulated slots' device files: char (device nodes a container can be given; needs root) "
         "or file (regular files: no root, but no container starts with one)",
+    ),
+    _Option(
+        "sim-sample-bitstream",
+        _parse_bool,
+        lambda env: "false",
+        "with --backend sim: put the sample bitstream aes-v1 (platform sim-pr-v1) in the node's catalog at start, "
+        "unless it has an entry of that name",
     ),
     _Option("node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
     _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
