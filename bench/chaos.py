@@ -35,15 +35,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
-from agent.demo.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.simfpga.fabric import PLATFORM, STATE_FILE  # noqa: E402
 from agent.slots import checkpoint  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
+from tests.fakeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from tests.fakes import RESOURCE_NAME, Catalog, KubeletStandIn  # noqa: E402
 from tests.integration.test_rolling_update import Node, agent_process, wait_serving  # noqa: E402
 
 BITSTREAMS = {f"accel-{i}": f"{i:x}" * 32 for i in range(8)}  # more than slots: misses are common
-SLOTS_ANNOTATION = "example.com/fpga-slots"
 
 
 def make_catalog(root: Path) -> None:
@@ -88,8 +87,8 @@ def delete(node: Node, pod: str) -> None:
 
 def wrong_contents(node: Node) -> list[str]:
     """Slots the agent publishes as holding a bitstream whose accelerator the card does not hold."""
-    annotations = (node.api.node(DEFAULT_NODE) or {}).get("metadata", {}).get("annotations") or {}
-    published = json.loads(annotations.get(SLOTS_ANNOTATION, "[]"))
+    state = node.api.node_state("fpga-slot", DEFAULT_NODE)
+    published = state["spec"]["slots"] if state else []
     state_file = node.root / "state" / "sim-dev" / STATE_FILE
     on_card = json.loads(state_file.read_text()).get("loaded", {}) if state_file.exists() else {}
     wrong = []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -31,7 +30,6 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.bitstreams import Declaration, RegistryClient, declaration_object, parse_reference
 from agent.bitstreams.publish import push_bitstream
-from agent.kube import BITSTREAMS_ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import Cluster, Suite
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, kubectl
@@ -142,9 +140,7 @@ def test_a_tampered_artifact_is_refused_with_an_event(
 
 def published_catalog(suite: Suite) -> dict[str, str]:
     """The node's catalog as its agent publishes it (files added by hand and pulled ones)."""
-    node = suite.cluster.core.read_node(suite.node)
-    catalog: dict[str, str] = json.loads((node.metadata.annotations or {}).get(BITSTREAMS_ANNOTATION, "{}"))
-    return catalog
+    return suite.cluster.node_catalog(NAMESPACE, suite.node)
 
 
 def test_the_cache_keeps_pulled_files_within_its_budget(

@@ -1,12 +1,12 @@
-"""The node-state wire format (rendered from registry and catalog, parsed back) and the task that follows changes."""
+"""The node's published state (rendered from registry and catalog, read back through the schema) and the task
+that follows changes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import AsyncIterator, Callable, Set
+from collections.abc import AsyncIterator, Callable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.node.nodestate import (
-    CatalogReader,
-    PublishedSlot,
-    parse_bitstreams,
-    parse_slots,
-    publish_node_state,
-    published_slot,
-    render_bitstreams,
-    render_slots,
-    slot_platforms,
-)
+from agent.node.nodestate import CatalogReader, publish_node_state, render_state, slot_platforms
 from agent.programming.catalog import Catalog
 from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.published import parse_state, published_slot, state_object
 from tests.unit.slots.factories import FakeClock, make_slot
 
 TIMEOUT_S = 5.0
@@ -50,13 +41,12 @@ def registry_with_every_kind_of_slot() -> SlotRegistry:
     return registry
 
 
-def test_render_slots_is_compact_sorted_and_says_what_each_slot_is() -> None:
-    text = render_slots(reversed(registry_with_every_kind_of_slot().snapshot()))
-    assert ", " not in text
-    assert ": " not in text
+def test_render_state_is_sorted_and_says_what_each_slot_is() -> None:
+    spec = render_state("node-a", reversed(registry_with_every_kind_of_slot().snapshot()), [])
     base = {"card": "card0", "numa": 0, "platform": "test-pr", "bitstream": None, "accelerator": None}
-    assert json.loads(text) == [
-        {**base, "id": "card0-slot0", "free": True, "healthy": True, "last_used": None},
+    assert spec["nodeName"] == "node-a"
+    assert spec["slots"] == [
+        {**base, "id": "card0-slot0", "free": True, "healthy": True, "lastUsed": None},
         {
             **base,
             "id": "card0-slot1",
@@ -64,10 +54,10 @@ def test_render_slots_is_compact_sorted_and_says_what_each_slot_is() -> None:
             "accelerator": "aes-accel",
             "free": False,
             "healthy": True,
-            "last_used": 1700000000,
+            "lastUsed": 1700000000,
         },
-        {**base, "id": "card0-slot2", "accelerator": "foreign-accel", "free": True, "healthy": True, "last_used": None},
-        {**base, "id": "card1-slot0", "card": "card1", "numa": None, "free": True, "healthy": False, "last_used": None},
+        {**base, "id": "card0-slot2", "accelerator": "foreign-accel", "free": True, "healthy": True, "lastUsed": None},
+        {**base, "id": "card1-slot0", "card": "card1", "numa": None, "free": True, "healthy": False, "lastUsed": None},
         {
             **base,
             "id": "card1-slot1",
@@ -75,7 +65,7 @@ def test_render_slots_is_compact_sorted_and_says_what_each_slot_is() -> None:
             "numa": 1,
             "free": False,
             "healthy": False,
-            "last_used": 1700000000,
+            "lastUsed": 1700000000,
         },
     ]
 
@@ -86,71 +76,16 @@ def test_render_bitstreams_and_platforms(tmp_path: Path) -> None:
     source.write_bytes(b"bits" * 100)
     catalog.add(source, "zip", platform="pr-b", accelerator_id="z")
     catalog.add(source, "aes", platform="pr-a", accelerator_id="a")
-    assert render_bitstreams(catalog.list()) == '{"aes":"pr-a","zip":"pr-b"}'
-    assert render_bitstreams([]) == "{}"
+    bitstreams = render_state("n", [], catalog.list())["bitstreams"]
+    assert list(bitstreams.items()) == [("aes", "pr-a"), ("zip", "pr-b")]
+    assert render_state("n", [], [])["bitstreams"] == {}
     assert slot_platforms(registry_with_every_kind_of_slot().snapshot()) == {"test-pr"}
 
 
-def test_what_is_rendered_parses_back_unchanged() -> None:
+def test_what_is_rendered_reads_back_unchanged() -> None:
     states = registry_with_every_kind_of_slot().snapshot()
-    assert parse_slots(render_slots(states)) == [published_slot(s) for s in states]
-    assert parse_bitstreams('{"aes":"pr-a"}') == {"aes": "pr-a"}
-
-
-def test_parse_accepts_the_first_designs_fields_and_ignores_unknown_ones() -> None:
-    text = '[{"id":"c-s","card":"c","numa":0,"platform":"p","bitstream":"aes","free":true,"healthy":true,"new":1}]'
-    expected: PublishedSlot = {
-        "id": "c-s",
-        "card": "c",
-        "numa": 0,
-        "platform": "p",
-        "bitstream": "aes",
-        "accelerator": None,
-        "free": True,
-        "healthy": True,
-        "last_used": None,
-    }
-    assert parse_slots(text) == [expected]
-
-
-GOOD = {"id": "c-s", "card": "c", "numa": 0, "platform": "p", "free": True, "healthy": True}
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        pytest.param("{bad", "not JSON", id="not-json"),
-        pytest.param("", "not JSON", id="empty"),
-        pytest.param('{"id":"x"}', "not a JSON list but an object", id="object"),
-        pytest.param('"[]"', "not a JSON list but a string", id="string"),
-        pytest.param("[1]", "slot 0: a number, not an object", id="number-item"),
-        pytest.param(json.dumps([{**GOOD, "id": None}]), "slot 0: 'id' is null, not a string", id="null-id"),
-        pytest.param(
-            json.dumps([{k: v for k, v in GOOD.items() if k != "free"}]), "slot 'c-s': no 'free'", id="no-free"
-        ),
-        pytest.param(json.dumps([{**GOOD, "free": "yes"}]), "'free' is a string, not true or false", id="free-string"),
-        pytest.param(json.dumps([{**GOOD, "numa": True}]), "'numa' is true or false, not an integer", id="numa-bool"),
-        pytest.param(json.dumps([{**GOOD, "last_used": 1.5}]), "'last_used' is a number, not an integer", id="float"),
-        pytest.param(json.dumps([{**GOOD, "bitstream": ["a"]}]), "'bitstream' is a list, not a string", id="list"),
-        pytest.param(json.dumps([GOOD, {**GOOD, "id": "d", "platform": 3}]), "slot 'd': 'platform'", id="second-slot"),
-    ],
-)
-def test_parse_slots_names_what_is_wrong(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match="^.*" + message.replace("(", r"\(").replace("[", r"\[")):
-        parse_slots(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        pytest.param("[]", "not a JSON object but a list", id="list"),
-        pytest.param('{"aes":1}', "bitstream 'aes': platform is a number", id="number"),
-        pytest.param("nope", "not JSON", id="not-json"),
-    ],
-)
-def test_parse_bitstreams_names_what_is_wrong(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        parse_bitstreams(text)
+    spec = render_state("node-a", states, [])
+    assert parse_state(state_object("node-a", "fpga-slot", spec)).slots == tuple(published_slot(s) for s in states)
 
 
 JSON_VALUES = st.recursive(
@@ -158,16 +93,14 @@ JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=6),
     max_leaves=20,
 )
-SLOT_LIKE = st.lists(
-    st.fixed_dictionaries({}, optional={key: JSON_VALUES for key in (*GOOD, "bitstream", "last_used")}), max_size=3
-)
+SLOT_KEYS = ("id", "card", "numa", "platform", "bitstream", "accelerator", "free", "healthy", "lastUsed")
+SLOT_LIKE = st.lists(st.fixed_dictionaries({}, optional=dict.fromkeys(SLOT_KEYS, JSON_VALUES)), max_size=3)
 
 
-@given(st.one_of(JSON_VALUES, SLOT_LIKE).map(json.dumps) | st.text(max_size=30))
-def test_parse_never_fails_with_anything_but_value_error(text: str) -> None:
-    for parse in (parse_slots, parse_bitstreams):
-        with contextlib.suppress(ValueError):
-            parse(text)
+@given(st.one_of(JSON_VALUES, SLOT_LIKE), JSON_VALUES)
+def test_reading_never_fails_with_anything_but_value_error(slots: Any, bitstreams: Any) -> None:
+    with contextlib.suppress(ValueError):
+        parse_state({"metadata": {"name": "n"}, "spec": {"nodeName": "n", "slots": slots, "bitstreams": bitstreams}})
 
 
 # --------------------------------------------------------------------- following changes
@@ -178,8 +111,8 @@ class Recorder:
         self.updates: list[tuple[list[Any], dict[str, str], set[str]]] = []
         self._changed = asyncio.Event()
 
-    def update(self, slots_json: str, bitstreams_json: str, platforms: Set[str]) -> None:
-        self.updates.append((json.loads(slots_json), json.loads(bitstreams_json), set(platforms)))
+    def update(self, spec: Mapping[str, Any], platforms: Set[str]) -> None:
+        self.updates.append((list(spec["slots"]), dict(spec["bitstreams"]), set(platforms)))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -196,7 +129,9 @@ class Recorder:
 @contextlib.asynccontextmanager
 async def following(registry: SlotRegistry, catalog: Catalog | None, rescan_s: float = 60.0) -> AsyncIterator[Recorder]:
     recorder = Recorder()
-    task = asyncio.create_task(publish_node_state(registry, catalog, recorder, rescan_s=rescan_s), name="node-state")
+    task = asyncio.create_task(
+        publish_node_state("node-a", registry, catalog, recorder, rescan_s=rescan_s), name="node-state"
+    )
     try:
         yield recorder
     finally:
