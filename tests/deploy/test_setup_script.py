@@ -54,6 +54,7 @@ def project(tmp_path: Path) -> Path:
     for source in (REPO / "agent" / "extender").glob("_*.[ch]"):
         shutil.copy2(source, root / "agent" / "extender" / source.name)
     write_script(root / ".venv" / "bin" / "python", f'echo "python $*" >> "{tmp_path}/calls.log"')
+    write_script(root / ".venv" / "bin" / "helm", "exit 0")  # as scripts/install_helm.py left it
     return root
 
 
@@ -115,6 +116,21 @@ def test_minimal_setup_needs_no_debian_package_and_no_root(project: Path, tmp_pa
     full = run_setup(project, path)
     assert full.returncode != 0
     assert any(call.startswith(("sudo", "apt-get")) for call in calls(project)), calls(project)
+
+
+@pytest.mark.skipif(shutil.which("umockdev-wrapper") is None, reason="needs a prepared machine (scripts/setup)")
+def test_a_machine_without_helm_gets_it_installed_once(project: Path, tmp_path: Path) -> None:
+    (project / ".venv" / "bin" / "helm").unlink()
+    without_helm = [d for d in os.environ["PATH"].split(os.pathsep) if d and not (Path(d) / "helm").exists()]
+    path = os.pathsep.join([str(shims(tmp_path / "shims", tmp_path / "calls.log")), *without_helm])
+    first = run_setup(project, path)
+    assert first.returncode == 0, first.stderr
+    assert calls(project)[-1] == "python scripts/install_helm.py .venv/bin/helm"
+    assert "setup: installing helm into .venv/bin" in first.stdout
+    write_script(project / ".venv" / "bin" / "helm", "exit 0")
+    (project.parent / "calls.log").unlink()
+    again = run_setup(project, path)
+    assert (again.returncode, again.stdout, again.stderr, calls(project)) == (0, "", "", [])
 
 
 def test_unknown_argument_is_refused(project: Path) -> None:
