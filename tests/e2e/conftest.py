@@ -26,6 +26,14 @@ from tests.e2e.cluster import Cluster, Suite, start_suite
 HERE = Path(__file__).parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("e2e").addoption(
+        "--e2e-upgrade-image",
+        default="",
+        help="another tag of --e2e-image on the node, for the Helm upgrade test (scripts/e2e makes IMAGE-next)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--e2e"):
         reason = "end-to-end tests against a cluster: run with --e2e (and KUBECONFIG)"
