@@ -8,7 +8,9 @@ change objects, values.schema.json refusing a wrong value by name, ``helm lint -
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -145,3 +147,21 @@ def test_the_releases_namespace_is_used_everywhere() -> None:
     assert "namespace: fpga-slot\n" not in text
     assert "https://fpga-slot-extender.fpga-test.svc:8888" in text
     assert "cert-manager.io/inject-ca-from: fpga-test/fpga-slot-extender-tls" in text
+
+
+def load_table_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("helm_values_table", REPO / "scripts" / "helm_values_table.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_values_table_in_operations_md_is_the_schemas() -> None:
+    script = load_table_script()
+    page = script.PAGE.read_text()
+    assert page == script.with_table(page), "docs/operations.md: run python scripts/helm_values_table.py"
+    table = script.values_table()
+    assert '| `mode` | `"device-plugin"` |' in table
+    assert all(line.rstrip(" |").split("|")[-1].strip() for line in table.splitlines()[2:]), "a value undescribed"
