@@ -224,6 +224,9 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
         wait_for("no FpgaNodeState of the node", lambda: cluster.node_state(NAMESPACE, node) is None)
         wait_for("no chart object cluster-wide", lambda: [o for o in scoped if exists(cluster, *o)] == [])
+        with pytest.raises(ApiException) as gone:  # the chart's one object in another namespace
+            cluster.rbac.read_namespaced_role_binding("fpga-scheduler-authentication-reader", "kube-system")
+        assert gone.value.status == 404
         left = client.CustomObjectsApi(cluster.api).list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
         assert left["items"] == []
         # Helm's convention: the CRDs of crds/ are installed once and never deleted (docs/operations.md).
