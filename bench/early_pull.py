@@ -33,12 +33,12 @@ import aiohttp  # noqa: E402
 
 from agent.app import Agent, connect_kube  # noqa: E402
 from agent.bitstreams import declaration_object  # noqa: E402
-from agent.demo.kubeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming import Catalog  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
+from tests.fakeapi import DEFAULT_NODE, running_apiserver  # noqa: E402
 from tests.fakes import KubeletStandIn, short_tmpdir, test_config  # noqa: E402
 from tests.integration.bitstreams.servers import running_registry  # noqa: E402
 from tests.integration.reconfigure.support import push_artifact  # noqa: E402

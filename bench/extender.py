@@ -44,8 +44,8 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.demo.kubeapi import FakeKubeApiServer  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
+from tests.fakeapi import FakeKubeApiServer  # noqa: E402
 
 NODES = 5000
 SLOTS_PER_NODE = 8

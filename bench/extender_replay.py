@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.config import EVENT_LOOPS  # noqa: E402
-from agent.demo.kubeapi import FakeKubeApiServer  # noqa: E402
 from bench.extender import RawConnection, Server, start_server  # noqa: E402
 from bench.extender_handler import NODES, node_annotations, request_body  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
+from tests.fakeapi import FakeKubeApiServer  # noqa: E402
 
 NOOP = ROOT / "bench" / "noop_extender.py"
 

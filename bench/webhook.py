@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.demo.kubeapi import claim_template_review  # noqa: E402
 from agent.extender.admission import validator  # noqa: E402
 from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
 from agent.extender.nodestate import read_node_slots  # noqa: E402
 from bench.extender_handler import NODES, PLATFORM, node_annotations  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
+from tests.fakeapi import claim_template_review  # noqa: E402
 
 DECLARED = 20
 

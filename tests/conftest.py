@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.kube import build_api_client
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import AgentHarness, short_tmpdir
 
 

@@ -1,7 +1,9 @@
 """Every stand-in the tests use, in one place.
 
 * the kubelet: :class:`agent.demo.kubelet.KubeletStandIn` (shipped, because the demo
-  uses it too), re-exported here;
+  uses it too), re-exported here, and :func:`close_stream` (the kubelet dropping an endpoint);
+* the API server: :class:`tests.fakeapi.FakeKubeApiServer` (the shipped stand-in of
+  :mod:`agent.demo.kubeapi` with the tests' controls), re-exported here;
 * FPGA hardware: :class:`agent.simfpga.SimFabric` (stateful simulated cards);
 * :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly;
 * the kubelet's DRA side: :class:`agent.demo.kubelet.DraKubelet` (shipped, for ``fpga-agent demo dra``);
@@ -157,7 +159,16 @@ class AgentHarness:
                 await kubelet.stop()
 
 
-from agent.demo.kubeapi import (  # noqa: E402, F401
+async def close_stream(kubelet: KubeletStandIn, resource: str) -> None:
+    """End the ListAndWatch stream of ``resource`` as the kubelet does when it drops an endpoint."""
+    conn = kubelet.plugins[resource]
+    if conn.task is not None:
+        conn.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await conn.task
+
+
+from tests.fakeapi import (  # noqa: E402, F401
     JSON,
     FakeKubeApiServer,
     make_node,

@@ -21,7 +21,7 @@ from pathlib import Path
 from agent.app import Agent, connect_kube
 from agent.config import Config
 from agent.demo.draclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
-from agent.demo.kubeapi import FakeKubeApiServer
+from agent.demo.kubeapi import KubeApiStandIn
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
 from agent.programming.catalog import Catalog
@@ -42,7 +42,7 @@ def ms_since(start: float) -> str:
 
 async def run_dra_demo(base: Config) -> int:
     """Run the narrated DRA demo; returns the process exit code."""
-    api = FakeKubeApiServer().start()
+    api = KubeApiStandIn().start()
     try:
         with tempfile.TemporaryDirectory(prefix="fpga-slot-dra-demo-") as tmp:
             root = Path(tmp)
@@ -82,7 +82,7 @@ async def run_dra_demo(base: Config) -> int:
 
 
 async def _narrate(
-    config: Config, api: FakeKubeApiServer, agent: Agent, stop: asyncio.Event, task: asyncio.Task[None]
+    config: Config, api: KubeApiStandIn, agent: Agent, stop: asyncio.Event, task: asyncio.Task[None]
 ) -> None:
     say(f"1. Start the agent in DRA mode on simulated slots: it registers as DRA driver {DRIVER_NAME}")
     shape = f"{config.sim_cards} cards x {config.sim_slots_per_card} slots"
@@ -181,7 +181,7 @@ async def _allocate_and_prepare(claims: ClaimRun, slices: SliceView, name: str) 
     return prepared
 
 
-async def _show_events(api: FakeKubeApiServer, pod: str) -> None:
+async def _show_events(api: KubeApiStandIn, pod: str) -> None:
     """The Events the agent posted on ``pod`` (posted in the background: wait for the first)."""
 
     def posted() -> list[dict[str, object]]:

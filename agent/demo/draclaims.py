@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent
-from agent.demo.kubeapi import JSON, FakeKubeApiServer, make_resource_claim
+from agent.demo.kubeapi import JSON, KubeApiStandIn, make_resource_claim
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
 from agent.output.tables import format_table
@@ -49,7 +49,7 @@ async def until(what: str, check: Callable[[], bool]) -> None:
 class SliceView:
     """The node's ResourceSlice as the API server stand-in holds it."""
 
-    def __init__(self, api: FakeKubeApiServer, name: str) -> None:
+    def __init__(self, api: KubeApiStandIn, name: str) -> None:
         self.api = api
         self.name = name
 
@@ -124,7 +124,7 @@ class PreparedClaim:
 class ClaimRun:
     """Pods with a claim each: made in the API server, allocated, prepared and released through the kubelet."""
 
-    def __init__(self, api: FakeKubeApiServer, kubelet: DraKubelet, agent: Agent, node: str) -> None:
+    def __init__(self, api: KubeApiStandIn, kubelet: DraKubelet, agent: Agent, node: str) -> None:
         self.api = api
         self.kubelet = kubelet
         self.agent = agent

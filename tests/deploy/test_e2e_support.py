@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 import tests.e2e.cluster
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from tests.e2e.cluster import (
     SLOT,
     Cluster,
@@ -30,6 +29,7 @@ from tests.e2e.cluster import (
     workload_pod_body,
 )
 from tests.e2e.deployment import REPO, fake_node_body, split_image, write_kustomization
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 
 VERSION = kubernetes_validate.latest_version()
 WAIT_S = 30

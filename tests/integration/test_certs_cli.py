@@ -13,10 +13,10 @@ import pytest
 from cryptography import x509
 
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.errors import FpgaSlotError
 from agent.extender.certs import Issued, issue
 from agent.kube import SecretReader, SecretWriter, build_api_client
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
 
 NAMESPACE = "fpga-slot"

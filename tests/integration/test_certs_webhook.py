@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.certs import SERVER_SECRET
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.integration.test_certs_cli import NAMESPACE, decoded, run_certs
 
 NAME = "fpga-slot-bitstreams"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.demo.kubeapi import running_apiserver
 from agent.kube.cleanupgrant import ACCOUNT, GRANT_RULES, grant_name
+from tests.fakeapi import running_apiserver
 from tests.integration.test_cluster_cli import fpga_agent, operator_env
 
 NAMESPACE = "fpga-slot"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
 
 SIM = "sim-pr-v1"

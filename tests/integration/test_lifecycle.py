@@ -24,7 +24,7 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.app import Agent
 from agent.config import Config
 from agent.deviceplugin import constants
-from tests.fakes import RESOURCE_NAME, AgentHarness, KubeletStandIn, test_config
+from tests.fakes import RESOURCE_NAME, AgentHarness, KubeletStandIn, close_stream, test_config
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
@@ -292,7 +292,7 @@ async def test_restarts_in_a_row_never_register_a_socket_that_is_gone(harness: A
 
 async def test_stream_closed_by_kubelet_leads_to_new_registration(harness: AgentHarness) -> None:
     kubelet, old_conn = harness.kubelet, harness.conn
-    await kubelet.close_stream(RESOURCE_NAME)
+    await close_stream(kubelet, RESOURCE_NAME)
     # The kubelet's view of the old connection: every device Unhealthy.
     assert old_conn.stream_ended.is_set()
     assert {d.health for d in old_conn.devices.values()} == {"Unhealthy"}
@@ -332,7 +332,7 @@ async def test_a_socket_in_place_whose_server_died_is_served_again_before_regist
     assert server is not None
     await server.stop(0)  # the server is gone; the socket file (renamed into place) stays
     assert stat.S_ISSOCK(harness.socket.lstat().st_mode)
-    await kubelet.close_stream(RESOURCE_NAME)  # the kubelet wants a new registration
+    await close_stream(kubelet, RESOURCE_NAME)  # the kubelet wants a new registration
     await wait_all_healthy(kubelet, 2)
     assert is_private_socket(harness.socket)
     admitted = await kubelet.admit("default", "after-revival", "main", RESOURCE_NAME, 1)

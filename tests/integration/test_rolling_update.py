@@ -31,12 +31,12 @@ import aiohttp
 import pytest
 
 from agent.app import Agent
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import checkpoint
 from agent.slots.checkpoint import SlotRecord
 from agent.slots.model import SlotId
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from tests.fakes import RESOURCE_NAME, AgentHarness, Catalog, KubeletStandIn
 from tests.integration.test_lifecycle import log_watch
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.demo.kubeapi import running_apiserver
 from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
+from tests.fakeapi import running_apiserver
 from tests.integration.test_cluster_cli import fpga_agent, operator_env
 
 #: Slot state annotations an earlier version kept on its Node (the uninstall still removes them).

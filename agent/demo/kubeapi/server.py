@@ -1,5 +1,5 @@
-"""The fake API server over HTTP on 127.0.0.1: connections, authentication, injected faults, routing
-and watch streams (see :mod:`agent.demo.kubeapi`)."""
+"""The API server stand-in over HTTP on 127.0.0.1: connections, authentication, routing and watch streams
+(see :mod:`agent.demo.kubeapi`)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from agent.demo.kubeapi.matching import _parse_rv, _selector, _watch_event
@@ -36,7 +36,7 @@ from agent.demo.kubeapi.store import RecordedRequest, _Watch
 class _Server(ThreadingHTTPServer):
     daemon_threads = False  # server_close() joins every handler thread
     block_on_close = True
-    api: FakeKubeApiServer
+    api: KubeApiStandIn
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -71,8 +71,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.api._handle(self, "DELETE")
 
 
-class FakeKubeApiServer(RequestHandling):
-    """The fake API server; ``with FakeKubeApiServer() as api:`` starts it and stops it cleanly."""
+class KubeApiStandIn(RequestHandling):
+    """The API server stand-in; ``with KubeApiStandIn() as api:`` starts it and stops it cleanly.
+
+    Two hooks let a subclass see and refuse requests: :meth:`_received` (every request, before anything)
+    and :meth:`_admit` (an authenticated one, before it is served: raise ApiError to answer with it)."""
 
     def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
         super().__init__(token=token, namespaces=namespaces)
@@ -82,7 +85,7 @@ class FakeKubeApiServer(RequestHandling):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def start(self) -> FakeKubeApiServer:
+    def start(self) -> Self:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.api = self
         self._server = server
@@ -111,7 +114,7 @@ class FakeKubeApiServer(RequestHandling):
         self._thread.join()
         self._server = None
 
-    def __enter__(self) -> FakeKubeApiServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -165,12 +168,10 @@ class FakeKubeApiServer(RequestHandling):
         except ValueError:
             body = raw.decode("utf-8", "replace")
         request = RecordedRequest(method, url.path, query, {k.lower(): v for k, v in handler.headers.items()}, body)
-        with self._cond:
-            self._requests.append(request)
-            self._cond.notify_all()
+        self._received(request)
         try:
             self._authenticate(request)
-            self._inject_fault(request)
+            self._admit(request)
             if request.is_watch and method == "GET":
                 self._serve_watch(handler, request)
                 return
@@ -179,23 +180,15 @@ class FakeKubeApiServer(RequestHandling):
             code, answer = exc.code, exc.status
         self._send_json(handler, code, answer)
 
+    def _received(self, request: RecordedRequest) -> None:
+        """Every request, as it arrives."""
+
+    def _admit(self, request: RecordedRequest) -> None:
+        """An authenticated request, before it is served; ApiError answers it instead."""
+
     def _authenticate(self, request: RecordedRequest) -> None:
         if self.token and request.headers.get("authorization", "") != f"Bearer {self.token}":
             raise ApiError(401, "Unauthorized")
-
-    def _inject_fault(self, request: RecordedRequest) -> None:
-        with self._cond:
-            for fault in self._faults:
-                if (
-                    fault.method == request.method
-                    and fault.path == request.path
-                    and fault.times > 0
-                    and (fault.watch is None or fault.watch == request.is_watch)
-                ):
-                    fault.times -= 1
-                    if fault.times == 0:
-                        self._faults.remove(fault)
-                    raise ApiError(fault.status["code"], fault.status["message"], fault.status["reason"])
 
     def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
         match = _RESOURCE_PATH.match(request.path)
@@ -213,10 +206,6 @@ class FakeKubeApiServer(RequestHandling):
                 if content_type != "application/json":
                     raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
                 return 201, self._create_event(namespace, request.body)
-            if request.method == "POST" and resource == "secrets" and namespace is not None:
-                return 201, self._create_secret(namespace, request.body)
-            if request.method == "POST" and resource in ("clusterroles", "clusterrolebindings"):
-                return 201, self._create_cluster_object(resource, request.body)
             if request.method == "POST" and resource == "fpganodestates" and namespace is not None:
                 with self._cond:
                     return 201, self._create_node_state(namespace, request.body)
@@ -227,8 +216,6 @@ class FakeKubeApiServer(RequestHandling):
             self._check_scope(resource, namespace, match["api"])
             key = (namespace or "", name)
             with self._cond:
-                if request.method == "GET" and resource == "namespaces":
-                    return 200, self._namespace(name)
                 if request.method == "GET":
                     return 200, copy.deepcopy(self._get(resource, key))
                 if request.method == "PUT" and resource == "fpganodestates":
@@ -236,12 +223,7 @@ class FakeKubeApiServer(RequestHandling):
                 if request.method == "DELETE" and resource == "fpganodestates":
                     self._get(resource, key)
                     return 200, self._remove(resource, key)
-                if request.method == "PATCH" and resource in (
-                    "pods",
-                    "nodes",
-                    "validatingwebhookconfigurations",
-                    "serviceaccounts",
-                ):
+                if request.method == "PATCH" and resource in ("pods", "nodes"):
                     return 200, self._patch(resource, key, request)
             raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
         raise ApiError(404, "the server could not find the requested resource")
@@ -394,13 +376,3 @@ def _client_gone(conn: socket.socket) -> bool:
 
 def _write_chunk(handler: _Handler, data: bytes) -> None:
     handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-
-
-@contextlib.contextmanager
-def running_apiserver(**kwargs: Any) -> Iterator[FakeKubeApiServer]:
-    """A started fake API server, stopped (threads joined) afterwards."""
-    server = FakeKubeApiServer(**kwargs).start()
-    try:
-        yield server
-    finally:
-        server.stop()

@@ -1,9 +1,8 @@
-"""What the fake API server does with a request once routed: lists, scope checks, patches, and
-the objects clients create (ResourceSlices, Events, Secrets), validated as the real server does."""
+"""What the API server stand-in does with a request once routed: lists, scope checks, patches, and the
+objects clients create (ResourceSlices, FpgaNodeStates, Events), validated as the real server does."""
 
 from __future__ import annotations
 
-import base64
 import copy
 import datetime
 import uuid
@@ -229,67 +228,6 @@ class RequestHandling(ObjectStore):
             if not after:  # the last finalizer of an object being deleted went: the object goes
                 return self._remove(resource, key)
         return self._store(resource, key, patched)
-
-    @staticmethod
-    def namespace_uid(name: str) -> str:
-        """The UID the server gives the namespace ``name`` (the same for the same name)."""
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"fake-namespace/{name}"))
-
-    def _namespace(self, name: str) -> JSON:
-        """A namespace the server knows, with its UID (:meth:`namespace_uid`)."""
-        if name not in self.namespaces:
-            raise ApiError(404, f'namespaces "{name}" not found', details={"name": name, "kind": "namespaces"})
-        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": self.namespace_uid(name)}}
-
-    def _create_cluster_object(self, resource: str, body: Any) -> JSON:
-        """A ClusterRole or ClusterRoleBinding made by a client: 409 AlreadyExists when one of that name exists."""
-        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
-            raise ApiError(400, f"{_KINDS[resource]}: the body has no metadata")
-        obj = copy.deepcopy(body)
-        name = obj["metadata"].get("name", "")
-        if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
-            raise ApiError(422, f'{_KINDS[resource]} "{name}" is invalid: metadata.name: Invalid value')
-        with self._cond:
-            return self._store_new_cluster_object(resource, name, obj)
-
-    def _store_new_cluster_object(self, resource: str, name: str, obj: JSON) -> JSON:
-        if ("", name) in self._objects[resource]:
-            raise ApiError(
-                409,
-                f'{resource}.rbac.authorization.k8s.io "{name}" already exists',
-                "AlreadyExists",
-                {"name": name, "group": "rbac.authorization.k8s.io", "kind": resource},
-            )
-        obj["metadata"]["uid"] = str(uuid.uuid4())
-        obj["metadata"]["creationTimestamp"] = now_rfc3339()
-        return self._store(resource, ("", name), obj)
-
-    def _create_secret(self, namespace: str, body: Any) -> JSON:
-        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
-            raise ApiError(400, "the body is not a Secret")
-        name = body["metadata"].get("name", "")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            raise ApiError(422, f'Secret "{name}" is invalid: metadata.name: Invalid value', "Invalid")
-        if body["metadata"].get("namespace", namespace) != namespace:
-            raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
-        data = body.get("data") or {}
-        for key, value in data.items():
-            try:
-                base64.b64decode(value, validate=True)
-            except (ValueError, TypeError):
-                raise ApiError(400, f"data[{key}]: illegal base64 data") from None
-        if body.get("type") == "kubernetes.io/tls" and not {"tls.crt", "tls.key"} <= set(data):
-            raise ApiError(422, f'Secret "{name}" is invalid: data[tls.crt], data[tls.key]: Required value', "Invalid")
-        with self._cond:
-            if (namespace, name) in self._objects["secrets"]:
-                raise ApiError(
-                    409, f'secrets "{name}" already exists', "AlreadyExists", {"name": name, "kind": "secrets"}
-                )
-            obj = copy.deepcopy(body)
-            obj["metadata"]["namespace"] = namespace
-            obj["metadata"]["uid"] = str(uuid.uuid4())
-            obj["metadata"]["creationTimestamp"] = now_rfc3339()
-            return self._store("secrets", (namespace, name), obj)
 
     def _create_event(self, namespace: str | None, body: Any) -> JSON:
         assert namespace is not None

@@ -1,6 +1,4 @@
-"""The stand-in kubelet: Registration server, plugin client, pod-resources server.
-
-It follows what the kubelet's device manager does:
+"""The stand-in kubelet: Registration server, plugin client, pod-resources server. As the device manager:
 
 * ``Register`` validates the request, dials the plugin's socket (``Register``
   returns only after that worked), then keeps one ListAndWatch stream per resource;
@@ -204,14 +202,6 @@ class KubeletStandIn:
                 conn.devices[device_id] = dp.Device(ID=device.ID, health="Unhealthy", topology=device.topology)
             conn.stream_ended.set()
             self._notify()
-
-    async def close_stream(self, resource: str) -> None:
-        """End the ListAndWatch stream as the kubelet does when it drops an endpoint."""
-        conn = self.plugins[resource]
-        if conn.task is not None:
-            conn.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await conn.task
 
     # ---------------------------------------------------------------- waiting
     async def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> None:

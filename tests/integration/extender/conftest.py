@@ -25,12 +25,12 @@ import aiohttp
 import pytest
 import uvloop
 
-from agent.demo.kubeapi import make_node
 from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
 from agent.extender.http import HttpServer
 from agent.extender.nodestate import read_node_slots
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import ExtenderApp, extender_metrics
+from tests.fakeapi import make_node
 from tests.unit.extender.factories import PAC, annotations
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 import uvloop
 
-from agent.demo.kubeapi import FakeKubeApiServer
+from tests.fakeapi import FakeKubeApiServer
 from tests.fakes import run_fpga_agent
 from tests.integration.extender.conftest import (
     FPGA_BITSTREAM,

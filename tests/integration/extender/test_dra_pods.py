@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 import yaml
 
-from agent.demo.kubeapi import FakeKubeApiServer, make_node
+from tests.fakeapi import FakeKubeApiServer, make_node
 from tests.integration.extender.conftest import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
 from tests.unit.extender.factories import PAC, annotations, slot
 

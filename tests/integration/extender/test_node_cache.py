@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import FakeKubeApiServer
 from agent.extender import NodeCache, WatchedNode, parse_watched_node
 from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
+from tests.fakeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
 from tests.unit.extender.factories import annotations, slot
 

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from agent.cli.certs import DirectoryStore, make_certificates
-from agent.demo.kubeapi import FakeKubeApiServer, claim_template_review
 from agent.extender.certs import issue, service_names
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, load_documents, render
+from tests.fakeapi import FakeKubeApiServer, claim_template_review
 from tests.integration.extender.conftest import extender_env, running_extender
 from tests.integration.extender.test_tls import prioritize
 from tests.unit.extender.factories import annotations, slot

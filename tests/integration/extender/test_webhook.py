@@ -17,13 +17,13 @@ import aiohttp
 import pytest
 
 from agent.config import load_config
-from agent.demo.kubeapi import FakeKubeApiServer, claim_template_review
 from agent.errors import ConfigError
 from agent.extender import NodeCache, WatchedNode, bound_port
 from agent.extender.admission import MAX_REVIEW_BYTES
 from agent.extender.certs import issue
 from agent.extender.http import tls_context
 from agent.extender.server import build_webhook_app, start_webhook
+from tests.fakeapi import FakeKubeApiServer, claim_template_review
 from tests.integration.extender.conftest import FPGA_BITSTREAM, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
 from tests.unit.extender.factories import PAC, annotations, node, slot
 

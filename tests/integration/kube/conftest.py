@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer
 from agent.kube import Backoff, PodCache, PodEventKind, PodInfo
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer
 
 #: Short backoff so that recovery paths run quickly; the logic is the same.
 FAST_BACKOFF = Backoff(initial_s=0.01, max_s=0.05)

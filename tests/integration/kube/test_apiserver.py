@@ -14,7 +14,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from agent.demo.kubeapi import FakeKubeApiServer
+from tests.fakeapi import FakeKubeApiServer
 
 
 @pytest.fixture

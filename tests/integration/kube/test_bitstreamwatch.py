@@ -11,11 +11,11 @@ import pytest
 from kubernetes import client
 
 from agent.bitstreams import Declaration, parse_declaration
-from agent.demo.kubeapi import FakeKubeApiServer
 from agent.errors import CatalogError
 from agent.kube import Backoff
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.reflector import WatchEventKind
+from tests.fakeapi import FakeKubeApiServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import DEFAULT_NODE, ApiError, FakeKubeApiServer, make_resource_claim
 from agent.dra import DRIVER_NAME
 from agent.errors import KubeError
 from agent.kube.claims import AllocatedDevice, ClaimReader
+from tests.fakeapi import DEFAULT_NODE, ApiError, FakeKubeApiServer, make_resource_claim
 
 NS = "team"
 CACHED_FIRST = {"fpga": ["cached", "any"]}

@@ -11,10 +11,10 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agent.demo.kubeapi import FakeKubeApiServer
 from agent.errors import KubeError
 from agent.kube import KubeconfigChoice, build_api_client, connect_api, resolve_kubeconfig
 from agent.kube.client import IN_CLUSTER, api_status, describe_api_error, is_transient
+from tests.fakeapi import FakeKubeApiServer
 
 
 def test_kubeconfig_client_talks_to_the_server_with_its_token(apiserver: FakeKubeApiServer, kubeconfig: Path) -> None:

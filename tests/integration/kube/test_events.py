@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import FakeKubeApiServer, running_apiserver
 from agent.kube import EventRecorder, build_api_client
 from agent.kube.events import PodEvent
+from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.integration.kube.conftest import TIMEOUT_S
 
 EVENTS = "/api/v1/namespaces/default/events"

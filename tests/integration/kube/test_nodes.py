@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from agent.errors import KubeError
 from agent.kube import (
     PLATFORM_LABEL,
@@ -24,6 +23,7 @@ from agent.kube import (
     list_nodes,
 )
 from agent.slots.published import parse_state
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from tests.integration.kube.conftest import FAST_BACKOFF, TIMEOUT_S
 
 NAMESPACE = "fpga-slot"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import FakeKubeApiServer
 from agent.kube import PodCache, PodEventKind, PodInfo
+from tests.fakeapi import FakeKubeApiServer
 from tests.integration.kube.conftest import TIMEOUT_S, Seen
 
 NS = "default"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import FakeKubeApiServer
 from agent.errors import KubeError
 from agent.kube import PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_RULES, ensure_cleanup_grant, grant_name
 from agent.kube.uninstall import node_with_state, release_account
+from tests.fakeapi import FakeKubeApiServer
 
 #: Slot state annotations an earlier version kept on its Node (the uninstall still removes them).
 SLOTS_ANNOTATION = "example.com/fpga-slots"

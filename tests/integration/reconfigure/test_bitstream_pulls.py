@@ -27,13 +27,13 @@ from agent.app import Agent, connect_kube
 from agent.bitstreams import Credentials, Declaration, RegistryClient, declaration_object, parse_reference
 from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.errors import CatalogError, ConfigError
 from agent.node.reconfigure import ANNOTATION
 from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import CatalogScan
 from agent.simfpga.fabric import PLATFORM
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import (
     FileServer,

@@ -27,7 +27,6 @@ from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
 from agent.bitstreams import declaration_object
 from agent.config import Config
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.mode import UNHEALTHY_TAINT
@@ -37,6 +36,7 @@ from agent.kube import resourceslices
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import SlotId, checkpoint
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.reconfigure.support import (

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent, connect_kube
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots.published import parse_state
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams
 

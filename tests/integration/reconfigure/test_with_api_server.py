@@ -18,8 +18,8 @@ import pytest
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent, connect_kube
-from agent.demo.kubeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from agent.node.reconfigure import ANNOTATION
+from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams, wait_registry
 

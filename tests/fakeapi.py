@@ -1,0 +1,338 @@
+"""The API server stand-in (:mod:`agent.demo.kubeapi`) with what only the tests use: every request recorded,
+faults injected, watches expired, ended, dropped or sent a bookmark, history compacted, objects put, changed and
+deleted directly (each a new resourceVersion watchers see), the cluster objects of :mod:`tests.fakeapi_cluster`,
+``wait_for``/``until`` a condition instead of sleeping; and AdmissionReviews as kube-apiserver sends them to a
+validating webhook (the stand-in calls no webhook itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.demo.kubeapi import (
+    DEFAULT_NODE,
+    JSON,
+    RESOURCE_API,
+    SLOT_RESOURCE,
+    ApiError,
+    RecordedRequest,
+    make_node,
+    make_pod,
+    make_resource_claim,
+    now_rfc3339,
+    status_object,
+)
+from agent.demo.kubeapi.objects import DEFAULT_NAMESPACES
+from tests.fakeapi_cluster import ClusterObjects
+
+__all__ = [
+    "DEFAULT_NODE",
+    "JSON",
+    "RESOURCE_API",
+    "SLOT_RESOURCE",
+    "ApiError",
+    "FakeKubeApiServer",
+    "RecordedRequest",
+    "claim_template_review",
+    "make_node",
+    "make_pod",
+    "make_resource_claim",
+    "now_rfc3339",
+    "running_apiserver",
+    "status_object",
+]
+
+
+@dataclass
+class _Fault:
+    method: str
+    path: str
+    watch: bool | None
+    times: int
+    status: JSON
+
+
+class FakeKubeApiServer(ClusterObjects):
+    """The stand-in with the tests' controls; ``with FakeKubeApiServer() as api:`` starts and stops it."""
+
+    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:
+        super().__init__(token=token, namespaces=namespaces)
+        self._faults: list[_Fault] = []
+        self._requests: list[RecordedRequest] = []
+
+    def _received(self, request: RecordedRequest) -> None:
+        with self._cond:
+            self._requests.append(request)
+            self._cond.notify_all()
+
+    def _admit(self, request: RecordedRequest) -> None:
+        self._inject_fault(request)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+        """Block until ``predicate()`` (evaluated under the server's lock) holds; TimeoutError if not."""
+        with self._cond:
+            if not self._cond.wait_for(predicate, timeout_s):
+                raise TimeoutError(f"fake API server: condition not met within {timeout_s}s")
+
+    async def until(self, predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+        """``wait_for`` from async code, without blocking the event loop."""
+        await asyncio.to_thread(self.wait_for, predicate, timeout_s)
+
+    @property
+    def resource_version(self) -> int:
+        with self._cond:
+            return self._rv
+
+    def requests(self, method: str | None = None, path: str | None = None) -> list[RecordedRequest]:
+        with self._cond:
+            return [
+                r for r in self._requests if (method is None or r.method == method) and (path is None or r.path == path)
+            ]
+
+    def watch_requests(self, resource: str = "pods") -> list[RecordedRequest]:
+        return [r for r in self.requests("GET") if r.is_watch and r.path.endswith("/" + resource)]
+
+    def list_requests(self, resource: str = "pods") -> list[RecordedRequest]:
+        return [r for r in self.requests("GET") if not r.is_watch and r.path.endswith("/" + resource)]
+
+    def active_watches(self, resource: str = "pods") -> int:
+        with self._cond:
+            return sum(1 for w in self._watches if w.resource == resource and w.action is None)
+
+    def pod(self, namespace: str, name: str) -> JSON | None:
+        with self._cond:
+            pod = self._objects["pods"].get((namespace, name))
+            return copy.deepcopy(pod) if pod else None
+
+    def node(self, name: str) -> JSON | None:
+        with self._cond:
+            node = self._objects["nodes"].get(("", name))
+            return copy.deepcopy(node) if node else None
+
+    def node_state(self, namespace: str, name: str) -> JSON | None:
+        """The FpgaNodeState ``namespace/name`` as stored, None when there is none."""
+        with self._cond:
+            state = self._objects["fpganodestates"].get((namespace, name))
+            return copy.deepcopy(state) if state else None
+
+    def put_node_state(self, state: JSON) -> JSON:
+        """Create or replace an FpgaNodeState as someone else would (a newer resourceVersion)."""
+        state = copy.deepcopy(state)
+        meta = state["metadata"]
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("fpganodestates", (meta["namespace"], meta["name"]), state)
+
+    def delete_node_state(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("fpganodestates", (namespace, name))
+            return self._remove("fpganodestates", (namespace, name))
+
+    def modify_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        phase: str | None = None,
+        node: str | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+        mutate: Callable[[JSON], None] | None = None,
+    ) -> JSON:
+        """Change a pod: phase, node (binding), annotations (None removes one), or anything via ``mutate``."""
+        with self._cond:
+            pod = copy.deepcopy(self._get("pods", (namespace, name)))
+            if phase is not None:
+                pod.setdefault("status", {})["phase"] = phase
+            if node is not None:
+                pod.setdefault("spec", {})["nodeName"] = node
+            if annotations is not None:
+                current = pod["metadata"].setdefault("annotations", {})
+                for key, value in annotations.items():
+                    if value is None:
+                        current.pop(key, None)
+                    else:
+                        current[key] = value
+            if mutate is not None:
+                mutate(pod)
+            return self._store("pods", (namespace, name), pod)
+
+    def touch_pod(self, namespace: str, name: str) -> JSON:
+        """A status-only update (as the kubelet makes all the time): new resourceVersion, same fields we keep."""
+
+        def bump(pod: JSON) -> None:
+            conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+            conditions.append({"type": "Probe", "status": "True", "lastProbeTime": now_rfc3339()})
+
+        return self.modify_pod(namespace, name, mutate=bump)
+
+    def delete_pod(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("pods", (namespace, name))
+            return self._remove("pods", (namespace, name))
+
+    def delete_node(self, name: str) -> JSON:
+        with self._cond:
+            self._get("nodes", ("", name))
+            return self._remove("nodes", ("", name))
+
+    def put_fpga_bitstream(self, obj: JSON) -> JSON:
+        """Create or replace an FpgaBitstream (cluster-scoped custom resource), as ``kubectl apply`` would."""
+        with self._cond:
+            return self._store("fpgabitstreams", ("", obj["metadata"]["name"]), copy.deepcopy(obj))
+
+    def delete_fpga_bitstream(self, name: str) -> JSON:
+        with self._cond:
+            self._get("fpgabitstreams", ("", name))
+            return self._remove("fpgabitstreams", ("", name))
+
+    def compact(self) -> int:
+        """Compact history up to now, as etcd does: a new watch or exact list from an older version gets 410.
+
+        Open watches go on (the real server's watch cache keeps feeding them).
+        """
+        with self._cond:
+            self._compacted_rv = self._rv
+            return self._rv
+
+    def expire_watches(self, resource: str = "pods") -> int:
+        """Send an ERROR event with a 410 Expired Status to every open watch, then end them."""
+        return self._act(resource, "expire")
+
+    def end_watches(self, resource: str = "pods") -> int:
+        """End every open watch cleanly (as ``timeoutSeconds`` does)."""
+        return self._act(resource, "end")
+
+    def drop_watches(self, resource: str = "pods") -> int:
+        """Cut every open watch's connection mid-stream (no end of the chunked body)."""
+        return self._act(resource, "drop")
+
+    def bookmark(self) -> int:
+        """Send a BOOKMARK at the current resourceVersion to watches that allow bookmarks."""
+        with self._cond:
+            self._bookmarks += 1
+            self._cond.notify_all()
+            return self._rv
+
+    def fail_next(
+        self,
+        method: str,
+        path: str,
+        code: int,
+        *,
+        times: int = 1,
+        watch: bool | None = None,
+        message: str = "injected failure",
+        reason: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests to ``method path`` (list or watch if given) with this error."""
+        with self._cond:
+            self._faults.append(_Fault(method, path, watch, times, status_object(code, message, reason)))
+
+    def clear_faults(self) -> None:
+        with self._cond:
+            self._faults.clear()
+
+    def put_resource_claim_template(self, template: JSON) -> JSON:
+        """Create or replace a ResourceClaimTemplate given as JSON (as ``kubectl apply`` would); listed and
+        watched like the other kinds (``/apis/resource.k8s.io/v1/[namespaces/{ns}/]resourceclaimtemplates``)."""
+        template = copy.deepcopy(template)
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        template["apiVersion"] = RESOURCE_API
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("resourceclaimtemplates", (meta["namespace"], meta["name"]), template)
+
+    def delete_resource_claim_template(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("resourceclaimtemplates", (namespace, name))
+            return self._remove("resourceclaimtemplates", (namespace, name))
+
+    def delete_resource_claim(self, namespace: str, name: str) -> JSON:
+        with self._cond:
+            self._get("resourceclaims", (namespace, name))
+            return self._remove("resourceclaims", (namespace, name))
+
+    def delete_resource_slice(self, name: str) -> JSON:
+        """Delete a slice (as the kubelet does at its start and 30 s after a driver left)."""
+        with self._cond:
+            self._get("resourceslices", ("", name))
+            return self._remove("resourceslices", ("", name))
+
+    def _act(self, resource: str, action: str) -> int:
+        with self._cond:
+            count = 0
+            for watch in self._watches:
+                if watch.resource == resource and watch.action is None:
+                    watch.action = action
+                    count += 1
+            self._cond.notify_all()
+            return count
+
+    def _inject_fault(self, request: RecordedRequest) -> None:
+        with self._cond:
+            for fault in self._faults:
+                if (
+                    fault.method == request.method
+                    and fault.path == request.path
+                    and fault.times > 0
+                    and (fault.watch is None or fault.watch == request.is_watch)
+                ):
+                    fault.times -= 1
+                    if fault.times == 0:
+                        self._faults.remove(fault)
+                    raise ApiError(fault.status["code"], fault.status["message"], fault.status["reason"])
+
+
+@contextlib.contextmanager
+def running_apiserver(**kwargs: Any) -> Iterator[FakeKubeApiServer]:
+    """A started fake API server, stopped (threads joined) afterwards."""
+    server = FakeKubeApiServer(**kwargs).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+DEFAULT_REVIEW_UID = "b8e5a3c6-0b1d-4d43-9a5e-1d2f7a8c9e01"
+
+
+def claim_template_review(bitstream: str, uid: str = DEFAULT_REVIEW_UID) -> JSON:
+    """The review of ``kubectl apply`` of a ResourceClaimTemplate ``fpga`` (namespace ``default``) whose one
+    request is configured for the driver with ``bitstream``."""
+    config = [{"requests": ["fpga"], "opaque": {"driver": "fpga.example.com", "parameters": {"bitstream": bitstream}}}]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "fpga", "namespace": "default"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "fpga", "exactly": {"deviceClassName": "fpga-slot", "count": 1}}],
+                    "config": config,
+                }
+            }
+        },
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaimTemplate"},
+            "resource": {"group": "resource.k8s.io", "version": "v1", "resource": "resourceclaimtemplates"},
+            "requestKind": {"group": "resource.k8s.io", "version": "v1", "kind": "ResourceClaimTemplate"},
+            "name": "fpga",
+            "namespace": "default",
+            "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": template,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kubectl"},
+        },
+    }
