@@ -41,6 +41,8 @@ from tests.e2e.schedulerclient import SchedulerClient
 SHOW_SLOT = 'echo "FPGA_SLOTS=$FPGA_SLOTS"; ls -l "$FPGA_SLOT_0_DEVICE"; sleep 3600'
 #: FPGA pods started and stopped one after another while the Node's writes are counted.
 NODE_WRITE_PODS = 10
+#: A container that holds its slot and stops at once when asked (no 30 s grace period per pod).
+HOLD_SLOT = 'trap "exit 0" TERM; while true; do sleep 1; done'
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +102,7 @@ def test_fpga_pods_starting_and_stopping_write_nothing_on_the_node(deployment: D
     with watched:
         for index in range(NODE_WRITE_PODS):
             name = f"node-writes-{index}"
-            pods.running_pod(name, slots=1, bitstream=BITSTREAM, command=SHOW_SLOT)
+            pods.running_pod(name, slots=1, bitstream=BITSTREAM, command=HOLD_SLOT)
             wait_for("the slot held in the FpgaNodeState", lambda: held(pods) == 1)
             pods.delete_pod(name)
             wait_for("the slot free in the FpgaNodeState", lambda: held(pods) == 0)
