@@ -17,13 +17,15 @@ from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecy
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
 from agent.dra import DRIVER_NAME, PluginSockets
+from agent.dra.binding import ClaimStatusAccess
 from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
 from agent.dra.mode import DraMode
-from agent.errors import ConfigError, KubeError, KubeletError
+from agent.errors import ConfigError, FpgaSlotError, KubeError, KubeletError
 from agent.files.atomic import remove_stale_temp_files
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
 from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
 from agent.kube.claims import ClaimReader
+from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
 from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.kube.uninstall import node_with_state, release_account, successor_expected
 from agent.node.backend import Backend, build_backend, log_enumeration
@@ -170,6 +172,27 @@ class Agent:
             state_dir=config.state_dir,
             # The kubelet gives the whole call 45 s; reading the claim comes first.
             timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
+            status=self._claim_status(),
+        )
+
+    def _claim_status(self) -> ClaimStatusAccess:
+        assert self.kube is not None
+        api_client = self.kube.api_client
+        catalog = self.catalog
+
+        def sha256_of(name: str) -> str:
+            try:
+                return catalog.resolve(name).sha256 if catalog is not None else ""
+            except FpgaSlotError:
+                return ""
+
+        return ClaimStatusAccess(
+            prepare_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/prepare"),
+            binding_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/binding"),
+            watch=lambda **callbacks: ClaimWatcher(api_client, **callbacks),
+            sha256_of=sha256_of,
+            events=self.kube.events,
+            binding_conditions=self.config.binding_conditions,
         )
 
     def _device_plugin_registrations(self) -> int:

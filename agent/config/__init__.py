@@ -83,6 +83,7 @@ class Config:
     dra_registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     cdi_dir: Path = Path("/var/run/cdi")
+    binding_conditions: bool = False
     bitstream_cache_bytes: int = 2 << 30
     bitstream_plain_http: tuple[str, ...] = ()
     bitstream_ca_file: Path | None = None
@@ -177,6 +178,13 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_path,
         lambda env: "/var/run/cdi",
         "dra mode: the container runtime's CDI spec directory (one spec per prepared claim)",
+    ),
+    _Option(
+        "binding-conditions",
+        _parse_bool,
+        lambda env: "false",
+        "dra mode: program a claim's slots when the scheduler allocates them and let the pod bind only once "
+        "they are ready; a failed programming places the pod again (device binding conditions, Kubernetes >= 1.36)",
     ),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(

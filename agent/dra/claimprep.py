@@ -117,6 +117,14 @@ class ClaimPreparation:
         #: The record file as last read or written here; another identity: another agent instance wrote it.
         self._seen = _file_identity(state_file)
 
+    @property
+    def registry(self) -> SlotRegistry:
+        return self._registry
+
+    def prepared(self, uid: str) -> PreparedClaim | None:
+        """The record of a prepared claim."""
+        return self._prepared.get(uid)
+
     def held_slots(self) -> set[str]:
         """The slots of every prepared claim."""
         return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
@@ -156,27 +164,8 @@ class ClaimPreparation:
         return await self._run(self._prepare(claim, info, who, deadline), deadline, who)
 
     async def _prepare(self, claim: ClaimRef, info: ClaimInfo, who: str, deadline: float) -> list[PreparedDevice]:
-        mine = [d for d in info.devices if d.pool == self._node]
-        if not mine:
-            raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
-        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
-        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
-        slots = [self._slot(by_device, d, who) for d in mine]
-        for slot in slots:
-            other = next((c for c in self._prepared.values() if c.uid != claim.uid and slot.id in c.slots), None)
-            if other is not None:
-                raise ProgrammingError(
-                    f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
-                )
         pod = self._pod(info)
-        wanted = {
-            name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
-        }
-        if wanted:
-            try:
-                await self._reconfigurer.load_many(pod, wanted, who, deadline)
-            except UnknownBitstream as exc:
-                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
+        mine, slots = await self.program(claim.uid, info, pod, who, deadline)
         cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
         record = PreparedClaim(
             claim.namespace,
@@ -195,6 +184,34 @@ class ClaimPreparation:
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
         return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+
+    async def program(
+        self, uid: str, info: ClaimInfo, pod: PodView | None, who: str, deadline: float
+    ) -> tuple[list[AllocatedDevice], list[Slot]]:
+        """Steps 2 to 4 (on the loop): the claim's devices in this node's pool and their slots, programmed.
+
+        Also what the binding-condition path runs when the claim is allocated (``agent.dra.binding``)."""
+        mine = [d for d in info.devices if d.pool == self._node]
+        if not mine:
+            raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
+        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
+        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
+        slots = [self._slot(by_device, d, who) for d in mine]
+        for slot in slots:
+            other = next((c for c in self._prepared.values() if c.uid != uid and slot.id in c.slots), None)
+            if other is not None:
+                raise ProgrammingError(
+                    f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
+                )
+        wanted = {
+            name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
+        }
+        if wanted:
+            try:
+                await self._reconfigurer.load_many(pod, wanted, who, deadline)
+            except UnknownBitstream as exc:
+                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
+        return mine, slots
 
     def _unknown_hint(self) -> str:
         """Why a bitstream the catalog lacks is final (the kubelet retries a failed prepare for ever)."""

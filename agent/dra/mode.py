@@ -19,9 +19,18 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
+from agent.dra.binding import (
+    BOUND_CONDITION,
+    FAILED_CONDITION,
+    FAILED_TAINT,
+    AllocationProgrammer,
+    ClaimStatusAccess,
+    FailedSlots,
+)
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
+from agent.dra.devicestatus import ContentTracker, ReportingPreparer
 from agent.errors import KubeError
 from agent.kube.resourceslices import DeviceTaint, SliceDevice
 from agent.node.pods import PodDirectory
@@ -61,7 +70,13 @@ def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash
     return {slot_id: name for name, slot_id in names.items()}, clashes
 
 
-def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None = None) -> list[SliceDevice]:
+def slice_devices(
+    states: Sequence[SlotState],
+    names: Mapping[str, str] | None = None,
+    *,
+    failed: frozenset[str] = frozenset(),
+    binding: bool = False,
+) -> list[SliceDevice]:
     """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
 
     ``platform`` (the PR interface ID a bitstream must match), ``card`` (``matchAttribute`` keeps
@@ -79,6 +94,8 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
     cache-aware claim) overwrites an empty slot, else the least recently used one, rather than
     the first by ID. It costs a slice update when a slot's last use changes.
     ``names``: the slot ID -> device name part of :func:`offered`, when the caller has it.
+    A slot in ``failed`` (its programming at allocation failed) carries the taint ``FAILED_TAINT``;
+    with ``binding`` every device has the binding conditions of :mod:`agent.dra.binding`.
     """
     names = offered(states)[0] if names is None else names
     devices = []
@@ -91,12 +108,15 @@ def slice_devices(states: Sequence[SlotState], names: Mapping[str, str] | None =
         attributes: dict[str, str | int | bool] = {"platform": slot.platform, "card": slot.card, "bitstream": held}
         if slot.numa is not None:
             attributes["numa"] = slot.numa
-        taints = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+        taints: tuple[DeviceTaint, ...] = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+        if slot.id in failed:
+            taints += (DeviceTaint(FAILED_TAINT),)
         capacity = {SLOT_CAPACITY: 1}
         key = bitstream_capacity(held) if held else None
         if key is not None:
             capacity[key] = 1
-        devices.append(SliceDevice(names[slot.id], attributes, taints, capacity))
+        conditions = ((BOUND_CONDITION,), (FAILED_CONDITION,)) if binding else ((), ())
+        devices.append(SliceDevice(names[slot.id], attributes, taints, capacity, *conditions))
     return devices
 
 
@@ -125,11 +145,14 @@ class DraMode:
         cdi_dir: Path,
         state_dir: Path,
         timeout_s: float,
+        status: ClaimStatusAccess | None = None,
     ) -> None:
-        """Call on the agent's event loop (the plugin's gRPC servers and preparation run there)."""
+        """Call on the agent's event loop (the plugin's gRPC servers and preparation run there). With ``status``
+        the claims' device entries say what their slots hold, and binding conditions may be on."""
         self.node = node
         self._registry = registry
         self._slices = slices
+        self._status = status
         self.preparation = ClaimPreparation(
             claims=claims,
             registry=registry,
@@ -143,7 +166,25 @@ class DraMode:
         self.health = HealthBoard()
         self._slice_error = ""
         self._clashes: set[NameClash] = set()
-        self.server = DraPluginServer(self.preparation, sockets, self.health, on_registered=slices.refresh)
+        self.tracker = ContentTracker(registry, status.sha256_of if status is not None else lambda _name: "")
+        preparer = ReportingPreparer(
+            self.preparation, self.tracker, status.prepare_writer if status is not None else None, node
+        )
+        self.server = DraPluginServer(preparer, sockets, self.health, on_registered=slices.refresh)
+        self.failed = FailedSlots(lambda: self._publish(self._registry.snapshot()))
+        self.binding = status is not None and status.binding_conditions
+        self.programmer: AllocationProgrammer | None = None
+        if status is not None and status.binding_conditions:
+            self.programmer = AllocationProgrammer(
+                node=node,
+                preparation=self.preparation,
+                tracker=self.tracker,
+                writer=status.binding_writer,
+                exclusive=self.server.exclusive,
+                failed=self.failed,
+                events=status.events,
+                timeout_s=timeout_s,
+            )
 
     def registered(self) -> bool:
         """Whether the kubelet said it registered the driver."""
@@ -161,10 +202,24 @@ class DraMode:
                 follow = group.create_task(self._follow_slots(), name="dra-slots")
                 record = group.create_task(self._follow_record(), name="dra-record")
                 group.create_task(self._slices.run(stop), name="resource-slice")
+                background = [group.create_task(self.failed.run(), name="dra-failed-slots")]
+                if self.programmer is not None and self._status is not None:
+                    programmer = self.programmer
+                    watcher = self._status.watch(
+                        parse=programmer.parse,
+                        on_replace=programmer.replace,
+                        on_event=programmer.event,
+                        on_error=lambda text: logger.warning("ResourceClaims not listed: %s", text),
+                    )
+                    background.append(group.create_task(watcher.run(), name="dra-claims"))
                 await stop.wait()
                 follow.cancel()
                 record.cancel()
+                for task in background:
+                    task.cancel()
         finally:
+            if self.programmer is not None:
+                await self.programmer.close()
             await self.server.stop()
             logger.info("DRA driver %s stopped serving", DRIVER_NAME)
 
@@ -186,7 +241,7 @@ class DraMode:
         self._report_clashes(clashes)
         self.health.set(device_health(self.node, states, names))
         try:
-            self._slices.set_devices(slice_devices(states, names))
+            self._slices.set_devices(slice_devices(states, names, failed=self.failed.tainted(), binding=self.binding))
         except KubeError as exc:
             if str(exc) != self._slice_error:  # once per distinct problem, not on every change
                 logger.error("ResourceSlice not updated: %s (it keeps the last good devices)", exc)

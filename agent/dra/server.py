@@ -84,6 +84,8 @@ class DraPluginServer:
         called (on the event loop) each time the kubelet registers the driver, e.g. after its restart."""
         self.sockets = sockets or PluginSockets()
         core = DraCore(preparer, self.sockets.lock)
+        #: The calls' lock (:meth:`DraCore.exclusive`), for work on the slots outside a call.
+        self.exclusive = core.exclusive
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
         self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions, on_registered)
         self.health = health

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -101,6 +101,12 @@ class DraCore:
     async def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
         async with self._lock, self._node_lock():
             return await self._unprepare(claims)
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Held as each call is: work on the slots outside a call (programming at allocation) waits for it."""
+        async with self._lock, self._node_lock():
+            yield
 
     def _node_lock(self) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file)

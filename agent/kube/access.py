@@ -10,7 +10,7 @@ verb of its request, and checks that the result is this table; then that each
 component's ClusterRole (and Roles) grant this table's rules for it.
 
 A new API call therefore fails the tests until it is listed here, and the manifest
-grants it.
+grants it. An entry with ``checked_on`` is a check the API server adds to a request.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class ApiAccess:
     namespace: str = ""
     #: the objects the grant is limited to (RBAC resourceNames); () for any
     names: tuple[str, ...] = ()
+    #: "" for a request; else the (resource, verb) of the owner's request on which the API server checks this
+    checked_on: str = ""
 
 
 API_ACCESS: tuple[ApiAccess, ...] = (
@@ -110,6 +112,35 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resourceclaims",
         frozenset({"get"}),
         "DRA: a claim's allocated slots and configuration, at NodePrepareResources",
+    ),
+    ApiAccess(
+        "claimstatus.ClaimStatusWriter",
+        "agent",
+        "resource.k8s.io",
+        "resourceclaims/status",
+        frozenset({"patch"}),
+        "DRA: what a claim's slots hold (and, with binding conditions, whether they are ready) in its "
+        "status.devices, by server-side apply",
+    ),
+    ApiAccess(
+        "claimstatus.ClaimStatusWriter",
+        "agent",
+        "resource.k8s.io",
+        "resourceclaims/driver",
+        frozenset({"associated-node:patch"}),
+        "DRA: the API server's check on a status.devices write (DRAResourceClaimGranularStatusAuthorization): "
+        "only our driver's entries, only of claims allocated to the node the agent's pod (its token) is bound to",
+        names=("fpga.example.com",),
+        checked_on="resourceclaims/status patch",
+    ),
+    ApiAccess(
+        "claimstatus.ClaimWatcher",
+        "agent",
+        "resource.k8s.io",
+        "resourceclaims",
+        frozenset({"list", "watch"}),
+        "DRA with binding conditions: the claims allocated to this node's pool, programmed before their pod binds "
+        "(RBAC cannot narrow this to one node's claims)",
     ),
     ApiAccess(
         "bitstreamwatch.BitstreamWatcher",

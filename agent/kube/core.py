@@ -23,6 +23,7 @@ _QUERY = {
     "_continue": "continue",
     "field_manager": "fieldManager",
     "field_selector": "fieldSelector",
+    "force": "force",
     "label_selector": "labelSelector",
     "limit": "limit",
     "resource_version": "resourceVersion",
@@ -59,6 +60,14 @@ class CoreCalls:
     def read_namespaced_resource_claim(self, name: str, namespace: str, **kwargs: Any) -> Any:
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
+
+    def patch_namespaced_resource_claim_status(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
+        """A server-side apply (``_content_type`` application/apply-patch+yaml) of the claim's status."""
+        path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
+        return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
+
+    def list_resource_claim_for_all_namespaces(self, **kwargs: Any) -> Any:
+        return self._request("GET", "/apis/resource.k8s.io/v1/resourceclaims", {}, kwargs)
 
     def list_resource_claim_template_for_all_namespaces(self, **kwargs: Any) -> Any:
         return self._request("GET", "/apis/resource.k8s.io/v1/resourceclaimtemplates", {}, kwargs)

@@ -33,6 +33,7 @@ MAX_DEVICES = 128
 MAX_ATTRIBUTES = 32
 MAX_STRING = 64
 MAX_TAINTS = 16
+MAX_BINDING_CONDITIONS = 4
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 #: A capacity name as we publish them: the driver's domain (a DNS subdomain), "/", a C identifier of <= 32.
 _CAPACITY_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,31}")
@@ -68,6 +69,10 @@ class SliceDevice:
     taints: tuple[DeviceTaint, ...] = ()
     #: Capacity name (``<domain>/<C identifier>``) -> amount.
     capacity: Mapping[str, int] = field(default_factory=dict)
+    #: Binding conditions (DRADeviceBindingConditions): the scheduler binds the pod once all are True on the
+    #: claim's device status, and gives the allocation back when a failure condition is; with ``bindsToNode``.
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
 
 def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, AttributeValue]:
@@ -110,6 +115,18 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
                     f"device {shown(device.name)}: at most {MAX_TAINTS} taints, each NoSchedule or NoExecute"
                 )
             entry["taints"] = [{"key": t.key, "effect": t.effect} for t in device.taints]
+        if device.binding_conditions:
+            if (
+                not device.binding_failure_conditions
+                or max(len(device.binding_conditions), len(device.binding_failure_conditions)) > MAX_BINDING_CONDITIONS
+            ):
+                raise KubeError(
+                    f"device {shown(device.name)}: binding conditions need failure conditions, "
+                    f"at most {MAX_BINDING_CONDITIONS} of each"
+                )
+            entry["bindsToNode"] = True
+            entry["bindingConditions"] = list(device.binding_conditions)
+            entry["bindingFailureConditions"] = list(device.binding_failure_conditions)
         rendered.append(entry)
     return {
         "driver": driver,

@@ -68,8 +68,13 @@ def daemonset_operations() -> list[Obj]:
 def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -> None:
     operations = [op for op in daemonset_operations() if op["op"] == "add"]
     env = [op["value"] for op in operations if op["path"].endswith("/env/-")]
-    assert env == [{"name": "FPGA_AGENT_MODE", "value": "dra"}]
+    assert env == [
+        {"name": "FPGA_AGENT_MODE", "value": "dra"},
+        {"name": "FPGA_AGENT_BINDING_CONDITIONS", "value": "false"},
+    ]
     assert "dra" in MODES
+    config = load_config({}, {e["name"]: e["value"] for e in env})
+    assert (config.mode, config.binding_conditions) == ("dra", False)
     mounts = {op["value"]["name"]: op["value"]["mountPath"] for op in operations if "/volumeMounts/" in op["path"]}
     volumes = {op["value"]["name"]: op["value"]["hostPath"] for op in operations if "/volumes/" in op["path"]}
     assert mounts.keys() == volumes.keys()

@@ -128,8 +128,11 @@ def requests_in_code() -> dict[str, set[Rule]]:
 
 
 def declared() -> dict[str, set[Rule]]:
+    """The table's requests by owner (not the checks the API server makes on top of a request)."""
     table: dict[str, set[Rule]] = defaultdict(set)
     for access in API_ACCESS:
+        if access.checked_on:
+            continue
         table[access.owner] |= {(access.group, access.resource, verb) for verb in access.verbs}
     return dict(table)
 
@@ -201,6 +204,33 @@ def test_the_table_lists_every_request_the_code_makes_and_no_other() -> None:
     found = requests_in_code()
     assert found  # the scanner finds the calls at all
     assert found == declared()
+
+
+def test_a_check_on_top_of_a_request_names_a_request_its_owner_makes() -> None:
+    found = requests_in_code()
+    checks = [access for access in API_ACCESS if access.checked_on]
+    assert checks
+    for access in checks:
+        resource, verb = access.checked_on.split()
+        assert (access.group, resource, verb) in found[access.owner], access
+
+
+def test_the_agent_writes_claim_device_status_for_its_own_node_and_driver_only() -> None:
+    """DRAResourceClaimGranularStatusAuthorization: a status.devices write also needs resourceclaims/driver,
+    associated-node (the claim is allocated to the node the token's pod runs on) or arbitrary-node (any claim).
+    The agent holds associated-node:patch for its driver's name only, and nothing arbitrary-node or update."""
+    rules = granted_by_name(Manifests(render()).get("ClusterRole", "fpga-slot-agent"))
+    driver_rules = {rule for rule in rules if rule[1] == "resourceclaims/driver"}
+    assert driver_rules == {
+        ("resource.k8s.io", "resourceclaims/driver", "associated-node:patch", ("fpga.example.com",))
+    }
+    assert {(g, r, v) for g, r, v, _n in rules if r.startswith("resourceclaims")} == {
+        ("resource.k8s.io", "resourceclaims", "get"),
+        ("resource.k8s.io", "resourceclaims", "list"),
+        ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
+        ("resource.k8s.io", "resourceclaims/driver", "associated-node:patch"),
+    }
 
 
 def test_every_table_entry_names_who_makes_it() -> None:

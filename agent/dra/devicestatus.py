@@ -1,0 +1,153 @@
+"""What a claim's slots hold, written to its ``status.devices[]`` entries (``data``) for anyone to read.
+
+After NodePrepareResources, and with binding conditions once the slots are programmed at
+allocation (:mod:`agent.dra.binding`), each allocated device's entry says what its slot
+holds: the bitstream, its SHA-256, the accelerator ID, when this agent programmed it and
+whether the claim found it loaded already (a cache hit). ``kubectl get resourceclaim -o yaml``
+and ``fpga-agent cluster`` show it. At prepare the write is best effort: a refused write is
+logged and the claim is prepared all the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.dra.claimprep import ClaimPreparation
+from agent.dra.service import ClaimRef, PreparedDevice
+from agent.errors import FpgaSlotError, shown_claim
+from agent.kube.claimstatus import DeviceStatus
+from agent.slots import Slot, SlotId, SlotRegistry
+
+logger = logging.getLogger(__name__)
+
+#: Claims whose slot contents found at allocation are kept for their prepare (oldest dropped first).
+MAX_REMEMBERED_CLAIMS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class SlotContent:
+    """What one allocated slot holds, as its device entry's ``data`` says."""
+
+    slot: str
+    bitstream: str
+    sha256: str
+    accelerator_id: str
+    #: RFC 3339 time this agent programmed it; "" when it found it loaded and does not know since when
+    programmed_at: str
+    cache_hit: bool
+
+    def data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"slot": self.slot, "bitstream": self.bitstream, "cacheHit": self.cache_hit}
+        for key, value in (
+            ("sha256", self.sha256),
+            ("acceleratorId", self.accelerator_id),
+            ("programmedAt", self.programmed_at),
+        ):
+            if value:
+                data[key] = value
+        return data
+
+
+class StatusWriter(Protocol):
+    """``agent.kube.ClaimStatusWriter`` (blocking)."""
+
+    def apply(self, namespace: str, name: str, uid: str, entries: Sequence[DeviceStatus]) -> None: ...
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ContentTracker:
+    """Reads what slots hold before and after a claim's programming (on the agent's loop).
+
+    ``sha256_of(bitstream)`` is the catalog entry's digest ("" when unknown; called in a thread)."""
+
+    def __init__(self, registry: SlotRegistry, sha256_of: Callable[[str], str]) -> None:
+        self._registry = registry
+        self._sha256_of = sha256_of
+        #: slot -> when this agent last programmed it (one entry per slot at most)
+        self._programmed: dict[str, str] = {}
+        self._claims: OrderedDict[str, tuple[SlotContent, ...]] = OrderedDict()
+
+    def loaded(self) -> dict[str, str | None]:
+        """Slot -> accelerator ID, to compare with after a programming."""
+        return {str(s.slot.id): s.accelerator_id for s in self._registry.snapshot()}
+
+    async def contents(self, slots: Sequence[Slot], before: Mapping[str, str | None]) -> list[SlotContent]:
+        """Each slot's content now; a slot whose accelerator changed since ``before`` was programmed now."""
+        found = []
+        for slot in slots:
+            state = self._registry.get(SlotId(str(slot.id)))
+            if state is None or not state.bitstream:
+                continue
+            accelerator = state.accelerator_id or ""
+            hit = str(slot.id) in before and before[str(slot.id)] == accelerator
+            if not hit:
+                self._programmed[str(slot.id)] = _now()
+            sha = await asyncio.to_thread(self._sha256_of, state.bitstream)
+            found.append(
+                SlotContent(
+                    str(slot.id), state.bitstream, sha, accelerator, self._programmed.get(str(slot.id), ""), hit
+                )
+            )
+        return found
+
+    def remember(self, uid: str, contents: Sequence[SlotContent]) -> None:
+        """What the claim's slots held once programmed at allocation, for the data its prepare writes."""
+        self._claims[uid] = tuple(contents)
+        self._claims.move_to_end(uid)
+        while len(self._claims) > MAX_REMEMBERED_CLAIMS:
+            self._claims.popitem(last=False)
+
+    def remembered(self, uid: str) -> tuple[SlotContent, ...]:
+        return self._claims.get(uid, ())
+
+
+class ReportingPreparer:
+    """``ClaimPreparation`` that also writes each prepared device's content to the claim's status."""
+
+    def __init__(
+        self, inner: ClaimPreparation, tracker: ContentTracker, writer: StatusWriter | None, node: str
+    ) -> None:
+        self._inner = inner
+        self._tracker = tracker
+        self._writer = writer
+        self._node = node
+
+    async def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
+        before = self._tracker.loaded()
+        devices = await self._inner.prepare(claim)
+        if self._writer is not None:
+            await self._report(claim, before)
+        return devices
+
+    async def unprepare(self, claim: ClaimRef) -> None:
+        await self._inner.unprepare(claim)
+
+    async def _report(self, claim: ClaimRef, before: Mapping[str, str | None]) -> None:
+        record = self._inner.prepared(claim.uid)
+        if record is None or self._writer is None:
+            return
+        slots = {str(s.slot.id): s.slot for s in self._inner.registry.snapshot()}
+        earlier = {c.slot: c for c in self._tracker.remembered(claim.uid)}
+        now = {c.slot: c for c in await self._tracker.contents([slots[s] for s in record.slots if s in slots], before)}
+        entries = []
+        for slot_id, (_request, device, _cdi) in zip(record.slots, record.devices, strict=True):
+            content = earlier.get(slot_id) or now.get(slot_id)
+            if content is not None:
+                entries.append(DeviceStatus(self._node, device, (), content.data()))
+        if not entries:
+            return
+        try:
+            await asyncio.to_thread(self._writer.apply, claim.namespace, claim.name, claim.uid, entries)
+        except FpgaSlotError as exc:
+            logger.warning(
+                "%s: what its slots hold not written to its status: %s", shown_claim(claim.namespace, claim.name), exc
+            )
