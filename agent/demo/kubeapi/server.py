@@ -315,7 +315,10 @@ class KubeApiStandIn(RequestHandling):
                 if watch.action == "gone":
                     handler.close_connection = True
                     return
-                for change in self._history:
+                behind = cursor < self._dropped_rv  # changes it has not seen are gone from the history
+                if behind and watch.action is None:
+                    watch.action = "expire"
+                for change in () if behind else self._history:
                     if change.rv > cursor and change.resource == watch.resource:
                         found = _watch_event(change, matches)
                         if found is not None:

@@ -24,6 +24,10 @@ from agent.demo.kubeapi.objects import (
     now_rfc3339,
 )
 
+#: Changes kept for watches and exact lists. Older ones are dropped, as etcd compacts: a client asking from
+#: before them gets 410 Expired, and so does a watch that fell that far behind.
+HISTORY_LIMIT = 10_000
+
 
 @dataclass(frozen=True)
 class RecordedRequest:
@@ -68,6 +72,8 @@ class ObjectStore:
         #: History before this resourceVersion is gone: a list or watch from an older one gets 410 (as after etcd
         #: compacts; a subclass may compact).
         self._compacted_rv = 0
+        #: The newest change dropped from the history (HISTORY_LIMIT); a watch behind it has missed events.
+        self._dropped_rv = 0
         self._watches: list[_Watch] = []
         self._bookmarks = 0
         self._connections: set[socket.socket] = set()
@@ -145,18 +151,26 @@ class ObjectStore:
         obj.setdefault("apiVersion", _api_version(resource))
         old = self._objects[resource].get(key)
         self._objects[resource][key] = obj
-        self._history.append(_Change(rv, resource, key, copy.deepcopy(old), copy.deepcopy(obj)))
-        self._cond.notify_all()
+        self._record(_Change(rv, resource, key, copy.deepcopy(old), copy.deepcopy(obj)))
         return copy.deepcopy(obj)
 
     def _remove(self, resource: str, key: _Key) -> JSON:
         rv = self._next_rv()
         old = self._objects[resource].pop(key)
-        self._history.append(_Change(rv, resource, key, copy.deepcopy(old), None))
-        self._cond.notify_all()
+        self._record(_Change(rv, resource, key, copy.deepcopy(old), None))
         gone = copy.deepcopy(old)
         gone["metadata"]["resourceVersion"] = str(rv)
         return gone
+
+    def _record(self, change: _Change) -> None:
+        """Keep ``change`` for the watches (the oldest half goes once HISTORY_LIMIT is passed) and wake them."""
+        self._history.append(change)
+        if len(self._history) > HISTORY_LIMIT:
+            dropped = len(self._history) - HISTORY_LIMIT // 2
+            self._dropped_rv = self._history[dropped - 1].rv
+            self._compacted_rv = max(self._compacted_rv, self._dropped_rv)
+            del self._history[:dropped]
+        self._cond.notify_all()
 
     def _state_at(self, resource: str, rv: int) -> dict[_Key, JSON]:
         """The objects as they were at ``rv`` (undoing later history)."""

@@ -14,6 +14,7 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from agent.demo.kubeapi import store as kubeapi_store
 from tests.fakeapi import FakeKubeApiServer
 
 
@@ -89,6 +90,28 @@ def test_exact_list_shows_the_past_until_compacted(apiserver: FakeKubeApiServer,
         core.list_pod_for_all_namespaces(resource_version=str(then), resource_version_match="Exact")
     assert info.value.status == 410
     assert _status(info.value)["reason"] == "Expired"
+
+
+def test_the_history_is_bounded_and_what_it_dropped_is_410(
+    apiserver: FakeKubeApiServer, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kubeapi_store, "HISTORY_LIMIT", 8)
+    apiserver.add_pod("p1")
+    first = apiserver.resource_version
+    for phase in ("Pending", "Running") * 10:
+        apiserver.modify_pod("default", "p1", phase=phase)
+    assert len(apiserver._history) <= 8  # the table the watches read
+    with pytest.raises(ApiException) as info:
+        core.list_pod_for_all_namespaces(resource_version=str(first), resource_version_match="Exact")
+    assert info.value.status == 410
+    stream = watch.Watch()  # type: ignore[no-untyped-call]
+    with pytest.raises(ApiException) as expired:
+        for _ in stream.stream(core.list_pod_for_all_namespaces, resource_version=str(first), timeout_seconds=5):
+            pass
+    assert expired.value.status == 410
+    recent = apiserver.resource_version - 1  # still in the history
+    past = _raw_list(core, resource_version=str(recent), resource_version_match="Exact")
+    assert [p["status"]["phase"] for p in past["items"]] == ["Pending"]
 
 
 def test_not_older_than_a_future_version_is_a_504(apiserver: FakeKubeApiServer, core: client.CoreV1Api) -> None:
