@@ -8,10 +8,12 @@ without any polling.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from agent.discovery.base import Enumeration, SlotSink
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
+from agent.simfpga.faultfiles import follow_fault_files
 from agent.slots import DeviceNode, Health, Slot, make_slot_id
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class SimSource:
     async def watch(self, sink: SlotSink) -> None:
         events: asyncio.Queue[tuple[SimEvent, SimSlotInfo]] = asyncio.Queue()
         unsubscribe = self._fabric.subscribe(lambda event, info: events.put_nowait((event, info)))
+        faults = asyncio.create_task(follow_fault_files(self._fabric), name="sim-fault-files")
         try:
             sink.replace_all((await self.enumerate()).slots, backend=self.name)
             while True:
@@ -63,3 +66,6 @@ class SimSource:
                     sink.upsert(slot)
         finally:
             unsubscribe()
+            faults.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await faults
