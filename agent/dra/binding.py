@@ -64,6 +64,8 @@ class Allocation:
 
     info: ClaimInfo
     waiting: bool
+    #: This allocation of the claim: after a failure the scheduler allocates the same claim again.
+    key: tuple[str, ...] = ()
 
 
 def parse_allocation(raw: Mapping[str, Any], node: str) -> Allocation | None:
@@ -91,7 +93,8 @@ def parse_allocation(raw: Mapping[str, Any], node: str) -> Allocation | None:
             for c in entry.get("conditions") or []
         ):
             decided.add(entry.get("device"))
-    return Allocation(info, waits and not mine <= decided)
+    stamp = str((status.get("allocation") or {}).get("allocationTimestamp") or "")
+    return Allocation(info, waits and not mine <= decided, (info.uid, stamp, *sorted(mine)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,7 @@ class AllocationProgrammer:
         self._failed = failed
         self._events = events
         self._timeout_s = timeout_s
-        self._handled: OrderedDict[str, None] = OrderedDict()
+        self._handled: OrderedDict[tuple[str, ...], None] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def parse(self, raw: Mapping[str, Any]) -> Allocation | None:
@@ -184,9 +187,9 @@ class AllocationProgrammer:
 
     def offer(self, allocation: Allocation | None) -> None:
         """On the loop: start programming a waiting claim not handled yet."""
-        if allocation is None or not allocation.waiting or allocation.info.uid in self._handled:
+        if allocation is None or not allocation.waiting or allocation.key in self._handled:
             return
-        self._handled[allocation.info.uid] = None
+        self._handled[allocation.key] = None
         while len(self._handled) > MAX_HANDLED:
             self._handled.popitem(last=False)
         task = asyncio.get_running_loop().create_task(self.handle(allocation.info), name="dra-bind")

@@ -206,6 +206,27 @@ async def test_a_failed_programming_fails_the_binding_taints_the_slot_and_tells_
     assert node.preparation.held_slots() == set()
 
 
+async def test_a_claim_allocated_again_after_a_failure_is_programmed_on_its_new_slot(
+    node: Node, bitstreams: Bitstreams
+) -> None:
+    first, second = slot(1, 0), slot(1, 1)
+    node.harness.fabric.fail_next_program("simcard1", "slot0", "injected: read-back mismatch")
+    raw = node.allocate("fpga", first, bitstreams.accel_a.name)
+    raw["status"]["allocation"]["allocationTimestamp"] = "2026-12-06T05:00:00Z"
+    await node.offer(raw)
+    (failed,) = node.writer.entries[("fpga", first)].conditions
+    assert (failed.type, failed.reason) == (FAILED_CONDITION, "ProgrammingFailed")
+    assert "read-back mismatch" in failed.message
+    # The scheduler gives the allocation back and allocates the same claim (same UID) on an untainted slot.
+    result = raw["status"]["allocation"]["devices"]["results"][0]
+    result["device"] = second
+    raw["status"]["allocation"]["allocationTimestamp"] = "2026-12-06T05:00:07Z"
+    await node.offer(raw)
+    (ready,) = node.writer.entries[("fpga", second)].conditions
+    assert (ready.type, ready.status) == (BOUND_CONDITION, True)
+    assert state(node.harness.agent.registry, second).bitstream == bitstreams.accel_a.name
+
+
 async def test_a_taint_is_lifted_when_its_time_is_up() -> None:
     published: list[frozenset[str]] = []
     lifted = asyncio.Event()
