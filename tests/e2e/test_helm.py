@@ -149,6 +149,19 @@ def helm_release(cluster: Cluster, pytestconfig: pytest.Config, values: list[str
                 raise
 
 
+def admitted(cluster: Cluster, template: dict[str, object]) -> bool:
+    """Create the claim template; False while the bitstream webhook refuses it as unknown (the extender sees a
+    node's catalog a moment after the agent published it)."""
+    namespace = str(template["metadata"]["namespace"])  # type: ignore[index]
+    try:
+        client.ResourceV1Api(cluster.api).create_namespaced_resource_claim_template(namespace, template)
+    except ApiException as exc:
+        if exc.status == 403 and "is unknown" in str(exc.body):
+            return False
+        raise
+    return True
+
+
 def claim_of(cluster: Cluster, namespace: str, pod: str) -> tuple[str, str]:
     """(request, device) the scheduler allocated to the pod's claim."""
     status = cluster.core.read_namespaced_pod(pod, namespace).status
@@ -191,9 +204,8 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         errors: list[str] = []
         worker = None
         if mode == "dra":
-            client.ResourceV1Api(cluster.api).create_namespaced_resource_claim_template(
-                suite.namespace, cached_first_template(suite.namespace, BITSTREAM)
-            )
+            template = cached_first_template(suite.namespace, BITSTREAM)
+            wait_for("the bitstream webhook to admit the template", lambda: admitted(cluster, template))
             worker = threading.Thread(target=churn, args=(suite, done, errors), name="churn")
             worker.start()
             wait_for("the first churn pod", lambda: done or errors)
