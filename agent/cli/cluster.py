@@ -8,7 +8,7 @@ import sys
 
 import agent.cli.flags as cliflags
 import agent.cluster.view as clusterview
-from agent.kube import command_api, list_node_states, list_nodes
+from agent.kube import command_api, list_node_states, list_nodes, list_resource_claims
 from agent.output.tables import format_table
 
 
@@ -27,12 +27,28 @@ def add_cluster_command(commands: cliflags.Subparsers) -> None:
         action="store_true",
         help="list each node's bitstream files instead (its catalog, added by hand or pulled: no download there)",
     )
+    output.add_argument(
+        "--claims",
+        action="store_true",
+        help="list DRA claims instead: what each claim's slots hold (the data the agents write to its status)",
+    )
     cliflags.add_option_groups(cluster, cliflags.CLUSTER)
 
 
 def run_cluster(args: argparse.Namespace) -> int:
     """Print the cluster's slot map; KubeError (one line, exit 1) when the nodes cannot be read."""
     config = cliflags.command_config(args)
+    if args.claims:
+        with command_api(config.kubeconfig) as api_client:
+            claims = list_resource_claims(api_client)
+        claim_rows = clusterview.claim_rows(claims)
+        if args.json:
+            print(json.dumps({"claims": claim_rows}, indent=2))
+        elif claim_rows:
+            print(format_table(clusterview.CLAIM_COLUMNS, claim_rows))
+        else:
+            print(f"no claim carries data of {clusterview.DRIVER} ({len(claims)} claims)", file=sys.stderr)
+        return 0
     with command_api(config.kubeconfig) as api_client:
         nodes = list_nodes(api_client)
         states = list_node_states(api_client)

@@ -19,6 +19,9 @@ NO_STATE = "no published state"
 TABLE_COLUMNS = ["node", "slot", "platform", "bitstream", "state", "health"]
 #: ``--files``: which bitstream files each node holds (loaded or not), so which need no download there.
 FILE_COLUMNS = ["node", "files", "bitstreams"]
+#: ``--claims``: what each DRA claim's slots hold, from the data the agents write to its status.devices.
+CLAIM_COLUMNS = ["claim", "node", "device", "bitstream", "sha256", "loaded", "programmed", "ready"]
+DRIVER = "fpga.example.com"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +124,45 @@ def json_document(views: Sequence[NodeView]) -> dict[str, Any]:
             for view in views
         ]
     }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def claim_rows(claims: Sequence[Mapping[str, Any]]) -> list[dict[str, object]]:
+    """One row per device entry of our driver in each claim's status (sorted by claim, then device)."""
+    rows: list[dict[str, object]] = []
+    for claim in claims:
+        metadata = _mapping(claim.get("metadata"))
+        for entry in _list(_mapping(claim.get("status")).get("devices")):
+            if not isinstance(entry, Mapping) or entry.get("driver") != DRIVER:
+                continue
+            data = _mapping(entry.get("data"))
+            verdicts = [
+                f"{str(c.get('type', '')).rpartition('/')[2]}={c.get('status')}"
+                for c in _list(entry.get("conditions"))
+                if isinstance(c, Mapping)
+            ]
+            hit = data.get("cacheHit")
+            rows.append(
+                {
+                    "claim": f"{metadata.get('namespace', '')}/{metadata.get('name', '')}",
+                    "node": _text(entry.get("pool")),
+                    "device": _text(entry.get("device")),
+                    "bitstream": _text(data.get("bitstream")),
+                    "sha256": (_text(data.get("sha256")) or "")[:12] or None,
+                    "loaded": None if hit is None else "cache hit" if hit else "programmed",
+                    "programmed": _text(data.get("programmedAt")),
+                    "ready": ", ".join(verdicts) or None,
+                }
+            )
+    return sorted(rows, key=lambda row: (str(row["claim"]), str(row["device"])))

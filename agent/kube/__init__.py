@@ -24,7 +24,7 @@ from agent.kube.model import (
     parse_pod,
 )
 from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
-from agent.kube.nodes import NodePublisher, NodeSummary, list_node_states, list_nodes
+from agent.kube.nodes import NodePublisher, NodeSummary, list_node_states, list_nodes, list_resource_claims
 from agent.kube.pods import PodCache, PodListener
 from agent.kube.reflector import Backoff
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
@@ -63,6 +63,7 @@ __all__ = [
     "connect_api",
     "list_node_states",
     "list_nodes",
+    "list_resource_claims",
     "parse_claim",
     "parse_pod",
     "resolve_kubeconfig",

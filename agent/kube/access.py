@@ -299,6 +299,14 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "fpga-agent cluster: the slot map of every node",
     ),
     ApiAccess(
+        "nodes.list_resource_claims",
+        "operator",
+        "resource.k8s.io",
+        "resourceclaims",
+        frozenset({"list"}),
+        "fpga-agent cluster --claims: what each DRA claim's slots hold (its status.devices data)",
+    ),
+    ApiAccess(
         "statewatch.NodeStateWatcher",
         "extender",
         "example.com",

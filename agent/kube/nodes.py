@@ -311,6 +311,14 @@ def list_node_states(
     return list(_pages(core.list_fpga_node_state_for_all_namespaces, "FpgaNodeState objects", page_size, timeout_s))
 
 
+def list_resource_claims(
+    api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
+) -> list[Mapping[str, Any]]:
+    """Every ResourceClaim as the API server sends it (JSON), for what their slots hold. Blocking; KubeError."""
+    core = CoreCalls(api_client)
+    return list(_pages(core.list_resource_claim_for_all_namespaces, "ResourceClaims", page_size, timeout_s))
+
+
 def _pages(list_func: Callable[..., Any], what: str, page_size: int, timeout_s: float) -> list[Mapping[str, Any]]:
     """Every item of a paged list (a large cluster's objects do not arrive as one response)."""
     items: list[Mapping[str, Any]] = []

@@ -27,7 +27,7 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
         *("name", "platform", "accelerator-id", "pull-secret", "prefetch", "plain-http", "ca-file"),
         *("username", "password-stdin"),
     },
-    ("cluster",): {"json", "all", "files", "kubeconfig", "log-level", "log-format"},
+    ("cluster",): {"json", "all", "files", "claims", "kubeconfig", "log-level", "log-format"},
     ("uninstall",): {"kubeconfig", "namespace", "log-level", "log-format"},
     ("cleanup-grant",): {"kubeconfig", "namespace", "log-level", "log-format"},
     ("extender",): {
