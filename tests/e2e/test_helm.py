@@ -14,6 +14,7 @@ import contextlib
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,9 +131,11 @@ def helm_release(cluster: Cluster, pytestconfig: pytest.Config, values: list[str
         kubectl("create", "namespace", NAMESPACE)
         kubectl("label", "namespace", NAMESPACE, "pod-security.kubernetes.io/enforce=privileged")
         try:
+            began = time.monotonic()
             helm("install", RELEASE, str(CHART), "-n", NAMESPACE, *set_args(values))
             deployment = Deployment(suite, CHART)
             deployment.wait_rolled_out()
+            print(f"helm install: agent Ready {time.monotonic() - began:.1f} s after the command")
             deployment.add_to_catalog()
             yield deployment
         finally:
@@ -211,8 +214,10 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
             wait_for("the first churn pod", lambda: done or errors)
         try:
             _repository, tag = split_image(upgrade_image)
+            began = time.monotonic()
             helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", "--set", f"image.tag={tag}")
             new_agent = deployed.wait_rolled_out()
+            print(f"helm upgrade: agent rolled {time.monotonic() - began:.1f} s after the command")
         finally:
             if worker is not None:
                 worker.join()
@@ -231,10 +236,12 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         # helm uninstall: the agents leave their Node clean; nothing of the chart's is left cluster-wide.
         assert [(kind, name) for kind, name in scoped if not exists(cluster, kind, name)] == []
         wait_for("the node's FpgaNodeState", lambda: cluster.node_state(NAMESPACE, node) is not None)
+        began = time.monotonic()
         helm("uninstall", RELEASE, "-n", NAMESPACE)
         cluster.wait_pod_gone(NAMESPACE, new_agent.metadata.name)
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
         wait_for("no FpgaNodeState of the node", lambda: cluster.node_state(NAMESPACE, node) is None)
+        print(f"helm uninstall: node clean {time.monotonic() - began:.1f} s after the command")
         wait_for("no chart object cluster-wide", lambda: [o for o in scoped if exists(cluster, *o)] == [])
         with pytest.raises(ApiException) as gone:  # the chart's one object in another namespace
             cluster.rbac.read_namespaced_role_binding("fpga-scheduler-authentication-reader", "kube-system")
