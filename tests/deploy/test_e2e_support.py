@@ -76,6 +76,7 @@ def test_the_agent_gets_the_shipped_rules_and_makes_its_own_device_node() -> Non
     # install Job's: the agent gets no RBAC objects)
     shipped = {"pods", "events", "nodes", "resourceslices", "resourceclaims", "fpgabitstreams"}
     shipped |= {"daemonsets", "serviceaccounts"}
+    shipped |= {"resourceclaims/status", "resourceclaims/driver"}  # DRA: claims' device status (#45)
     assert shipped == {r for rule in agent_rules() for r in rule["resources"]}
     container = agent_pod_body("e2e", "agent", "node-a", "img", "/s")["spec"]["containers"][0]  # type: ignore[index]
     script = container["command"][2]

@@ -10,13 +10,13 @@ the agent pod, whose state directory is the host's.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
 from agent.dra.binding import BOUND_CONDITION, FAILED_CONDITION, FAILED_TAINT
@@ -32,7 +32,7 @@ from tests.e2e.deployment import (
     dra_components,
     kubectl,
 )
-from tests.e2e.test_dra_agent import allocation_of, cached_first_template, claim_pod, slot_is_free
+from tests.e2e.test_dra_agent import allocation_of, apply_template, claim_pod, slot_is_free
 
 FAULTS = f"{STATE_DIR}/sim-dev/faults"
 
@@ -58,20 +58,22 @@ def deployment(cluster: Cluster, pytestconfig: pytest.Config) -> Iterator[Deploy
         deployed.wait_available(EXTENDER)
         deployed.add_to_catalog()
         suite = deployed.suite
-        template = cached_first_template(suite.namespace, BITSTREAM)
-        resource = client.ResourceV1Api(cluster.api)
-        wait_for("the cache-aware template accepted", lambda: created(resource, suite.namespace, template))
+        refusals: list[str] = []
+        wait_for(
+            "the cache-aware template accepted",
+            lambda: accepted(apply_template(suite, BITSTREAM), refusals),
+        )
         set_binding_conditions(deployed, True)
         yield deployed
 
 
-def created(resource: Any, namespace: str, template: dict[str, Any]) -> bool:
-    """The template made (the bitstream webhook may refuse it until the extender has seen the new catalog)."""
-    try:
-        resource.create_namespaced_resource_claim_template(namespace, template)
-    except ApiException as exc:
-        return bool(exc.status == 409)
-    return True
+def accepted(done: subprocess.CompletedProcess[str], refusals: list[str]) -> bool:
+    """Whether ``kubectl apply`` of the template worked (the bitstream webhook may refuse it until the extender
+    has seen the new catalog); the last refusal is kept for the failure message."""
+    if done.returncode != 0:
+        refusals[:] = [done.stderr[-500:]]
+        print("template refused:", done.stderr[-500:])
+    return done.returncode == 0
 
 
 def raw(kind: str, name: str, namespace: str = "") -> dict[str, Any]:
