@@ -116,8 +116,8 @@ class Agent:
         self.dra: DraMode | None = None
         if config.mode == "dra":
             self.dra = self._dra_mode(pods)
-            if self.kube is not None:  # an update's new pod publishes the Node's state and the slice: not both
-                self.kube.nodes.standby = self._superseded
+            if self.kube is not None:  # an update's new pod publishes the node's state and the slice: not both
+                self.kube.nodes.standby = self._not_serving_dra
         else:
             self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
             self.lifecycle = PluginLifecycle(
@@ -202,6 +202,10 @@ class Agent:
         publisher = ResourceSlicePublisher(api_client, DRIVER_NAME, node)
         publisher.standby = self._superseded
         return publisher
+
+    def _not_serving_dra(self) -> bool:
+        """DRA mode: not yet registered (during an update the old pod still publishes) or superseded."""
+        return self.dra is not None and (not self.dra.server.placed or self.dra.server.superseded())
 
     def _superseded(self) -> bool:
         """Whether another agent serves the device-plugin socket, or registered the DRA driver after us (a rolling

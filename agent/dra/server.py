@@ -96,6 +96,11 @@ class DraPluginServer:
         #: When our registration socket was placed (its mtime, ns): kept after stop, for superseded().
         self._placed_at: int | None = None
 
+    @property
+    def placed(self) -> bool:
+        """Whether our registration socket has been placed (from then on the kubelet may use this instance)."""
+        return self._placed_at is not None
+
     def superseded(self) -> bool:
         """Whether another instance of the driver placed its registration socket after ours: the new pod of an
         update, which the kubelet now uses (it takes the newest registration)."""

@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 MIN_PATCH_INTERVAL_S = 0.5
 #: How often the Node and the object are read again to put right what others changed (or deleted).
 RESYNC_S = 600.0
+#: How often a publisher in standby looks whether it still is.
+STANDBY_CHECK_S = 1.0
 #: Read timeout of one request.
 REQUEST_TIMEOUT_S = 10.0
 PUBLISH_BACKOFF = Backoff(initial_s=1.0, max_s=60.0)
@@ -95,6 +97,7 @@ class NodePublisher:
         self._current: OwnedFields | None = None
         self._stored: StoredState | None = _UNREAD
         self._owner: dict[str, Any] | None = _UNREAD
+        self._stood_by = False
         self._wake = asyncio.Event()
         self._settled = asyncio.Event()
         self._settled.set()
@@ -164,8 +167,14 @@ class NodePublisher:
             self._failures.succeeded()
 
     def _has_work(self) -> bool:
-        if self._desired is None or self._desired_spec is None or self.standby():
+        if self._desired is None or self._desired_spec is None:
             return False
+        if self.standby():
+            self._stood_by = True
+            return False
+        if self._stood_by:  # another agent may have written meanwhile: read both before writing
+            self._stood_by = False
+            self._current, self._stored = None, _UNREAD
         if self._current is None or self._stored is _UNREAD or self._owner is _UNREAD:
             return True
         return patch_body(self._desired, self._current) is not None or not is_current(
@@ -179,10 +188,11 @@ class NodePublisher:
             self._settled.set()
             self._wake.clear()
             try:
-                async with asyncio.timeout(self._resync_s):
+                # While in standby, look again every STANDBY_CHECK_S (it ends without an update).
+                async with asyncio.timeout(STANDBY_CHECK_S if self._stood_by else self._resync_s):
                     await self._wake.wait()
             except TimeoutError:
-                if self._desired is not None:
+                if self._desired is not None and not self._stood_by:
                     self._current, self._stored = None, _UNREAD  # read both again and put right what differs
 
     async def clear(self) -> bool:
@@ -215,24 +225,38 @@ class NodePublisher:
             await asyncio.sleep(delay)
 
     async def _publish(self) -> None:
-        if self._owner is _UNREAD:
-            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
+        """The labels and the object, each tried even when the other fails (the first failure is raised)."""
+        failures: list[Exception] = []
+        for step in (self._publish_labels, self._publish_state):
+            try:
+                await step()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+
+    async def _publish_labels(self) -> None:
         if self._current is None:
             self.reads += 1
             self._current = await asyncio.to_thread(self._read)
-        if self._stored is _UNREAD:
-            self.reads += 1
-            self._stored = await asyncio.to_thread(self._objects.read)
-        desired, spec = self._desired, self._desired_spec
+        desired = self._desired
         assert desired is not None
-        assert spec is not None
-        if not is_current(self._stored, spec, self._owner):
-            self._last_patch = asyncio.get_running_loop().time()
-            await self._write_state(spec)
         body = patch_body(desired, self._current)
         if body is not None:
             self._last_patch = asyncio.get_running_loop().time()
             await self._patch_labels(desired, body)
+
+    async def _publish_state(self) -> None:
+        if self._owner is _UNREAD:
+            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
+        if self._stored is _UNREAD:
+            self.reads += 1
+            self._stored = await asyncio.to_thread(self._objects.read)
+        spec = self._desired_spec
+        assert spec is not None
+        if not is_current(self._stored, spec, self._owner):
+            self._last_patch = asyncio.get_running_loop().time()
+            await self._write_state(spec)
 
     async def _write_state(self, spec: Mapping[str, Any]) -> None:
         try:

@@ -26,7 +26,7 @@ COMPONENT = "fpga-node-state"
 #: Bounds, also in the CRD's schema (daemonset/fpganodestate-crd.yaml).
 MAX_SLOTS = 128
 MAX_BITSTREAMS = 1024
-MAX_NAME_LEN = 253
+MAX_NAME_LEN = 256  # platform and accelerator ids, as the catalog and FpgaBitstream take them
 
 
 class PublishedSlot(TypedDict):

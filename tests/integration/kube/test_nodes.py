@@ -372,7 +372,7 @@ async def test_a_recreated_node_gets_the_state_again_at_the_next_resync(
     assert len(writes(apiserver)) == 1
 
 
-async def test_nothing_is_patched_before_the_node_was_read(
+async def test_nothing_is_patched_on_the_node_before_it_was_read(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
     """update() only stores (it is not even a coroutine); the patch waits until the Node could be read."""
@@ -385,7 +385,6 @@ async def test_nothing_is_patched_before_the_node_was_read(
         await apiserver.until(lambda: len(apiserver.requests("GET", NODE_PATH)) >= 2)
     apiserver.clear_faults()
     assert patches(apiserver) == []
-    assert writes(apiserver) == []
 
 
 # ------------------------------------------------------------------------- list_nodes
@@ -467,3 +466,38 @@ async def test_clear_leaves_an_object_it_may_no_longer_delete_to_the_garbage_col
     assert await publisher.clear()
     assert owned_labels(apiserver) == {}
     assert stored_spec(apiserver) == SPEC_A
+
+
+async def test_the_labels_are_written_even_while_the_object_cannot_be(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    """A missing CRD or Role (an upgrade that changed only the image) must not keep the node unlabelled."""
+    apiserver.add_node(DEFAULT_NODE)
+    apiserver.fail_next("POST", STATES_PATH, 404, times=1000)
+    async with publishing(api_client) as publisher:
+        publisher.update(SPEC_A, {SIM})
+        await apiserver.until(lambda: bool(owned_labels(apiserver)), TIMEOUT_S)
+        assert not publisher.published
+    apiserver.clear_faults()
+    assert owned_labels(apiserver) == {PLATFORM_LABEL_PREFIX + SIM: "true", PLATFORM_LABEL: SIM}
+    assert stored_spec(apiserver) is None
+
+
+async def test_a_publisher_in_standby_writes_nothing_and_starts_by_itself_once_it_ends(
+    apiserver: FakeKubeApiServer, api_client: client.ApiClient
+) -> None:
+    """An update's new agent stands by until it serves (the old one still publishes), then puts its own state
+    over what the old one wrote, without waiting for a change of its own or the resync."""
+    apiserver.add_node(DEFAULT_NODE)
+    standing_by = [True]
+    async with publishing(api_client, min_interval_s=0.0) as publisher:
+        publisher.standby = lambda: standing_by[0]
+        publisher.update(SPEC_A, {SIM})
+        await asyncio.sleep(0.2)
+        assert [r for r in apiserver.requests() if r.method != "GET"] == []
+        meta = {"name": DEFAULT_NODE, "namespace": NAMESPACE, "uid": "u-1", "creationTimestamp": "2026-12-06T00:00:00Z"}
+        old = {"metadata": meta, "spec": SPEC_B}
+        apiserver.put_node_state(old)  # the old agent's last write
+        standing_by[0] = False
+        await apiserver.until(lambda: stored_spec(apiserver) == SPEC_A, TIMEOUT_S)
+    assert owned_labels(apiserver) == {PLATFORM_LABEL_PREFIX + SIM: "true", PLATFORM_LABEL: SIM}

@@ -150,3 +150,12 @@ def test_the_crd_schema_carries_the_same_bounds_and_fields() -> None:
     for name, schema in slots["items"]["properties"].items():
         if schema["type"] == "string":
             assert schema["maxLength"] == MAX_NAME_LEN, name
+
+
+def test_platforms_and_accelerator_ids_as_long_as_the_catalog_takes_them_are_read() -> None:
+    obj = good()
+    obj["spec"]["slots"][0]["platform"] = "p" * 256
+    obj["spec"]["slots"][0]["accelerator"] = "a" * 256
+    obj["spec"]["bitstreams"] = {"aes": "p" * 256}
+    state = parse_state(obj)
+    assert (state.slots[0]["platform"], state.bitstreams["aes"]) == ("p" * 256, "p" * 256)
