@@ -207,12 +207,19 @@ class FakeClaimPreparer:
         self.pool = pool
         self.prepared: dict[str, tuple[PreparedDevice, ...]] = {}
         self.calls: list[tuple[str, str]] = []
+        #: A claim whose name starts with ``slow`` is prepared only once this is set (a long programming).
+        self.slow_done = asyncio.Event()
+        #: Set once such a claim is prepared.
+        self.slow_prepared = asyncio.Event()
 
     async def prepare(self, claim: ClaimRef) -> tuple[PreparedDevice, ...]:
         self.calls.append(("prepare", claim.uid))
         who = f"claim {claim.namespace}/{claim.name}"
         if claim.name.startswith("broken"):
             raise ProgrammingError(f"{who}: its bitstream failed verification")
+        if claim.name.startswith("slow") and claim.uid not in self.prepared:
+            await self.slow_done.wait()
+            self.slow_prepared.set()
         if claim.uid not in self.prepared:
             slot = f"slot-{len(self.prepared)}"
             cdi = f"{DRIVER_NAME}/slot={claim.uid}-{slot}"

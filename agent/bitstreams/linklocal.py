@@ -1,4 +1,5 @@
-"""No pulls from link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10) unless allowed.
+"""No pulls from link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10, and AWS's IPv6 metadata
+address fd00:ec2::254) unless allowed.
 
 Such an address is a cloud's instance metadata service (``169.254.169.254``) or a
 neighbour on the node's own link, never a bitstream source meant for every node. The
@@ -20,6 +21,8 @@ import aiohttp
 #: A source (an https:// URL or an OCI reference) whose host is a literal link-local address, as the
 #: CRD's CEL rule matches it (the dotted IPv4 form, and IPv6 in brackets, also IPv4-mapped).
 LINK_LOCAL_SOURCE_PATTERN = r"^(https://)?(169\.254\.|\[([fF][eE][89aAbB][0-9a-fA-F]:|::[fF]{4}:169\.254\.))"
+#: Cloud metadata services outside the link-local ranges (AWS's over IPv6).
+METADATA_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254")})
 #: The option that allows them.
 ALLOW_OPTION = "--bitstream-allow-link-local"
 
@@ -33,7 +36,7 @@ def is_link_local(address: str) -> bool:
         return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return ip.is_link_local
+    return ip.is_link_local or ip in METADATA_ADDRESSES
 
 
 def refusing_socket(addr_info: tuple[int, int, int, str, tuple[object, ...]]) -> socket.socket:

@@ -83,7 +83,7 @@ class DraPluginServer:
         """With ``health``, the resource-health stream is served (and advertised) too; ``on_registered`` is
         called (on the event loop) each time the kubelet registers the driver, e.g. after its restart."""
         self.sockets = sockets or PluginSockets()
-        core = DraCore(preparer, self.sockets.lock)
+        core = self._core = DraCore(preparer, self.sockets.lock)
         #: The calls' lock (:meth:`DraCore.exclusive`), for work on the slots outside a call.
         self.exclusive = core.exclusive
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
@@ -166,6 +166,7 @@ class DraPluginServer:
         for server in self._servers:
             await server.stop(STOP_GRACE_S)
         self._servers = []
+        await self._core.close()
         for path, identity in self._placed:
             try:
                 if _identity(path) == identity:
@@ -191,15 +192,15 @@ class DraPluginServer:
         server = grpc.aio.server()
         add(server)
         self._servers.append(server)  # from here on, stop() cleans it up whatever fails
-        old_umask = os.umask(0o177)  # created 0600, never briefly wider
+        old_umask = os.umask(0o177)  # created 0600, never briefly wider; only around the bind (process-wide)
         try:
             if server.add_insecure_port(f"unix://{bound}") == 0:
                 raise KubeletError(f"cannot bind {bound}")
-            await server.start()
         except RuntimeError as exc:  # grpc reports a failed bind this way too
             raise KubeletError(f"cannot bind {bound}: {exc}") from exc
         finally:
             os.umask(old_umask)
+        await server.start()
         os.chmod(bound, 0o600)
         os.replace(bound, path)
         self._placed.append((path, _identity(path)))

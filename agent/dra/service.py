@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -30,6 +30,8 @@ from agent.dra.filelock import locked
 from agent.errors import FpgaSlotError, shown, shown_claim, shown_name
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +95,33 @@ class DraCore:
         self._preparer = preparer
         self._lock = asyncio.Lock()
         self._lock_file = lock_file
+        #: Calls whose RPC may be gone (its deadline passed) but which still run to their end.
+        self._running: set[asyncio.Task[Any]] = set()
 
     async def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        async with self._lock, self._node_lock():
-            return await self._prepare(claims)
+        return await self._to_the_end(self._locked(self._prepare, claims))
 
     async def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
+        return await self._to_the_end(self._locked(self._unprepare, claims))
+
+    async def close(self) -> None:
+        """At the stop: end the calls still running (their RPCs are gone with the server)."""
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _locked(self, call: Callable[[Sequence[_Claims]], Awaitable[_T]], claims: Sequence[_Claims]) -> _T:
         async with self._lock, self._node_lock():
-            return await self._unprepare(claims)
+            return await call(claims)
+
+    async def _to_the_end(self, call: Coroutine[Any, Any, _T]) -> _T:
+        """A call runs to its end even when its RPC is cancelled (the kubelet's deadline passed while it waited
+        for the lock or programmed): cut short, a programming would taint its slot; finished, the kubelet's
+        next try finds the claim prepared."""
+        task = asyncio.ensure_future(call)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:

@@ -89,6 +89,26 @@ async def test_claims_are_prepared_and_released_in_either_api_version(
     assert set(preparer.prepared) == {"uid-2"}
 
 
+async def test_a_preparation_outliving_the_kubelets_deadline_runs_to_its_end_for_the_next_try(
+    sockets: PluginSockets, plugin: DraPluginServer, preparer: FakeClaimPreparer
+) -> None:
+    """Cut short, a programming would taint its slot; finished, the kubelet's next try finds the claim ready."""
+    request = dra_v1.NodePrepareResourcesRequest(
+        claims=[dra_v1.Claim(namespace="team", uid="uid-slow", name="slow-fpga")]
+    )
+    async with grpc.aio.insecure_channel(f"unix://{sockets.dra}") as channel:
+        stub = dra_v1_grpc.DRAPluginStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as expired:
+            await stub.NodePrepareResources(request, timeout=0.3)
+        assert expired.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        preparer.slow_done.set()
+        async with asyncio.timeout(5.0):
+            await preparer.slow_prepared.wait()  # by the call whose RPC is gone, before any retry
+        answer = await stub.NodePrepareResources(request, timeout=5.0)
+    assert answer.claims["uid-slow"].error == ""
+    assert [d.device_name for d in answer.claims["uid-slow"].devices] == ["slot-0"]
+
+
 async def test_a_claim_that_cannot_be_prepared_fails_alone_and_says_why(
     kubelet: DraKubelet, sockets: PluginSockets, preparer: FakeClaimPreparer, caplog: pytest.LogCaptureFixture
 ) -> None:

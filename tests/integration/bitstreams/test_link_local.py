@@ -44,6 +44,7 @@ async def read(source: HttpsSource, url: str) -> bytes:
         pytest.param(METADATA, id="ipv4-metadata"),
         pytest.param("https://[fe80::1]:8443/x.bin", id="ipv6-link-local"),
         pytest.param("https://[::ffff:169.254.169.254]/x.bin", id="ipv4-mapped"),
+        pytest.param("https://[fd00:ec2::254]/latest/meta-data/", id="aws-ipv6-metadata"),
     ],
 )
 async def test_a_link_local_source_is_refused_naming_the_address_and_the_option(pulls: HttpsSource, url: str) -> None:
