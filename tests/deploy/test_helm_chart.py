@@ -75,6 +75,12 @@ def test_a_wrong_value_fails_naming_it(assignment: str, named: str) -> None:
     assert f"at '{named}'" in done.stderr, done.stderr
 
 
+def test_a_scheduler_without_its_extender_is_refused_naming_both() -> None:
+    done = run(tool("helm"), "template", "fpga-slot", str(CHART), "--set", "extender.enabled=false")
+    assert done.returncode != 0
+    assert "scheduler.enabled=true needs extender.enabled=true" in done.stderr, done.stderr
+
+
 def agent(objects: list[dict[str, object]]) -> dict[str, object]:
     (found,) = [obj for obj in objects if obj["kind"] == "DaemonSet"]
     return found

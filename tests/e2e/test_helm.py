@@ -38,7 +38,7 @@ from tests.e2e.deployment import (
 )
 from tests.e2e.test_dra_agent import cached_first_template
 from tests.e2e.test_dra_upgrade import CHURN_PODS, churn, failed_prepares
-from tests.e2e.test_uninstall import fpga_keys, namespace_gone
+from tests.e2e.test_uninstall import follow_log, fpga_keys, namespace_gone
 
 RELEASE = "fpga-slot"
 EXAMPLES = REPO / "daemonset" / "examples"
@@ -236,9 +236,14 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         # helm uninstall: the agents leave their Node clean; nothing of the chart's is left cluster-wide.
         assert [(kind, name) for kind, name in scoped if not exists(cluster, kind, name)] == []
         wait_for("the node's FpgaNodeState", lambda: cluster.node_state(NAMESPACE, node) is not None)
+        log: list[str] = []
+        reader = follow_log(cluster, new_agent.metadata.name, log)
         began = time.monotonic()
         helm("uninstall", RELEASE, "-n", NAMESPACE)
         cluster.wait_pod_gone(NAMESPACE, new_agent.metadata.name)
+        reader.join(timeout=10)
+        assert any("removing its slot state" in line for line in log), "\n".join(log[-15:])
+        assert any("released the service account" in line for line in log), "\n".join(log[-15:])
         wait_for("no FPGA labels or annotations on the node", lambda: fpga_keys(cluster, node) == [])
         wait_for("no FpgaNodeState of the node", lambda: cluster.node_state(NAMESPACE, node) is None)
         print(f"helm uninstall: node clean {time.monotonic() - began:.1f} s after the command")
