@@ -2,7 +2,8 @@
 
 As docs/operations.md says to: the namespace made and labelled for privileged pods, ``helm install`` with the
 sim values (on a cluster without DNS and kube-proxy, such as the bundled one, ``hostNetwork=true`` as the
-``overlays/sim-hostnet`` overlay does), the example pod of daemonset/examples run; ``helm upgrade`` to another
+``overlays/sim-hostnet`` overlay does), the example pod of daemonset/examples run (DRA: its bitstream declared
+by the example FpgaBitstream, as the bitstream webhook asks); ``helm upgrade`` to another
 tag of the image rolls the agent while that pod keeps running (in DRA mode while claim pods come and go, with
 no failed prepare); ``helm uninstall`` leaves no FPGA label or annotation on the node, no FpgaNodeState and
 none of the chart's cluster-scoped objects. The CRDs stay, as Helm leaves the CRDs of a chart's crds/.
@@ -25,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.slots.published import GROUP, PLURAL, VERSION
 from tests.deploy.helmchart import CHART, run, tool
-from tests.e2e.cluster import BITSTREAM, REPO, Cluster, Suite, pick_node, running, wait_for
+from tests.e2e.cluster import REPO, Cluster, Suite, pick_node, running, wait_for
 from tests.e2e.deployment import (
     AGENT,
     FPGA_NODE_LABEL,
@@ -36,12 +37,16 @@ from tests.e2e.deployment import (
     kubectl,
     split_image,
 )
-from tests.e2e.test_dra_agent import cached_first_template
-from tests.e2e.test_dra_upgrade import CHURN_PODS, churn, failed_prepares
+from tests.e2e.test_dra_agent import cached_first_template, claim_pod
+from tests.e2e.test_dra_upgrade import CHURN_PODS, failed_prepares
 from tests.e2e.test_uninstall import follow_log, fpga_keys, namespace_gone
 
 RELEASE = "fpga-slot"
 EXAMPLES = REPO / "daemonset" / "examples"
+#: The examples' bitstream: in every simulated node's catalog from the start, and declared for the whole cluster by
+#: this FpgaBitstream (the same bytes, so nothing is pulled), which the DRA bitstream webhook knows.
+SAMPLE = "aes-v1"
+DECLARATION = EXAMPLES / "bitstreams" / "fpgabitstream.yaml"
 CRDS = ("fpgabitstreams.example.com", "fpganodestates.example.com")
 
 
@@ -139,6 +144,7 @@ def helm_release(cluster: Cluster, pytestconfig: pytest.Config, values: list[str
             deployment.add_to_catalog()
             yield deployment
         finally:
+            kubectl("delete", "-f", str(DECLARATION), "--ignore-not-found")
             run(tool("helm"), "uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=150s")
             with contextlib.suppress(ApiException):
                 cluster.core.delete_namespace(NAMESPACE)
@@ -153,8 +159,8 @@ def helm_release(cluster: Cluster, pytestconfig: pytest.Config, values: list[str
 
 
 def admitted(cluster: Cluster, template: dict[str, object]) -> bool:
-    """Create the claim template; False while the bitstream webhook refuses it as unknown (the extender sees a
-    node's catalog a moment after the agent published it)."""
+    """Create the claim template; False while the bitstream webhook refuses it as unknown (the extender sees an
+    FpgaBitstream a moment after it was made)."""
     namespace = str(template["metadata"]["namespace"])  # type: ignore[index]
     try:
         client.ResourceV1Api(cluster.api).create_namespaced_resource_claim_template(namespace, template)
@@ -163,6 +169,21 @@ def admitted(cluster: Cluster, template: dict[str, object]) -> bool:
             return False
         raise
     return True
+
+
+def churn(suite: Suite, done: list[str], errors: list[str]) -> None:
+    """Claim pods for the sample bitstream, one after another: each must run, then it is deleted (as
+    tests.e2e.test_dra_upgrade.churn does with the suite's own bitstream)."""
+    try:
+        for index in range(CHURN_PODS):
+            name = f"churn-{index}"
+            claim_pod(suite, name, SAMPLE)
+            suite.cluster.wait_pod(suite.namespace, name, running, "Running")
+            suite.cluster.core.delete_namespaced_pod(name, suite.namespace, grace_period_seconds=1)
+            suite.cluster.wait_pod_gone(suite.namespace, name)
+            done.append(name)
+    except Exception as exc:  # reported by the test thread
+        errors.append(f"{type(exc).__name__}: {exc}")
 
 
 def claim_of(cluster: Cluster, namespace: str, pod: str) -> tuple[str, str]:
@@ -189,6 +210,13 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         node = suite.node
         # The example pod, as NOTES.txt says to run it.
         objects = example_objects(mode, suite.image)
+        if mode == "dra":
+            # Its claim template names the bitstream in the driver's config: the webhook admits it once it knows it.
+            kubectl("apply", "-f", str(DECLARATION))
+            (template,) = [obj for obj in objects if obj["kind"] == "ResourceClaimTemplate"]
+            template["metadata"]["namespace"] = suite.namespace  # type: ignore[index]
+            wait_for("the bitstream webhook to admit the example's template", lambda: admitted(cluster, template))
+            objects = [obj for obj in objects if obj["kind"] == "Pod"]
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as example:
             yaml.safe_dump_all(objects, example)
             example.flush()
@@ -207,8 +235,7 @@ def test_helm_install_runs_the_example_upgrade_rolls_the_agent_and_uninstall_lea
         errors: list[str] = []
         worker = None
         if mode == "dra":
-            template = cached_first_template(suite.namespace, BITSTREAM)
-            wait_for("the bitstream webhook to admit the template", lambda: admitted(cluster, template))
+            wait_for("the churn's template", lambda: admitted(cluster, cached_first_template(suite.namespace, SAMPLE)))
             worker = threading.Thread(target=churn, args=(suite, done, errors), name="churn")
             worker.start()
             wait_for("the first churn pod", lambda: done or errors)
