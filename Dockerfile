@@ -23,19 +23,10 @@ ARG PYTHON_VERSION=3.11
 # ----------------------------------------------------------------------------- build
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-# A C compiler for the extender's compiled reader (agent/extender/_sample.c, _podread.c), and
-# Python's headers where the base image lacks them (a Debian python3 base has none; the
-# official image has its own). They stay in this stage.
-RUN headers=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
- && extra="" \
- && { [ -f "$headers/Python.h" ] || extra=python3-dev; } \
- && apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev $extra \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY agent ./agent
-# The project's wheel (with the compiled reader) and one wheel for each dependency
+# The project's wheel and one wheel for each dependency
 # (grpcio and protobuf come as binary wheels for this platform: nothing else is compiled).
 RUN python -m pip wheel --wheel-dir /wheels . \
  && ls /wheels/fpga_slot-*.whl \
@@ -56,8 +47,7 @@ RUN python -m pip uninstall -y pip setuptools wheel
 # wheels only (the environment's python is the base image's, at the same path).
 COPY --from=build /opt/fpga-slot /opt/fpga-slot
 ENV PATH=/opt/fpga-slot/bin:$PATH
-RUN fpga-agent --help > /dev/null \
- && python -c 'import agent.extender._sample'
+RUN fpga-agent --help > /dev/null
 USER 65532:65532
 ENTRYPOINT ["fpga-agent"]
 CMD ["run"]

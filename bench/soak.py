@@ -14,10 +14,6 @@
 * **extender fuzz**: ``--cases`` bodies (the captured kube-scheduler request with one place
   replaced by any JSON, or raw bytes) over real HTTP on one kept-alive connection: a 200 or a
   4xx with an ``Error``, never a 5xx or a dropped connection; the process's RSS before and after.
-* **extender fast route fuzz**: ``--cases`` byte streams (kube-scheduler's requests as Go writes
-  them, with headers or bytes changed, dropped or added, pipelined, cut into chunks or cut short;
-  ``tests/integration/extender/fastroute.py``) over TCP to an extender with the compiled fast path
-  and to one without: every byte each writes back the same.
 * **hostile sources** (``bench/hostile_pulls.py``, ``--fault-rounds`` times each): bitstream pulls from a
   slow drip, split writes, an endless body, a redirect down to plain HTTP and a plain-HTTP token realm, each
   ending in bounded time and memory, with nothing installed (or the right file) and the cache budget intact.
@@ -56,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
-from agent.extender import NodeCache, WatchedNode  # noqa: E402
+from agent.extender import StateTable  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import validate_name  # noqa: E402
@@ -68,7 +64,6 @@ from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
 from tests.integration.extender.conftest import extender_in_thread, sample  # noqa: E402
-from tests.integration.extender.fastroute import paired_servers, run_cases  # noqa: E402
 
 REJECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION}
 MAX_STATUS = 1200
@@ -385,8 +380,8 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     """Mangled requests over HTTP about a one-slot pod, on nodes with published state: an intact request gets
     as far as the one-slot index and the promises, not only the parser."""
     names = [f"fake-fpga-{i}" for i in range(1, 41)]
-    cache = NodeCache()
-    cache.replace(WatchedNode(n, read_node_slots(n, "1", node_annotations(i, n))) for i, n in enumerate(names))
+    cache = StateTable()
+    cache.replace({n: read_node_slots(n, "1", node_annotations(i, n)) for i, n in enumerate(names)})
     captured = sample("extender-prioritize-request.json")
     captured["Pod"]["metadata"]["annotations"] = {ANNOTATION: "bs-3"}
     captured["NodeNames"] = names[::2]
@@ -423,24 +418,6 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     ]
 
 
-async def soak_fast_route(cases: int, rng: random.Random) -> list[Row]:
-    """Byte streams to an extender with the fast route and to one without: the same bytes back from both."""
-    gc.collect()
-    rss_before = rss_mb()
-    async with paired_servers() as pair:
-        outcome = await run_cases(pair, rng, cases)
-    for index, data in outcome.differ[:3]:
-        print(f"fast route: case {index} answered otherwise: {data[:200]!r}", file=sys.stderr)
-    shown = ", ".join(f"{status.decode()} {count}" for status, count in sorted(outcome.statuses.items()))
-    return [
-        (f"extender fast route fuzz ({cases} byte streams over TCP, with it and without)", shown, "-"),
-        ("fast route: cases answered otherwise than without it", str(len(outcome.differ)), "0"),
-        ("fast route: requests it answered", str(pair.answered), "-"),
-        ("process RSS before / after the fast route fuzz", f"{rss_before:.0f} / {rss_mb():.0f} MB", "bounded"),
-    ]
-
-
-# ---------------------------------------------------------------------- annotation fuzz
 def soak_annotations(cases: int, rng: random.Random) -> list[Row]:
     escaped = 0
     log = MalformedLog()
@@ -476,7 +453,6 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     rows += await soak_faults(args.fault_rounds)
     rows += await soak_grpc(args.cases, rng)
     rows += await asyncio.to_thread(soak_extender, args.cases, rng)
-    rows += await soak_fast_route(args.cases, rng)
     rows += soak_annotations(args.cases, rng)
     rows += await soak_hostile_sources(args.fault_rounds)
     rows.append(("soak duration", f"{time.monotonic() - started:.0f} s", "-"))

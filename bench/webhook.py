@@ -1,6 +1,6 @@
 """The bitstream admission webhook's handler in one process: what one AdmissionReview costs before any HTTP.
 
-The extender's node cache as in ``bench/extender_handler.py`` (5000 nodes, every catalog with
+The extender's state table as in ``bench/extender_handler.py`` (5000 nodes, every catalog with
 the same 40 bitstreams) plus 20 declared bitstreams. Three reviews, as the API server sends
 them for ``kubectl apply`` of a claim template or the creation of a pod:
 
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.extender.admission import validator  # noqa: E402
-from agent.extender.cache import NodeCache, WatchedNode  # noqa: E402
 from agent.extender.nodestate import read_node_slots  # noqa: E402
+from agent.extender.table import StateTable  # noqa: E402
 from bench.extender_handler import NODES, PLATFORM, node_annotations  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
 from tests.fakeapi import claim_template_review  # noqa: E402
@@ -50,13 +50,10 @@ def review(bitstream: str) -> bytes:
     return json.dumps(claim_template_review(bitstream)).encode()
 
 
-def build_cache() -> NodeCache:
-    cache = NodeCache()
-    nodes = []
-    for index in range(NODES):
-        name = f"node-{index:05d}"
-        nodes.append(WatchedNode(name, read_node_slots(name, "1", node_annotations(index, name))))
-    cache.replace(nodes)
+def build_cache() -> StateTable:
+    cache = StateTable()
+    names = [f"node-{index:05d}" for index in range(NODES)]
+    cache.replace({name: read_node_slots(name, "1", node_annotations(index, name)) for index, name in enumerate(names)})
     cache.replace_declared([Declared(f"declared-{d}", PLATFORM) for d in range(DECLARED)])
     return cache
 

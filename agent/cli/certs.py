@@ -24,8 +24,8 @@ from typing import Protocol
 from cryptography import x509
 
 from agent.cli.options import add_option_argument
+from agent.cluster.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.errors import ConfigError, FpgaSlotError, shown
-from agent.extender.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.files.atomic import fsync_directory
 from agent.kube import SecretReader, SecretWriter, WebhookCaBundle, connect_api
 

@@ -1,11 +1,11 @@
-"""The scheduler extender as a service in the cluster: its watches, its cache, its servers.
+"""The scheduler extender as a service in the cluster: its watches, its state table, its servers.
 
 ``fpga-agent extender`` runs this: a watch of all Nodes (their published slot state) and
-one of the FpgaBitstream declarations feed the node cache, and one of the
+one of the FpgaBitstream declarations feed the state table, and one of the
 ResourceClaimTemplates tells what DRA pods ask for; the scheduler's HTTP(S) port
 answers filter and prioritize from it, the probe port answers the kubelet's probes
 and serves ``/metrics``, and the webhook port (``--webhook-listen``) answers the API
-server's admission reviews of claims and pods from the same cache. A flag whose
+server's admission reviews of claims and pods from the same table (on a thread of its own). A flag whose
 address or files cannot be used is a ConfigError naming it, before anything listens.
 """
 
@@ -18,24 +18,23 @@ import os
 import ssl
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from agent.cluster.certs import tls_context
 from agent.config import Config
 from agent.config.values import ListenAddress
 from agent.errors import ConfigError
-from agent.extender import (
-    Extender,
-    NodeCache,
-    WatchedNode,
-    build_app,
-    build_probe_app,
-    parse_watched_node,
-    start,
-    start_probe,
-)
+from agent.extender import Extender, StateTable, WatchedNode, build_app, parse_watched_node, start
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
-from agent.extender.http import HttpServer, tls_context
-from agent.extender.server import build_webhook_app, extender_metrics, start_webhook
+from agent.extender.server import (
+    HttpServer,
+    WebhookServer,
+    build_probe_app,
+    build_webhook_app,
+    extender_metrics,
+    start_probe,
+    start_webhook,
+)
 from agent.kube import connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claimtemplatewatch import ClaimTemplateWatcher
@@ -43,6 +42,8 @@ from agent.kube.nodewatch import NodeWatcher
 from agent.node.distribution import parse_object
 
 logger = logging.getLogger(__name__)
+
+_Server = TypeVar("_Server", HttpServer, WebhookServer)
 
 #: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
 EXPIRY_CHECK_S = 60.0
@@ -77,7 +78,7 @@ def webhook_tls(config: Config) -> ssl.SSLContext:
         ) from None
 
 
-async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, HttpServer]) -> HttpServer:
+async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, _Server]) -> _Server:
     """The started server; a refused bind is a ConfigError naming the flag."""
     try:
         return await starting
@@ -86,64 +87,51 @@ async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any,
         raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
 
 
-async def expire_gone_agents(cache: NodeCache, interval_s: float = EXPIRY_CHECK_S) -> None:
-    """Every ``interval_s``: the node cache forgets the nodes whose agent stopped renewing its heartbeat."""
+async def expire_gone_agents(table: StateTable, interval_s: float = EXPIRY_CHECK_S) -> None:
+    """Every ``interval_s``: the state table forgets the nodes whose agent stopped renewing its heartbeat."""
     while True:
         await asyncio.sleep(interval_s)
-        cache.expire(time.time())
+        table.expire(time.time())
 
 
-def listed(cache: NodeCache, extender: Extender) -> Callable[[Sequence[WatchedNode]], None]:
-    """What a list of every Node does: the node cache takes it, the extender's index is built from it now
-    (not in the next scheduling call), and what the process holds then is frozen out of the garbage
-    collector's full passes (``gc.freeze``). At 5000 nodes that is some 150,000 long-lived objects, which each
-    full pass walked (about 100 ms, inside whatever scheduling call it fell in); they are freed as before when
-    the next list replaces them (by reference counts: node states hold no cycles). One full pass first, so
-    that no garbage with cycles is frozen (frozen, it would never be collected)."""
+def listed(table: StateTable) -> Callable[[Sequence[WatchedNode]], None]:
+    """What a list of every Node does: the table takes it, and what the process then holds is frozen out of the
+    garbage collector's full passes (``gc.freeze``: at 5000 nodes each full pass would walk the node states
+    inside whatever scheduling call it fell in). One full pass first, so that no garbage with cycles is frozen;
+    the states are freed by reference counts when the next list replaces them."""
 
     def apply(nodes: Sequence[WatchedNode]) -> None:
-        cache.replace(nodes)
-        extender.prepare()
+        table.replace_watched(nodes)
         gc.collect()
         gc.freeze()
 
     return apply
 
 
-def followed(cache: NodeCache, extender: Extender) -> Callable[[str, WatchedNode], None]:
-    """What a Node event does: the node cache takes it, and the extender follows it now (``nodes_changed``)."""
-
-    def apply(kind: str, node: WatchedNode) -> None:
-        cache.apply(kind, node)
-        extender.nodes_changed()
-
-    return apply
-
-
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
-    """The scheduler extender until ``stop``: a watch of all Nodes feeding the node cache, and the HTTP server.
+    """The scheduler extender until ``stop``: a watch of all Nodes feeding the state table, and the HTTP server.
 
     Without API access there is nothing to answer names from: KubeError, before anything listens.
     """
     tls = extender_tls(config)
     hook_tls = webhook_tls(config) if config.webhook_listen is not None else None
     api_client = connect_api(config.kubeconfig)
-    cache = NodeCache()
+    table = StateTable()
     templates = ClaimTemplates()
-    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit, templates=templates)
+    extender = Extender(table, config.score_weights, answer_limit=config.answer_limit, templates=templates)
     watcher = NodeWatcher(
         api_client,
         parse=parse_watched_node,
-        on_replace=listed(cache, extender),
-        on_event=followed(cache, extender),
-        on_error=cache.failed,
+        on_replace=listed(table),
+        on_event=table.apply_watched,
+        on_error=table.failed,
     )
     bitstreams = BitstreamWatcher(
         api_client,
         parse=parse_object,
-        on_replace=cache.replace_declared,
-        on_event=cache.apply_declared,
-        on_error=cache.declarations_failed,
+        on_replace=table.replace_declared,
+        on_event=table.apply_declared,
+        on_error=table.declarations_failed,
     )
     claim_templates = ClaimTemplateWatcher(
         api_client,
@@ -160,7 +148,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
     )
     # The scheduler's port first, then the probe port: the probe answering means that one listens too.
-    servers: list[HttpServer] = []
+    servers: list[HttpServer | WebhookServer] = []
     try:
         listen = config.listen
         servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))
@@ -170,7 +158,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
             servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
         if config.webhook_listen is not None and hook_tls is not None:
             hook = config.webhook_listen
-            hook_app = build_webhook_app(cache)
+            hook_app = build_webhook_app(table)
             servers.append(
                 await _listen("--webhook-listen", hook, start_webhook(hook_app, hook.host, hook.port, hook_tls))
             )
@@ -178,7 +166,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
             watch = group.create_task(watcher.run(), name="node-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
             claims = group.create_task(claim_templates.run(), name="claim-template-watch")
-            expiry = group.create_task(expire_gone_agents(cache), name="node-expiry")
+            expiry = group.create_task(expire_gone_agents(table), name="node-expiry")
             await stop.wait()
             watch.cancel()
             declared.cancel()

@@ -33,7 +33,7 @@ from agent.config.values import parse_required_listen as _parse_required_listen
 from agent.config.values import parse_static as _parse_static
 from agent.discovery.static import StaticSlotSpec
 from agent.errors import ConfigError
-from agent.extender.scoretable import ANSWER_LIMIT
+from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.scoring import ScoreWeights, parse_score_weights
 from agent.programming.commandspec import CommandSpec, check_selection
 

@@ -1,6 +1,6 @@
 """``fpga-agent demo extender``: the scheduler extender scoring a few nodes, narrated.
 
-The real extender (node cache, scoring, HTTP server) on a loopback port, fed the
+The real extender (state table, scoring, HTTP server) on a loopback port, fed the
 slot state that agents publish on their Nodes, answering the ``/prioritize`` and
 ``/filter`` calls kube-scheduler makes. Needs no cluster: the node watch is replaced
 by the nodes below.
@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from agent.config import Config
-from agent.extender import Extender, NodeCache, WatchedNode, bound_port, build_app, read_node_slots, start
+from agent.extender import Extender, StateTable, bound_port, build_app, read_node_slots, start
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
 from agent.output.tables import format_table
 
@@ -70,11 +70,9 @@ def _pod(bitstream: str | None, count: int = 1) -> dict[str, Any]:
 
 async def run_extender_demo(config: Config) -> int:
     """Score the nodes above for two pods over real HTTP; returns the process exit code."""
-    cache = NodeCache()
-    cache.replace(
-        WatchedNode(name, read_node_slots(name, "1", _annotations(slots))) for name, (slots, _) in NODES.items()
-    )
-    extender = Extender(cache, config.score_weights, answer_limit=config.answer_limit)
+    table = StateTable()
+    table.replace({name: read_node_slots(name, "1", _annotations(slots)) for name, (slots, _) in NODES.items()})
+    extender = Extender(table, config.score_weights, answer_limit=config.answer_limit)
     server = await start(build_app(extender), "127.0.0.1", 0)
     url = f"http://127.0.0.1:{bound_port(server)}"
     try:

@@ -1,23 +1,11 @@
 """ResourceClaimTemplates, read for what a DRA pod asks of the slots: which bitstream, how many slots.
 
-A DRA pod names its claims' templates (``spec.resourceClaims[].resourceClaimTemplateName``);
-the scheduler sends the pod, not the templates. So the extender keeps every template
-(``resource.k8s.io/v1``; few, and small), fed by a list+watch that the wiring takes from
-``agent.kube`` (as the node cache is), and parses each one once, in the watch's worker
-thread, into a :class:`ClaimTemplate`: its requests in order, each with
-
-* its slot count: ``exactly.count``, or the count of the first ``firstAvailable``
-  alternative (the cache-aware ``cached`` one of ``daemonset/examples/dra/cached-first.yaml``);
-  1 when not given, as the API defaults it;
-* its bitstream: ``parameters.bitstream`` of the opaque configs for the driver
-  ``fpga.example.com`` that apply to it (a config listing no requests applies to all; of two
-  that apply, the later one wins, as the agent reads them at prepare); None when none names one;
-* whether such a config applies at all (a request for another driver's devices has none).
-
-Nothing a template holds can break the extender: every field is checked for type and size
-(``MAX_*``), and a template that is not what the API server would accept, or that asks for
-``allocationMode: All`` (a count the extender cannot know), is kept with an ``error`` and
-scores its pods neutrally, logged once per template and resourceVersion.
+The scheduler sends a DRA pod, not its claims' templates, so the extender keeps every template,
+fed by a list+watch, each parsed once into a :class:`ClaimTemplate`: its requests in order, each
+with its slot count (``exactly.count`` or the first ``firstAvailable`` alternative's), the
+bitstream its driver config names, and whether such a config applies. Every field is checked
+for type and size (``MAX_*``); a template the extender cannot read is kept with an ``error`` and
+scores its pods neutrally, logged once per template and resourceVersion. See docs/dra.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """What a pod asks of the slots, reduced to what filter and prioritize need.
 
-Demand per bitstream is the most the pod holds at once: app containers run together
-(summed), init containers one at a time (the largest one), and the device manager
-reuses an init container's slots for the app containers.
-
-A DRA pod (one with ``spec.resourceClaims``) holds its slots through claims instead: its
-demand lists the claims' requests in the order the scheduler allocates them
-(``PodDemand.dra``, see ``agent.extender.drapods``), and it is scored by the slots the
-scheduler's allocator will take (``agent.extender.drascoring``).
+Demand per bitstream is the most the pod holds at once: app containers together, init containers
+one at a time. A DRA pod lists its claims' requests in allocation order instead (``PodDemand.dra``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,7 +49,7 @@ class PodDemand:
     def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
         wanted = tuple(c for c in containers if c.slots > 0)
         if len(wanted) == 1 and (named := wanted[0].bitstream) is not None:  # the common pod: one container
-            return cls(pod, wanted, _one(named, wanted[0].slots), 0, (named, wanted[0].slots))
+            return cls(pod, wanted, {named: wanted[0].slots}, 0, (named, wanted[0].slots))
         app: dict[str | None, int] = {}
         for c in wanted:
             if not c.init:
@@ -77,9 +70,3 @@ class PodDemand:
         listed = tuple((name, count) for name, count in requests if count > 0)
         containers = [ContainerDemand(f"request-{index}", count, name) for index, (name, count) in enumerate(listed)]
         return dataclasses.replace(cls.of(pod, containers), dra=listed)
-
-
-@functools.lru_cache(maxsize=1024)
-def _one(bitstream: str, slots: int) -> Mapping[str, int]:
-    """``by_bitstream`` of a pod naming one bitstream: read only, so pods that ask alike share one."""
-    return types.MappingProxyType({bitstream: slots})

@@ -1,20 +1,10 @@
 """DRA pods: what a pod that holds its slots through ResourceClaims asks for.
 
-A pod is a DRA FPGA pod when it has ``spec.resourceClaims``. The scheduler sends the
-pod only, so what its claims ask for is read from the templates it names
-(``agent.extender.claimtemplates``, kept by a watch):
-
-* with the pod annotation ``example.com/fpga-bitstream`` (as device-plugin pods carry it),
-  that bitstream, in as many slots as its templates' FPGA requests add up to (1 when no
-  template is known);
-* otherwise each FPGA request of each template names its own bitstream (the driver's
-  opaque configuration), in the order of the pod's claims and the templates' requests:
-  the order in which the scheduler allocates them.
-
-A claim named directly (``resourceClaimName``) is an object of its own that the extender
-does not read: without the annotation, it adds nothing. A pod of which nothing is known
-(no template found, none names a bitstream) is scored neutrally on every node, as a pod
-that names no bitstream is; the extender never fails a pod (it is ``ignorable``).
+A pod with ``spec.resourceClaims`` is read through the templates it names (``claimtemplates``):
+with the pod annotation ``example.com/fpga-bitstream``, that bitstream in as many slots as its
+templates' FPGA requests add up to (1 when none is known); otherwise each FPGA request names its
+own bitstream, in allocation order. A claim named directly adds nothing unless annotated; a pod
+of which nothing is known scores neutrally everywhere.
 """
 
 from __future__ import annotations

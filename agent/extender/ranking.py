@@ -1,360 +1,222 @@
-"""Prioritize answers from scores remembered per kind of pod: the cheap common case by design.
+"""Prioritize: score every name asked, rank, cut the answer, promise the copy it offers.
 
-kube-scheduler calls prioritize once per pod with hundreds of node names, inside its
-sequential scheduling cycle, while nodes change far more rarely than pods are
-scored. A pod that asks one slot of one bitstream (nearly all) is answered by the
-:class:`~agent.extender.oneslot.OneSlotIndex`, from per-platform scores that every
-bitstream shares, with one pass over the names and no work per node. For the other
-kinds of pod that name one bitstream (bitstream, slots, slots of any content: the
-replicas of a Deployment are all one kind), a :class:`ScoreTable` remembers the
-rank (score and packing, :mod:`agent.extender.scoretable`) of every node a call of
-that kind asked about, kept current from the node cache's change log: a changed node
-is dropped from the tables and ranked again only when a call asks about it. The
-eviction part of a score ages with the clock (read in steps of ``CLOCK_STEP_S``) only
-on a node whose free slots were used within ``LRU_HORIZON_S``; those few ranks are
-dropped at every step, the rest stay. A kind of pod seen for the first time costs what
-scoring its names costs; every later call of that kind, one lookup per name. The
-board also keeps the cluster's values (:class:`~agent.extender.facts.ClusterFacts`):
-it counts each pod it scores once, and when the values change (at most once per
-``facts.STEP_S``) every table starts afresh. Pods of other kinds (several bitstreams)
-are scored per call, and so are DRA pods (``agent.extender.drascoring``: the allocator, not
-the extender, chooses their slots, so a node's score depends on its slot order).
-
-The answer is **shifted** (:func:`~agent.extender.scoretable.best_ranked`): the
-lowest score among the names asked becomes 0 and every node at that floor is left
-out (kube-scheduler counts a node missing from the answer as 0). Adding the same
-constant to every candidate's score changes no ranking. The scheduler adds the answer
-up per node, so its order carries nothing. It then lists at most ``limit`` nodes
-(``--answer-limit``): the best by score, then by packing (the shipped profile's
-MostAllocated score), then in the order asked; the others count as the floor. Once
-the cluster's values spread the scores, most of 500 names stand out above a few nodes
-whose free slots hold wanted bitstreams, and the answer would list nearly all of them
-(17 kB that kube-scheduler decodes inside its cycle). The scheduler takes the node of
-best score plus packing, and that is nearly always one of those kept: they score
-highest, and of equal scores the fullest come first. A DRA pod's answer (no scheduler
-plugin packs its slots) lists the best packed at 1 even when every node scores the floor.
+A node's rank is its score and its packing (kube-scheduler's MostAllocated score of its
+slots, ``NodeSlots.packing``) as one integer. The answer is shifted: the lowest score among
+the names asked becomes 0 and is left out (the scheduler counts a missing node as 0), and
+at most ``limit`` nodes are listed, the best by rank, then in the order asked. A name the
+state table never reported is left out; a node without published state scores neutral.
+A one-slot pod is promised the free copy its answer offers (``agent.extender.promises``).
 """
 
 from __future__ import annotations
 
-import itertools
-import sys
+import math
 import zlib
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from typing import Protocol
 
-from agent.extender import sample
 from agent.extender.demand import PodDemand
-from agent.extender.drascoring import DRA_ANSWER_LIMIT, prioritize_dra, score_dra
-from agent.extender.facts import ClusterFacts
-from agent.extender.fastpath import FastAnswers
-from agent.extender.oneslot import OneSlotIndex
+from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
+from agent.extender.nodestate import NodeSlots
 from agent.extender.promises import Promises
-from agent.extender.scoretable import ANSWER_LIMIT, RANK_SCALE, ChangeLog, Scores, ScoreTable, best_ranked, ranks_of
-from agent.extender.scoring import (
-    CLOCK_STEP_S,
-    LRU_HORIZON_S,
-    NodeLookup,
-    ScoreWeights,
-    prioritize_nodes,
-    score_one_slot,
-    score_single,
-)
+from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, NO_VALUES, ScoreWeights, score_node
 
-__all__ = [
-    "ANSWER_LIMIT",
-    "RANK_SCALE",
-    "ChangeLog",
-    "ScoreBoard",
-    "ScoreTable",
-    "Scores",
-    "best_ranked",
-    "distinct",
-    "ranks_of",
-    "reported",
-]
+#: Entries a prioritize answer lists at most: the nodes kube-scheduler will choose among (0: every one).
+ANSWER_LIMIT = 16
+#: A node's rank as one integer: its score times this, plus its packing (0..100, below this).
+RANK_SCALE = 128
 
-#: Kinds of pod whose tables are kept (least recently used dropped first); each holds at most every node.
-TABLE_LIMIT = 256
-#: Pods remembered as counted in the request shares (a pod the scheduler retries is counted once).
-COUNTED_PODS = 4096
-_BOARDS = itertools.count()
+Scores = list[tuple[str, int]]
 
 
-def packing_for(demand: PodDemand, lookup: NodeLookup) -> Callable[[str], int]:
-    """A node's MostAllocated score for this pod's slots (0 for a node without published state)."""
-    count = demand.requested
+class NodeView(Protocol):
+    """The nodes a call is answered from (structurally: the state table, or a request's own Node objects)."""
 
-    def packing(name: str) -> int:
-        node = lookup(name)
-        return 0 if node is None else node.packing(count)
-
-    return packing
+    @property
+    def nodes(self) -> Mapping[str, NodeSlots]: ...
+    @property
+    def unpublished(self) -> Set[str]: ...
 
 
-def distinct(names: Sequence[str]) -> Sequence[str]:
-    """The names asked, each once (kube-scheduler never repeats one; an answer must not list one twice)."""
-    return names if len(set(names)) == len(names) else list(dict.fromkeys(names))
+#: A caller's value (0..1) of keeping a free copy of each bitstream, from the nodes and the clock (the cluster
+#: simulation's estimates; the extender has none).
+ClusterValues = Callable[[Iterable[NodeSlots], float], Mapping[str, float]]
 
 
-def reported(cache: ChangeLog, names: Sequence[str]) -> Sequence[str]:
-    """The names asked that the node watch reported (with published state or without), each once. A name it
-    never reported (a node created a moment ago, or none at all) is left out of the answer: it scores the
-    floor, as the one-slot index scores it."""
-    nodes, unpublished = cache.nodes, cache.unpublished
-    return distinct([name for name in names if name in nodes or name in unpublished])
-
-
-class ScoreBoard:
-    """Prioritize for names from the node cache, with a score table per kind of pod (see the module docstring)."""
+class Scorer:
+    """Prioritize over a node view, with the promises of this extender."""
 
     def __init__(
         self,
         weights: ScoreWeights,
-        facts: ClusterFacts | None = None,
         limit: int = ANSWER_LIMIT,
+        *,
         promises: bool = True,
+        values: ClusterValues | None = None,
     ) -> None:
-        self._weights = weights
-        #: Free copies promised to one-slot pods being placed (``agent.extender.promises``); None: off.
-        self.promises = Promises() if promises else None
-        #: Names this board's own values in the node states' memos (which every board shares).
-        self._token = next(_BOARDS)
-        self.facts = facts if facts is not None else ClusterFacts()
-        #: The pods counted, oldest first: an OrderedDict, whose oldest entry is found in constant time (a dict
-        #: used as a queue walks past every entry deleted from its front, up to thousands, on each call).
-        self._counted: OrderedDict[str, None] = OrderedDict()
-        self._cache: ChangeLog | None = None
-        self._tables: dict[tuple[str, int, int], ScoreTable] = {}
-        self._one_slot = OneSlotIndex(weights)
-        #: Entries an answer lists at most (``best_ranked``; 0: every node that stands out).
+        self.weights = weights
         self.limit = limit
-        #: The compiled fast path answering the common call from the connection (``agent.extender.fastpath``).
-        self.fast: FastAnswers | None = None
-
-    def use_fast_path(self, engine: sample.FastPath) -> None:
-        """Arm ``engine`` after each one-slot answer (it replaces the fast path used before, if any)."""
-        if self.fast is not None:
-            self.fast.disarm()
-        self.fast = FastAnswers(engine, self.facts, self._one_slot, self.promises, self._counted, COUNTED_PODS)
-
-    def disarm_fast_path(self) -> None:
-        """Before any answer Python makes: the fast path answers nothing until armed again."""
-        if self.fast is not None:
-            self.fast.disarm()
-
-    def follow_nodes(self, cache: ChangeLog, now: float) -> None:
-        """After a node event, outside any scheduling call: the one-slot index and the promises follow it now, and
-        the fast path is armed again for the bitstreams it held, so that the next call of each is not left to
-        Python. Not past the cluster values' step (the next call works them out again first), nor while the
-        fast path is disarmed (it waits for a call that Python answers)."""
-        fast, facts, promises = self.fast, self.facts, self.promises
-        if fast is None or not fast.engine.armed or not now < facts.fixed_until():
-            return
-        for bitstream in fast.engine.bitstreams:
-            shadowed = promises.shadowed(cache, "", bitstream, now) if promises is not None else frozenset()
-            tables = self._one_slot.tables(cache, bitstream, facts.values, facts.version, now, self.limit, shadowed)
-            if tables is not None:
-                fast.arm(cache, bitstream, tables, now)
-
-    def prepare(self, cache: ChangeLog, now: float) -> None:
-        """What the calls answer from, made current now (the one-slot index; see ``OneSlotIndex.follow``), with
-        the cluster's values as last worked out: working them out is left to the calls, on their own clock."""
-        self.disarm_fast_path()
-        self._one_slot.follow(cache, self.facts.values, self.facts.version, now)
-
-    def after_answer(self) -> None:
-        """Bookkeeping the answer just given does not depend on: the promise it made is recorded (every call
-        records a pending one first, so calling this is not needed for correctness, only to keep it out of the
-        next call's time)."""
-        if self.promises is not None:
-            self.promises.record()
-            if self.fast is not None:
-                self.fast.forget_reshaped()
-
-    def count(self, demand: PodDemand) -> None:
-        """Count the pod's bitstreams in the request shares, once per pod."""
-        self._count(demand.pod, demand.by_bitstream)
-
-    def _count(self, pod: str, bitstreams: Iterable[str]) -> None:
-        if pod in self._counted:
-            return
-        if len(self._counted) >= COUNTED_PODS:
-            self._counted.popitem(last=False)
-        self._counted[pod] = None
-        for bitstream in bitstreams:
-            self.facts.note_request(bitstream)
-
-    def prioritize_body(self, cache: ChangeLog, body: bytes, now: float) -> bytes | None:
-        """The encoded answer to a request whose pod asks one slot of one bitstream, made from its bytes by the
-        compiled reader (``sample.one_slot_head``, ``sample.answer``); None for any other request, which the
-        caller parses and passes to :meth:`prioritize`. Either way the answer and the board's state after are
-        the same (a request declined after the pod was counted is counted once: counting is once per pod)."""
-        head = sample.one_slot_head(body) if sample.COMPILED else None
-        if head is None:
-            return None
-        pod, bitstream, start = head
-        self._count(pod, (bitstream,))
-        facts, promises = self.facts, self.promises
-        keep = facts.keep_values(cache.nodes.values(), now)
-        shadowed = promises.shadowed(cache, pod, bitstream, now) if promises is not None else frozenset()
-        tables = self._one_slot.tables(cache, bitstream, keep, facts.version, now, self.limit, shadowed)
-        if tables is None:
-            return None
-        base, lifted, skip, unknown = tables
-        if base is None:
-            return b"[]"
-        made = sample.answer(body, start, base, lifted, skip, unknown, self.limit, zlib.crc32(pod.encode()))
-        if made is None:  # a node without published state asked about: per name
-            return None
-        if self.fast is not None:
-            self.fast.arm(cache, bitstream, tables, now)
-        return made[0] if promises is None else promises.settle_encoded(cache, pod, bitstream, now, made)
+        self.promises: Promises | None = Promises() if promises else None
+        self.values = values
 
     def prioritize(
-        self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], lookup: NodeLookup, now: float
+        self, view: NodeView, demand: PodDemand, names: Sequence[str], now: float, *, promise: bool = True
     ) -> Scores:
-        """The shifted scores of ``names``, floor left out, at most ``limit`` of them (``best_ranked``)."""
+        """The answer for ``names`` (see the module docstring); ``promise`` False: no copy promised (nodes that
+        came in the request, whose states are not the table's)."""
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
-        self.count(demand)
-        facts = self.facts
-        keep = facts.keep_values(cache.nodes.values(), now)
-        if demand.dra is not None:
-            return self._prioritize_dra(cache, demand, names, lookup, keep, now)
-        if demand.single is not None and demand.single[1] == 1 and not demand.unnamed:
-            bitstream, promises = demand.single[0], self.promises
-            shadowed = promises.shadowed(cache, demand.pod, bitstream, now) if promises is not None else frozenset()
-            tops: list[str] | None = []
-            answer = self._one_slot.prioritize(
-                cache, bitstream, names, keep, facts.version, now, self.limit, shadowed, tops=tops
-            )
-            if answer is None:  # the catalogs disagree, or a node without published state: per name
-                names, tops = reported(cache, names), None
-                answer = best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
-            return answer if promises is None else promises.settle(cache, demand.pod, bitstream, answer, now, tops)
-        names = reported(cache, names)
-        if demand.single is None:
-            scores = prioritize_nodes(demand, names, lookup, self._weights, now, keep, facts.version)
-            return best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), self.limit)
-        return best_ranked(names, self._single_ranks(cache, demand, names, keep, now), self.limit)
-
-    def _prioritize_dra(
-        self,
-        cache: ChangeLog,
-        demand: PodDemand,
-        names: Sequence[str],
-        lookup: NodeLookup,
-        keep: Mapping[str, float],
-        now: float,
-    ) -> Scores:
-        """A DRA pod (``agent.extender.drascoring``): scored per name, promised copies taken off, and a
-        one-slot pod promised the copy its answer tops with, as a device-plugin pod is."""
-        promises, single = self.promises, demand.single
-        limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
-        if demand.dra is not None and len(demand.dra) == 1 and demand.dra[0][1] == 1:
-            # one slot: from the index, as a device-plugin pod's answer
-            answer = self._one_slot_dra(cache, demand.dra[0][0], demand, names, lookup, keep, now, limit)
-            if answer is not None:
-                return answer
-        names = reported(cache, names)
-        promised: Mapping[str, int] = {}
-        if promises is not None and single is not None:
-            promised = promises.promised(cache, demand.pod, single[0], now)
-        scores = prioritize_dra(demand, names, lookup, self._weights, now, keep, self.facts.version, promised)
-        answer = best_ranked(names, ranks_of(scores, packing_for(demand, lookup)), limit, pack_ties=True)
-        if promises is not None and single is not None and single[1] == 1:
-            return promises.settle(cache, demand.pod, single[0], answer, now)
-        return answer
-
-    def _one_slot_dra(
-        self,
-        cache: ChangeLog,
-        bitstream: str,
-        demand: PodDemand,
-        names: Sequence[str],
-        lookup: NodeLookup,
-        keep: Mapping[str, float],
-        now: float,
-        limit: int,
-    ) -> Scores | None:
-        """A one-slot DRA pod's answer from the one-slot index (None: the catalogs disagree, score per name); a
-        node whose free copies are all promised is scored on its own by the slot the allocator takes there."""
-        promises = self.promises
-        shadowed: Collection[str] = frozenset()
-        taken: Mapping[str, int] = {}
-        if promises is not None:
-            shadowed = promises.shadowed(cache, demand.pod, bitstream, now)
-            taken = promises.taken(cache, bitstream, now)
-        step_now = float(int(now // CLOCK_STEP_S) * CLOCK_STEP_S)
-        weights = self._weights
-
-        def alone(name: str) -> int:
-            return score_dra(demand, lookup(name), weights, step_now, keep, taken.get(name, 0))
-
-        version = self.facts.version
-        tops: list[str] = []
-        answer = self._one_slot.prioritize(cache, bitstream, names, keep, version, now, limit, shadowed, alone, tops)
-        if answer is None or promises is None:
-            return answer
-        return promises.settle(cache, demand.pod, bitstream, answer, now, tops)
-
-    def _single_ranks(
-        self, cache: ChangeLog, demand: PodDemand, names: Sequence[str], keep: Mapping[str, float], now: float
-    ) -> list[int]:
-        """The ranks of ``names`` for a pod that names one bitstream, from this kind's table."""
-        assert demand.single is not None
-        bitstream, count = demand.single
-        facts = self.facts
-        if cache is not self._cache:
-            self._cache, self._tables = cache, {}
-        table = self._table(cache, demand, now)
-        ranks = table.ranks
-        if not all(map(ranks.__contains__, names)):  # names not ranked for this kind yet (or since they changed)
-            step_now = float(table.step * CLOCK_STEP_S)
-            ageing = step_now - LRU_HORIZON_S
-            nodes, weights, volatile = cache.nodes, self._weights, table.volatile
-            one_slot = count == 1 and not demand.unnamed
-            version = f"{self._token}|{table.step}|{facts.version}"
-            slots = demand.requested
-            for name in names:
-                if name in ranks:
-                    continue
-                node = nodes.get(name)
-                name = sys.intern(name)  # one string per node name, shared by every table
-                if node is None:
-                    ranks[name] = weights.neutral * RANK_SCALE
-                    continue
-                if one_slot:
-                    score = score_one_slot(bitstream, node, weights, step_now, keep, version)
-                else:
-                    score = score_single(demand, node, weights, step_now, keep)
-                if node.recent_use > ageing:
-                    volatile.add(name)
-                ranks[name] = score * RANK_SCALE + node.packing(slots)
-        return list(map(ranks.__getitem__, names))
-
-    def _table(self, cache: ChangeLog, demand: PodDemand, now: float) -> ScoreTable:
-        """This kind of pod's table, current with the cache: changed nodes dropped, to be scored when asked."""
-        assert demand.single is not None
-        bitstream, count = demand.single
-        key = (bitstream, count, demand.unnamed)
-        step = int(now // CLOCK_STEP_S)
-        table = self._tables.pop(key, None)  # popped and put back: the dict keeps the least recently used first
-        if table is None or table.generation != cache.generation or table.keep_version != self.facts.version:
-            if len(self._tables) >= TABLE_LIMIT:
-                del self._tables[next(iter(self._tables))]
-            table = ScoreTable(cache.generation, self.facts.version, step, len(cache.changes))
+        nodes, weights = view.nodes, self.weights
+        keep = self.values(nodes.values(), now) if self.values is not None else NO_VALUES
+        single = demand.single
+        one_slot = single[0] if single is not None and single[1] == 1 and not demand.unnamed else None
+        promises = self.promises if promise and one_slot is not None else None
+        taken = promises.taken(demand.pod, one_slot, nodes, now) if promises is not None and one_slot else {}
+        if len(set(names)) != len(names):
+            names = list(dict.fromkeys(names))  # each once: an answer must not list a node twice
+        if one_slot is not None and demand.dra is None and not keep:
+            listed, ranks = one_slot_ranks(demand, one_slot, names, view, weights, now, taken)
         else:
-            if table.step != step:
-                for name in table.volatile:
-                    table.ranks.pop(name, None)
-                table.volatile.clear()
-                table.step = step
-            if table.seen < len(cache.changes):
-                for name in cache.changes[table.seen :]:
-                    table.ranks.pop(name, None)
-                    table.volatile.discard(name)
-                table.seen = len(cache.changes)
-        self._tables[key] = table
-        return table
+            listed, ranks = node_ranks(demand, names, view, weights, now, keep, taken)
+        if demand.dra is not None:  # the allocator, not a scheduler plugin, packs: one node, best packed
+            limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
+            answer = best_ranked(listed, ranks, limit, pack_ties=True)
+        else:
+            answer = best_ranked(listed, ranks, self.limit)
+        if promises is None or one_slot is None or not answer:
+            return answer
+        return settle(promises, demand.pod, one_slot, answer, dict(zip(listed, ranks, strict=True)), nodes, taken, now)
+
+
+def node_ranks(
+    demand: PodDemand,
+    names: Sequence[str],
+    view: NodeView,
+    weights: ScoreWeights,
+    now: float,
+    keep: Mapping[str, float],
+    taken: Mapping[str, int],
+) -> tuple[list[str], list[int]]:
+    """The names the view knows, and each one's rank (``score_node`` or ``score_dra``, and packing)."""
+    nodes, unpublished, neutral = view.nodes, view.unpublished, weights.neutral * RANK_SCALE
+    score = score_dra if demand.dra is not None else score_node
+    count = demand.requested
+    listed: list[str] = []
+    ranks: list[int] = []
+    for name in names:
+        node = nodes.get(name)
+        if node is not None:
+            listed.append(name)
+            ranks.append(score(demand, node, weights, now, keep, taken.get(name, 0)) * RANK_SCALE + node.packing(count))
+        elif name in unpublished:
+            listed.append(name)
+            ranks.append(neutral)
+    return listed, ranks
+
+
+def one_slot_ranks(
+    demand: PodDemand,
+    bitstream: str,
+    names: Sequence[str],
+    view: NodeView,
+    weights: ScoreWeights,
+    now: float,
+    taken: Mapping[str, int],
+) -> tuple[list[str], list[int]]:
+    """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), with ``score_node``'s rules
+    written out for that case; a node with copies promised to other pods is left to ``score_node``."""
+    nodes, unpublished, neutral = view.nodes, view.unpublished, weights.neutral * RANK_SCALE
+    loaded, empty, span = weights.loaded * RANK_SCALE, weights.empty, weights.empty - weights.evict
+    listed: list[str] = []
+    ranks: list[int] = []
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            if name in unpublished:
+                listed.append(name)
+                ranks.append(neutral)
+            continue
+        listed.append(name)
+        platform = node.bitstreams.get(bitstream)
+        if platform is None:
+            ranks.append(node.pack1)
+            continue
+        if taken and name in taken:
+            ranks.append(score_node(demand, node, weights, now, NO_VALUES, taken[name]) * RANK_SCALE + node.pack1)
+            continue
+        if (bitstream, platform) in node.free_loaded:
+            rank = loaded
+        elif platform in node.free_empty:
+            rank = empty * RANK_SCALE
+        else:
+            last = node.oldest.get(platform)
+            if last is None:
+                ranks.append(node.pack1)
+                continue
+            recency = 0.0 if last <= 0 else 1.0 - min(1.0, max(0.0, now - last) / LRU_HORIZON_S)
+            rank = max(0, min(MAX_SCORE, math.floor(empty - span * recency + 0.5))) * RANK_SCALE
+        if node.downloads and bitstream in node.downloads:
+            rank = max(0, rank - DOWNLOAD_PENALTY * RANK_SCALE)
+        ranks.append(rank + node.pack1)
+    return listed, ranks
+
+
+def settle(
+    promises: Promises,
+    pod: str,
+    bitstream: str,
+    answer: Scores,
+    ranks: Mapping[str, int],
+    nodes: Mapping[str, NodeSlots],
+    taken: Mapping[str, int],
+    now: float,
+) -> Scores:
+    """The answer with its top made unique and promised to ``pod`` when a node there has a free copy no other
+    pod was promised: of the nodes at the top rank that have one, one chosen by the pod's name (as the
+    scheduler's random pick among equals would spread them); the others at the top score get one point less."""
+    top = max(ranks[name] for name, _ in answer)
+
+    def has_copy(name: str) -> bool:
+        node = nodes.get(name)
+        if node is None:
+            return False
+        platform = node.bitstreams.get(bitstream)
+        return platform is not None and node.free_loaded.get((bitstream, platform), 0) > taken.get(name, 0)
+
+    tied = sorted(name for name, _ in answer if ranks[name] == top and has_copy(name))
+    if not tied:
+        return answer
+    chosen = tied[zlib.crc32(pod.encode(errors="surrogatepass")) % len(tied)]
+    promises.promise(pod, bitstream, chosen, nodes[chosen], now)
+    top_score = next(score for name, score in answer if ranks[name] == top)
+    lower = top_score - 1
+    settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]
+    return settled if lower > 0 else [entry for entry in settled if entry[1] > 0]
+
+
+def best_ranked(names: Sequence[str], ranks: list[int], limit: int, *, pack_ties: bool = False) -> Scores:
+    """Each name's score shifted to the floor, the floor left out, at most ``limit`` entries (0: all), the best
+    by rank, ties in the order asked. ``pack_ties`` (DRA pods): when every name scores the floor but their
+    packings differ, the best packed still stand out, at 1."""
+    if not ranks:
+        return []
+    order = sorted(set(ranks), reverse=True)  # few: scores x packings
+    floor = order[-1] // RANK_SCALE
+    top = (floor + 1) * RANK_SCALE  # the lowest rank that stands out
+    if pack_ties and order[0] < top and order[0] != order[-1]:
+        floor, top = floor - 1, order[0]
+        order = order[:1]
+    if limit <= 0:
+        return [(name, rank // RANK_SCALE - floor) for name, rank in zip(names, ranks, strict=True) if rank >= top]
+    picked: Scores = []
+    for rank in order:
+        if rank < top or len(picked) >= limit:
+            break
+        score, at = rank // RANK_SCALE - floor, -1
+        while len(picked) < limit:
+            try:
+                at = ranks.index(rank, at + 1)
+            except ValueError:
+                break
+            picked.append((names[at], score))
+    return picked

@@ -1,55 +1,36 @@
-"""The extender's HTTP server: ``POST /filter``, ``POST /prioritize``, ``GET /healthz``.
+"""The extender's HTTP servers (aiohttp): the scheduler's port, the probe port, the webhook apart.
 
-kube-scheduler calls the extender inside its sequential scheduling cycle, so every
-millisecond here is a millisecond of every pod's scheduling. Hence:
-
-* no I/O in a handler: node state comes from the :class:`~agent.extender.cache.NodeCache`
-  (names) or from the request's own Node objects, never from the API server;
-* the body is parsed once and only the pod's annotations and slot requests are read;
-* the answer is one ``bytes`` body, sent with its headers in a single write on a
-  socket with ``TCP_NODELAY`` (with Nagle on, a second small write waits for the
-  peer's delayed ACK, about 40 ms per call on a kept-alive connection), by the lean
-  server of ``agent.extender.http``: no framework between the socket and the handler.
-
-Bad input gets a 4xx with a JSON body whose ``Error`` says what is wrong; a bug
-gets a 500 with a one-line ``Error`` and the traceback in the log, never in the
-answer. With ``ignorable: true`` the scheduler then goes on without us.
-
-``/healthz`` is the readiness check: 200 once the node cache has listed the nodes
-(names would all read as "no published state" before that), 503 until then.
-
-When the scheduler's port requires client certificates, the kubelet's probes and
-Prometheus (which have none) are answered on a second, plain-HTTP port that serves
-only ``GET /healthz`` and ``GET /metrics`` (:func:`build_probe_app`): nothing there
-scores, and nothing there is secret.
-
-The admission webhook (``POST /validate``, :func:`build_webhook_app`, see
-``agent.extender.admission``) has a port of its own, HTTPS with the same server certificate
-but no client certificate asked: the API server calls webhooks without one.
+The scheduler's port serves ``POST /filter``, ``POST /prioritize``, ``GET /healthz`` (and
+``GET /metrics``): each handler is parse -> score -> encode, with no I/O. aiohttp gives
+keep-alive, pipelining with backpressure, ``TCP_NODELAY`` and the body limit (413). Bad
+input gets a 4xx whose JSON ``Error`` says what is wrong; a bug a 500 with a one-line
+``Error``. The admission webhook (``POST /validate``) runs on its own thread with its own
+event loop, so that a large review never holds up a scheduling call's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import json
 import logging
 import ssl
+import threading
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender import sample
 from agent.extender.admission import MAX_REVIEW_BYTES, KnownBitstreams, validator
-from agent.extender.cache import RequestNodes
 from agent.extender.claimtemplates import ClaimTemplates
 from agent.extender.demand import PodDemand
 from agent.extender.drapods import dra_demand
-from agent.extender.drascoring import prioritize_dra
-from agent.extender.http import FastRoute, HttpServer, Reply, json_error, start_server
-from agent.extender.metrics import LATENCY_BUCKETS_S, METRICS_PATH, ExtenderMetrics
-from agent.extender.ranking import ANSWER_LIMIT, ChangeLog, ScoreBoard, best_ranked, distinct, packing_for, ranks_of
-from agent.extender.scoring import NodeLookup, ScoreWeights, filter_nodes, prioritize_nodes
+from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
+from agent.extender.ranking import ANSWER_LIMIT, Scorer
+from agent.extender.scoring import ScoreWeights, filter_nodes
+from agent.extender.table import RequestNodes, StateTable
 from agent.extender.wire import (
     SchedulingRequest,
     encode,
@@ -63,208 +44,160 @@ logger = logging.getLogger(__name__)
 
 #: Largest request body accepted: 500 full Node objects are about 580 kB; 5000 fit too.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: A request body must arrive whole within this time (408 after it).
+REQUEST_TIMEOUT_S = 10.0
 FILTER_PATH = "/filter"
 PRIORITIZE_PATH = "/prioritize"
 HEALTH_PATH = "/healthz"
 VALIDATE_PATH = "/validate"
 JSON = "application/json"
 
-Route = Callable[[bytes], Reply]
-
-
-class NodeSource(ChangeLog, Protocol):
-    """Where names are looked up (the node cache), and its changes followed (for the score tables)."""
-
-    def lookup(self) -> NodeLookup: ...
-    @property
-    def synced(self) -> bool: ...
+Answer = tuple[int, bytes]
+Route = Callable[[bytes], Answer]
 
 
 class Extender:
-    """The request handlers, over a node source and the score weights: body in, answer out, no I/O."""
+    """The scheduler's calls over the state table: body in, answer out, no I/O."""
 
     def __init__(
         self,
-        nodes: NodeSource,
+        table: StateTable,
         weights: ScoreWeights,
         *,
         clock: Callable[[], float] = time.time,
         answer_limit: int = ANSWER_LIMIT,
         templates: ClaimTemplates | None = None,
     ) -> None:
-        self.nodes = nodes
+        self.table = table
         self.weights = weights
+        self.scorer = Scorer(weights, answer_limit)
         self._clock = clock
-        self._request_nodes = RequestNodes()
-        self._board = ScoreBoard(weights, limit=answer_limit)
-        #: The ResourceClaimTemplates that DRA pods name (fed by a watch; empty: every DRA pod scores neutrally
-        #: unless annotated).
+        #: The ResourceClaimTemplates that DRA pods name (fed by a watch).
         self.templates = templates if templates is not None else ClaimTemplates()
 
-    def prepare(self) -> None:
-        """After a list of every node: what the calls answer from is made current now, not inside the next
-        scheduling call (which kube-scheduler waits for)."""
-        self._board.prepare(self.nodes, self._clock())
-
     def _demand(self, request: SchedulingRequest) -> PodDemand:
-        """The pod's demand: a DRA pod's from its claims' templates, any other's from its containers."""
-        if request.dra is None:
-            return request.demand
-        return dra_demand(request.dra, self.templates.lookup())
+        """A DRA pod's demand from its claims' templates, any other's from its containers."""
+        return request.demand if request.dra is None else dra_demand(request.dra, self.templates.lookup())
 
-    def _lookup(self, request: SchedulingRequest) -> NodeLookup:
-        if request.node_names is not None:
-            return self.nodes.lookup()
-        return self._request_nodes.index(request.nodes or ()).get
-
-    def filter(self, body: bytes) -> Reply:
+    def filter(self, body: bytes) -> Answer:
         try:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
-            return Reply(400, JSON, encode(filter_error(str(exc))))
-        demand = self._demand(request)
-        outcome = filter_nodes(demand, request.names, self._lookup(request))
-        if outcome.failed:
-            logger.debug("filter for pod %s: %d of %d nodes fail", demand.pod, len(outcome.failed), len(request.names))
-        return Reply(200, JSON, encode(filter_result(request, outcome)))
+            return 400, encode(filter_error(str(exc)))
+        view = self.table if request.node_names is not None else RequestNodes(request.nodes or ())
+        outcome = filter_nodes(self._demand(request), request.names, view.nodes.get)
+        return 200, encode(filter_result(request, outcome))
 
-    def fast_path(self, max_body_bytes: int) -> sample.FastPath | None:
-        """The compiled fast path for the common prioritize call (``agent.extender.fastpath``), armed by this
-        extender's answers; None where the compiled reader is not built or the answer limit is beyond it."""
-        if not sample.COMPILED or not 0 < self._board.limit <= sample.MAX_LIMIT:
-            return None
-        engine = sample.FastPath(PRIORITIZE_PATH, self._clock, self._board.limit, max_body_bytes, LATENCY_BUCKETS_S)
-        self._board.use_fast_path(engine)
-        return engine
-
-    def nodes_changed(self) -> None:
-        """After a node event (the node watch's): what the calls answer from follows it now, the fast path with it
-        (``ScoreBoard.follow_nodes``), not in the next scheduling call. A failure leaves it to the next call."""
-        try:
-            self._board.follow_nodes(self.nodes, self._clock())
-        except Exception:
-            self._board.disarm_fast_path()
-            logger.exception("extender: following a node event failed; the next call follows it")
-
-    def prioritize(self, body: bytes) -> Reply:
-        self._board.disarm_fast_path()
-        now = self._clock()
-        # the common pod (one slot of one bitstream), answered from the body's bytes
-        answer = self._board.prioritize_body(self.nodes, body, now)
-        if answer is not None:
-            return Reply(200, JSON, answer, after=self._board.after_answer)
+    def prioritize(self, body: bytes) -> Answer:
         try:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
-            return json_error(400, str(exc))
-        demand = self._demand(request)
-        if request.node_names is not None:
-            scores = self._board.prioritize(self.nodes, demand, request.node_names, self.nodes.lookup(), now)
-        else:
-            lookup = self._lookup(request)
-            names = distinct(request.names)
-            if demand.dra is not None:
-                scores = prioritize_dra(demand, names, lookup, self.weights, now)
-            else:
-                scores = prioritize_nodes(demand, names, lookup, self.weights, now)
-            ranks = ranks_of(scores, packing_for(demand, lookup))
-            scores = best_ranked(names, ranks, self._board.limit, pack_ties=demand.dra is not None)
-        return Reply(200, JSON, encode_priorities(scores), after=functools.partial(_answered, self._board, request))
+            return 400, error_body(str(exc))
+        in_table = request.node_names is not None
+        view = self.table if in_table else RequestNodes(request.nodes or ())
+        answer = self.scorer.prioritize(view, self._demand(request), request.names, self._clock(), promise=in_table)
+        return 200, encode_priorities(answer)
 
-    @property
-    def popularity_changes(self) -> int:
-        """Changes of the bitstream popularity found so far in the pods scored (``agent.extender.facts``)."""
-        return self._board.facts.changes
-
-    def healthz(self, _body: bytes) -> Reply:
-        if self.nodes.synced:
-            return Reply(200, "text/plain; charset=utf-8", b"ok\n")
-        return Reply(503, "text/plain; charset=utf-8", b"node cache not synced yet\n")
+    def healthz(self) -> tuple[int, str]:
+        if self.table.synced:
+            return 200, "ok\n"
+        return 503, "node state not synced yet\n"
 
 
-def _answered(board: ScoreBoard, _request: SchedulingRequest) -> None:
-    """Once the answer is written: the promise it made is recorded, and the request (its 500 names, the pod)
-    is released with this call, not before the answer."""
-    board.after_answer()
+def error_body(message: str) -> bytes:
+    return json.dumps({"Error": message}).encode()
 
 
-class ExtenderApp:
-    """The routes (method, path) -> handler, with metrics for the scheduler's verbs; a bug is a 500."""
+def _json_error(status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=error_body(message), content_type=JSON)
 
-    def __init__(
-        self,
-        routes: dict[tuple[str, str], Route],
-        metrics: ExtenderMetrics | None,
-        max_body_bytes: int,
-        fast: sample.FastPath | None = None,
-    ):
-        self.routes = routes
-        self.max_body_bytes = max_body_bytes
-        self._metrics = metrics
-        #: Prioritize calls answered before the HTTP parser (``agent.extender.fastpath``), or None.
-        self.fast: FastRoute | None = None
-        if fast is not None:
-            self.fast = fast.serve
-            if metrics is not None:
-                metrics.count_fast_answers(PRIORITIZE_PATH, lambda: fast.latency)
-        self._methods: dict[str, list[str]] = {}
-        for method, path in routes:
-            self._methods.setdefault(path, []).append(method)
 
-    def handle(self, method: str, path: str, content_type: str, body: bytes) -> Reply:
-        route = self.routes.get((method, path))
-        if route is None:
-            allowed = self._methods.get(path)
-            if allowed is None:
-                return json_error(404, f"404 Not Found: {method} {shown(path)}")
-            reply = json_error(405, f"405 Method Not Allowed: {method} {shown(path)}")
-            return reply._replace(allow=", ".join(sorted(allowed)))
-        if method == "POST" and content_type not in ("", JSON) and content_type.split(";", 1)[0].strip() != JSON:
-            return json_error(415, f"415 Unsupported Media Type: the body must be {JSON}, got {shown(content_type)}")
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """aiohttp's own refusals (404, 405, 413) as JSON ``Error`` bodies, as the handlers answer."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reply = _json_error(exc.status, f"{exc.status} {exc.reason}: {request.method} {shown(request.path)}")
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            reply.headers["Allow"] = ", ".join(sorted(exc.allowed_methods))
+        return reply
+
+
+def _post(
+    route: Route, path: str, metrics: ExtenderMetrics | None, max_body_bytes: int
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        content_type = request.headers.get("Content-Type", "")
+        if content_type and content_type.split(";", 1)[0].strip() != JSON:
+            return _json_error(415, f"415 Unsupported Media Type: the body must be {JSON}, got {shown(content_type)}")
+        if request.content_length is not None and request.content_length > max_body_bytes:
+            refused = _json_error(413, f"the body is larger than {max_body_bytes} bytes")  # said before it is sent
+            refused.force_close()
+            return refused
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                body = await request.read()
+        except TimeoutError:
+            return _json_error(408, f"408 Request Timeout: the body did not arrive within {REQUEST_TIMEOUT_S:g} s")
+        except web.HTTPRequestEntityTooLarge:
+            return _json_error(413, f"the body is larger than {max_body_bytes} bytes")
         started = time.perf_counter()
         try:
-            reply = route(body)
+            status, answer = route(body)
         except Exception as exc:
-            logger.exception("extender: %s %s failed", method, path)
-            reply = json_error(500, f"internal error ({type(exc).__name__})")
-        if self._metrics is not None:  # a few counters: cheaper here than a closure to run after the answer
-            self._metrics.observe(path, reply.status, time.perf_counter() - started)
-        return reply
+            logger.exception("extender: POST %s failed", path)
+            status, answer = 500, error_body(f"internal error ({type(exc).__name__})")
+        if metrics is not None:
+            metrics.observe(path, status, time.perf_counter() - started)
+        return web.Response(status=status, body=answer, content_type=JSON)
+
+    return handle
+
+
+def _probes(app: web.Application, extender: Extender, metrics: ExtenderMetrics | None) -> None:
+    async def healthz(_request: web.Request) -> web.Response:
+        status, text = extender.healthz()
+        return web.Response(status=status, text=text)
+
+    app.router.add_get(HEALTH_PATH, healthz, allow_head=False)
+    if metrics is not None:
+
+        async def scrape(_request: web.Request) -> web.Response:
+            response = web.Response(body=metrics.render())
+            response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+            return response
+
+        app.router.add_get(METRICS_PATH, scrape, allow_head=False)
 
 
 def build_app(
     extender: Extender, *, max_body_bytes: int = MAX_BODY_BYTES, metrics: ExtenderMetrics | None = None
-) -> ExtenderApp:
-    """The extender's routes; with ``metrics``, the scheduler's calls are counted and timed and ``/metrics`` served."""
-    routes: dict[tuple[str, str], Route] = {
-        ("POST", FILTER_PATH): extender.filter,
-        ("POST", PRIORITIZE_PATH): extender.prioritize,
-        ("GET", HEALTH_PATH): extender.healthz,
-    }
-    if metrics is not None:
-        routes["GET", METRICS_PATH] = metrics.serve
-        metrics.count_popularity_changes(lambda: extender.popularity_changes)
-    engine = extender.fast_path(max_body_bytes)
-    return ExtenderApp(routes, metrics, max_body_bytes, engine)
+) -> web.Application:
+    """The scheduler's port; with ``metrics``, its calls are counted and timed and ``/metrics`` served."""
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors])
+    app.router.add_post(FILTER_PATH, _post(extender.filter, FILTER_PATH, metrics, max_body_bytes))
+    app.router.add_post(PRIORITIZE_PATH, _post(extender.prioritize, PRIORITIZE_PATH, metrics, max_body_bytes))
+    _probes(app, extender, metrics)
+    return app
 
 
-def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> ExtenderApp:
-    """The probe port's routes: ``GET /healthz`` (and ``GET /metrics`` with ``metrics``), nothing that scores."""
-    routes: dict[tuple[str, str], Route] = {("GET", HEALTH_PATH): extender.healthz}
-    if metrics is not None:
-        routes["GET", METRICS_PATH] = metrics.serve
-    return ExtenderApp(routes, None, max_body_bytes=0)
+def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> web.Application:
+    """The probe port: ``GET /healthz`` (and ``GET /metrics``), nothing that scores."""
+    app = web.Application(client_max_size=1024, middlewares=[_errors])
+    _probes(app, extender, metrics)
+    return app
 
 
-def build_webhook_app(known: KnownBitstreams) -> ExtenderApp:
-    """The admission webhook's routes: ``POST /validate`` alone (``agent.extender.admission``)."""
-    validate = validator(known)
-
-    def route(body: bytes) -> Reply:
-        status, answer = validate(body)
-        return Reply(status, JSON, answer)
-
-    return ExtenderApp({("POST", VALIDATE_PATH): route}, None, MAX_REVIEW_BYTES)
+def build_webhook_app(known: KnownBitstreams) -> web.Application:
+    """The admission webhook: ``POST /validate`` alone (``agent.extender.admission``)."""
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=[_errors])
+    app.router.add_post(VALIDATE_PATH, _post(validator(known), VALIDATE_PATH, None, MAX_REVIEW_BYTES))
+    return app
 
 
 def extender_metrics() -> ExtenderMetrics:
@@ -272,55 +205,104 @@ def extender_metrics() -> ExtenderMetrics:
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
-async def start(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
-    """Bind and serve ``app``; the caller ends it with ``await server.cleanup()``. Port 0 picks a free port."""
-    server = await start_server(app.handle, host, port, app.max_body_bytes, tls, app.fast)
-    scheme = "http" if tls is None else "https" + (" (client certificates required)" if _requires_client(tls) else "")
-    where = ", ".join(_address(a) for a in server.addresses)
-    path = "compiled fast path" if app.fast is not None else "no compiled fast path"
-    logger.info("scheduler extender listening on %s, %s, %s, %s event loop", where, scheme, path, _loop_name())
-    return server
+@dataclass(slots=True)
+class HttpServer:
+    """A started server; ``await cleanup()`` closes it and its connections."""
+
+    runner: web.AppRunner
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [(str(a[0]), int(a[1])) for a in self.runner.addresses]
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
 
 
-async def start_webhook(app: ExtenderApp, host: str, port: int, tls: ssl.SSLContext) -> HttpServer:
-    """Bind and serve the admission webhook (HTTPS, no client certificate asked: the API server shows none)."""
-    server = await start_server(app.handle, host, port, app.max_body_bytes, tls)
-    where = ", ".join(_address(a) for a in server.addresses)
-    logger.info("admission webhook listening on %s, https: %s", where, VALIDATE_PATH)
-    return server
-
-
-async def start_probe(app: ExtenderApp, host: str, port: int) -> HttpServer:
-    """Bind and serve the probe port (plain HTTP); the caller ends it with ``await server.cleanup()``."""
-    server = await start_server(app.handle, host, port, app.max_body_bytes)
-    where = ", ".join(_address(a) for a in server.addresses)
-    logger.info("extender probe endpoint on %s, http: %s", where, ", ".join(sorted(path for _m, path in app.routes)))
-    return server
-
-
-def _loop_name() -> str:
-    """``uvloop`` or ``asyncio``: the event loop serving (``fpga-agent extender --event-loop``)."""
-    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
-
-
-def _requires_client(tls: ssl.SSLContext) -> bool:
-    return tls.verify_mode == ssl.CERT_REQUIRED
-
-
-async def serve(app: ExtenderApp, host: str, port: int, stop: asyncio.Event, tls: ssl.SSLContext | None = None) -> None:
-    """Serve ``app`` on ``host:port`` until ``stop`` is set; connections are closed on the way out."""
-    server = await start(app, host, port, tls)
+async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
+    """Bind and serve ``app`` (port 0: a free port)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
     try:
-        await stop.wait()
-    finally:
-        await server.cleanup()
+        await web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return HttpServer(runner)
 
 
-def bound_port(server: HttpServer) -> int:
+async def start(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
+    """The scheduler's port."""
+    server = await start_server(app, host, port, tls)
+    clients = tls is not None and tls.verify_mode == ssl.CERT_REQUIRED
+    scheme = "http" if tls is None else "https" + (" (client certificates required)" if clients else "")
+    loop = "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+    logger.info("scheduler extender listening on %s, %s, %s event loop", _where(server), scheme, loop)
+    return server
+
+
+async def start_probe(app: web.Application, host: str, port: int) -> HttpServer:
+    """The probe port (plain HTTP)."""
+    server = await start_server(app, host, port)
+    logger.info("extender probe endpoint on %s, http: %s, %s", _where(server), HEALTH_PATH, METRICS_PATH)
+    return server
+
+
+class WebhookServer:
+    """The admission webhook on a thread of its own with its own event loop; ``await cleanup()`` stops it."""
+
+    def __init__(self, app: web.Application, host: str, port: int, tls: ssl.SSLContext) -> None:
+        self._args = (app, host, port, tls)
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self.addresses: list[tuple[str, int]] = []
+        self._thread = threading.Thread(target=self._run, name="admission-webhook", daemon=True)
+
+    async def start(self) -> WebhookServer:
+        self._thread.start()
+        await asyncio.to_thread(self._started.wait)
+        if self._failure is not None:
+            await asyncio.to_thread(self._thread.join)
+            raise self._failure
+        return self
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            server = await start_server(*self._args)
+        except BaseException as exc:
+            self._failure = exc
+            self._started.set()
+            return
+        self.addresses = server.addresses
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await server.cleanup()
+
+    async def cleanup(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        await asyncio.to_thread(self._thread.join)
+
+
+async def start_webhook(app: web.Application, host: str, port: int, tls: ssl.SSLContext) -> WebhookServer:
+    """The admission webhook (HTTPS, no client certificate asked: the API server shows none), on its own thread."""
+    server = await WebhookServer(app, host, port, tls).start()
+    logger.info("admission webhook listening on %s, https: %s (own thread)", _where(server), VALIDATE_PATH)
+    return server
+
+
+def bound_port(server: HttpServer | WebhookServer) -> int:
     """The TCP port the server listens on (the one the kernel chose for port 0)."""
     return int(server.addresses[0][1])
 
 
-def _address(address: tuple[str, int]) -> str:
-    host, port = address
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+def _where(server: HttpServer | WebhookServer) -> str:
+    return ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in server.addresses)

@@ -1,29 +1,14 @@
-"""The kube-scheduler extender wire format, and reading a request into what scoring needs.
+"""The kube-scheduler extender wire format: reading a request into what scoring needs, encoding the answer.
 
-kube-scheduler marshals ``k8s.io/kube-scheduler/extender/v1`` types, whose fields
-carry no JSON tags: the keys are the Go field names (``Pod``, ``Nodes``,
-``NodeNames``, ...). Go's decoder matches keys case-insensitively, and so does
-:func:`parse_extender_args` for the top-level fields, so that a hand-written client
-sending ``nodenames`` works as it would against a Go extender.
-
-With ``nodeCacheCapable: true`` the request carries ``NodeNames`` and ``Nodes`` is
-null; with ``false`` it carries ``Nodes`` (a NodeList of whole Node objects) and the
-filter result must answer with ``Nodes`` too. The answer follows the form asked.
-
-Only what scoring needs is read from the pod: its name (for logs), its annotations
-(the bitstream it wants, per container), each container's request of
-``example.com/fpga-slot``, and the templates of its ResourceClaims (a DRA pod).
-Everything else in the pod is left as parsed, unread.
-The request's Node objects are never copied: the filter answer lists the very
-dicts that came in. The body is parsed with orjson: for a 500-name call (11 kB) it
-takes 16 us where the standard library takes 28 us, on every pod the scheduler
-schedules. It is stricter in ways that only refuse what no scheduler sends (NaN,
-integers past 64 bits, nesting past 1024 levels), each as a 400 naming the problem.
+kube-scheduler marshals ``k8s.io/kube-scheduler/extender/v1`` types without JSON tags: the
+keys are the Go field names (``Pod``, ``NodeNames``, ...), matched case-insensitively at the
+top level as Go's decoder does. With ``nodeCacheCapable: true`` a request carries
+``NodeNames``; with ``false``, ``Nodes`` (whole Node objects), and the filter answer follows
+the form asked. Only the pod's name, annotations, slot requests and claims are read.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +19,6 @@ import orjson
 from agent.errors import ExtenderRequestError, shown
 from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.drapods import DraPod, read_dra_pod
-from agent.extender.sample import AskedNames, asked_names
 from agent.extender.scoring import FilterOutcome
 from agent.slots.quantity import parse_count
 
@@ -42,33 +26,11 @@ SLOT_RESOURCE = "example.com/fpga-slot"
 BITSTREAM_ANNOTATION = "example.com/fpga-bitstream"
 
 
-class ObjectMeta(TypedDict, total=False):
-    name: str
-    namespace: str
-    resourceVersion: str
-    annotations: dict[str, str]
-    labels: dict[str, str]
-
-
-class NodeObject(TypedDict, total=False):
-    """A v1.Node as JSON; only ``metadata`` is read."""
-
-    metadata: ObjectMeta
-
-
 class NodeList(TypedDict, total=False):
     """A v1.NodeList: ``items`` may be null when the list is empty (Go's nil slice)."""
 
     metadata: dict[str, Any]
-    items: list[NodeObject] | None
-
-
-class ExtenderArgs(TypedDict):
-    """The body of a filter or prioritize call (``extenderv1.ExtenderArgs``)."""
-
-    Pod: dict[str, Any]
-    Nodes: NodeList | None
-    NodeNames: list[str] | None
+    items: list[Any] | None
 
 
 class ExtenderFilterResult(TypedDict):
@@ -112,22 +74,7 @@ class SchedulingRequest:
 
 
 def parse_extender_args(body: bytes) -> SchedulingRequest:
-    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one.
-
-    A body that ends with a plain ``NodeNames`` array (as kube-scheduler sends it) is read in two parts where
-    the compiled sample reader is built: the members before it with orjson, the names counted and checked,
-    made into strings only if something iterates them (``agent.extender.sample``). The parts make the whole
-    body: the members before it must parse as an object of their own, or the body is parsed whole.
-    """
-    split = asked_names(body)
-    if split is not None:
-        at, names = split
-        try:
-            data = orjson.loads(body[:at] + b"}")
-        except orjson.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and data:
-            return _read_args(data, names)
+    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # invalid UTF-8 and NaN included
@@ -136,18 +83,16 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
         raise ExtenderRequestError(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ExtenderRequestError(f"the body must be a JSON object (ExtenderArgs), got {_kind(data)}")
-    return _read_args(data, None)
+    return _read_args(data)
 
 
-def _read_args(data: dict[str, Any], asked: AskedNames | None) -> SchedulingRequest:
-    """The request from a parsed body; ``asked``: its names, read apart (``data`` then holds the other members)."""
+def _read_args(data: dict[str, Any]) -> SchedulingRequest:
+    """The request from a parsed body."""
     pod = _field(data, "Pod")
     if not isinstance(pod, dict):
         raise ExtenderRequestError(f"Pod must be an object, got {_kind(pod)}")
     demand = read_pod_demand(pod)
     dra = read_pod_claims(pod)
-    if asked is not None:
-        return SchedulingRequest(demand, asked, dra=dra)
     names = _field(data, "NodeNames")
     if names is not None:
         if not isinstance(names, list):
@@ -238,17 +183,11 @@ def _container_slots(container: Mapping[str, Any], field_name: str, index: int) 
         raw = values.get(SLOT_RESOURCE)
         if raw is not None:
             try:
-                return _slot_count(raw) if isinstance(raw, str) else parse_count(raw)
+                return parse_count(raw)
             except ValueError as exc:
                 where = f"Pod.spec.{field_name}[{index}].resources.{kind}[{SLOT_RESOURCE}]"
                 raise ExtenderRequestError(f"{where}: {exc}") from None
     return 0
-
-
-@functools.lru_cache(maxsize=256)
-def _slot_count(raw: str) -> int:
-    """:func:`parse_count` of a quantity text, remembered: the pods of a workload all ask alike."""
-    return parse_count(raw)
 
 
 def node_name(node: Mapping[str, Any]) -> str:
@@ -300,11 +239,7 @@ def encode(value: object) -> bytes:
 
 
 def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
-    """The HostPriorityList as JSON, UTF-8 (orjson: 1.5 times faster than joining text, twice json.dumps).
-
-    A name that is not valid Unicode (a lone surrogate; never a node name, but the
-    answer must still be JSON) is escaped by the standard library instead.
-    """
+    """The HostPriorityList as JSON, UTF-8; a name that is not valid Unicode (a lone surrogate) is escaped."""
     entries = priority_list(scores)
     try:
         return orjson.dumps(entries)

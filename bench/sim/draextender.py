@@ -17,7 +17,7 @@ each valued as :mod:`agent.extender.scoring` values a slot for a device-plugin p
 * the node's score is their mean rounded (0..10), less ``DOWNLOAD_PENALTY`` when the
   node must pull B; 0 when the node's catalog lacks B or fewer than N slots are free.
 
-The rest is the extender's as (c) runs it (``agent.extender.ranking.ScoreBoard``): the
+The rest is the extender's as (c) runs it (``agent.extender.ranking.Scorer``): the
 pod counted once in the request shares, the cluster values (``keep``), the clock in
 steps of ``CLOCK_STEP_S``, and the answer shifted to its floor (``best_ranked``), the
 best by score, then by MostAllocated packing of the slots, then in the order asked.
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
-from agent.extender.ranking import ScoreBoard
+from agent.extender.ranking import Scorer
 from agent.extender.scoring import ScoreWeights
 from bench.sim.engine import SimNode
 from bench.sim.policies import EPOCH, SimNodeCache, bitstream_name
@@ -65,12 +65,12 @@ class DraExtender:
 
     def __init__(self, weights: ScoreWeights, catalog: dict[str, str], answer_limit: int = DRA_ANSWER_LIMIT) -> None:
         self.weights, self.catalog = weights, catalog
-        self.board = ScoreBoard(weights, limit=answer_limit, promises=False)
+        self.board = Scorer(weights, answer_limit, promises=False)
         self.cache = SimNodeCache()
 
     def answer(self, nodes: list[SimNode], pod: Pod, names: list[str], now: float) -> dict[str, int]:
         """The extender's answer through its own score board, as it serves a DRA pod's prioritize: a one-slot pod
-        from the one-slot index, others per name (``ScoreBoard._prioritize_dra``)."""
+        scored per name by ``score_dra``."""
         demand = PodDemand.of_claims(f"p{pod.index}", [(bitstream_name(pod.bitstream), pod.slots)])
         self.cache.refresh(nodes, self.catalog)
-        return dict(self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now))
+        return dict(self.board.prioritize(self.cache, demand, names, EPOCH + now))

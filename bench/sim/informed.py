@@ -10,7 +10,7 @@ run and the best one is the reference:
 * ``exact``: for each node where the pod fits, the fewest programmings first (free
   slots holding the bitstream, then empty ones), then the least value overwritten,
   then the fullest node; on the node, the slots of least value, then the least recently
-  used. A free copy of bitstream C is worth what ``agent.extender.facts`` estimates,
+  used. A free copy of bitstream C is worth what ``bench.sim.facts`` estimates,
   ``P(N >= copies)`` with N Poisson of mean ``chance(C) x window x free slots`` of the
   cluster, but from the true chance, and in exact numbers rather than 0..10 scores. It
   is run with each of ``WINDOWS`` (how many pods ahead, per free slot, a copy is
@@ -38,9 +38,9 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping
 
-from agent.extender.facts import ClusterFacts, asked_at_least
 from agent.extender.nodestate import NodeSlots
 from bench.sim.engine import Placement, SimNode, free_copies, programmings
+from bench.sim.facts import ClusterFacts, asked_at_least
 from bench.sim.oracle import next_use
 from bench.sim.policies import EPOCH, bitstream_index
 from bench.sim.workload import Pod, Workload

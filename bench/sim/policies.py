@@ -4,7 +4,7 @@
 (b) spread+ours        the same placement, slots chosen by the agent's policy (agent.slots.choose_preferred)
 (c) extender+ours      the shipped fpga-scheduler profile (daemonset/scheduler-config.yaml): NodeResourcesFit
                        for example.com/fpga-slot as configured there, plus the extender's answer
-                       (agent.extender.ranking.ScoreBoard, as the extender serves prioritize: its scoring,
+                       (agent.extender.ranking.Scorer, as the extender serves prioritize: its scoring,
                        its score tables and its cluster facts, with the configured weight),
                        slots by the agent's policy
 (c') the other packing (c) with the opposite NodeResourcesFit strategy (spreading if (c) packs, and the
@@ -20,13 +20,13 @@ import random
 from collections.abc import Callable
 
 from agent.extender.demand import ContainerDemand, PodDemand
-from agent.extender.facts import ClusterFacts
-from agent.extender.nodestate import NodeSlots, PublishedSlot
-from agent.extender.ranking import ANSWER_LIMIT, ScoreBoard, Scores
+from agent.extender.nodestate import NodeSlots, node_state
+from agent.extender.ranking import ANSWER_LIMIT, Scorer, Scores
 from agent.extender.scoring import ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
+from bench.sim.facts import ClusterFacts
 from bench.sim.sampling import Sampler
 from bench.sim.workload import Pod
 
@@ -51,21 +51,21 @@ def bitstream_index(name: str) -> int:
 def published(node: SimNode, catalog: dict[str, str]) -> NodeSlots:
     """What the node's agent would publish, parsed as the extender parses it (cached per change)."""
     if not isinstance(node.cached, NodeSlots):
-        slots = tuple(
-            PublishedSlot(
-                id=f"{node.name}-slot{i}",
-                card=node.name,
-                numa=0,
-                platform=PLATFORM,
-                bitstream=None if s.bitstream is None else bitstream_name(s.bitstream),
-                accelerator=None if s.bitstream is None else accelerator(s.bitstream),
-                free=s.holder is None,
-                healthy=True,
-                last_used=int(EPOCH + s.last_used) if s.last_used else None,
-            )
+        records = [
+            {
+                "id": f"{node.name}-slot{i}",
+                "card": node.name,
+                "numa": 0,
+                "platform": PLATFORM,
+                "bitstream": None if s.bitstream is None else bitstream_name(s.bitstream),
+                "accelerator": None if s.bitstream is None else accelerator(s.bitstream),
+                "free": s.holder is None,
+                "healthy": True,
+                "last_used": int(EPOCH + s.last_used) if s.last_used else None,
+            }
             for i, s in enumerate(node.slots)
-        )
-        node.cached = NodeSlots.build(node.name, "1", slots, catalog)
+        ]
+        node.cached = node_state(node.name, "1", records, catalog)
     return node.cached
 
 
@@ -209,7 +209,7 @@ class SimNodeCache:
 class WithExtender:
     """NodeResourcesFit plus the extender's score (0..10, scaled x10 x weight) when two or more nodes fit.
 
-    The extender part is the product's own path: ``agent.extender.ranking.ScoreBoard``
+    The extender part is the product's own path: ``agent.extender.ranking.Scorer``
     over a node cache fed from the nodes' published states, as ``fpga-agent extender``
     answers prioritize (request shares counted once per pod, cluster values, score
     tables, clock steps, the answer shifted so that the lowest score is 0 and left out,
@@ -233,7 +233,9 @@ class WithExtender:
         self.rng, self.choose, self.weights, self.weight = rng, choose, weights, weight
         self.sampler = sampler if sampler is not None else Sampler()
         self.catalog, self.most_allocated = catalog, most_allocated
-        self.board = ScoreBoard(weights, facts, answer_limit)
+        #: The cluster's values of free copies (``bench.sim.facts``), told every pod the extender is asked about.
+        self.facts = facts if facts is not None else ClusterFacts()
+        self.board = Scorer(weights, answer_limit, values=self.facts.keep_values)
         self.cache = SimNodeCache()
 
     def __call__(self, nodes: list[SimNode], pod: Pod, now: float) -> tuple[SimNode, list[int]] | None:
@@ -244,7 +246,8 @@ class WithExtender:
             demand = PodDemand.of(f"p{pod.index}", [ContainerDemand("main", pod.slots, bitstream_name(pod.bitstream))])
             self.cache.refresh(nodes, self.catalog)
             names = [n.name for _, n in scored]
-            answer = self.board.prioritize(self.cache, demand, names, self.cache.nodes.get, EPOCH + now)
+            self.facts.note_request(bitstream_name(pod.bitstream))
+            answer = self.board.prioritize(self.cache, demand, names, EPOCH + now)
             scored = with_answer(scored, names, answer, 10.0 * self.weight)
         node = best_node(scored)
         return node, self.choose(node, pod, now)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agent.cli.certs import CLIENT_NAME, CLIENT_SECRET, SERVER_SECRET, SERVICE
-from agent.extender.certs import service_names
+from agent.cluster.certs import service_names
 from tests.deploy.manifests import NAMESPACE, REPO, Manifests, Obj, object_id
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")

@@ -11,7 +11,7 @@ import yaml
 
 from agent.config import load_config
 from agent.deviceplugin import RESOURCE_NAME
-from agent.extender import Extender, NodeCache, build_app
+from agent.extender import Extender, StateTable, build_app
 from agent.extender.scoring import ScoreWeights
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, containers, kustomization, render
 
@@ -38,10 +38,10 @@ def only_container(obj: Obj) -> Obj:
 
 
 def served_routes() -> set[tuple[str, str]]:
-    cache = NodeCache()
-    cache.replace([])
+    cache = StateTable()
+    cache.replace({})
     app = build_app(Extender(cache, ScoreWeights()))
-    return set(app.routes)
+    return {(route.method, route.resource.canonical) for route in app.router.routes() if route.resource is not None}
 
 
 def test_the_url_names_the_extender_service_and_its_port(extender_entry: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ NAMESPACE = "fpga-slot"
 CLIENT_SECRET = "fpga-scheduler-extender-client"
 TLS_DIR = "/tls"
 
-#: Runs in the pod (the project's image: Python, and agent.extender.certs for a certificate of another CA).
+#: Runs in the pod (the project's image: Python, and agent.cluster.certs for a certificate of another CA).
 #: argv[1]: {"host", "port", "server_name", "mode", "body", "prefer", "others", "wait_s"}
 CLIENT = r"""
 import json, socket, ssl, sys, time
@@ -59,7 +59,7 @@ def outcome(ctx):
         return "refused: " + type(exc).__name__
 
 if job["mode"] == "clients":
-    from agent.extender.certs import issue
+    from agent.cluster.certs import issue
     other = issue(["other"], client_name="fpga-scheduler", days=1)
     open("/tmp/other.crt", "wb").write(other.client_cert)
     open("/tmp/other.key", "wb").write(other.client_key)

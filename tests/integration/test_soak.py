@@ -45,13 +45,6 @@ def test_fuzzed_extender_bodies_get_200_or_4xx_with_error() -> None:
     assert int(scored) > 20, rows  # intact requests reach the scoring, not only the parser
 
 
-async def test_fuzzed_byte_streams_get_the_same_answer_with_the_fast_route_as_without() -> None:
-    rows = await soak.soak_fast_route(300, random.Random(7))
-    assert set(zero_rows(rows).values()) == {"0"}, rows
-    answered = next(result for name, result, _ in rows if name == "fast route: requests it answered")
-    assert int(answered) > 50, rows  # the common request reached the fast route, not only the parser
-
-
 def test_fuzzed_annotations_never_escape_the_readers() -> None:
     rows = soak.soak_annotations(300, random.Random(7))
     assert [result for _, result, _ in rows] == ["0 exceptions escaped", "0 unexpected exceptions", "0"]

@@ -17,7 +17,6 @@ def exported_names() -> set[str]:
     agent = AgentMetrics()
     agent.watch_slots(SlotRegistry(), lambda: 0)
     extender = extender_metrics()
-    extender.count_popularity_changes(lambda: 0)
     names: set[str] = set()
     for registry in (agent.registry, extender.registry):
         for family in registry.collect():

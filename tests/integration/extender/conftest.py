@@ -25,11 +25,10 @@ import aiohttp
 import pytest
 import uvloop
 
-from agent.extender import Extender, NodeCache, ScoreWeights, WatchedNode, bound_port, build_app, start
-from agent.extender.http import HttpServer
+from agent.extender import Extender, ScoreWeights, StateTable, WatchedNode, bound_port, build_app, start
 from agent.extender.nodestate import read_node_slots
 from agent.extender.ranking import ANSWER_LIMIT
-from agent.extender.server import ExtenderApp, extender_metrics
+from agent.extender.server import HttpServer, extender_metrics
 from tests.fakeapi import make_node
 from tests.unit.extender.factories import PAC, annotations
 
@@ -145,11 +144,11 @@ class ExtenderUnderTest:
         max_body_bytes: int | None = None,
         answer_limit: int = ANSWER_LIMIT,
     ) -> None:
-        self.cache = NodeCache()
+        self.cache = StateTable()
         self.extender = Extender(self.cache, weights or ScoreWeights(), clock=lambda: NOW, answer_limit=answer_limit)
         kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
         self.metrics = extender_metrics()
-        self.app: ExtenderApp = build_app(self.extender, metrics=self.metrics, **kwargs)
+        self.app = build_app(self.extender, metrics=self.metrics, **kwargs)
         self.runner: HttpServer | None = None
         self.session: aiohttp.ClientSession | None = None
 
@@ -170,8 +169,8 @@ class ExtenderUnderTest:
             await self.runner.cleanup()
 
     def publish(self, cluster: Cluster) -> None:
-        """The node cache after a list of these nodes."""
-        self.cache.replace(cluster.watched())
+        """The state table after a list of these nodes."""
+        self.cache.replace_watched(cluster.watched())
 
     async def post(self, path: str, payload: object) -> tuple[int, Any]:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -197,7 +196,7 @@ async def extender() -> AsyncIterator[ExtenderUnderTest]:
 
 
 @contextlib.contextmanager
-def extender_in_thread(cache: NodeCache | None = None) -> Iterator[str]:
+def extender_in_thread(cache: StateTable | None = None) -> Iterator[str]:
     """The extender on its own event loop in a thread, for synchronous clients (hypothesis); yields the URL."""
     ready = threading.Event()
     url: list[str] = []
@@ -208,7 +207,7 @@ def extender_in_thread(cache: NodeCache | None = None) -> Iterator[str]:
         stop = asyncio.Event()
         stop_box.append((asyncio.get_running_loop(), stop))
         runner = await start(
-            build_app(Extender(cache or NodeCache(), ScoreWeights(), clock=lambda: NOW)), "127.0.0.1", 0
+            build_app(Extender(cache or StateTable(), ScoreWeights(), clock=lambda: NOW)), "127.0.0.1", 0
         )
         try:
             url.append(f"http://127.0.0.1:{bound_port(runner)}")

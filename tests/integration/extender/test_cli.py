@@ -49,7 +49,7 @@ def running_loop() -> str:
 
 async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_process: ExtenderProcess) -> None:
     port = int((await extender_process.wait_for_line(LISTENING))[1])
-    served = rf"listening on .*, compiled fast path, {running_loop()} event loop$"
+    served = rf"listening on .*, http, {running_loop()} event loop$"
     await extender_process.wait_for_line(re.compile(served))
     await extender_process.wait_for_line(re.compile(r"node cache synced: 2 nodes"))
     url = f"http://127.0.0.1:{port}"

@@ -105,11 +105,11 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
     template, pod = shipped()
     async with aiohttp.ClientSession() as session:
         # fpga-1 holds aes-v1 free: 10; fpga-2 programs its empty slot: 7; fpga-3 overwrites sha-v1, used a
-        # minute ago: 7 - 6 x 0.5 x 0.98 -> 4; fpga-4 has no free slot: 0 (the floor, left out). A DRA pod's
+        # minute ago: 7 - 6 x 0.98 -> 1; fpga-4 has no free slot: 0 (the floor, left out). A DRA pod's
         # answer lists the best node only; asked without the better ones, the next shows its score.
         assert await prioritize(session, url, pod) == [{"Host": "fpga-1", "Score": 10}]
         assert await prioritize(session, url, pod, ["fpga-2", "fpga-3", "fpga-4"]) == [{"Host": "fpga-2", "Score": 7}]
-        assert await prioritize(session, url, pod, ["fpga-3", "fpga-4"]) == [{"Host": "fpga-3", "Score": 4}]
+        assert await prioritize(session, url, pod, ["fpga-3", "fpga-4"]) == [{"Host": "fpga-3", "Score": 1}]
         # fpga-5 and fpga-2 both program an empty slot (7 each): the fuller one (fpga-2) is listed, as no
         # scheduler plugin packs DRA slots.
         assert await prioritize(session, url, pod, ["fpga-5", "fpga-2"]) == [{"Host": "fpga-2", "Score": 1}]
@@ -124,7 +124,8 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
         apiserver.put_resource_claim_template(changed)
         answer = await answer_once(session, url, pod, lambda answer: answer[0]["Host"] == "fpga-3")
         assert answer == [{"Host": "fpga-3", "Score": 10}]
-        assert await prioritize(session, url, pod, ["fpga-1", "fpga-4"]) == [{"Host": "fpga-1", "Score": 4}]
+        # fpga-1's aes-v1 was last used long ago: as cheap to overwrite as an empty slot
+        assert await prioritize(session, url, pod, ["fpga-1", "fpga-4"]) == [{"Host": "fpga-1", "Score": 7}]
 
         # A claim named directly (no template, no annotation): neutral everywhere, no node stands out.
         named = copy.deepcopy(pod)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.extender import NodeCache
+from agent.extender import StateTable
 from tests.integration.extender.conftest import Cluster, extender_in_thread, pod, sample
 from tests.unit.extender.factories import slot
 
@@ -91,12 +91,12 @@ class Client:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    cache = NodeCache()
+    cache = StateTable()
     cluster = Cluster()
     cluster.add("n1", [slot("s0", bitstream="aes"), slot("s1")])
     cluster.add("n2", [slot("s0", bitstream="sha", free=False)])
     cluster.add("unknown", None)  # a node that publishes nothing: neutral
-    cache.replace(cluster.watched())
+    cache.replace_watched(cluster.watched())
     with extender_in_thread(cache) as url:
         client = Client(url)
         try:

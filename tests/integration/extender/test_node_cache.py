@@ -1,7 +1,7 @@
 """The node cache fed by the real node watch: the kubernetes client against the fake API server.
 
 The wiring is the CLI's: ``NodeWatcher`` (agent.kube) lists and watches Nodes and
-parses each one with ``parse_watched_node`` in its thread; ``NodeCache`` takes the
+parses each one with ``parse_watched_node`` in its thread; ``StateTable`` takes the
 results on the loop. Tests wait on what the cache heard, never on time.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from kubernetes import client
 
-from agent.extender import NodeCache, WatchedNode, parse_watched_node
+from agent.extender import StateTable, WatchedNode, parse_watched_node
 from agent.kube import Backoff
 from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
@@ -31,31 +31,31 @@ TIMEOUT_S = 10.0
 class Heard:
     """The cache's feed, recorded so that tests can wait for the next list or event."""
 
-    def __init__(self, cache: NodeCache) -> None:
+    def __init__(self, cache: StateTable) -> None:
         self.cache = cache
         self.queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
 
     def replace(self, nodes: list[WatchedNode]) -> None:
-        self.cache.replace(nodes)
+        self.cache.replace_watched(nodes)
         self.queue.put_nowait(("LIST", ",".join(sorted(n.name for n in nodes))))
 
     def event(self, kind: WatchEventKind, node: WatchedNode) -> None:
-        self.cache.apply(kind, node)
+        self.cache.apply_watched(kind, node)
         self.queue.put_nowait((kind, node.name))
 
     async def next(self) -> tuple[str, str]:
         async with asyncio.timeout(TIMEOUT_S):
             return await self.queue.get()
 
-    async def until(self, holds: Callable[[NodeCache], bool]) -> None:
+    async def until(self, holds: Callable[[StateTable], bool]) -> None:
         """Take lists and events until the cache satisfies ``holds``."""
         while not holds(self.cache):
             await self.next()
 
 
 @contextlib.asynccontextmanager
-async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[NodeCache, Heard]]:
-    cache = NodeCache()
+async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[StateTable, Heard]]:
+    cache = StateTable()
     heard = Heard(cache)
     watcher = NodeWatcher(
         api_client,
@@ -90,11 +90,11 @@ async def test_first_list_keeps_nodes_with_valid_state(
         assert await heard.next() == ("LIST", "broken,fpga-1,plain")
         assert cache.synced
         assert len(cache) == 1
-        state = cache.get("fpga-1")
+        state = cache.nodes.get("fpga-1")
         assert state is not None
         assert dict(state.free_loaded) == {("aes", "pac_a10"): 1}
-        assert cache.get("plain") is None
-        assert cache.get("broken") is None
+        assert cache.nodes.get("plain") is None
+        assert cache.nodes.get("broken") is None
 
     first = apiserver.list_requests("nodes")[0]
     assert first.query["resourceVersion"] == "0"
@@ -111,12 +111,12 @@ async def test_one_node_nested_100000_deep_costs_only_that_node(
     async with watching(api_client) as (cache, heard):
         assert await heard.next() == ("LIST", "deep,fpga-1")
         assert cache.synced
-        assert cache.get("deep") is None
+        assert cache.nodes.get("deep") is None
         await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
 
         apiserver.add_node("fpga-1", annotations=published("aes"))  # the other nodes' changes still arrive
         assert await heard.next() == ("MODIFIED", "fpga-1")
-        assert dict(cache.get("fpga-1").free_loaded) == {("aes", "pac_a10"): 1}  # type: ignore[union-attr]
+        assert dict(cache.nodes.get("fpga-1").free_loaded) == {("aes", "pac_a10"): 1}  # type: ignore[union-attr]
         apiserver.add_node("deep", annotations={"example.com/fpga-slots": deep, "example.com/fpga-bitstreams": "{}"})
         assert await heard.next() == ("MODIFIED", "deep")
     assert len(apiserver.list_requests("nodes")) == 1  # no relist
@@ -130,21 +130,21 @@ async def test_watch_adds_updates_and_removes(apiserver: FakeKubeApiServer, api_
 
         apiserver.add_node("n1", annotations=published(None))
         assert await heard.next() == ("ADDED", "n1")
-        assert dict(cache.get("n1").free_empty) == {"pac_a10": 1}  # type: ignore[union-attr]
+        assert dict(cache.nodes.get("n1").free_empty) == {"pac_a10": 1}  # type: ignore[union-attr]
 
         apiserver.add_node("n1", annotations=published("sha"))
         assert await heard.next() == ("MODIFIED", "n1")
-        assert dict(cache.get("n1").free_loaded) == {("sha", "pac_a10"): 1}  # type: ignore[union-attr]
+        assert dict(cache.nodes.get("n1").free_loaded) == {("sha", "pac_a10"): 1}  # type: ignore[union-attr]
 
         apiserver.add_node("n1")  # the agent's annotations gone
         assert await heard.next() == ("MODIFIED", "n1")
-        assert cache.get("n1") is None
+        assert cache.nodes.get("n1") is None
 
         apiserver.add_node("n1", annotations=published("aes"))
         assert await heard.next() == ("MODIFIED", "n1")
         apiserver.delete_node("n1")
         assert await heard.next() == ("DELETED", "n1")
-        assert cache.get("n1") is None
+        assert cache.nodes.get("n1") is None
     assert len(apiserver.list_requests("nodes")) == 1
 
 
@@ -169,7 +169,7 @@ async def test_relist_after_an_interrupted_watch(
         apiserver.add_node("n2", annotations=published(None))
 
         # The relist may come before or after the changes: either way the cache ends up right.
-        await heard.until(lambda c: c.get("n1") is None and c.get("n2") is not None)
+        await heard.until(lambda c: c.nodes.get("n1") is None and c.nodes.get("n2") is not None)
         await apiserver.until(lambda: len(apiserver.list_requests("nodes")) >= 2)
         assert cache.synced
 
@@ -178,7 +178,7 @@ async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, 
     for i in range(5):
         apiserver.add_node(f"n{i}", annotations=published("aes" if i % 2 else None))
     async with watching(api_client) as (cache, heard), ExtenderUnderTest() as extender:
-        extender.extender.nodes = cache
+        extender.extender.table = cache
         assert (await heard.next())[0] == "LIST"
         await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
         before = len(apiserver.requests())

@@ -1,28 +1,20 @@
 """The contract between the agent that publishes node state and the extender that reads it.
 
-The agent renders its annotations from the slot registry and the catalog
-(``agent.node.nodestate``); the extender parses them on its own (it may not import the
-agent's side). Both ends meet here: what one writes, the other reads as meant.
+The agent renders its FpgaNodeState from the slot registry and the catalog
+(``agent.node.nodestate``, through the schema of ``agent.slots.published``); the extender
+builds its state from the records read back (``agent.extender.node_state``). Both ends
+meet here: what one writes, the other reads as meant.
 """
 
 from __future__ import annotations
 
-from agent.extender import ContainerDemand, PodDemand, ScoreWeights, parse_node_slots, score_node
-from agent.extender.nodestate import (
-    BITSTREAMS_ANNOTATION,
-    HEARTBEAT_ANNOTATION,
-    SLOTS_ANNOTATION,
-    STALE_AFTER_S,
-    LoadedSlot,
-)
+from agent.extender import ContainerDemand, PodDemand, ScoreWeights, node_state, score_node
+from agent.extender.nodestate import LoadedSlot
 from agent.extender.scoring import check_node
-from agent.kube import BITSTREAMS_ANNOTATION as PUBLISHED_BITSTREAMS
-from agent.kube import HEARTBEAT_ANNOTATION as PUBLISHED_HEARTBEAT
-from agent.kube import SLOTS_ANNOTATION as PUBLISHED_SLOTS
-from agent.kube.nodefields import STALE_AFTER_S as PUBLISHED_STALE_AFTER_S
-from agent.node.nodestate import render_bitstreams, render_slots
+from agent.node.nodestate import render_state
 from agent.programming.catalog import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.published import parse_state, state_object
 from tests.unit.slots.factories import FakeClock, make_slot
 
 NOW = 1_700_000_000
@@ -54,25 +46,13 @@ def published_registry() -> SlotRegistry:
     return registry
 
 
-def test_both_ends_name_the_same_annotations() -> None:
-    assert (SLOTS_ANNOTATION, BITSTREAMS_ANNOTATION) == (PUBLISHED_SLOTS, PUBLISHED_BITSTREAMS)
-
-
-def test_both_ends_agree_on_the_heartbeat_and_when_it_is_stale() -> None:
-    assert HEARTBEAT_ANNOTATION == PUBLISHED_HEARTBEAT
-    assert STALE_AFTER_S == PUBLISHED_STALE_AFTER_S
-
-
 def test_what_the_agent_publishes_the_extender_reads_as_meant() -> None:
     registry = published_registry()
-    annotations = {
-        SLOTS_ANNOTATION: render_slots(registry.snapshot()),
-        BITSTREAMS_ANNOTATION: render_bitstreams([entry("aes"), entry("sha"), entry("fft", "other-pr")]),
-    }
+    spec = render_state("worker-1", registry.snapshot(), [entry("aes"), entry("sha"), entry("fft", "other-pr")])
+    read = parse_state({**state_object("worker-1", "fpga-slot", spec), "metadata": {"name": "worker-1"}})
 
-    state = parse_node_slots("worker-1", "42", annotations)
+    state = node_state(read.node, "42", read.slots, read.bitstreams)
 
-    assert state is not None
     by_id = {slot.id: slot for slot in state.slots}
     assert set(by_id) == {"card0-slot0", "card0-slot1", "card0-slot2", "card1-slot0", "card1-slot1"}
     loaded_free = by_id["card0-slot0"]

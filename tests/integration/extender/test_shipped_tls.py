@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from agent.cli.certs import DirectoryStore, make_certificates
-from agent.extender.certs import issue, service_names
+from agent.cluster.certs import issue, service_names
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, load_documents, render
 from tests.fakeapi import FakeKubeApiServer, claim_template_review
 from tests.integration.extender.conftest import extender_env, running_extender

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.cluster.certs import tls_context
 from agent.cluster.extenderservice import extender_tls
 from agent.config import load_config
 from agent.errors import ConfigError
-from agent.extender import Extender, NodeCache, ScoreWeights, bound_port, build_app, start
-from agent.extender.http import tls_context
+from agent.extender import Extender, ScoreWeights, StateTable, bound_port, build_app, start
 from tests.integration.extender.conftest import pod
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
@@ -49,8 +49,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def https_port(pki: Path) -> AsyncIterator[int]:
-    cache = NodeCache()
-    cache.replace([])
+    cache = StateTable()
+    cache.replace({})
     tls = tls_context(str(pki / "server.crt"), str(pki / "server.key"), str(pki / "ca.crt"))
     server = await start(build_app(Extender(cache, ScoreWeights())), "127.0.0.1", 0, tls)
     try:

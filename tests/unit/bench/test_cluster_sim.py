@@ -178,7 +178,7 @@ def test_the_extender_policy_is_asked_through_the_score_board_with_every_changed
     cache = policy.cache
     assert set(cache.nodes) == {f"node{n:03d}" for n in range(SMALL.nodes)}
     assert len(cache.changes) > SMALL.nodes  # every node once, then each one whose slots changed since
-    assert policy.board.facts.share(bitstream_name(workload.pods[-1].bitstream)) > 0  # the pods were counted
+    assert policy.facts.share(bitstream_name(workload.pods[-1].bitstream)) > 0  # the pods were counted
 
 
 def test_the_popularity_law_is_recorded_as_dealt_at_every_drift() -> None:

@@ -7,10 +7,7 @@ from tests.unit.bench.rows import bench_rows
 
 def test_prints_every_row_with_answers_that_name_only_the_nodes_standing_out() -> None:
     rows = bench_rows("extender_handler.py", "--calls", "60")
-    assert len(rows) == 10  # the cache-flushed, the long-running and the fast path's rows included
-    assert any(measure.startswith("  the same, new pods after 6000") for measure in rows)
-    fast = next(measure for measure in rows if measure.startswith("  the same, compiled fast path ("))
-    assert "(60 of 60 calls)" in fast  # warm, every new pod answered without Python
+    assert len(rows) == 7  # the cache-flushed row included
     for measure, result in rows.items():
         assert float(result.split()[0]) > 0, (measure, result)
     entries = float(rows["entries in an answer (nodes above the call's floor), mean"])

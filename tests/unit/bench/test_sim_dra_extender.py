@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT
-from agent.extender.scoretable import RANK_SCALE, best_ranked
-from agent.extender.scoring import CLOCK_STEP_S, ScoreWeights, score_single
+from agent.extender.ranking import RANK_SCALE, best_ranked
+from agent.extender.scoring import ScoreWeights, score_node
 from bench.sim.dra import dra
 from bench.sim.draextender import DraExtender, first_fit_score
 from bench.sim.engine import SimNode, SimSlot
@@ -33,7 +33,7 @@ def test_a_partial_hit_that_the_slice_lists_late_is_scored_as_the_overwrite_it_i
     state = published(node("n1", [(7, None, 50.0), (None, None, 0.0), (3, None, 10.0)]), CATALOG)
     assert first_fit_score(state, bitstream_name(7), 2, WEIGHTS, LATER, {}) == 7  # (empty 7 + overwrite 7) / 2
     demand = PodDemand.of("p", [ContainerDemand("main", 2, bitstream_name(7))])
-    assert score_single(demand, state, WEIGHTS, LATER) == 9  # the device-plugin score counts the copy: (10 + 7) / 2
+    assert score_node(demand, state, WEIGHTS, LATER) == 9  # the device-plugin score counts the copy: (10 + 7) / 2
 
 
 def test_a_partial_hit_the_slice_lists_first_counts_as_loaded_and_valued_content_costs() -> None:
@@ -78,7 +78,7 @@ def test_the_extender_steers_a_dra_pod_away_from_overwriting_recent_content() ->
     recent = node("n1", [(0, None, 4999.0), (0, 3, 4999.0)])
     stale = node("n2", [(9, None, 1.0), (9, 4, 1.0)])
     answer = extender.answer([recent, stale], pod, ["n1", "n2"], 5000.0)
-    assert answer == {"n2": 3}  # 7 against 7 - 6 * 0.5 (recency): n1 is the floor, left out
+    assert answer == {"n2": 6}  # 7 against 7 - 6 (recency: just used): n1 is the floor, left out
     for seed in range(8):
         place = dra(random.Random(seed), lru=True, extender=DraExtender(WEIGHTS, CATALOG), extender_weight=5)
         assert place([recent, stale], pod, 5000.0) == (stale, [0])
@@ -102,7 +102,7 @@ def test_the_dra_profile_takes_its_extender_weight_from_its_own_entry_else_the_e
 
 
 def test_the_answer_through_the_score_board_equals_scoring_every_name_by_the_allocators_slots() -> None:
-    # The simulation asks the extender's own score board (one-slot pods from its index); its answer must be what
+    # The simulation asks the extender's own scorer; its answer must be what
     # scoring each node by the slots the allocator takes gives, shifted to the floor, the best by score and packing.
     rng = random.Random(5)
     for round_ in range(30):
@@ -123,11 +123,10 @@ def test_the_answer_through_the_score_board_equals_scoring_every_name_by_the_all
             continue
         extender = DraExtender(WEIGHTS, CATALOG)
         answer = extender.answer(nodes, pod, names, now)
-        keep = extender.board.facts.keep_values(extender.cache.nodes.values(), EPOCH + now)
         states = {n.name: published(n, CATALOG) for n in nodes}
-        clock = (EPOCH + now) // CLOCK_STEP_S * CLOCK_STEP_S  # the extender reads its clock in steps
         ranks = [
-            first_fit_score(states[name], bitstream_name(pod.bitstream), pod.slots, WEIGHTS, clock, keep) * RANK_SCALE
+            first_fit_score(states[name], bitstream_name(pod.bitstream), pod.slots, WEIGHTS, EPOCH + now, {})
+            * RANK_SCALE
             + states[name].packing(pod.slots)
             for name in names
         ]

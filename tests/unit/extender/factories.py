@@ -7,12 +7,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from agent.extender import ContainerDemand, NodeSlots, PodDemand, WatchedNode, parse_node_slots
 from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
-from agent.extender.sample import AskedNames, asked_names
-from agent.extender.scoretable import Scores
+from agent.extender.ranking import Scores
 from agent.extender.scoring import LRU_HORIZON_S, NodeLookup
 
 PAC = "pac_a10"
@@ -119,10 +116,3 @@ def random_node(
             )
         )
     return WatchedNode(name, node(name, slots, rng.choice(catalogs), rv=str(rng.random())))
-
-
-def request_names(names: list[str]) -> AskedNames:
-    """The names as a request body carries them, for the compiled reader."""
-    found = asked_names(orjson.dumps({"Pod": {}, "Nodes": None, "NodeNames": names}))
-    assert found is not None
-    return found[1]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.errors import AdmissionRequestError
-from agent.extender import NodeCache, WatchedNode
+from agent.extender import StateTable, WatchedNode
 from agent.extender.admission import (
     HOW_TO_DECLARE,
     bitstreams_named,
@@ -76,10 +76,10 @@ def review(req: dict[str, Any]) -> bytes:
 
 
 @pytest.fixture
-def cache() -> NodeCache:
+def cache() -> StateTable:
     """Node a's catalog holds aes and sha; the cluster declares pulled-v1."""
-    known = NodeCache()
-    known.replace([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC, "sha": PAC}))])
+    known = StateTable()
+    known.replace_watched([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC, "sha": PAC}))])
     known.replace_declared([Declared("pulled-v1", PAC)])
     return known
 
@@ -138,7 +138,7 @@ def test_an_unknown_kind_names_nothing() -> None:
     ],
 )  # fmt: skip
 def test_known_bitstreams_and_objects_without_one_are_admitted(
-    cache: NodeCache, obj: dict[str, Any], kind: str
+    cache: StateTable, obj: dict[str, Any], kind: str
 ) -> None:
     assert refusal(request(obj, kind), cache) is None
 
@@ -155,7 +155,7 @@ def test_known_bitstreams_and_objects_without_one_are_admitted(
     ],
 )  # fmt: skip
 def test_an_unknown_bitstream_is_refused_naming_it_where_and_how_to_declare_it(
-    cache: NodeCache, obj: dict[str, Any], kind: str, where: str
+    cache: StateTable, obj: dict[str, Any], kind: str, where: str
 ) -> None:
     reason = refusal(request(obj, kind), cache)
     assert reason is not None
@@ -165,31 +165,31 @@ def test_an_unknown_bitstream_is_refused_naming_it_where_and_how_to_declare_it(
 
 
 @pytest.mark.parametrize("value", [42, "", "Upper", "../etc/passwd", "x" * 300])
-def test_a_bitstream_parameter_that_is_no_name_is_refused(cache: NodeCache, value: object) -> None:
+def test_a_bitstream_parameter_that_is_no_name_is_refused(cache: StateTable, value: object) -> None:
     reason = refusal(request(claim(value), "ResourceClaim"), cache)
     assert reason is not None
     assert reason.startswith("spec.devices.config[0].opaque.parameters.bitstream must name a bitstream")
     assert len(reason) < 400
 
 
-def test_a_declaration_or_a_catalog_arriving_later_makes_the_bitstream_known(cache: NodeCache) -> None:
+def test_a_declaration_or_a_catalog_arriving_later_makes_the_bitstream_known(cache: StateTable) -> None:
     req = request(template("later"), "ResourceClaimTemplate")
     assert refusal(req, cache) is not None
     cache.apply_declared("ADDED", Declared("later", PAC))
     assert refusal(req, cache) is None
     cache.apply_declared("DELETED", Declared("later", PAC))
     assert refusal(req, cache) is not None
-    cache.apply("MODIFIED", WatchedNode("b", node("b", [slot("s0")], {"later": PAC})))
+    cache.apply_watched("MODIFIED", WatchedNode("b", node("b", [slot("s0")], {"later": PAC})))
     assert refusal(req, cache) is None
-    cache.apply("DELETED", WatchedNode("b", None))
+    cache.apply_watched("DELETED", WatchedNode("b", None))
     assert refusal(req, cache) is not None
 
 
 @pytest.mark.parametrize("listed", ["nothing", "nodes-only", "declarations-only"])
 def test_nothing_is_refused_as_unknown_before_nodes_and_declarations_are_both_listed(listed: str) -> None:
-    cache = NodeCache()
+    cache = StateTable()
     if listed == "nodes-only":
-        cache.replace([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC}))])
+        cache.replace_watched([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC}))])
     if listed == "declarations-only":
         cache.replace_declared([])
     req = request(claim("nope"), "ResourceClaim")
@@ -202,7 +202,7 @@ def test_nothing_is_refused_as_unknown_before_nodes_and_declarations_are_both_li
 
 
 # ------------------------------------------------------------------------------------ the review
-def test_the_answer_is_an_admission_review_with_the_request_uid(cache: NodeCache) -> None:
+def test_the_answer_is_an_admission_review_with_the_request_uid(cache: StateTable) -> None:
     req = request(claim("nope"), "ResourceClaim")
     answer = json.loads(review_answer(req, cache))
     assert answer["apiVersion"] == "admission.k8s.io/v1"
@@ -231,7 +231,7 @@ def test_the_answer_is_an_admission_review_with_the_request_uid(cache: NodeCache
         pytest.param(b"[" * 100_000 + b"]" * 100_000, "the body is not JSON", id="deeply-nested"),
     ],
 )  # fmt: skip
-def test_a_malformed_review_is_a_400_naming_the_problem(cache: NodeCache, body: bytes, error: str) -> None:
+def test_a_malformed_review_is_a_400_naming_the_problem(cache: StateTable, body: bytes, error: str) -> None:
     with pytest.raises(AdmissionRequestError, match="^" + error.replace("(", r"\(").replace(")", r"\)")):
         parse_review(body)
     status, answer = validator(cache)(body)
@@ -239,16 +239,16 @@ def test_a_malformed_review_is_a_400_naming_the_problem(cache: NodeCache, body: 
     assert json.loads(answer)["Error"].startswith(error)
 
 
-def test_a_review_changes_nothing_in_the_cache(cache: NodeCache) -> None:
-    generation, nodes, listed = cache.generation, dict(cache.nodes), cache.bitstreams_listed
+def test_a_review_changes_nothing_in_the_cache(cache: StateTable) -> None:
+    nodes, listed = dict(cache.nodes), cache.bitstreams_listed
     validate = validator(cache)
     for body in (review(request(claim("nope"), "ResourceClaim")), review(request(claim("aes"), "ResourceClaim"))):
         assert validate(body)[0] == 200
     validate(b"garbage")
-    assert (cache.generation, dict(cache.nodes), cache.bitstreams_listed) == (generation, nodes, listed)
+    assert (dict(cache.nodes), cache.bitstreams_listed) == (nodes, listed)
 
 
-def test_an_update_is_refused_only_for_a_bitstream_its_old_object_did_not_name(cache: NodeCache) -> None:
+def test_an_update_is_refused_only_for_a_bitstream_its_old_object_did_not_name(cache: StateTable) -> None:
     old = template("nope")
     finalized = template("nope") | {"metadata": {"name": "t", "namespace": "ns", "finalizers": ["x"]}}
     update = request(finalized, "ResourceClaimTemplate", "UPDATE") | {"oldObject": old}
@@ -262,8 +262,8 @@ def test_an_update_is_refused_only_for_a_bitstream_its_old_object_did_not_name(c
 
 
 def test_the_first_list_of_declarations_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
-    known = NodeCache()
-    with caplog.at_level("INFO", logger="agent.extender.cache"):
+    known = StateTable()
+    with caplog.at_level("INFO", logger="agent.extender.table"):
         known.replace_declared([])
         known.replace_declared([])
     assert [r.getMessage() for r in caplog.records if "listed" in r.getMessage()] == ["FpgaBitstream objects listed: 0"]

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from agent.extender import NodeCache, NodeSlots, PodDemand, ScoreWeights, WatchedNode
-from agent.extender.drascoring import dra_allocation, prioritize_dra, score_dra
-from agent.extender.ranking import ScoreBoard
-from agent.extender.scoring import LRU_HORIZON_S, score_single
-from tests.unit.extender.factories import N3K, PAC, demand, expected_answer, node, slot
+from agent.extender import NodeSlots, PodDemand, ScoreWeights, StateTable, WatchedNode
+from agent.extender.drascoring import dra_allocation, score_dra
+from agent.extender.ranking import Scorer
+from agent.extender.scoring import LRU_HORIZON_S, score_node
+from tests.unit.extender.factories import N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_020.0  # a multiple of the scoring clock step (60 s), so that ages are exact
 W = ScoreWeights()
@@ -122,7 +122,7 @@ def test_the_first_free_slot_in_order_decides_not_the_cheapest() -> None:
     assert taken((("aes", 1),), state) == ["s0"]
     # sha: recency 0.5, cluster value 1: 7 - 6 x (0.25 + 0.5) = 2.5 -> 3; gz: 7 - 6 x 0.483 = 4.1 -> 4
     assert score_dra(dra(("aes", 1)), state, W, NOW, KEEP) == 3
-    assert score_single(demand(("main", 1, "aes")), state, W, NOW, KEEP) == 4
+    assert score_node(demand(("main", 1, "aes")), state, W, NOW, KEEP) == 4
 
 
 def test_a_node_whose_first_free_slot_holds_a_popular_bitstream_scores_below_one_whose_first_is_empty() -> None:
@@ -158,7 +158,6 @@ def test_unknown_content_first_in_order_is_valued_by_its_recency() -> None:
 def test_nothing_known_is_neutral() -> None:
     assert score_dra(dra(("aes", 1)), None, W, NOW) == W.neutral
     assert score_dra(dra(), n(slot("s0")), W, NOW) == W.neutral
-    assert prioritize_dra(dra(), ["a", "b"], lambda _: None, W, NOW) == [("a", W.neutral), ("b", W.neutral)]
 
 
 def test_promised_copies_are_taken_off_first() -> None:
@@ -166,80 +165,29 @@ def test_promised_copies_are_taken_off_first() -> None:
         slot("s0", bitstream="aes", last_used=ago(5)), slot("s1", bitstream="gz", last_used=ago(2 * LRU_HORIZON_S))
     )
     assert taken((("aes", 1),), state, promised=1) == ["s1"]
-    scores = prioritize_dra(dra(("aes", 1)), ["n"], {"n": state}.get, W, NOW, KEEP, promised={"n": 1})
-    assert scores == [("n", W.empty)]
-    assert prioritize_dra(dra(("aes", 1)), ["n"], {"n": state}.get, W, NOW, KEEP) == [("n", W.loaded)]
+    assert score_dra(dra(("aes", 1)), state, W, NOW, KEEP, promised=1) == W.empty
+    assert score_dra(dra(("aes", 1)), state, W, NOW, KEEP) == W.loaded
 
 
 def test_a_one_slot_dra_pod_is_promised_its_copy_on_the_score_board() -> None:
     """Two DRA pods of one bitstream in a row: the first is sent to the node with the free copy, the second is
     scored as if that copy were gone (the allocator gives it to the first pod's claim)."""
-    cache = NodeCache()
-    cache.replace(
-        [
-            WatchedNode("a", n(slot("a0", bitstream="aes", last_used=ago(5)), slot("a1", free=False), name="a")),
-            WatchedNode("b", n(slot("b0"), slot("b1", free=False), name="b")),
-            WatchedNode("c", n(slot("c0", bitstream="sha", last_used=ago(30)), slot("c1", free=False), name="c")),
-        ]
+    cache = cluster(
+        n(slot("a0", bitstream="aes", last_used=ago(5)), slot("a1", free=False), name="a"),
+        n(slot("b0"), slot("b1", free=False), name="b"),
+        n(slot("c0", bitstream="sha", last_used=ago(30)), slot("c1", free=False), name="c"),
     )
-    board = ScoreBoard(W)
+    board = Scorer(W)
     names = ["a", "b", "c"]
-    first = board.prioritize(cache, replace(dra(("aes", 1)), pod="default/p1"), names, cache.lookup(), NOW)
+    first = board.prioritize(cache, replace(dra(("aes", 1)), pod="default/p1"), names, NOW)
     assert first[0][0] == "a"
-    second = dict(board.prioritize(cache, replace(dra(("aes", 1)), pod="default/p2"), names, cache.lookup(), NOW))
+    second = dict(board.prioritize(cache, replace(dra(("aes", 1)), pod="default/p2"), names, NOW))
     assert max(second, key=second.__getitem__) == "b"  # a's copy is promised: an empty slot is best now
 
 
-def test_a_one_slot_dra_pod_answered_from_the_index_equals_scoring_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The one-slot fast path (the per-platform DRA bases of the one-slot index, hits put in, promised copies
-    scored on their own) answers exactly what scoring each node by ``score_dra`` and ranking answers, pod after
-    pod, promises made along the way included."""
-    import random
-
-    rng = random.Random(7)
-    cache = NodeCache()
-    watched = []
-    for index in range(120):
-        slots = []
-        for k in range(rng.choice((1, 2, 4))):
-            held, platform = rng.random() < 0.6, rng.choice((PAC, PAC, N3K))
-            slots.append(
-                slot(
-                    f"s{index}-{k}",
-                    platform=platform,
-                    bitstream=(rng.choice(("aes", "sha", "gz")) if platform == PAC else "fft") if held else None,
-                    free=rng.random() < 0.7,
-                    last_used=ago(rng.choice((30, 600, 5000, 90000))) if held else None,
-                )
-            )
-        watched.append(WatchedNode(f"n{index}", n(*slots, name=f"n{index}")))
-    cache.replace(watched)
-    fast, slow = ScoreBoard(W), ScoreBoard(W)
-
-    def per_name(*_args: object) -> None:
-        raise AssertionError("a one-slot DRA pod was scored per name")
-
-    monkeypatch.setattr("agent.extender.ranking.prioritize_dra", per_name)  # the board must answer from the index
-    names = [f"n{index}" for index in rng.sample(range(120), 60)]
-    for number in range(40):
-        pod = PodDemand.of_claims(f"default/p{number}", [(rng.choice(("aes", "sha", "gz", "fft")), 1)])
-        got = fast.prioritize(cache, pod, names, cache.lookup(), NOW)
-        # the per-name path: the same board logic without the index (a two-slot request disables it, so the
-        # expected answer is worked out here from score_dra and the same promises)
-        assert slow.promises is not None
-        bitstream = pod.dra[0][0] if pod.dra else ""
-        promised = slow.promises.promised(cache, pod.pod, bitstream, NOW)
-        keep = slow.facts.keep_values(cache.nodes.values(), NOW)
-        scores = prioritize_dra(pod, names, cache.lookup(), W, NOW, keep, slow.facts.version, promised)
-        slow.count(pod)
-        ranked = expected_answer(scores, pod, cache.lookup(), 1, pack_ties=True)
-        expected = slow.promises.settle(cache, pod.pod, bitstream, ranked, NOW)
-        assert got == expected, number
-
-
-def cluster(*states: NodeSlots) -> NodeCache:
-    cache = NodeCache()
-    cache.replace([WatchedNode(state.name, state) for state in states])
+def cluster(*states: NodeSlots) -> StateTable:
+    cache = StateTable()
+    cache.replace_watched([WatchedNode(state.name, state) for state in states])
     return cache
 
 
@@ -254,13 +202,13 @@ def test_when_every_node_scores_alike_a_dra_answer_still_lists_the_best_packed(c
     pod = dra(("aes", count))
     names = ["idle", "some", "most"]
     assert [cache.nodes[name].packing(count) for name in names] == [25 * count, 25 + 25 * count, 60 + 20 * count]
-    assert {score for _, score in prioritize_dra(pod, names, cache.lookup(), W, NOW)} == {W.empty}
-    assert ScoreBoard(W).prioritize(cache, pod, names, cache.lookup(), NOW) == [("most", 1)]
+    assert {score_dra(pod, cache.nodes[name], W, NOW) for name in names} == {W.empty}
+    assert Scorer(W).prioritize(cache, pod, names, NOW) == [("most", 1)]
 
 
 def test_when_every_node_scores_and_packs_alike_a_dra_answer_lists_none() -> None:
     cache = cluster(*(n(slot(f"{name}0"), slot(f"{name}1", free=False), name=name) for name in ("a", "b")))
-    assert ScoreBoard(W).prioritize(cache, dra(("aes", 1)), ["a", "b"], cache.lookup(), NOW) == []
+    assert Scorer(W).prioritize(cache, dra(("aes", 1)), ["a", "b"], NOW) == []
 
 
 def test_a_device_plugin_pod_scored_alike_everywhere_is_left_to_the_profiles_packing() -> None:
@@ -270,4 +218,4 @@ def test_a_device_plugin_pod_scored_alike_everywhere_is_left_to_the_profiles_pac
     cache = cluster(half, idle)
     for count in (1, 2):
         pod = demand(("main", count, "aes"))
-        assert ScoreBoard(W).prioritize(cache, pod, ["idle", "half"], cache.lookup(), NOW) == []
+        assert Scorer(W).prioritize(cache, pod, ["idle", "half"], NOW) == []

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import agent.extender.nodestate
-from agent.extender.cache import NodeCache, RequestNodes, WatchedNode
 from agent.extender.nodestate import (
     BITSTREAMS_ANNOTATION,
     HEARTBEAT_ANNOTATION,
@@ -23,6 +22,7 @@ from agent.extender.nodestate import (
     parse_node_slots,
     read_node_slots,
 )
+from agent.extender.table import RequestNodes, StateTable, WatchedNode
 from tests.unit.extender.factories import CATALOG, N3K, PAC, annotations, node, slot
 
 
@@ -44,7 +44,6 @@ def test_counts_what_scoring_needs() -> None:
     assert dict(state.bitstreams) == CATALOG
     assert dict(state.healthy) == {PAC: 4, N3K: 2}
     assert state.free == 5
-    assert dict(state.free_by_platform) == {PAC: 3, N3K: 2}  # s0, s2, s3; s5, s6
     assert dict(state.free_empty) == {PAC: 1, N3K: 1}
     assert dict(state.free_loaded) == {("aes", PAC): 1, ("sha", PAC): 1}
     assert state.reusable[PAC] == (LoadedSlot(100, "sha"), LoadedSlot(300, "aes"))
@@ -89,7 +88,7 @@ def _with(**changes: Any) -> dict[str, str]:
         pytest.param(
             {SLOTS_ANNOTATION: "[]", BITSTREAMS_ANNOTATION: '{"aes": 3}'}, "['aes']: the platform", id="catalog-value"
         ),
-        pytest.param(_with(id=""), "id is not a non-empty string", id="empty-id"),
+        pytest.param(_with(id=""), "id is not a string of 1-256 characters", id="empty-id"),
         pytest.param(_with(platform=None), "platform is not a string", id="platform-null"),
         pytest.param(_with(free="yes"), "free and healthy must be", id="free-string"),
         pytest.param(_with(healthy=None), "free and healthy must be", id="healthy-null"),
@@ -182,10 +181,8 @@ def test_the_state_of_an_agent_whose_heartbeat_is_too_old_reads_as_none(age_s: f
         given[HEARTBEAT_ANNOTATION] = str(int(time.time() - age_s))
     state = read_node_slots("n1", "7", given)
     assert (state is not None) is read
-    cache = RequestNodes()
     body = [{"metadata": {"name": "n1", "resourceVersion": "7", "annotations": given}}]
-    assert (cache.index(body)["n1"] is not None) is read
-    assert (cache.index(body)["n1"] is not None) is read  # from the memo: checked again
+    assert ("n1" in RequestNodes(body).nodes) is read
 
 
 def test_a_heartbeat_that_is_not_epoch_seconds_is_malformed() -> None:
@@ -194,22 +191,21 @@ def test_a_heartbeat_that_is_not_epoch_seconds_is_malformed() -> None:
 
 
 def test_the_node_cache_forgets_a_node_once_its_agent_stops_renewing_the_heartbeat() -> None:
-    cache = NodeCache()
+    cache = StateTable()
     beat = 1_700_000_000
     fresh = parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: str(beat)})
     legacy = parse_node_slots("n2", "1", annotations([slot("s0")]))
-    cache.replace([WatchedNode("n1", fresh), WatchedNode("n2", legacy)])
+    cache.replace_watched([WatchedNode("n1", fresh), WatchedNode("n2", legacy)])
     assert cache.expire(beat + STALE_AFTER_S) == []
     assert cache.expire(beat + STALE_AFTER_S + 1) == ["n1"]
-    assert cache.get("n1") is None
+    assert cache.nodes.get("n1") is None
     assert list(cache.unpublished) == ["n1"]  # the node is still there, without usable state: neutral
-    assert cache.get("n2") is not None  # an agent without heartbeats is taken as it is
-    assert list(cache.changes) == ["n1"]
-    cache.apply("MODIFIED", WatchedNode("n1", fresh))  # its agent is back
-    assert cache.get("n1") is not None
+    assert cache.nodes.get("n2") is not None  # an agent without heartbeats is taken as it is
+    cache.apply_watched("MODIFIED", WatchedNode("n1", fresh))  # its agent is back
+    assert cache.nodes.get("n1") is not None
     assert not cache.unpublished
-    cache.apply("MODIFIED", WatchedNode("n1", None))  # its agent withdrew the state
+    cache.apply_watched("MODIFIED", WatchedNode("n1", None))  # its agent withdrew the state
     assert list(cache.unpublished) == ["n1"]
-    cache.apply("DELETED", WatchedNode("n1", None))  # the node is gone: in neither
-    assert cache.get("n1") is None
+    cache.apply_watched("DELETED", WatchedNode("n1", None))  # the node is gone: in neither
+    assert cache.nodes.get("n1") is None
     assert not cache.unpublished

@@ -1,151 +1,91 @@
-"""A free copy is promised to the pod it is offered to: not offered again until the node publishes anew."""
+"""A free copy is promised to one pod at a time: the defects of the old book, each as a test."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
-import pytest
-
-from agent.extender import NodeCache, ScoreWeights, WatchedNode
-from agent.extender.promises import PROMISE_TTL_S
-from agent.extender.ranking import ScoreBoard
-from tests.unit.extender.factories import CATALOG, demand, node, random_node, request_names, slot
+from agent.extender import PodDemand, ScoreWeights, StateTable, WatchedNode
+from agent.extender.promises import MAX_PROMISES, PROMISE_TTL_S, Promises
+from agent.extender.ranking import Scorer
+from tests.unit.extender.factories import PAC, demand, node, slot
 
 NOW = 1_800_000_000.0
+AES = demand(("main", 1, "aes"))
+W = ScoreWeights()
 
 
-def cluster() -> NodeCache:
-    """a and b each hold aes in one free slot (b is fuller: 2 of 3 slots in use against 1 of 4), c has an empty
-    slot, d holds sha."""
-    cache = NodeCache()
-    cache.replace(
-        [
-            WatchedNode(
-                "a",
-                node(
-                    "a", [slot("a0", bitstream="aes"), slot("a1", bitstream="sha", free=False), slot("a2"), slot("a3")]
-                ),
-            ),
-            WatchedNode("b", node("b", [slot("b0", bitstream="aes"), *[slot(f"b{i}", free=False) for i in (1, 2)]])),
-            WatchedNode("c", node("c", [slot("c0"), slot("c1", free=False)])),
-            WatchedNode("d", node("d", [slot("d0", bitstream="sha"), slot("d1", free=False)])),
-        ]
-    )
-    return cache
+def pod(name: str) -> PodDemand:
+    return replace(AES, pod=f"default/{name}")
 
 
-def ask(board: ScoreBoard, cache: NodeCache, pod: str, now: float = NOW) -> list[tuple[str, int]]:
-    names = ["a", "b", "c", "d"]
-    return board.prioritize(cache, replace(demand(("main", 1, "aes")), pod=pod), names, cache.lookup(), now)
+def table(**nodes: list[dict[str, object]] | None) -> StateTable:
+    known = StateTable()
+    known.replace({name: None if slots is None else node(name, slots) for name, slots in nodes.items()})
+    return known
 
 
-def test_the_top_copy_is_promised_and_the_next_pod_is_offered_the_other_one() -> None:
-    cache, board = cluster(), ScoreBoard(ScoreWeights())
-    first = ask(board, cache, "default/p1")
-    assert first[0][0] == "b"  # both hold aes free; b is the fuller node
-    assert dict(first)["b"] > dict(first)["a"]  # the other copy one point lower: the scheduler takes b
-    second = ask(board, cache, "default/p2")
-    assert second[0][0] == "a"  # b's copy is promised to p1
-    third = dict(ask(board, cache, "default/p3"))  # both copies promised: the empty slot of c is best
-    assert max(third, key=third.__getitem__) == "c"
+def top(answer: list[tuple[str, int]]) -> str:
+    best = max(score for _, score in answer)
+    (name,) = [name for name, score in answer if score == best]
+    return name
 
 
-def test_a_pod_asked_again_keeps_one_promise() -> None:
-    cache, board = cluster(), ScoreBoard(ScoreWeights())
-    for _ in range(3):
-        assert ask(board, cache, "default/p1")[0][0] == "b"
-    assert ask(board, cache, "default/p2")[0][0] == "a"
+def test_two_pods_asking_two_nodes_with_one_copy_each_and_a_node_without_state_get_one_each() -> None:
+    """The defect: nodes a and b with one free aes copy each, u without published state; two pods asking a, b, u
+    were both promised b (the per-name fallback ignored the promises)."""
+    nodes = table(a=[slot("a0", bitstream="aes")], b=[slot("b0", bitstream="aes")], u=None)
+    scorer = Scorer(W)
+    first = top(scorer.prioritize(nodes, pod("p1"), ["a", "b", "u"], NOW))
+    second = top(scorer.prioritize(nodes, pod("p2"), ["a", "b", "u"], NOW))
+    assert {first, second} == {"a", "b"}
+    third = scorer.prioritize(nodes, pod("p3"), ["a", "b", "u"], NOW)
+    assert dict(third).get("a") == dict(third).get("b")  # both copies promised: a and b score alike now
 
 
-def test_a_promise_ends_when_the_node_publishes_or_after_its_time() -> None:
-    cache, board = cluster(), ScoreBoard(ScoreWeights())
-    assert ask(board, cache, "default/p1")[0][0] == "b"
-    # b publishes again (the agent saw the slot taken): what it publishes is the truth again
-    taken = node("b", [slot("b0", bitstream="aes", free=False), *[slot(f"b{i}", free=False) for i in (1, 2)]], rv="2")
-    cache.apply("MODIFIED", WatchedNode("b", taken))
-    assert ask(board, cache, "default/p2")[0][0] == "a"
-    assert ask(board, cache, "default/p3")[0][0] != "a"  # a's copy is promised to p2 now
-    later = NOW + PROMISE_TTL_S + 1
-    assert ask(board, cache, "default/p4", later)[0][0] == "a"  # p2's promise expired
+def test_a_copy_is_promised_only_while_the_nodes_state_holds() -> None:
+    nodes = table(a=[slot("a0", bitstream="aes"), slot("a1")], b=[slot("b0"), slot("b1")])
+    scorer = Scorer(W)
+    assert top(scorer.prioritize(nodes, pod("p1"), ["a", "b"], NOW)) == "a"
+    assert "a" not in dict(scorer.prioritize(nodes, pod("p2"), ["a", "b"], NOW))  # a's copy is p1's: a ties b
+    nodes.apply("a", node("a", [slot("a0", bitstream="aes"), slot("a1")], rv="2"))  # a republished: promise ends
+    assert top(scorer.prioritize(nodes, pod("p3"), ["a", "b"], NOW)) == "a"
 
 
-def test_without_promises_the_same_copy_is_offered_to_every_pod() -> None:
-    cache, board = cluster(), ScoreBoard(ScoreWeights(), promises=False)
-    tops = {ask(board, cache, f"default/p{i}")[0] for i in range(3)}
-    assert len(tops) == 1
+def test_a_pod_asked_about_again_releases_its_promise_and_a_promise_expires() -> None:
+    nodes = table(a=[slot("a0", bitstream="aes")], b=[slot("b0")])
+    scorer = Scorer(W)
+    assert top(scorer.prioritize(nodes, pod("p1"), ["a", "b"], NOW)) == "a"
+    assert top(scorer.prioritize(nodes, pod("p1"), ["a", "b"], NOW)) == "a"  # the retry gets it again
+    assert "a" not in dict(scorer.prioritize(nodes, pod("p2"), ["a", "b"], NOW))
+    assert top(scorer.prioritize(nodes, pod("p2"), ["a", "b"], NOW + PROMISE_TTL_S + 1)) == "a"
 
 
-def test_nodes_that_tie_for_the_top_are_chosen_by_the_pod_not_always_the_first() -> None:
-    cache = NodeCache()
-    names = [f"n{i}" for i in range(8)]
-    watched = [WatchedNode(n, node(n, [slot(f"{n}-0", bitstream="aes"), slot(f"{n}-1")])) for n in names]
-    cache.replace([*watched, WatchedNode("x", node("x", [slot("x-0"), slot("x-1")]))])  # x holds no copy
-    names.append("x")
-    tops = set()
-    for i in range(8):
-        board = ScoreBoard(ScoreWeights())  # a board each: no promise of one pod shadows another's choice
-        pod = replace(demand(("main", 1, "aes")), pod=f"default/p{i}")
-        answer = board.prioritize(cache, pod, names, cache.lookup(), NOW)
-        best = max(score for _, score in answer)
-        (top,) = [name for name, score in answer if score == best]  # exactly one node keeps the top score
-        tops.add(top)
-    assert len(tops) > 1
+def test_two_copies_on_one_node_are_promised_to_two_pods_then_the_node_is_taken() -> None:
+    nodes = table(a=[slot("a0", bitstream="aes"), slot("a1", bitstream="aes")], b=[slot("b0")])
+    scorer = Scorer(W)
+    assert top(scorer.prioritize(nodes, pod("p1"), ["a", "b"], NOW)) == "a"
+    assert top(scorer.prioritize(nodes, pod("p2"), ["a", "b"], NOW)) == "a"
+    assert "a" not in dict(scorer.prioritize(nodes, pod("p3"), ["a", "b"], NOW))
+    assert scorer.promises is not None
+    scorer.promises.release("default/p1")  # one copy free again: the node has one to give
+    assert top(scorer.prioritize(nodes, pod("p4"), ["a", "b"], NOW)) == "a"
 
 
-def test_a_node_is_offered_until_each_free_copy_is_promised_and_again_when_a_promise_ends() -> None:
-    cache = NodeCache()
-    two = node("a", [slot("a0", bitstream="aes"), slot("a1", bitstream="aes"), slot("a2", free=False)])
-    one = node("b", [slot("b0", bitstream="aes"), slot("b1"), slot("b2"), slot("b3")])
-    cache.replace([WatchedNode("a", two), WatchedNode("b", one), WatchedNode("c", node("c", [slot("c0")]))])
-    board = ScoreBoard(ScoreWeights())
-
-    def top(pod: str) -> str:
-        names = ["a", "b", "c"]
-        answer = board.prioritize(cache, replace(demand(("main", 1, "aes")), pod=pod), names, cache.lookup(), NOW)
-        return answer[0][0]
-
-    assert [top("default/p1"), top("default/p2")] == ["a", "a"]  # a (the fuller) has two copies to promise
-    assert top("default/p3") == "b"  # both of a's copies are promised now
-    assert top("default/p1") == "a"  # p1 asked again: its copy on a is free for it again
-    assert top("default/p2") == "a"
-    assert top("default/p4") not in ("a", "b")  # every copy promised: the best node is one without a copy
+def test_the_book_is_bounded_in_entries_and_key_length() -> None:
+    book = Promises(limit=3)
+    state = node("a", [slot("a0", bitstream="aes")])
+    for number in range(10):
+        book.promise(f"default/p{number}", "aes", "a", state, NOW)
+    assert len(book) == 3
+    book.promise("x" * 10_000, "aes", "a", state, NOW)  # no such pod name exists: not kept
+    assert len(book) == 3
+    assert dict(book.taken("other", "aes", {"a": state}, NOW)) == {"a": 3}
+    assert MAX_PROMISES <= 10_000
 
 
-def test_a_promise_is_the_same_whether_recorded_after_the_answer_or_by_the_next_call() -> None:
-    cache = cluster()
-    eager, lazy = ScoreBoard(ScoreWeights()), ScoreBoard(ScoreWeights())
-    for pod in ("default/p1", "default/p2", "default/p3", "default/p1"):
-        answer = ask(eager, cache, pod)
-        eager.after_answer()  # as the server does once the answer is written
-        eager.after_answer()  # nothing pending: no second promise
-        assert ask(lazy, cache, pod) == answer  # recorded by its next call instead
-    assert eager.promises is not None
-    assert lazy.promises is not None
-    assert eager.promises.taken(cache, "aes", NOW) == lazy.promises.taken(cache, "aes", NOW) == {"a": 1, "b": 1}
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_a_board_promises_alike_whether_it_reads_strings_or_the_request_bytes(seed: int) -> None:
-    """Pods of a few bitstreams scored in turn, nodes republishing now and then: a board given the names as a
-    request's bytes (the compiled reader, promised copies taken out there) answers and promises what a board
-    given them as strings does, call by call."""
-    rng = random.Random(seed)
-    names = [f"node-{i}" for i in range(60)]
-    cache = NodeCache()
-    cache.replace([random_node(rng, name, NOW, [CATALOG], fitting=True) for name in names])
-    strings, from_bytes = ScoreBoard(ScoreWeights()), ScoreBoard(ScoreWeights())
-    now = NOW
-    for call in range(400):
-        if rng.random() < 0.1:
-            cache.apply("MODIFIED", random_node(rng, rng.choice(names), now, [CATALOG], fitting=True))
-        now += rng.choice([0.0, 0.5, 2.0])
-        pod = replace(demand(("main", 1, rng.choice(["aes", "aes", "sha", "fft"]))), pod=f"default/p{call % 150}")
-        asked = rng.sample(names, rng.randint(1, len(names)))
-        expected = strings.prioritize(cache, pod, asked, cache.lookup(), now)
-        answer = from_bytes.prioritize(cache, pod, request_names(asked), cache.lookup(), now)
-        assert sorted(answer) == sorted(expected)
-        assert strings.promises is not None
-        assert from_bytes.promises is not None
-        for bitstream in ("aes", "sha", "fft"):
-            assert strings.promises.taken(cache, bitstream, now) == from_bytes.promises.taken(cache, bitstream, now)
+def test_a_watched_node_list_feeds_the_table_as_a_mapping_does() -> None:
+    fed, watched = StateTable(), StateTable()
+    state = node("a", [slot("a0", platform=PAC, bitstream="aes")])
+    fed.replace({"a": state, "u": None})
+    watched.replace_watched([WatchedNode("a", state), WatchedNode("u", None)])
+    assert (fed.nodes, fed.unpublished) == (watched.nodes, watched.unpublished)

@@ -10,16 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.scoring import (
-    DOWNLOAD_PENALTY,
-    LRU_HORIZON_S,
-    NO_VALUES,
-    _score_general,
-    check_node,
-    prioritize_nodes,
-    score_one_slot,
-    score_single,
-)
+from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, check_node
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_000
@@ -203,8 +194,8 @@ SCORE_CASES = [
     pytest.param(AES1, n(slot("s0")), 7, id="empty-free-slot"),
     pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(2 * LRU_HORIZON_S))), 7, id="evict-long-unused"),
     pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=None)), 7, id="evict-never-used"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(LRU_HORIZON_S / 2))), 6, id="evict-half-horizon"),
-    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(0))), 4, id="evict-just-used"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(LRU_HORIZON_S / 2))), 4, id="evict-half-horizon"),
+    pytest.param(AES1, n(slot("s0", bitstream="sha", last_used=used(0))), 1, id="evict-just-used"),
     pytest.param(
         AES1,
         n(slot("s0", bitstream="sha", last_used=used(0)), slot("s1", bitstream="fft", last_used=used(LRU_HORIZON_S))),
@@ -258,7 +249,7 @@ def test_score(pod: PodDemand, state: NodeSlots | None, score: int) -> None:
         pytest.param(None, 0.0, 7, id="never-used-nobody-wants-it-as-cheap-as-empty"),
         pytest.param(None, 1.0, 4, id="never-used-last-copy-of-a-popular-one"),
         pytest.param(None, 0.5, 6, id="never-used-half-wanted"),
-        pytest.param(0, 0.0, 4, id="just-used-nobody-wants-it"),
+        pytest.param(0, 0.0, 1, id="just-used-no-cluster-value-recency-alone"),
         pytest.param(0, 1.0, 1, id="just-used-and-wanted-worth-evict"),
         pytest.param(LRU_HORIZON_S / 2, 0.5, 4, id="half-and-half"),
     ],
@@ -296,19 +287,6 @@ def test_weights_set_the_slot_values(weights: ScoreWeights, scores: tuple[int, .
         None,
     ]
     assert tuple(score_node(AES1, s, weights, NOW, {"sha": 1.0}) for s in states) == scores
-
-
-def test_prioritize_answers_every_name_in_order() -> None:
-    nodes = {"hit": n(slot("s0", bitstream="aes")), "empty": n(slot("s0")), "full": n(slot("s0", free=False))}
-    scores = prioritize_nodes(AES1, ["full", "unknown", "hit", "empty", "hit"], nodes.get, W, NOW)
-    assert scores == [("full", 0), ("unknown", 5), ("hit", 10), ("empty", 7), ("hit", 10)]
-
-
-def test_prioritize_without_a_bitstream_is_neutral_and_looks_nothing_up() -> None:
-    def lookup(name: str) -> NodeSlots | None:
-        raise AssertionError(f"looked up {name}")
-
-    assert prioritize_nodes(NO_BITSTREAM, ["a", "b"], lookup, ScoreWeights(neutral=3), NOW) == [("a", 3), ("b", 3)]
 
 
 _slot_strategy = st.builds(
@@ -374,110 +352,6 @@ def test_parse_score_weights_rejects(text: str, message: str) -> None:
         parse_score_weights(text)
 
 
-@given(
-    st.lists(_slot_strategy, max_size=12).map(_unique),
-    st.sampled_from(["aes", "sha", "fft", "zzz"]),
-    st.integers(1, 5),
-    st.integers(0, 3),
-    st.integers(0, 3),
-    st.dictionaries(st.sampled_from(["aes", "sha", "fft"]), st.floats(0.0, 1.0)),
-)
-def test_the_short_path_for_one_bitstream_scores_as_the_general_one(
-    slots: list[dict[str, Any]], bitstream: str, app: int, init: int, unnamed: int, keep: dict[str, float]
-) -> None:
-    pod = demand(("main", app, bitstream), ("init", init, bitstream, True), ("side", unnamed, None))
-    assert pod.single is not None
-    state = node("n", slots, CATALOG)
-    assert score_single(pod, state, W, NOW, keep) == _score_general(pod, state, W, NOW, keep)
-
-
-def test_remembered_scores_follow_weights_clock_and_demand() -> None:
-    state = n(slot("s0", bitstream="sha", last_used=NOW), slot("s1"))
-    lookup = {"n": state}.get
-
-    def score(
-        pod: PodDemand,
-        weights: ScoreWeights = W,
-        now: float = NOW,
-        keep: dict[str, float] | None = None,
-        version: int = 0,
-    ) -> int:
-        return prioritize_nodes(pod, ["n"], lookup, weights, now, keep or {}, version)[0][1]
-
-    assert score(AES1) == 7
-    assert score(AES1) == 7  # remembered
-    assert score(AES1, ScoreWeights(empty=3)) == 3
-    assert score(AES2) == 6  # one empty (7) and one eviction of a just-used bitstream (7 - 6 x 0.5): 5.5
-    assert score(AES2, now=NOW + 2 * LRU_HORIZON_S) == 7  # later that bitstream is stale: (7 + 7) / 2
-    assert score(AES2, keep={"sha": 1.0}, version=1) == 4  # the cluster wants it too: (7 + 1) / 2
-    assert score(AES2, keep={}, version=1) == 4  # remembered under the version: the caller must change it
-    assert score(demand(("main", 1, "aes"), ("side", 1, None))) == 7
-    assert score(demand(("main", 1, "aes"), ("side", 2, None))) == 0
-    assert len(state.memo) == 7
-
-
-def test_remembered_filter_answers_follow_the_demand() -> None:
-    state = n(slot("s0"), slot("s1", platform=N3K))
-    lookup = {"n": state}.get
-    assert filter_nodes(AES1, ["n"], lookup).passed == ["n"]
-    assert filter_nodes(AES2, ["n"], lookup).failed == {
-        "n": 'bitstream "aes" (platform pac_a10) needs 2 healthy slots of that platform, the node has 1'
-    }
-    assert filter_nodes(AES1, ["n"], lookup).passed == ["n"]
-    assert filter_nodes(AES2, ["n"], lookup).passed == []
-
-
-def test_the_memory_of_a_node_state_is_bounded() -> None:
-    state = n(slot("s0"))
-    for count in range(1, 200):
-        prioritize_nodes(demand(("main", count, "aes")), ["n"], {"n": state}.get, W, NOW)
-    assert 0 < len(state.memo) <= 64
-
-
-_SLOT = st.builds(
-    lambda i, platform, bitstream, free, healthy, age: slot(
-        f"s{i}",
-        platform=platform,
-        bitstream=bitstream,
-        free=free,
-        healthy=healthy,
-        last_used=None if age is None else int(NOW_ONE_SLOT - age),
-    ),
-    st.integers(0, 1000),
-    st.sampled_from([PAC, N3K]),
-    st.sampled_from([None, *CATALOG]),
-    st.booleans(),
-    st.booleans(),
-    st.one_of(st.none(), st.floats(0, 2 * LRU_HORIZON_S)),
-)
-NOW_ONE_SLOT = 1_800_000_000.0
-
-
-@given(
-    slots=st.lists(_SLOT, max_size=8),
-    catalog=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.sampled_from([PAC, N3K])),
-    bitstream=st.sampled_from([*CATALOG, "unknown", "declared-only"]),
-    weights=st.builds(ScoreWeights, st.integers(0, 10), st.integers(0, 10), st.integers(0, 10), st.integers(0, 10)),
-    keep=st.dictionaries(st.sampled_from(sorted(CATALOG)), st.floats(0, 1)),
-    declared=st.dictionaries(st.sampled_from([*sorted(CATALOG), "declared-only"]), st.sampled_from([PAC, N3K])),
-)
-def test_the_one_slot_score_equals_the_general_one(
-    slots: list[dict[str, Any]],
-    catalog: dict[str, str],
-    bitstream: str,
-    weights: ScoreWeights,
-    keep: dict[str, float],
-    declared: dict[str, str],
-) -> None:
-    """The shared per-node part gives what scoring the pod from scratch gives, on any node, weights and
-    declarations."""
-    state = node("n", [dict(s, id=f"s{i}") for i, s in enumerate(slots)], catalog).declaring(declared)
-    pod = demand(("main", 1, bitstream))
-    expected = score_single(pod, state, weights, NOW_ONE_SLOT, keep)
-    assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected
-    assert score_one_slot(bitstream, state, weights, NOW_ONE_SLOT, keep, "v") == expected  # from the memo
-
-
 def test_a_declared_bitstream_a_node_lacks_scores_one_below_having_the_file_and_passes_the_filter() -> None:
     declared = {"aes": PAC, "new": PAC, "other-platform": N3K}
     has_file = node("a", [slot("s0")], {"aes": PAC, "new": PAC}).declaring(declared)
@@ -488,8 +362,6 @@ def test_a_declared_bitstream_a_node_lacks_scores_one_below_having_the_file_and_
     pod = demand(("main", 1, "new"))
     scores = {n.name: score_node(pod, n, W, NOW) for n in (has_file, must_pull, loaded_but_no_file)}
     assert scores == {"a": W.empty, "b": W.empty - DOWNLOAD_PENALTY, "c": W.loaded - DOWNLOAD_PENALTY}
-    for state in (has_file, must_pull, loaded_but_no_file):
-        assert score_one_slot("new", state, W, NOW, NO_VALUES, "v") == scores[state.name]
     assert check_node(pod, must_pull) is None  # it can pull the file: not filtered out
     undeclared = node("d", [slot("s0")], {"aes": PAC}).declaring({})
     assert check_node(pod, undeclared) == 'the node\'s catalog has no bitstream "new"'

@@ -12,8 +12,8 @@ from cryptography.x509 import DNSName, IPAddress
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
+from agent.cluster.certs import CLOCK_SKEW, Issued, issue, service_names
 from agent.errors import ConfigError
-from agent.extender.certs import CLOCK_SKEW, Issued, issue, service_names
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 SERVICE = service_names("fpga-slot-extender", "fpga-slot")

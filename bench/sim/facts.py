@@ -301,6 +301,6 @@ def free_slots(nodes: Iterable[NodeSlots]) -> tuple[dict[tuple[str, str], int], 
     for node in nodes:
         for key, count in node.free_loaded.items():
             copies[key] = copies.get(key, 0) + count
-        for platform, count in node.free_by_platform.items():
-            free[platform] = free.get(platform, 0) + count
+        for slot in node.free_order:  # the free healthy slots
+            free[slot.platform] = free.get(slot.platform, 0) + 1
     return copies, free

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -183,3 +184,14 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+def tls_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
+    """A server TLS context (TLS 1.2+); with ``client_ca_file``, clients must show a certificate it signed."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        context.load_verify_locations(client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context

@@ -1,0 +1,216 @@
+"""The state table: node name -> published state, fed from outside by a list+watch.
+
+The feed is :meth:`StateTable.replace` (a whole list) and :meth:`StateTable.apply` (one
+node's new state, or None for a node without usable state); the handlers only read it.
+The table is bounded in nodes and in the bytes their states take; past either bound a
+node is kept as "without published state" (it scores neutral) and a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agent.extender.nodestate import NodeSlots, read_node_slots
+from agent.extender.wire import node_annotations, node_name, node_resource_version
+
+logger = logging.getLogger(__name__)
+
+#: Nodes with published state kept at most, and the bytes their states take at most.
+MAX_NODES = 50_000
+MAX_STATE_BYTES = 512 * 1024 * 1024
+#: Nodes known without published state kept at most (their names only).
+MAX_UNPUBLISHED = 100_000
+#: Bitstreams declared by FpgaBitstream objects kept at most.
+MAX_DECLARED = 10_000
+
+
+class DeclaredBitstream(Protocol):
+    """What the table reads of an FpgaBitstream (structurally: ``agent.bitstreams.Declaration``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def platform(self) -> str: ...
+
+
+class NodeMetadata(Protocol):
+    """What a node watch hands over of each Node (structurally: ``agent.kube.nodewatch.NodeMeta``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def resource_version(self) -> str: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedNode:
+    """A node from the watch: its name, and its published state or None."""
+
+    name: str
+    state: NodeSlots | None
+
+
+def parse_watched_node(meta: NodeMetadata) -> WatchedNode:
+    """One watched Node's state from its annotations (in the watch's worker thread, once per update)."""
+    return WatchedNode(meta.name, read_node_slots(meta.name, meta.resource_version, meta.annotations))
+
+
+class StateTable:
+    """Node name -> published state, written on the loop by the feed; ``bitstream_known`` is safe from the webhook's
+    thread (two dict lookups, no iteration over what the loop changes)."""
+
+    def __init__(self, max_nodes: int = MAX_NODES, max_bytes: int = MAX_STATE_BYTES) -> None:
+        #: Node name -> published state (read on every call: a plain attribute).
+        self.nodes: dict[str, NodeSlots] = {}
+        #: Nodes reported without usable published state: they score neutral. A name never reported is in neither.
+        self.unpublished: set[str] = set()
+        self._max_nodes = max_nodes
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._declared: dict[str, str] = {}
+        #: Bitstream -> nodes whose own catalog holds it (for admission; kept with every change).
+        self._holders: dict[str, int] = {}
+        self._synced = False
+        self._declarations_listed = False
+        self._declarations_failing = False
+        self._full_said = False
+        self.last_error: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list arrived (and from then on, also while relisting)."""
+        return self._synced
+
+    # --- the feed -------------------------------------------------------------------------
+    def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
+        """A list of every node: name -> its state (None: no usable state). The table is these."""
+        self.nodes, self.unpublished, self._holders, self._bytes = {}, set(), {}, 0
+        for name, state in states.items():
+            self._put(name, state)
+        self.last_error = None
+        if not self._synced:
+            self._synced = True
+            logger.info("node cache synced: %d nodes with published slot state", len(self.nodes))
+
+    def apply(self, name: str, state: NodeSlots | None, *, deleted: bool = False) -> None:
+        """One node's new state (None: none usable), or the node gone (``deleted``)."""
+        self._drop(name)
+        if not deleted:
+            self._put(name, state)
+
+    def replace_watched(self, nodes: Iterable[WatchedNode]) -> None:
+        self.replace({node.name: node.state for node in nodes})
+
+    def apply_watched(self, kind: str, node: WatchedNode) -> None:
+        self.apply(node.name, node.state, deleted=kind == "DELETED")
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the states whose agent is gone (:meth:`NodeSlots.stale`): those nodes score neutral."""
+        gone = [name for name, state in self.nodes.items() if state.stale(now)]
+        for name in gone:
+            self.apply(name, None)
+        if gone:
+            logger.info("ignoring the slot state of %d node(s) whose agent is gone: %s", len(gone), ", ".join(gone[:8]))
+        return gone
+
+    def failed(self, text: str) -> None:
+        self.last_error = text
+
+    def _put(self, name: str, state: NodeSlots | None) -> None:
+        if state is not None and (len(self.nodes) >= self._max_nodes or self._bytes + state.weight > self._max_bytes):
+            if not self._full_said:
+                logger.warning("state table full (%d nodes): %s and later ones score neutral", len(self), name[:256])
+            self._full_said = True
+            state = None
+        if state is None:
+            if len(self.unpublished) < MAX_UNPUBLISHED:
+                self.unpublished.add(name)
+            return
+        state = state.declaring(self._declared)
+        self.nodes[name] = state
+        self._bytes += state.weight
+        holders = self._holders
+        for bitstream in state.catalog:
+            holders[bitstream] = holders.get(bitstream, 0) + 1
+
+    def _drop(self, name: str) -> None:
+        self.unpublished.discard(name)
+        state = self.nodes.pop(name, None)
+        if state is None:
+            return
+        self._bytes -= state.weight
+        holders = self._holders
+        for bitstream in state.catalog:
+            left = holders.get(bitstream, 0) - 1
+            if left > 0:
+                holders[bitstream] = left
+            else:
+                holders.pop(bitstream, None)
+
+    # --- declared bitstreams (FpgaBitstream objects) --------------------------------------
+    @property
+    def bitstreams_listed(self) -> bool:
+        """True once the nodes and the FpgaBitstream objects have both been listed (admission's check)."""
+        return self._synced and self._declarations_listed
+
+    def bitstream_known(self, name: str) -> bool:
+        """Whether an FpgaBitstream declares ``name`` or some node's catalog holds it (two dict lookups)."""
+        return name in self._declared or name in self._holders
+
+    def set_declared(self, declared: Mapping[str, str]) -> None:
+        """The cluster's declared bitstreams (name -> platform), which nodes lacking them can pull."""
+        if dict(declared) == self._declared:
+            return
+        if len(declared) > MAX_DECLARED:
+            logger.warning("%d FpgaBitstream objects: only the first %d are read", len(declared), MAX_DECLARED)
+            declared = dict(list(declared.items())[:MAX_DECLARED])
+        self._declared = dict(declared)
+        self.nodes = {name: state.declaring(self._declared) for name, state in self.nodes.items()}
+        logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
+
+    def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:
+        """A list of the FpgaBitstream objects."""
+        declared = {d.name: d.platform for d in declarations}
+        if self._declarations_failing or not self._declarations_listed:
+            logger.info("FpgaBitstream objects listed: %d", len(declared))
+        self._declarations_failing = False
+        self._declarations_listed = True
+        self.set_declared(declared)
+
+    def apply_declared(self, kind: str, declaration: DeclaredBitstream) -> None:
+        """One FpgaBitstream event (ADDED, MODIFIED, DELETED)."""
+        declared = dict(self._declared)
+        if kind == "DELETED":
+            declared.pop(declaration.name, None)
+        else:
+            declared[declaration.name] = declaration.platform
+        self.set_declared(declared)
+
+    def declarations_failed(self, text: str) -> None:
+        """Listing FpgaBitstream objects failed: said once per outage."""
+        if not self._declarations_failing:
+            logger.warning("FpgaBitstream objects not listed (%s): only the nodes' own catalogs count", text)
+        self._declarations_failing = True
+
+
+class RequestNodes:
+    """The node view of a call that carries whole Node objects (``nodeCacheCapable: false``), each read once."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self.nodes: dict[str, NodeSlots] = {}
+        self.unpublished: set[str] = set()
+        for obj in objects:
+            name = node_name(obj)
+            state = read_node_slots(name, node_resource_version(obj), node_annotations(obj))
+            if state is None:
+                self.unpublished.add(name)
+            else:
+                self.nodes[name] = state
