@@ -120,7 +120,15 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resourceclaims/status",
         frozenset({"patch"}),
         "DRA: what a claim's slots hold (and, with binding conditions, whether they are ready) in its "
-        "status.devices, by server-side apply",
+        "status.devices, by JSON patch",
+    ),
+    ApiAccess(
+        "claimstatus.ClaimStatusWriter",
+        "agent",
+        "resource.k8s.io",
+        "resourceclaims",
+        frozenset({"get"}),
+        "DRA: the claim as it is, whose status.devices the patch then changes (guarded by its resourceVersion)",
     ),
     ApiAccess(
         "claimstatus.ClaimStatusWriter",

@@ -1,11 +1,12 @@
-"""The driver's entries in a ResourceClaim's ``status.devices[]``: conditions and data, by server-side apply.
+"""The driver's entries in a ResourceClaim's ``status.devices[]``: conditions and data, by JSON patch.
 
 Each entry names one allocated device (driver, pool, device) and carries at most 8
-conditions and a ``data`` object of at most 10 KiB. The agent writes them with a
-server-side apply of the ``status`` subresource under a field manager of its own, so
-entries of other drivers, and fields written under another of our managers, stay as
-they are. :class:`ClaimWatcher` lists and watches every claim (the binding-condition
-path reads the allocations of this node's pool from it).
+conditions and a ``data`` object of at most 10 KiB. The agent reads the claim and patches
+only its own entries (JSON patch, guarded by the resourceVersion it read; retried when the
+claim changed meanwhile): a JSON patch leaves the rest of the object's bytes as they are,
+whereas a server-side apply or a merge patch re-encodes the allocation's opaque parameters,
+which the API server then sees as a change of ``status.allocation`` (refused: that needs
+``resourceclaims/binding``). :class:`ClaimWatcher` lists and watches every claim.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ MAX_CONDITIONS = 8
 MAX_DATA_BYTES = 10 * 1024
 MAX_MESSAGE = 32768
 _REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]{0,1022}[A-Za-z0-9_])?")
-_APPLY = "application/apply-patch+yaml"
+_JSON_PATCH = "application/json-patch+json"
+#: Reads and patches of one write, when the claim changes between the two.
+WRITE_ATTEMPTS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,28 +74,52 @@ def _condition(entry: DeviceStatus, condition: Condition, at: str) -> dict[str, 
     }
 
 
-def status_apply(driver: str, namespace: str, name: str, uid: str, entries: Sequence[DeviceStatus]) -> dict[str, Any]:
-    """The apply body for ``entries``; KubeError naming the device when one breaks the API's limits."""
+def render_entry(driver: str, entry: DeviceStatus, at: str) -> dict[str, Any]:
+    """One ``status.devices[]`` entry; KubeError naming the device when it breaks the API's limits."""
+    rendered: dict[str, Any] = {"driver": driver, "pool": entry.pool, "device": entry.device}
+    if len(entry.conditions) > MAX_CONDITIONS:
+        raise KubeError(f"device {shown(entry.device)}: more than {MAX_CONDITIONS} conditions")
+    if entry.conditions:
+        rendered["conditions"] = [_condition(entry, c, at) for c in entry.conditions]
+    if entry.data:
+        size = len(json.dumps(dict(entry.data), separators=(",", ":")))
+        if size > MAX_DATA_BYTES:
+            raise KubeError(f"device {shown(entry.device)}: data of {size} bytes, more than {MAX_DATA_BYTES}")
+        rendered["data"] = dict(entry.data)
+    return rendered
+
+
+def status_patch(claim: Mapping[str, Any], driver: str, entries: Sequence[DeviceStatus]) -> list[dict[str, Any]]:
+    """The JSON patch that puts ``entries`` into ``claim`` (as read): each replaces our entry for its device (its
+    conditions kept when it has none), or is added; guarded by the claim's resourceVersion."""
     at = _now()
-    devices = []
-    for entry in entries:
-        rendered: dict[str, Any] = {"driver": driver, "pool": entry.pool, "device": entry.device}
-        if len(entry.conditions) > MAX_CONDITIONS:
-            raise KubeError(f"device {shown(entry.device)}: more than {MAX_CONDITIONS} conditions")
-        if entry.conditions:
-            rendered["conditions"] = [_condition(entry, c, at) for c in entry.conditions]
-        if entry.data:
-            size = len(json.dumps(dict(entry.data), separators=(",", ":")))
-            if size > MAX_DATA_BYTES:
-                raise KubeError(f"device {shown(entry.device)}: data of {size} bytes, more than {MAX_DATA_BYTES}")
-            rendered["data"] = dict(entry.data)
-        devices.append(rendered)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-        "status": {"devices": devices},
-    }
+    rendered = [render_entry(driver, entry, at) for entry in entries]
+    metadata = claim.get("metadata") or {}
+    status = claim.get("status")
+    if not isinstance(status, dict):
+        raise KubeError(f"{shown_claim(str(metadata.get('namespace')), str(metadata.get('name')))} is not allocated")
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": metadata.get("resourceVersion")}
+    ]
+    existing = status.get("devices")
+    if not isinstance(existing, list):
+        return [*ops, {"op": "add", "path": "/status/devices", "value": rendered}]
+    for entry in rendered:
+        index = next(
+            (
+                i
+                for i, e in enumerate(existing)
+                if isinstance(e, dict) and (e.get("driver"), e.get("pool"), e.get("device")) == (
+                    driver, entry["pool"], entry["device"]
+                )
+            ),
+            None,
+        )  # fmt: skip
+        if index is None:
+            ops.append({"op": "add", "path": "/status/devices/-", "value": entry})
+        else:
+            ops.append({"op": "replace", "path": f"/status/devices/{index}", "value": {**existing[index], **entry}})
+    return ops
 
 
 class ClaimStatusWriter:
@@ -109,21 +136,34 @@ class ClaimStatusWriter:
         who = shown_claim(namespace, name)
         if not (is_object_name(namespace) and is_object_name(name)):
             raise KubeError(f"{who} cannot exist: a namespace and a claim name are DNS names")
-        body = json.dumps(status_apply(self._driver, namespace, name, uid, entries))
-        try:
-            self._calls.patch_namespaced_resource_claim_status(
-                name,
-                namespace,
-                body,
-                field_manager=self._manager,
-                force=True,
-                _content_type=_APPLY,
-                _request_timeout=REQUEST_TIMEOUT_S,
-            )
-        except Exception as exc:
-            if api_status(exc) == 404:
-                raise KubeError(f"{who} does not exist (any more)") from None
-            raise KubeError(f"{who}: device status not written: {describe_api_error(exc)[1]}") from exc
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                claim = self._calls.read_namespaced_resource_claim(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+            except Exception as exc:
+                if api_status(exc) == 404:
+                    raise KubeError(f"{who} does not exist (any more)") from None
+                raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
+            if (claim.get("metadata") or {}).get("uid") != uid:
+                raise KubeError(f"{who} was replaced: its UID is not {shown(uid)}")
+            patch = status_patch(claim, self._driver, entries)
+            try:
+                self._calls.patch_namespaced_resource_claim_status(
+                    name,
+                    namespace,
+                    patch,
+                    field_manager=self._manager,
+                    _content_type=_JSON_PATCH,
+                    _request_timeout=REQUEST_TIMEOUT_S,
+                )
+                return
+            except Exception as exc:
+                status = api_status(exc)
+                if status == 404:
+                    raise KubeError(f"{who} does not exist (any more)") from None
+                changed = status == 409 or (status == 422 and "test" in describe_api_error(exc)[1])
+                if changed and attempt + 1 < WRITE_ATTEMPTS:
+                    continue  # the claim changed since it was read: read it again
+                raise KubeError(f"{who}: device status not written: {describe_api_error(exc)[1]}") from exc
 
 
 class ClaimWatcher(ObjectWatcher[T]):

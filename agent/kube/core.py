@@ -23,7 +23,6 @@ _QUERY = {
     "_continue": "continue",
     "field_manager": "fieldManager",
     "field_selector": "fieldSelector",
-    "force": "force",
     "label_selector": "labelSelector",
     "limit": "limit",
     "resource_version": "resourceVersion",
@@ -62,7 +61,7 @@ class CoreCalls:
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
     def patch_namespaced_resource_claim_status(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
-        """A server-side apply (``_content_type`` application/apply-patch+yaml) of the claim's status."""
+        """A patch of the claim's status (``_content_type`` says which kind: the agent sends a JSON patch)."""
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
         return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
 

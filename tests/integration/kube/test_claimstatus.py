@@ -1,7 +1,7 @@
-"""A claim's device status written by server-side apply, through the real kubernetes client over HTTP.
+"""A claim's device status written by JSON patch, through the real kubernetes client over HTTP.
 
-The fake API server is given the status subresource's apply here (as kube-apiserver keeps it: entries of
-``status.devices`` are a map keyed by driver, pool and device; a body naming another UID is a conflict)."""
+The fake API server is given the status subresource's JSON patch here (``test``, ``add``, ``replace`` as
+kube-apiserver applies them; a failed ``test`` is a 422)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ _STATUS = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/reso
 
 
 class StatusApply:
-    """The apply requests the server got, and what it did with them."""
+    """The status patches the server got, and what it did with them; ``interfere`` changes the claim once just
+    before a patch is applied (another writer in between)."""
 
     def __init__(self, server: Any) -> None:
         self.server = server
         self.requests: list[Any] = []
+        self.interfere = False
         self._route = server._route
 
     def __call__(self, request: Any) -> tuple[int, Any]:
@@ -34,24 +36,33 @@ class StatusApply:
         if not match or request.method != "PATCH":
             return self._route(request)  # type: ignore[no-any-return]
         self.requests.append(request)
-        if request.headers.get("content-type") != "application/apply-patch+yaml":
-            return 415, {"kind": "Status", "code": 415, "message": "apply only"}
+        if request.headers.get("content-type") != "application/json-patch+json":
+            return 415, {"kind": "Status", "code": 415, "message": "JSON patch only"}
         key = (match["ns"], match["name"])
         with self.server._cond:
             current = self.server._objects["resourceclaims"].get(key)
             if current is None:
                 return 404, {"kind": "Status", "code": 404, "message": "not found", "reason": "NotFound"}
-            if request.body["metadata"].get("uid") not in (None, current["metadata"]["uid"]):
-                return 409, {"kind": "Status", "code": 409, "message": "Precondition failed: UID", "reason": "Conflict"}
+            if self.interfere:
+                self.interfere = False
+                current = self.server._store("resourceclaims", key, copy.deepcopy(current))
             claim = copy.deepcopy(current)
-            entries = claim.setdefault("status", {}).setdefault("devices", [])
-            for given in request.body["status"]["devices"]:
-                ident = (given["driver"], given["pool"], given["device"])
-                old = next((e for e in entries if (e["driver"], e["pool"], e["device"]) == ident), None)
-                if old is None:
-                    entries.append(given)
+            for op in request.body:
+                parts = op["path"].strip("/").split("/")
+                parent = claim
+                for part in parts[:-1]:
+                    parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+                last = parts[-1]
+                if op["op"] == "test":
+                    if parent.get(last) != op["value"]:
+                        message = f"testing value {op['path']} failed: test failed"
+                        return 422, {"kind": "Status", "code": 422, "message": message, "reason": "Invalid"}
+                elif op["op"] == "add" and last == "-":
+                    parent.append(op["value"])
+                elif isinstance(parent, list):
+                    parent[int(last)] = op["value"]
                 else:
-                    old.update(given)
+                    parent[last] = op["value"]
             return 200, self.server._store("resourceclaims", key, claim)
 
 
@@ -82,7 +93,7 @@ def test_our_entry_is_applied_beside_other_drivers_and_read_back(
     ready = Condition(f"{DRIVER}/Programmed", True, "Programmed", "holds aes-v1 (programmed)")
     writer.apply("default", "fpga", uid, [DeviceStatus("node-a", "c0-p0", (ready,), {"bitstream": "aes-v1"})])
     (request,) = applied.requests
-    assert (request.query["fieldManager"], request.query["force"]) == (f"{DRIVER}/binding", "true")
+    assert request.query["fieldManager"] == f"{DRIVER}/binding"
     devices = {e["driver"]: e for e in read_claim(api_client)["status"]["devices"]}
     assert set(devices) == {"gpu.example.com", DRIVER}
     ours = devices[DRIVER]
@@ -93,10 +104,23 @@ def test_our_entry_is_applied_beside_other_drivers_and_read_back(
     assert read_claim(api_client)["status"]["allocation"]["devices"]["results"][0]["device"] == "c0-p0"
 
 
+def test_a_claim_changed_between_read_and_patch_is_read_again(
+    apiserver: Any, api_client: client.ApiClient, applied: StatusApply
+) -> None:
+    uid = put_claim(apiserver)["metadata"]["uid"]
+    applied.interfere = True
+    ClaimStatusWriter(api_client, DRIVER, f"{DRIVER}/prepare").apply(
+        "default", "fpga", uid, [DeviceStatus("node-a", "c0-p0", (), {"bitstream": "aes-v1"})]
+    )
+    assert len(applied.requests) == 2
+    devices = {e["driver"]: e for e in read_claim(api_client)["status"]["devices"]}
+    assert devices[DRIVER]["data"] == {"bitstream": "aes-v1"}
+
+
 @pytest.mark.parametrize(
     ("name", "uid", "message"),
     [
-        pytest.param("fpga", "another-uid", "device status not written", id="replaced-claim"),
+        pytest.param("fpga", "another-uid", "was replaced", id="replaced-claim"),
         pytest.param("gone", "u", "does not exist", id="gone"),
         pytest.param("Bad_Name", "u", "cannot exist", id="not-a-name"),
     ],

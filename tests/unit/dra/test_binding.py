@@ -10,7 +10,7 @@ import pytest
 from agent.dra.binding import BOUND_CONDITION, FAILED_CONDITION, FAILED_TAINT, parse_allocation
 from agent.dra.mode import UNHEALTHY_TAINT, slice_devices
 from agent.errors import KubeError
-from agent.kube.claimstatus import MAX_DATA_BYTES, Condition, DeviceStatus, status_apply
+from agent.kube.claimstatus import MAX_DATA_BYTES, Condition, DeviceStatus, status_patch
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
 from agent.slots import SlotId, SlotRegistry
 from tests.unit.slots.factories import make_slot
@@ -102,20 +102,41 @@ def test_claims_of_other_pools_and_unallocated_claims_are_not_ours() -> None:
     assert parse_allocation({"metadata": {"name": "x", "namespace": "ns"}, "status": {}}, "node-a") is None
 
 
-def test_the_apply_body_names_the_claim_and_carries_our_entries_only() -> None:
+def allocated_claim(devices: list[dict[str, Any]] | None) -> dict[str, Any]:
+    status: dict[str, Any] = {"allocation": {"devices": {"results": []}}}
+    if devices is not None:
+        status["devices"] = devices
+    return {"metadata": {"name": "fpga", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}, "status": status}
+
+
+def test_the_patch_adds_our_entries_guarded_by_the_resource_version_read() -> None:
     ready = Condition(BOUND_CONDITION, True, "Programmed", "holds aes-v1")
-    body = status_apply(DRIVER, "ns", "fpga", "u1", [DeviceStatus("node-a", "c0-p0", (ready,), {"bitstream": "aes"})])
-    assert body["metadata"] == {"name": "fpga", "namespace": "ns", "uid": "u1"}
-    (entry,) = body["status"]["devices"]
-    assert (entry["driver"], entry["pool"], entry["device"], entry["data"]) == (
-        DRIVER,
-        "node-a",
-        "c0-p0",
-        {"bitstream": "aes"},
-    )
-    (condition,) = entry["conditions"]
+    entry = DeviceStatus("node-a", "c0-p0", (ready,), {"bitstream": "aes"})
+    test, add = status_patch(allocated_claim(None), DRIVER, [entry])
+    assert test == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+    assert (add["op"], add["path"]) == ("add", "/status/devices")
+    (rendered,) = add["value"]
+    assert (rendered["driver"], rendered["pool"], rendered["device"], rendered["data"]) == (
+        DRIVER, "node-a", "c0-p0", {"bitstream": "aes"}
+    )  # fmt: skip
+    (condition,) = rendered["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == (BOUND_CONDITION, "True", "Programmed")
     assert condition["lastTransitionTime"].endswith("Z")
+
+
+def test_the_patch_replaces_only_our_entry_of_the_device_and_keeps_its_conditions_when_it_brings_none() -> None:
+    ours = {"driver": DRIVER, "pool": "node-a", "device": "c0-p0", "conditions": [{"type": BOUND_CONDITION}]}
+    other = {"driver": "gpu.example.com", "pool": "node-a", "device": "c0-p0"}
+    ops = status_patch(
+        allocated_claim([other, ours]),
+        DRIVER,
+        [DeviceStatus("node-a", "c0-p0", (), {"bitstream": "aes"}), DeviceStatus("node-a", "c0-p1", (), {"x": 1})],
+    )
+    assert ops[1:] == [
+        {"op": "replace", "path": "/status/devices/1", "value": {**ours, "data": {"bitstream": "aes"}}},
+        {"op": "add", "path": "/status/devices/-", "value": {"driver": DRIVER, "pool": "node-a", "device": "c0-p1",
+                                                             "data": {"x": 1}}},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -128,5 +149,10 @@ def test_the_apply_body_names_the_claim_and_carries_our_entries_only() -> None:
 )
 def test_entries_beyond_the_apis_limits_are_refused_before_any_request(entry: DeviceStatus, problem: str) -> None:
     with pytest.raises(KubeError, match=problem):
-        status_apply(DRIVER, "ns", "fpga", "u1", [entry])
-    json.dumps(status_apply(DRIVER, "ns", "fpga", "u1", []))
+        status_patch(allocated_claim(None), DRIVER, [entry])
+    json.dumps(status_patch(allocated_claim(None), DRIVER, []))
+
+
+def test_a_claim_without_status_is_not_allocated() -> None:
+    with pytest.raises(KubeError, match="not allocated"):
+        status_patch({"metadata": {"name": "fpga", "namespace": "ns"}}, DRIVER, [])
