@@ -10,7 +10,6 @@ A one-slot pod is promised the free copy its answer offers (``agent.extender.pro
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Protocol
@@ -19,7 +18,7 @@ from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
 from agent.extender.promises import Promises
-from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, NO_VALUES, ScoreWeights, score_node
+from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, NO_VALUES, ScoreWeights, score_node
 
 #: Entries a prioritize answer lists at most: the nodes kube-scheduler will choose among (0: every one).
 ANSWER_LIMIT = 16
@@ -126,7 +125,8 @@ def one_slot_ranks(
     """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), with ``score_node``'s rules
     written out for that case; a node with copies promised to other pods is left to ``score_node``."""
     nodes, unpublished, neutral = view.nodes, view.unpublished, weights.neutral * RANK_SCALE
-    loaded, empty, span = weights.loaded * RANK_SCALE, weights.empty, weights.empty - weights.evict
+    loaded, empty, evict = weights.loaded * RANK_SCALE, weights.empty * RANK_SCALE, weights.evict * RANK_SCALE
+    span, horizon = (weights.empty - weights.evict) / LRU_HORIZON_S, LRU_HORIZON_S
     listed: list[str] = []
     ranks: list[int] = []
     for name in names:
@@ -139,24 +139,26 @@ def one_slot_ranks(
         listed.append(name)
         platform = node.bitstreams.get(bitstream)
         if platform is None:
-            ranks.append(node.pack1)
-            continue
-        if taken and name in taken:
-            ranks.append(score_node(demand, node, weights, now, NO_VALUES, taken[name]) * RANK_SCALE + node.pack1)
-            continue
-        if (bitstream, platform) in node.free_loaded:
+            rank = 0
+        elif taken and name in taken:
+            rank = score_node(demand, node, weights, now, NO_VALUES, taken[name]) * RANK_SCALE
+        elif (bitstream, platform) in node.free_loaded:
             rank = loaded
         elif platform in node.free_empty:
-            rank = empty * RANK_SCALE
-        else:
+            rank = empty
+        else:  # overwrite the least recently used free slot: empty - (empty - evict) x recency
             last = node.oldest.get(platform)
+            age = horizon if last is None or last <= 0 else now - last
             if last is None:
-                ranks.append(node.pack1)
-                continue
-            recency = 0.0 if last <= 0 else 1.0 - min(1.0, max(0.0, now - last) / LRU_HORIZON_S)
-            rank = max(0, min(MAX_SCORE, math.floor(empty - span * recency + 0.5))) * RANK_SCALE
-        if node.downloads and bitstream in node.downloads:
-            rank = max(0, rank - DOWNLOAD_PENALTY * RANK_SCALE)
+                rank = 0
+            elif age >= horizon:
+                rank = empty
+            elif age <= 0:
+                rank = evict
+            else:
+                rank = int(weights.evict + span * age + 0.5) * RANK_SCALE
+        if rank and node.downloads and bitstream in node.downloads and not (taken and name in taken):
+            rank -= DOWNLOAD_PENALTY * RANK_SCALE
         ranks.append(rank + node.pack1)
     return listed, ranks
 
