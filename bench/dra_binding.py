@@ -74,34 +74,35 @@ def loaded(deployment: Any) -> dict[str, str]:
     return {d["name"]: d["attributes"]["bitstream"]["string"] for d in devices if not d.get("taints")}
 
 
-def arm_failure(deployment: Any, bitstream: str) -> None:
-    """The first slot the allocator would take for ``bitstream`` (the first in slice order not holding it) fails
-    its next programming."""
-    slot = next(name for name, held in loaded(deployment).items() if held != bitstream)
-    command = f"mkdir -p {STATE_DIR}/sim-dev/faults && echo bench > {STATE_DIR}/sim-dev/faults/{slot}.fail-next"
-    kubectl("exec", "-n", NAMESPACE, deployment.suite.agent_pod, "-c", "agent", "--", "sh", "-c", command)
+def arm_failure(deployment: Any, bitstream: str, binding: bool) -> None:
+    """The slot the allocator takes for ``bitstream`` fails its next programming: the first untainted slot in
+    slice order not holding it (without binding conditions every slot is armed, so the one taken fails even if
+    the slice lags; the others' faults go with the agent restarted for the next setting)."""
+    free = [name for name, held in loaded(deployment).items() if held != bitstream]
+    for slot in free if not binding else free[:1]:
+        command = f"mkdir -p {STATE_DIR}/sim-dev/faults && echo bench > {STATE_DIR}/sim-dev/faults/{slot}.fail-next"
+        kubectl("exec", "-n", NAMESPACE, deployment.suite.agent_pod, "-c", "agent", "--", "sh", "-c", command)
     time.sleep(2.0)  # the agent looks at the fault files every second
 
 
-def one_setting(deployment: Any, binding: bool, round_no: int, times: dict[tuple[bool, str], list[float]]) -> None:
+def one_setting(
+    deployment: Any, binding: bool, round_no: int, times: dict[tuple[bool, str], list[float]], recent: list[str]
+) -> None:
+    """``recent``: the bitstreams by last use (the last one loaded; with two slots the first one is not)."""
     suite = deployment.suite
     # A new agent each time: none keeps a slot tainted by the last setting's failed programming.
     kubectl("rollout", "restart", "-n", NAMESPACE, "daemonset/fpga-slot-agent")
     set_binding_conditions(deployment, binding)
     tag = f"{'on' if binding else 'off'}-{round_no}"
-    held = set(loaded(deployment).values())
-    hit = next((b for b in BITSTREAMS if b in held), BITSTREAMS[0])
-    if hit not in held:  # warm a slot
-        time_to_running(deployment, f"warm-{tag}", hit)
-        suite.delete_pod(f"warm-{tag}")
     for kind in ("hit", "miss", "failed"):
-        held = set(loaded(deployment).values())
-        bitstream = hit if kind == "hit" else next(b for b in BITSTREAMS if b not in held)
+        bitstream = recent[-1] if kind == "hit" else recent[0]
         if kind == "failed":
-            arm_failure(deployment, bitstream)
+            arm_failure(deployment, bitstream, binding)
         name = f"{kind}-{tag}"
         times[(binding, kind)].append(time_to_running(deployment, name, bitstream))
         suite.delete_pod(name)
+        recent.remove(bitstream)
+        recent.append(bitstream)
 
 
 def main() -> int:
@@ -136,10 +137,14 @@ def main() -> int:
                     resource.create_namespaced_resource_claim_template(deployment.suite.namespace, template)
                     break
                 time.sleep(1.0)
+        recent = list(BITSTREAMS)
+        for warm in BITSTREAMS[1:]:  # two slots: they hold the last two
+            time_to_running(deployment, f"warm-{warm}", warm)
+            deployment.suite.delete_pod(f"warm-{warm}")
         for round_no in range(args.rounds):
             order = (False, True) if round_no % 2 == 0 else (True, False)
             for binding in order:
-                one_setting(deployment, binding, round_no, times)
+                one_setting(deployment, binding, round_no, times, recent)
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     print(f"{'binding conditions':<20}{'pod':<8}{'p50 s':>8}{'p95 s':>8}{'min s':>8}{'max s':>8}{'rounds':>8}")
     for (binding, kind), samples in times.items():
