@@ -35,6 +35,8 @@ from tests.e2e.deployment import (
 from tests.e2e.test_dra_agent import allocation_of, apply_template, claim_pod, slot_is_free
 
 FAULTS = f"{STATE_DIR}/sim-dev/faults"
+#: The sample bitstream the sim overlays put in every simulated node's catalog (--sim-sample-bitstream).
+SAMPLE = "aes-v1"
 
 
 def set_binding_conditions(deployment: Deployment, on: bool) -> None:
@@ -203,6 +205,19 @@ def test_without_binding_conditions_the_claim_still_says_what_its_slot_holds(dep
         assert entry["bitstream"] == BITSTREAM
         assert entry["slot"] == device
         suite.delete_pod("plain")
+
+        # A failed programming ends as it always has without binding conditions: the pod is bound, the kubelet's
+        # prepare fails with the agent's error in its Event, and its retry programs the slot.
+        assert apply_template(suite, SAMPLE).returncode == 0
+        for slot in raw_slice(suite.node)["spec"]["devices"]:
+            write_fault(deployment, slot["name"], "fail-next", "e2e: bitstream rejected by the slot")
+        time.sleep(2.5)  # the agent looks at the fault files every second
+        claim_pod(suite, "prepared-again", SAMPLE)
+        suite.cluster.wait_pod(suite.namespace, "prepared-again", running, "Running")
+        reasons = suite.cluster.reasons(suite.namespace, "prepared-again")
+        assert "FailedPrepareDynamicResources" in reasons, reasons
+        assert "FpgaProgrammingFailed" not in reasons
+        suite.delete_pod("prepared-again")
     finally:
         set_binding_conditions(deployment, True)
 
