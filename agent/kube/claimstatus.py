@@ -3,10 +3,9 @@
 Each entry names one allocated device (driver, pool, device) and carries at most 8
 conditions and a ``data`` object of at most 10 KiB. The agent reads the claim and patches
 only its own entries (JSON patch, guarded by the resourceVersion it read; retried when the
-claim changed meanwhile): a JSON patch leaves the rest of the object's bytes as they are,
-whereas a server-side apply or a merge patch re-encodes the allocation's opaque parameters,
-which the API server then sees as a change of ``status.allocation`` (refused: that needs
-``resourceclaims/binding``). :class:`ClaimWatcher` lists and watches every claim.
+claim changed meanwhile). A claim whose opaque parameters were sent as JSON with spaces
+cannot take any status write by JSON (docs/dra.md, "Program before bind").
+:class:`ClaimWatcher` lists and watches every claim.
 """
 
 from __future__ import annotations
