@@ -1,43 +1,16 @@
 """Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec.
 
-What the kubelet's NodePrepareResources means for fpga-slot (``agent.dra.ClaimPreparer``):
-
-1. read the claim (``status.allocation``: the devices of our driver in this node's pool,
-   our opaque configs; a claim deleted and made again under the same name is refused);
-2. the slots are the allocated device names; each must be a slot of this node and not
-   prepared for another claim (the scheduler is the authority, but two claims on one
-   slot would be two pods on one region);
-3. the bitstream of each device is ``bitstream`` in the driver's parameters for its
-   request, else the annotation ``example.com/fpga-bitstream`` of the pod the claim is
-   reserved for (``example.com/fpga-bitstream.<container>`` first when the claim is the one
-   the scheduler made for a pod asking for ``example.com/fpga-slot``, whose requests map to
-   containers); none: the slots are handed over as they are;
-4. the slots are programmed by the same Reconfigurer as in device-plugin mode (every
-   bitstream checked before any slot is touched, skip when loaded, Events, deadline), on
-   the agent's event loop;
-5. the CDI spec is written (again, on a repeated prepare: after a reboot the tmpfs has
-   lost it; the slots already hold their bitstream, so nothing is programmed twice) and
-   the claim recorded in ``state_file`` (atomically), which lets release work after a
-   restart, when the claim itself may be gone.
-
-Release removes the spec and the record and frees the slots; the bitstream stays loaded
-(that is the cache). Releasing an unknown claim succeeds. Calls come one at a time on
-the agent's event loop (the DRA server is ``grpc.aio``), which owns the slot registry and
-the Reconfigurer; the claim is read in a thread (the kubernetes client blocks).
-
-During an update two agent pods serve the driver (``agent.dra.PluginSockets`` per pod UID) and
-the kubelet may call either; each call runs under the node's DRA lock (``agent.dra.filelock``),
-and begins with :meth:`ClaimPreparation.refresh`: a record the other instance wrote since is read
-again, with the slot contents it recorded, so that what one pod prepared the other releases.
-
-The record is what holds slots in DRA mode: at start (:meth:`ClaimPreparation.restore_holders`)
-the slots of the recorded claims are held, and any other holder the slot checkpoint brought
-back is released. The kubelet's pod-resources API, which says who holds a slot in
-device-plugin mode, does not list DRA claims as devices, so it plays no part here.
-
-A device of the pool is named after its slot (``agent.dra.device_names``: the slot ID as
-a DNS label; of two slots with one such label, the other has a name with a hash of its ID, as
-in the slice).
+``agent.dra.ClaimPreparer`` for NodePrepareResources: read the claim (our devices in this
+node's pool, our opaque configs; a claim made again under the same name is refused); check
+that each device is a slot of this node not prepared for another claim; take each device's
+bitstream from the driver's parameters, else the pod's annotation; program the slots through
+the same Reconfigurer as device-plugin mode, on the agent's event loop; write the CDI spec and
+record the claim atomically in ``state_file``. A repeated prepare programs nothing twice.
+Release removes spec and record and frees the slots (the bitstream stays loaded); an unknown
+claim releases successfully. The record is what holds slots in DRA mode, at start too
+(:meth:`ClaimPreparation.restore_holders`); during an update each call runs under the node's
+DRA lock and first reads again what the other instance recorded
+(:meth:`ClaimPreparation.refresh`). Why: docs/dra.md, "Updating the agent".
 """
 
 from __future__ import annotations

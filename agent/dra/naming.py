@@ -1,19 +1,12 @@
 """The name of a slot as a DRA device.
 
-A device name in a ResourceSlice is a DNS label (lower case, digits and ``-``, at most
-63 characters). Slot IDs may hold dots (PCI addresses such as ``0000:3b:00.0`` become
-``0000-3b-00.0``), so each character a label forbids is written as ``-``. Slot IDs are
-at most 63 characters already, and lower case.
-
-Two slot IDs that differ only there (``0000-3b-00.0-p1`` and ``0000-3b-00-0-p1``) would
-be one device name: the scheduler could not tell them apart, and a claim for one could
-be prepared on the other. :func:`device_names` gives the plain name to one of them (the
-slot whose ID is the name itself, else the first by ID) and a name of its own to each
-other one: the plain name cut to leave room, ``-``, and 8 hex digits of the SHA-256 of
-its slot ID (the first 8, else the next 8 if that name is taken too, and so on). A slot
-ID with no letter or digit has no plain name: it gets such a name of its own. That name
-depends only on the slot IDs, so it stays the same across restarts while the node's slots
-do; every slot is offered, under a distinct DNS label.
+A device name is a DNS label, so each character a label forbids in a slot ID is written as
+``-``. Of slot IDs that then share one name, :func:`device_names` gives the plain name to the
+slot whose ID is the name itself (else the first by ID) and to each other one the plain name
+cut to leave room, ``-`` and 8 hex digits of the SHA-256 of its ID (the next 8 if those are
+taken too); an ID with no letter or digit gets such a name too. The names depend only on the
+slot IDs, so they stay the same across restarts, and every slot is offered under a distinct
+label (docs/dra.md, "Slot IDs that are one device name").
 """
 
 from __future__ import annotations

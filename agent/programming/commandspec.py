@@ -1,19 +1,12 @@
 """What a command programmer runs: argv templates for vendor tools, validated once at start.
 
-The ``command-programmers`` setting is a list of entries, each for some static slots
-(``slots: [id, ...]``) or for every static slot of a platform (``platform: <id>``)::
-
-    program:   [/opt/xilinx/xrt/bin/xbutil, program, --device, "{control_node}", --user, "{image}"]
-    read-back: [/opt/xilinx/xrt/bin/xbutil, examine, --device, "{control_node}", --report, dynamic-regions]
-    read-back-pattern: 'Xclbin UUID:\\s*([0-9a-fA-F-]{36})'
-    reset:     [...]                 # optional, run after a failed programming
-    failure-pattern: '...'           # optional: output that means failure even with exit status 0
-    environment: {XILINX_XRT: /opt/xilinx/xrt}   # optional, added to the tool's minimal environment
-    allow-loader-variables: [LD_LIBRARY_PATH]    # optional: the LD_* names environment may set
-
-Every argument is one argv element (no shell ever sees it); placeholders in braces are
-replaced by the slot's values. The tool is named by its absolute path: it runs with a
-minimal environment, so nothing is looked up in a PATH.
+The ``command-programmers`` setting is a list of entries, each for some static slots or for
+every static slot of a platform: ``program`` and optional ``read-back`` (with its pattern),
+``reset``, ``failure-pattern``, ``environment`` and ``allow-loader-variables``
+(docs/command-programmer.md, "Configuration", has an example of each). Every argument is one
+argv element (no shell ever sees it); placeholders in braces are replaced by the slot's
+values. The tool is named by its absolute path: it runs with a minimal environment, so
+nothing is looked up in a PATH.
 """
 
 from __future__ import annotations
