@@ -1,6 +1,6 @@
 """The scheduler extender as a service in the cluster: its watches, its state table, its servers.
 
-``fpga-agent extender`` runs this: a watch of all Nodes (their published slot state) and
+``fpga-agent extender`` runs this: a watch of the FpgaNodeStates (each node's published slot state) and
 one of the FpgaBitstream declarations feed the state table, and one of the
 ResourceClaimTemplates tells what DRA pods ask for; the scheduler's HTTP(S) port
 answers filter and prioritize from it, the probe port answers the kubelet's probes
@@ -16,15 +16,14 @@ import gc
 import logging
 import os
 import ssl
-import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agent.cluster.certs import tls_context
 from agent.config import Config
 from agent.config.values import ListenAddress
 from agent.errors import ConfigError
-from agent.extender import Extender, StateTable, WatchedNode, build_app, parse_watched_node, start
+from agent.extender import Extender, StateTable, WatchedNode, build_app, parse_watched_state, start
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
 from agent.extender.server import (
     HttpServer,
@@ -38,15 +37,12 @@ from agent.extender.server import (
 from agent.kube import connect_api
 from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claimtemplatewatch import ClaimTemplateWatcher
-from agent.kube.nodewatch import NodeWatcher
+from agent.kube.statewatch import NodeStateWatcher
 from agent.node.distribution import parse_object
 
 logger = logging.getLogger(__name__)
 
 _Server = TypeVar("_Server", HttpServer, WebhookServer)
-
-#: How often the extender looks for nodes whose agent stopped renewing its heartbeat.
-EXPIRY_CHECK_S = 60.0
 
 
 def extender_tls(config: Config) -> ssl.SSLContext | None:
@@ -87,15 +83,8 @@ async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any,
         raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
 
 
-async def expire_gone_agents(table: StateTable, interval_s: float = EXPIRY_CHECK_S) -> None:
-    """Every ``interval_s``: the state table forgets the nodes whose agent stopped renewing its heartbeat."""
-    while True:
-        await asyncio.sleep(interval_s)
-        table.expire(time.time())
-
-
 def listed(table: StateTable) -> Callable[[Sequence[WatchedNode]], None]:
-    """What a list of every Node does: the table takes it, and what the process then holds is frozen out of the
+    """What a list of every FpgaNodeState does: the table takes it, and what the process then holds is frozen out of the
     garbage collector's full passes (``gc.freeze``: at 5000 nodes each full pass would walk the node states
     inside whatever scheduling call it fell in). One full pass first, so that no garbage with cycles is frozen;
     the states are freed by reference counts when the next list replaces them."""
@@ -108,8 +97,20 @@ def listed(table: StateTable) -> Callable[[Sequence[WatchedNode]], None]:
     return apply
 
 
+def in_namespace(namespace: str) -> Callable[[Mapping[str, Any]], WatchedNode]:
+    """The watch's parser: the FpgaNodeStates of the agents of this install (``namespace``); others skipped."""
+
+    def parse(obj: Mapping[str, Any]) -> WatchedNode:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, Mapping) or metadata.get("namespace") != namespace:
+            raise ValueError(f"an FpgaNodeState outside namespace {namespace}")
+        return parse_watched_state(obj)
+
+    return parse
+
+
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
-    """The scheduler extender until ``stop``: a watch of all Nodes feeding the state table, and the HTTP server.
+    """The scheduler extender until ``stop``: a watch of the FpgaNodeStates feeding the state table, the servers.
 
     Without API access there is nothing to answer names from: KubeError, before anything listens.
     """
@@ -119,9 +120,9 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     table = StateTable()
     templates = ClaimTemplates()
     extender = Extender(table, config.score_weights, answer_limit=config.answer_limit, templates=templates)
-    watcher = NodeWatcher(
+    watcher = NodeStateWatcher(
         api_client,
-        parse=parse_watched_node,
+        parse=in_namespace(config.namespace),
         on_replace=listed(table),
         on_event=table.apply_watched,
         on_error=table.failed,
@@ -163,15 +164,13 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
                 await _listen("--webhook-listen", hook, start_webhook(hook_app, hook.host, hook.port, hook_tls))
             )
         async with asyncio.TaskGroup() as group:
-            watch = group.create_task(watcher.run(), name="node-watch")
+            watch = group.create_task(watcher.run(), name="node-state-watch")
             declared = group.create_task(bitstreams.run(), name="bitstream-watch")
             claims = group.create_task(claim_templates.run(), name="claim-template-watch")
-            expiry = group.create_task(expire_gone_agents(table), name="node-expiry")
             await stop.wait()
             watch.cancel()
             declared.cancel()
             claims.cancel()
-            expiry.cancel()
     finally:
         for server in reversed(servers):
             await server.cleanup()

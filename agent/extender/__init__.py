@@ -10,7 +10,7 @@ from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.nodestate import NodeSlots, node_state, parse_node_slots, read_node_slots
 from agent.extender.scoring import ScoreWeights, filter_nodes, parse_score_weights, score_node
 from agent.extender.server import Extender, bound_port, build_app, start
-from agent.extender.table import StateTable, WatchedNode, parse_watched_node
+from agent.extender.table import StateTable, WatchedNode, parse_watched_node, parse_watched_state
 
 __all__ = [
     "ContainerDemand",
@@ -27,6 +27,7 @@ __all__ = [
     "parse_node_slots",
     "parse_score_weights",
     "parse_watched_node",
+    "parse_watched_state",
     "read_node_slots",
     "score_node",
     "start",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from agent.slots.eviction import eviction_key
+from agent.slots.published import parse_state
 
 logger = logging.getLogger(__name__)
 
@@ -285,6 +286,23 @@ class MalformedLog:
 
 
 MALFORMED = MalformedLog()
+
+
+def read_published_state(obj: Mapping[str, Any], *, log: MalformedLog = MALFORMED) -> tuple[str, NodeSlots | None]:
+    """A node's FpgaNodeState as the API server sends it: (node name, its state or None when unusable, logged
+    once per resourceVersion). ValueError only for an object without a name (the watch skips it)."""
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError("FpgaNodeState without metadata.name")
+    version = str(metadata.get("resourceVersion") or "") if isinstance(metadata, Mapping) else ""
+    try:
+        published = parse_state(obj)
+        records = [dict(slot) for slot in published.slots]
+        return name, node_state(name, published.version, records, published.bitstreams)
+    except ValueError as exc:
+        log.report(name, version, exc if isinstance(exc, NodeStateError) else NodeStateError(str(exc)))
+        return name, None
 
 
 def read_node_slots(

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.extender.nodestate import NodeSlots, read_node_slots
+from agent.extender.nodestate import NodeSlots, read_node_slots, read_published_state
 from agent.extender.wire import node_annotations, node_name, node_resource_version
 
 logger = logging.getLogger(__name__)
@@ -53,6 +53,11 @@ class WatchedNode:
 
     name: str
     state: NodeSlots | None
+
+
+def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
+    """One watched FpgaNodeState (in the watch's worker thread, once per update)."""
+    return WatchedNode(*read_published_state(obj))
 
 
 def parse_watched_node(meta: NodeMetadata) -> WatchedNode:

@@ -266,14 +266,6 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "limit create to names)",
     ),
     ApiAccess(
-        "nodewatch.NodeWatcher",
-        "extender",
-        "",
-        "nodes",
-        frozenset({"list", "watch"}),
-        "every node's published slot state, for scoring by name",
-    ),
-    ApiAccess(
         "claimtemplatewatch.ClaimTemplateWatcher",
         "extender",
         "resource.k8s.io",

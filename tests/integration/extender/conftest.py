@@ -29,8 +29,8 @@ from agent.extender import Extender, ScoreWeights, StateTable, WatchedNode, boun
 from agent.extender.nodestate import read_node_slots
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import HttpServer, extender_metrics
-from tests.fakeapi import make_node
-from tests.unit.extender.factories import PAC, annotations
+from tests.fakeapi import FakeKubeApiServer, make_node
+from tests.unit.extender.factories import CATALOG, PAC, annotations
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"
 #: The clock the scoring sees (last_used values in tests are relative to it).
@@ -302,3 +302,14 @@ FPGA_BITSTREAM = {
         "source": {"oci": "registry.example.com/fpga/new:1"},
     },
 }
+
+
+def publish_state(
+    api: FakeKubeApiServer, node: str, slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None
+) -> None:
+    """``node``'s FpgaNodeState as its agent writes it: the factories' slot records, the catalog (default CATALOG)."""
+    wire = [{**{k: v for k, v in r.items() if k != "last_used"}, "lastUsed": r.get("last_used")} for r in slots]
+    spec = {"nodeName": node, "slots": wire, "bitstreams": dict(CATALOG if bitstreams is None else bitstreams)}
+    created = "2026-12-06T00:00:00Z"
+    metadata = {"name": node, "namespace": "fpga-slot", "uid": f"uid-{node}", "creationTimestamp": created}
+    api.put_node_state({"metadata": metadata, "spec": spec})

@@ -24,17 +24,18 @@ from tests.integration.extender.conftest import (
     ExtenderProcess,
     extender_env,
     pod,
+    publish_state,
     running_extender,
 )
-from tests.unit.extender.factories import CATALOG, PAC, annotations, slot
+from tests.unit.extender.factories import CATALOG, PAC, slot
 
 
 @pytest.fixture
 async def extender_process(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterator[ExtenderProcess]:
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
-    apiserver.add_node("fpga-2", annotations=annotations([slot("s0")]))
-    apiserver.add_node("other")  # no agent: no published state
+    publish_state(apiserver, "fpga-1", [slot("s0", bitstream="aes")])
+    publish_state(apiserver, "fpga-2", [slot("s0")])
+    apiserver.add_node("other")  # no agent: no published state (and no FpgaNodeState)
     async with running_extender(
         "extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
         "--score-weights", "empty=6", "--answer-limit", "1", "--event-loop", running_loop(),
@@ -59,8 +60,9 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
             assert (response.status, await response.text()) == (200, "ok\n")
         async with session.post(url + "/prioritize", json=body) as response:
             assert response.status == 200
-            # 10, 6 and 5 (no published state), shifted so that the lowest is 0 and left out; one listed at most
-            assert await response.json() == [{"Host": "fpga-1", "Score": 5}]
+            # 10, 6 and "other" (no FpgaNodeState, a name the table never heard of), shifted so that the lowest is
+            # 0 and left out; one listed at most
+            assert await response.json() == [{"Host": "fpga-1", "Score": 4}]
 
     extender_process.process.send_signal(signal.SIGTERM)
     async with asyncio.timeout(PROCESS_TIMEOUT_S):
@@ -77,7 +79,7 @@ async def test_a_bitstream_declared_in_the_cluster_is_pullable_by_nodes_without_
 ) -> None:
     """A node that lacks the file of a declared bitstream can still run the pod (its agent pulls the file):
     the filter passes it, and prioritize puts it one point below a node that has the file."""
-    apiserver.add_node("fpga-3", annotations=annotations([slot("s0")], {**CATALOG, "new": PAC}))
+    publish_state(apiserver, "fpga-3", [slot("s0")], {**CATALOG, "new": PAC})
     port = int((await extender_process.wait_for_line(LISTENING))[1])
     await extender_process.wait_for_line(re.compile(r"node cache synced: 3 nodes"))
     url = f"http://127.0.0.1:{port}"

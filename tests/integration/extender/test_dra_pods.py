@@ -16,7 +16,13 @@ import pytest
 import yaml
 
 from tests.fakeapi import FakeKubeApiServer, make_node
-from tests.integration.extender.conftest import LISTENING, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
+from tests.integration.extender.conftest import (
+    LISTENING,
+    PROCESS_TIMEOUT_S,
+    ExtenderProcess,
+    publish_state,
+    running_extender,
+)
 from tests.unit.extender.factories import PAC, annotations, slot
 
 EXAMPLE = Path(__file__).parents[3] / "daemonset" / "examples" / "dra" / "cached-first.yaml"
@@ -43,13 +49,11 @@ async def extender(apiserver: FakeKubeApiServer, tmp_path: Path) -> AsyncIterato
     busy one (fpga-2), a slot whose sha-v1 was used a minute ago (fpga-3), no free slot of the platform (fpga-4),
     two empty free slots (fpga-5)."""
     minute_ago = int(time.time()) - 60
-    apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes-v1", last_used=1)], CATALOG))
-    apiserver.add_node("fpga-2", annotations=annotations(FPGA_2, CATALOG))
-    apiserver.add_node(
-        "fpga-3", annotations=annotations([slot("s0", bitstream="sha-v1", last_used=minute_ago)], CATALOG)
-    )
-    apiserver.add_node("fpga-4", annotations=annotations([slot("s0", free=False)], CATALOG))
-    apiserver.add_node("fpga-5", annotations=annotations(FPGA_5, CATALOG))
+    publish_state(apiserver, "fpga-1", [slot("s0", bitstream="aes-v1", last_used=1)], CATALOG)
+    publish_state(apiserver, "fpga-2", FPGA_2, CATALOG)
+    publish_state(apiserver, "fpga-3", [slot("s0", bitstream="sha-v1", last_used=minute_ago)], CATALOG)
+    publish_state(apiserver, "fpga-4", [slot("s0", free=False)], CATALOG)
+    publish_state(apiserver, "fpga-5", FPGA_5, CATALOG)
     apiserver.put_resource_claim_template(shipped()[0])
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     async with running_extender("extender", "--listen", "127.0.0.1:0", "--kubeconfig", str(kubeconfig)) as running:

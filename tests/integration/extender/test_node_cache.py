@@ -1,23 +1,26 @@
-"""The node cache fed by the real node watch: the kubernetes client against the fake API server.
+"""The state table fed by the real watch: the kubernetes client against the fake API server.
 
-The wiring is the CLI's: ``NodeWatcher`` (agent.kube) lists and watches Nodes and
-parses each one with ``parse_watched_node`` in its thread; ``StateTable`` takes the
-results on the loop. Tests wait on what the cache heard, never on time.
+The wiring is the CLI's: ``NodeStateWatcher`` (agent.kube) lists and watches the FpgaNodeStates
+and parses each one with ``parse_watched_state`` in its thread; ``StateTable`` takes the
+results on the loop. Tests wait on what the table heard, never on time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from kubernetes import client
 
-from agent.extender import StateTable, WatchedNode, parse_watched_node
+from agent.cluster.extenderservice import in_namespace
+from agent.extender import StateTable, WatchedNode, parse_watched_state
 from agent.kube import Backoff
-from agent.kube.nodewatch import NodeWatcher
 from agent.kube.reflector import WatchEventKind
+from agent.kube.statewatch import NodeStateWatcher
 from tests.fakeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
 from tests.unit.extender.factories import annotations, slot
@@ -57,9 +60,9 @@ class Heard:
 async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[StateTable, Heard]]:
     cache = StateTable()
     heard = Heard(cache)
-    watcher = NodeWatcher(
+    watcher = NodeStateWatcher(
         api_client,
-        parse=parse_watched_node,
+        parse=parse_watched_state,
         on_replace=heard.replace,
         on_event=heard.event,
         on_error=cache.failed,
@@ -74,78 +77,72 @@ async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[StateTab
             await task
 
 
-def published(*loaded: str | None) -> dict[str, str]:
-    return annotations([slot(f"s{i}", bitstream=b) for i, b in enumerate(loaded)])
+def published(*loaded: str | None) -> dict[str, Any]:
+    """A node's FpgaNodeState spec with one slot per entry of ``loaded``."""
+    texts = annotations([slot(f"s{i}", bitstream=b) for i, b in enumerate(loaded)])
+    records = json.loads(texts["example.com/fpga-slots"])
+    wire = [{**{k: v for k, v in r.items() if k != "last_used"}, "lastUsed": r.get("last_used")} for r in records]
+    return {"slots": wire, "bitstreams": json.loads(texts["example.com/fpga-bitstreams"])}
+
+
+def put_state(api: FakeKubeApiServer, node: str, spec: dict[str, Any]) -> None:
+    """The node's FpgaNodeState as its agent writes it (``spec`` without its node name)."""
+    metadata = {
+        "name": node,
+        "namespace": "fpga-slot",
+        "uid": f"uid-{node}",
+        "creationTimestamp": "2026-12-06T00:00:00Z",
+    }
+    api.put_node_state({"metadata": metadata, "spec": {"nodeName": node, **spec}})
+
+
+BROKEN: dict[str, Any] = {"slots": "{", "bitstreams": {}}
 
 
 async def test_first_list_keeps_nodes_with_valid_state(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient
 ) -> None:
-    apiserver.add_node("fpga-1", annotations=published("aes", None))
-    apiserver.add_node("plain")
-    apiserver.add_node("broken", annotations={"example.com/fpga-slots": "{", "example.com/fpga-bitstreams": "{}"})
+    put_state(apiserver, "fpga-1", published("aes", None))
+    put_state(apiserver, "broken", BROKEN)
 
     async with watching(api_client) as (cache, heard):
         assert not cache.synced
-        assert await heard.next() == ("LIST", "broken,fpga-1,plain")
+        assert await heard.next() == ("LIST", "broken,fpga-1")
         assert cache.synced
         assert len(cache) == 1
         state = cache.nodes.get("fpga-1")
         assert state is not None
         assert dict(state.free_loaded) == {("aes", "pac_a10"): 1}
-        assert cache.nodes.get("plain") is None
         assert cache.nodes.get("broken") is None
 
-    first = apiserver.list_requests("nodes")[0]
+    first = apiserver.list_requests("fpganodestates")[0]
     assert first.query["resourceVersion"] == "0"
     assert "labelSelector" not in first.query
-
-
-async def test_one_node_nested_100000_deep_costs_only_that_node(
-    apiserver: FakeKubeApiServer, api_client: client.ApiClient, caplog: pytest.LogCaptureFixture
-) -> None:
-    """It once raised RecursionError out of the parser: the watch relisted forever and saw no other change."""
-    deep = "[" * 100_000 + "]" * 100_000
-    apiserver.add_node("deep", annotations={"example.com/fpga-slots": deep, "example.com/fpga-bitstreams": "{}"})
-    apiserver.add_node("fpga-1", annotations=published(None))
-    async with watching(api_client) as (cache, heard):
-        assert await heard.next() == ("LIST", "deep,fpga-1")
-        assert cache.synced
-        assert cache.nodes.get("deep") is None
-        await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
-
-        apiserver.add_node("fpga-1", annotations=published("aes"))  # the other nodes' changes still arrive
-        assert await heard.next() == ("MODIFIED", "fpga-1")
-        assert dict(cache.nodes.get("fpga-1").free_loaded) == {("aes", "pac_a10"): 1}  # type: ignore[union-attr]
-        apiserver.add_node("deep", annotations={"example.com/fpga-slots": deep, "example.com/fpga-bitstreams": "{}"})
-        assert await heard.next() == ("MODIFIED", "deep")
-    assert len(apiserver.list_requests("nodes")) == 1  # no relist
-    assert [r.getMessage() for r in caplog.records if "nested 100000 levels deep" in r.getMessage()]
 
 
 async def test_watch_adds_updates_and_removes(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
     async with watching(api_client) as (cache, heard):
         assert await heard.next() == ("LIST", "")
-        await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
+        await apiserver.until(lambda: apiserver.active_watches("fpganodestates") == 1)
 
-        apiserver.add_node("n1", annotations=published(None))
+        put_state(apiserver, "n1", published(None))
         assert await heard.next() == ("ADDED", "n1")
         assert dict(cache.nodes.get("n1").free_empty) == {"pac_a10": 1}  # type: ignore[union-attr]
 
-        apiserver.add_node("n1", annotations=published("sha"))
+        put_state(apiserver, "n1", published("sha"))
         assert await heard.next() == ("MODIFIED", "n1")
         assert dict(cache.nodes.get("n1").free_loaded) == {("sha", "pac_a10"): 1}  # type: ignore[union-attr]
 
-        apiserver.add_node("n1")  # the agent's annotations gone
+        put_state(apiserver, "n1", BROKEN)  # unusable: none
         assert await heard.next() == ("MODIFIED", "n1")
         assert cache.nodes.get("n1") is None
 
-        apiserver.add_node("n1", annotations=published("aes"))
+        put_state(apiserver, "n1", published("aes"))
         assert await heard.next() == ("MODIFIED", "n1")
-        apiserver.delete_node("n1")
+        apiserver.delete_node_state("fpga-slot", "n1")
         assert await heard.next() == ("DELETED", "n1")
         assert cache.nodes.get("n1") is None
-    assert len(apiserver.list_requests("nodes")) == 1
+    assert len(apiserver.list_requests("fpganodestates")) == 1
 
 
 @pytest.mark.parametrize(
@@ -158,29 +155,29 @@ async def test_watch_adds_updates_and_removes(apiserver: FakeKubeApiServer, api_
 async def test_relist_after_an_interrupted_watch(
     apiserver: FakeKubeApiServer, api_client: client.ApiClient, interrupt: object
 ) -> None:
-    apiserver.add_node("n1", annotations=published("aes"))
+    put_state(apiserver, "n1", published("aes"))
     async with watching(api_client) as (cache, heard):
         assert await heard.next() == ("LIST", "n1")
-        await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
+        await apiserver.until(lambda: apiserver.active_watches("fpganodestates") == 1)
 
         apiserver.compact()
-        interrupt(apiserver, "nodes")  # type: ignore[operator]
-        apiserver.delete_node("n1")
-        apiserver.add_node("n2", annotations=published(None))
+        interrupt(apiserver, "fpganodestates")  # type: ignore[operator]
+        apiserver.delete_node_state("fpga-slot", "n1")
+        put_state(apiserver, "n2", published(None))
 
         # The relist may come before or after the changes: either way the cache ends up right.
         await heard.until(lambda c: c.nodes.get("n1") is None and c.nodes.get("n2") is not None)
-        await apiserver.until(lambda: len(apiserver.list_requests("nodes")) >= 2)
+        await apiserver.until(lambda: len(apiserver.list_requests("fpganodestates")) >= 2)
         assert cache.synced
 
 
 async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, api_client: client.ApiClient) -> None:
     for i in range(5):
-        apiserver.add_node(f"n{i}", annotations=published("aes" if i % 2 else None))
+        put_state(apiserver, f"n{i}", published("aes" if i % 2 else None))
     async with watching(api_client) as (cache, heard), ExtenderUnderTest() as extender:
         extender.extender.table = cache
         assert (await heard.next())[0] == "LIST"
-        await apiserver.until(lambda: apiserver.active_watches("nodes") == 1)
+        await apiserver.until(lambda: apiserver.active_watches("fpganodestates") == 1)
         before = len(apiserver.requests())
 
         names = [f"n{i}" for i in range(5)] + ["not-a-node"]  # a name no node has: left out (the floor)
@@ -193,7 +190,18 @@ async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, 
         assert answers[0][0] == 200
         assert settled(ranking(answers[0][1], names), [0, 3, 0, 3, 0, 0])  # 7, 10, 7, 10, 7 shifted
 
-        apiserver.add_node("n0", annotations=published("aes"))
+        put_state(apiserver, "n0", published("aes"))
         assert await heard.next() == ("MODIFIED", "n0")
         _, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": names})
         assert settled(ranking(answer, names), [3, 3, 0, 3, 0, 0])
+
+
+def test_the_extenders_watch_takes_only_its_installs_objects() -> None:
+    """Another install's agents (another namespace) publish for their own extender, not for this one."""
+    parse = in_namespace("fpga-slot")
+    spec = {"nodeName": "n1", **published("aes")}
+    mine = parse({"metadata": {"name": "n1", "namespace": "fpga-slot", "resourceVersion": "3"}, "spec": spec})
+    assert mine.name == "n1"
+    assert mine.state is not None
+    with pytest.raises(ValueError, match="outside namespace fpga-slot"):
+        parse({"metadata": {"name": "n1", "namespace": "other"}, "spec": spec})

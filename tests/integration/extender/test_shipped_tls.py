@@ -24,9 +24,9 @@ from agent.cli.certs import DirectoryStore, make_certificates
 from agent.cluster.certs import issue, service_names
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, containers, load_documents, render
 from tests.fakeapi import FakeKubeApiServer, claim_template_review
-from tests.integration.extender.conftest import extender_env, running_extender
+from tests.integration.extender.conftest import extender_env, publish_state, running_extender
 from tests.integration.extender.test_tls import prioritize
-from tests.unit.extender.factories import annotations, slot
+from tests.unit.extender.factories import slot
 
 MANIFESTS = Manifests(render())
 HTTPS = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+), https \(client certificates required\)")
@@ -98,7 +98,7 @@ async def shipped(
     apiserver: FakeKubeApiServer, install: Install, tmp_path: Path
 ) -> AsyncIterator[tuple[int, int, int]]:
     """The extender process as shipped; its HTTPS, probe and webhook ports once its node cache synced."""
-    apiserver.add_node("fpga-1", annotations=annotations([slot("s0", bitstream="aes")]))
+    publish_state(apiserver, "fpga-1", [slot("s0", bitstream="aes")])
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
     async with running_extender(
         *extender_container()["args"],

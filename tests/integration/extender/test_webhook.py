@@ -23,8 +23,14 @@ from agent.extender import StateTable, WatchedNode, bound_port
 from agent.extender.admission import MAX_REVIEW_BYTES
 from agent.extender.server import build_webhook_app, start_webhook
 from tests.fakeapi import FakeKubeApiServer, claim_template_review
-from tests.integration.extender.conftest import FPGA_BITSTREAM, PROCESS_TIMEOUT_S, ExtenderProcess, running_extender
-from tests.unit.extender.factories import PAC, annotations, node, slot
+from tests.integration.extender.conftest import (
+    FPGA_BITSTREAM,
+    PROCESS_TIMEOUT_S,
+    ExtenderProcess,
+    publish_state,
+    running_extender,
+)
+from tests.unit.extender.factories import PAC, node, slot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
@@ -157,7 +163,7 @@ async def extender_with_webhook(
     apiserver: FakeKubeApiServer, tmp_path: Path, pki: Path
 ) -> AsyncIterator[ExtenderProcess]:
     kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    apiserver.add_node("fpga-1", annotations=annotations([slot("s0")], {"aes": PAC}))
+    publish_state(apiserver, "fpga-1", [slot("s0")], {"aes": PAC})
     apiserver.put_fpga_bitstream({**FPGA_BITSTREAM, "metadata": {"name": "first"}})
     async with running_extender(
         "extender", "--listen", "127.0.0.1:0",
