@@ -117,15 +117,6 @@ class StateTable:
     def apply_watched(self, kind: str, node: WatchedNode) -> None:
         self.apply(node.name, node.state, deleted=kind == "DELETED")
 
-    def expire(self, now: float) -> list[str]:
-        """Forget the states whose agent is gone (:meth:`NodeSlots.stale`): those nodes score neutral."""
-        gone = [name for name, state in self.nodes.items() if state.stale(now)]
-        for name in gone:
-            self.apply(name, None)
-        if gone:
-            logger.info("ignoring the slot state of %d node(s) whose agent is gone: %s", len(gone), ", ".join(gone[:8]))
-        return gone
-
     def failed(self, text: str) -> None:
         self.last_error = text
 
