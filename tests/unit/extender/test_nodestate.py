@@ -22,7 +22,7 @@ from agent.extender.nodestate import (
     parse_node_slots,
     read_node_slots,
 )
-from agent.extender.table import RequestNodes, StateTable, WatchedNode
+from agent.extender.table import RequestNodes
 from tests.unit.extender.factories import CATALOG, N3K, PAC, annotations, node, slot
 
 
@@ -190,22 +190,3 @@ def test_a_heartbeat_that_is_not_epoch_seconds_is_malformed() -> None:
         parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: "yesterday"})
 
 
-def test_the_node_cache_forgets_a_node_once_its_agent_stops_renewing_the_heartbeat() -> None:
-    cache = StateTable()
-    beat = 1_700_000_000
-    fresh = parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: str(beat)})
-    legacy = parse_node_slots("n2", "1", annotations([slot("s0")]))
-    cache.replace_watched([WatchedNode("n1", fresh), WatchedNode("n2", legacy)])
-    assert cache.expire(beat + STALE_AFTER_S) == []
-    assert cache.expire(beat + STALE_AFTER_S + 1) == ["n1"]
-    assert cache.nodes.get("n1") is None
-    assert list(cache.unpublished) == ["n1"]  # the node is still there, without usable state: neutral
-    assert cache.nodes.get("n2") is not None  # an agent without heartbeats is taken as it is
-    cache.apply_watched("MODIFIED", WatchedNode("n1", fresh))  # its agent is back
-    assert cache.nodes.get("n1") is not None
-    assert not cache.unpublished
-    cache.apply_watched("MODIFIED", WatchedNode("n1", None))  # its agent withdrew the state
-    assert list(cache.unpublished) == ["n1"]
-    cache.apply_watched("DELETED", WatchedNode("n1", None))  # the node is gone: in neither
-    assert cache.nodes.get("n1") is None
-    assert not cache.unpublished
