@@ -188,5 +188,3 @@ def test_the_state_of_an_agent_whose_heartbeat_is_too_old_reads_as_none(age_s: f
 def test_a_heartbeat_that_is_not_epoch_seconds_is_malformed() -> None:
     with pytest.raises(NodeStateError, match="not epoch seconds"):
         parse_node_slots("n1", "1", {**annotations([slot("s0")]), HEARTBEAT_ANNOTATION: "yesterday"})
-
-
