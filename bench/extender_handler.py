@@ -23,16 +23,18 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION, read_node_slots  # noqa: E402
+from agent.extender.nodestate import read_published_state  # noqa: E402
 from agent.extender.scoring import ScoreWeights  # noqa: E402
 from agent.extender.server import Extender  # noqa: E402
 from agent.extender.table import StateTable  # noqa: E402
 from agent.extender.wire import encode_priorities, parse_extender_args  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
+from agent.slots.published import state_object  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 
 NODES = 5000
@@ -41,11 +43,13 @@ BITSTREAMS = 40
 PLATFORM = "sim-pr-v1"
 LONG_AGO = 1_700_000_000
 NOW = 1_800_000_000.0
+#: Where the agents of an install publish (the shipped namespace).
+NAMESPACE = "fpga-slot"
 
 
-def node_annotations(index: int, name: str) -> dict[str, str]:
-    """The fake nodes of the bundled Kubernetes' scheduler benchmark: slot k of node i holds bitstream
-    (7i + 13k) mod 50 when that is below 40 (else nothing), and is free unless (i + k) mod 3 == 0."""
+def node_state(index: int, name: str) -> dict[str, Any]:
+    """The FpgaNodeState of the bundled Kubernetes' scheduler benchmark's fake node ``index``: slot k holds
+    bitstream (7i + 13k) mod 50 when that is below 40 (else nothing), and is free unless (i + k) mod 3 == 0."""
     slots = []
     for k in range(4):
         b = (index * 7 + k * 13) % (BITSTREAMS + 10)
@@ -60,11 +64,20 @@ def node_annotations(index: int, name: str) -> dict[str, str]:
                 "accelerator": f"acc-{bitstream}" if bitstream else None,
                 "free": (index + k) % 3 != 0,
                 "healthy": True,
-                "last_used": LONG_AGO + (index * 31 + k) % 86400,
+                "lastUsed": LONG_AGO + (index * 31 + k) % 86400,
             }
         )
     catalog = {f"bs-{b}": PLATFORM for b in range(BITSTREAMS)}
-    return {SLOTS_ANNOTATION: json.dumps(slots), BITSTREAMS_ANNOTATION: json.dumps(catalog)}
+    obj = state_object(name, NAMESPACE, {"nodeName": name, "slots": slots, "bitstreams": catalog})
+    obj["metadata"]["resourceVersion"] = "1"
+    return obj
+
+
+def state_table(names: list[str]) -> StateTable:
+    """The state table of those nodes, as the extender's watch fills it."""
+    table = StateTable()
+    table.replace(dict(read_published_state(node_state(i, n)) for i, n in enumerate(names)))
+    return table
 
 
 def request_body(rng: random.Random, index: int, names: list[str]) -> bytes:
@@ -123,8 +136,7 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     names = [f"bench-node-{i:05d}" for i in range(NODES)]
-    table = StateTable()
-    table.replace({n: read_node_slots(n, "1", node_annotations(i, n)) for i, n in enumerate(names)})
+    table = state_table(names)
     bodies = [request_body(rng, i, names) for i in range(args.calls)]
     extender = Extender(table, ScoreWeights(), clock=lambda: NOW)
     cold = per_call_us(bodies, lambda _i, body: extender.prioritize(body))

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.config import EVENT_LOOPS  # noqa: E402
 from bench.extender import RawConnection, Server, start_server  # noqa: E402
-from bench.extender_handler import NODES, node_annotations, request_body  # noqa: E402
+from bench.extender_handler import NODES, node_state, request_body  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.fakeapi import FakeKubeApiServer  # noqa: E402
 
@@ -89,7 +89,8 @@ async def bench(args: argparse.Namespace) -> list[Row]:
     runs: dict[tuple[str, str], list[float]] = {}
     with FakeKubeApiServer() as api:
         for i, name in enumerate(names):
-            api.add_node(name, annotations=node_annotations(i, name))
+            api.add_node(name)
+            api.put_node_state(node_state(i, name))
         kubeconfig = api.write_kubeconfig(Path(args.workdir) / "kubeconfig")
         try:
             for loop in args.loops:

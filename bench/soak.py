@@ -52,14 +52,13 @@ sys.path.insert(0, str(ROOT))
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
-from agent.extender import StateTable  # noqa: E402
-from agent.extender.nodestate import MalformedLog, read_node_slots  # noqa: E402
+from agent.extender.nodestate import MalformedLog, read_published_state  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import validate_name  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Health, checkpoint  # noqa: E402
-from bench.extender_handler import node_annotations  # noqa: E402
+from bench.extender_handler import node_state, state_table  # noqa: E402
 from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402
 from tests.fakes import AgentHarness, Catalog, NodePods  # noqa: E402
@@ -380,8 +379,7 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     """Mangled requests over HTTP about a one-slot pod, on nodes with published state: an intact request gets
     as far as the one-slot index and the promises, not only the parser."""
     names = [f"fake-fpga-{i}" for i in range(1, 41)]
-    cache = StateTable()
-    cache.replace({n: read_node_slots(n, "1", node_annotations(i, n)) for i, n in enumerate(names)})
+    cache = state_table(names)
     captured = sample("extender-prioritize-request.json")
     captured["Pod"]["metadata"]["annotations"] = {ANNOTATION: "bs-3"}
     captured["NodeNames"] = names[::2]
@@ -418,18 +416,31 @@ def soak_extender(cases: int, rng: random.Random) -> list[Row]:
     ]
 
 
-def soak_annotations(cases: int, rng: random.Random) -> list[Row]:
+def weird_value(rng: random.Random) -> object:
+    """A JSON value as a hostile writer might put in an FpgaNodeState: weird text, parsed where it parses."""
+    text = weird_text(rng)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def soak_node_states(cases: int, rng: random.Random) -> list[Row]:
     escaped = 0
     log = MalformedLog()
     for index in range(cases):
-        annotations = {"example.com/fpga-slots": weird_text(rng), "example.com/fpga-bitstreams": weird_text(rng)}
-        if index % 3 == 0:
-            annotations["example.com/fpga-bitstreams"] = '{"aes": "p"}'
+        obj = node_state(index, f"n{index}")
+        spec = obj["spec"]
+        field = rng.choice(["slots", "bitstreams", "nodeName", "slot", "slot"])
+        if field == "slot":
+            spec["slots"][rng.randrange(len(spec["slots"]))][rng.choice(list(spec["slots"][0]))] = weird_value(rng)
+        else:
+            spec[field] = weird_value(rng)
         try:
-            read_node_slots(f"n{index}", str(index), annotations, log=log)
+            read_published_state(obj, log=log)
         except Exception as exc:  # the count is the result
             escaped += 1
-            print(f"node annotations: {type(exc).__name__}", file=sys.stderr)
+            print(f"FpgaNodeState: {type(exc).__name__}", file=sys.stderr)
     names_escaped = long_messages = 0
     for _ in range(cases):
         try:
@@ -440,7 +451,7 @@ def soak_annotations(cases: int, rng: random.Random) -> list[Row]:
         except Exception:
             names_escaped += 1
     return [
-        (f"node annotation fuzz ({cases})", f"{escaped} exceptions escaped", "0"),
+        (f"FpgaNodeState fuzz ({cases})", f"{escaped} exceptions escaped", "0"),
         (f"bitstream annotation fuzz ({cases})", f"{names_escaped} unexpected exceptions", "0"),
         ("bitstream name errors longer than 400 characters or multi-line", str(long_messages), "0"),
     ]
@@ -453,7 +464,7 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
     rows += await soak_faults(args.fault_rounds)
     rows += await soak_grpc(args.cases, rng)
     rows += await asyncio.to_thread(soak_extender, args.cases, rng)
-    rows += soak_annotations(args.cases, rng)
+    rows += soak_node_states(args.cases, rng)
     rows += await soak_hostile_sources(args.fault_rounds)
     rows.append(("soak duration", f"{time.monotonic() - started:.0f} s", "-"))
     return rows

@@ -30,9 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.extender.admission import validator  # noqa: E402
-from agent.extender.nodestate import read_node_slots  # noqa: E402
 from agent.extender.table import StateTable  # noqa: E402
-from bench.extender_handler import NODES, PLATFORM, node_annotations  # noqa: E402
+from bench.extender_handler import NODES, PLATFORM, state_table  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
 from tests.fakeapi import claim_template_review  # noqa: E402
 
@@ -51,9 +50,7 @@ def review(bitstream: str) -> bytes:
 
 
 def build_cache() -> StateTable:
-    cache = StateTable()
-    names = [f"node-{index:05d}" for index in range(NODES)]
-    cache.replace({name: read_node_slots(name, "1", node_annotations(index, name)) for index, name in enumerate(names)})
+    cache = state_table([f"node-{index:05d}" for index in range(NODES)])
     cache.replace_declared([Declared(f"declared-{d}", PLATFORM) for d in range(DECLARED)])
     return cache
 

@@ -1,23 +1,22 @@
 """``fpga-agent demo extender``: the scheduler extender scoring a few nodes, narrated.
 
 The real extender (state table, scoring, HTTP server) on a loopback port, fed the
-slot state that agents publish on their Nodes, answering the ``/prioritize`` and
-``/filter`` calls kube-scheduler makes. Needs no cluster: the node watch is replaced
-by the nodes below.
+FpgaNodeState objects that agents publish, answering the ``/prioritize`` and
+``/filter`` calls kube-scheduler makes. Needs no cluster: the watch is replaced by
+the nodes below.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import aiohttp
 
 from agent.config import Config
-from agent.extender import Extender, StateTable, bound_port, build_app, read_node_slots, start
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.extender import Extender, NodeSlots, StateTable, bound_port, build_app, read_published_state, start
 from agent.output.tables import format_table
+from agent.slots.published import state_object
 
 PLATFORM = "9a3d7c8e11114f0a8d1b0123456789ab"
 CATALOG = {"aes-v1": PLATFORM, "sha-v2": PLATFORM}
@@ -38,7 +37,7 @@ def _slot(sid: str, bitstream: str | None, *, free: bool = True, idle_s: int | N
         "accelerator": None,
         "free": free,
         "healthy": True,
-        "last_used": None if idle_s is None else int(time.time()) - idle_s,
+        "lastUsed": None if idle_s is None else int(time.time()) - idle_s,
     }
 
 
@@ -53,10 +52,15 @@ NODES: dict[str, tuple[list[dict[str, Any]] | None, str]] = {
 }
 
 
-def _annotations(slots: list[dict[str, Any]] | None) -> dict[str, str]:
-    if slots is None:
-        return {}
-    return {SLOTS_ANNOTATION: json.dumps(slots), BITSTREAMS_ANNOTATION: json.dumps(CATALOG)}
+def _table() -> StateTable:
+    """The table as the extender's watch fills it: the nodes that publish an FpgaNodeState, and the rest."""
+    table = StateTable()
+    states: dict[str, NodeSlots | None] = {}
+    for name, (slots, _) in NODES.items():
+        obj = state_object(name, "fpga-slot", {"nodeName": name, "slots": slots, "bitstreams": CATALOG})
+        states[name] = None if slots is None else read_published_state(obj)[1]
+    table.replace(states)
+    return table
 
 
 def _pod(bitstream: str | None, count: int = 1) -> dict[str, Any]:
@@ -70,13 +74,11 @@ def _pod(bitstream: str | None, count: int = 1) -> dict[str, Any]:
 
 async def run_extender_demo(config: Config) -> int:
     """Score the nodes above for two pods over real HTTP; returns the process exit code."""
-    table = StateTable()
-    table.replace({name: read_node_slots(name, "1", _annotations(slots)) for name, (slots, _) in NODES.items()})
-    extender = Extender(table, config.score_weights, answer_limit=config.answer_limit)
+    extender = Extender(_table(), config.score_weights, answer_limit=config.answer_limit)
     server = await start(build_app(extender), "127.0.0.1", 0)
     url = f"http://127.0.0.1:{bound_port(server)}"
     try:
-        say("1. The extender, on the slot state six nodes publish (example.com/fpga-slots)")
+        say("1. The extender, on the slot state six nodes publish (their FpgaNodeState objects)")
         say("", f"listening on {url}; score weights {config.score_weights}")
         async with aiohttp.ClientSession() as session:
             for step, bitstream in (("2", "aes-v1"), ("3", None)):

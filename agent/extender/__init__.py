@@ -7,10 +7,10 @@ watches and answers kube-scheduler's calls from it: ``wire`` (parse, encode), ``
 """
 
 from agent.extender.demand import ContainerDemand, PodDemand
-from agent.extender.nodestate import NodeSlots, node_state, parse_node_slots, read_node_slots
+from agent.extender.nodestate import NodeSlots, node_state, read_published_state
 from agent.extender.scoring import ScoreWeights, filter_nodes, parse_score_weights, score_node
 from agent.extender.server import Extender, bound_port, build_app, start
-from agent.extender.table import StateTable, WatchedNode, parse_watched_node, parse_watched_state
+from agent.extender.table import StateTable, WatchedNode, parse_watched_state
 
 __all__ = [
     "ContainerDemand",
@@ -24,11 +24,9 @@ __all__ = [
     "build_app",
     "filter_nodes",
     "node_state",
-    "parse_node_slots",
     "parse_score_weights",
-    "parse_watched_node",
     "parse_watched_state",
-    "read_node_slots",
+    "read_published_state",
     "score_node",
     "start",
 ]

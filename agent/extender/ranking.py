@@ -4,14 +4,14 @@ A node's rank is its score and its packing (kube-scheduler's MostAllocated score
 slots, ``NodeSlots.packing``) as one integer. The answer is shifted: the lowest score among
 the names asked becomes 0 and is left out (the scheduler counts a missing node as 0), and
 at most ``limit`` nodes are listed, the best by rank, then in the order asked. A name the
-state table never reported is left out; a node without published state scores neutral.
+node without (usable) published state scores neutral.
 A one-slot pod is promised the free copy its answer offers (``agent.extender.promises``).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from agent.extender.demand import PodDemand
@@ -33,8 +33,6 @@ class NodeView(Protocol):
 
     @property
     def nodes(self) -> Mapping[str, NodeSlots]: ...
-    @property
-    def unpublished(self) -> Set[str]: ...
 
 
 #: A caller's value (0..1) of keeping a free copy of each bitstream, from the nodes and the clock (the cluster
@@ -58,33 +56,30 @@ class Scorer:
         self.promises: Promises | None = Promises() if promises else None
         self.values = values
 
-    def prioritize(
-        self, view: NodeView, demand: PodDemand, names: Sequence[str], now: float, *, promise: bool = True
-    ) -> Scores:
-        """The answer for ``names`` (see the module docstring); ``promise`` False: no copy promised (nodes that
-        came in the request, whose states are not the table's)."""
+    def prioritize(self, view: NodeView, demand: PodDemand, names: Sequence[str], now: float) -> Scores:
+        """The answer for ``names`` (see the module docstring)."""
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
         nodes, weights = view.nodes, self.weights
         keep = self.values(nodes.values(), now) if self.values is not None else NO_VALUES
         single = demand.single
         one_slot = single[0] if single is not None and single[1] == 1 and not demand.unnamed else None
-        promises = self.promises if promise and one_slot is not None else None
+        promises = self.promises if one_slot is not None else None
         taken = promises.taken(demand.pod, one_slot, nodes, now) if promises is not None and one_slot else {}
         if len(set(names)) != len(names):
             names = list(dict.fromkeys(names))  # each once: an answer must not list a node twice
         if one_slot is not None and demand.dra is None and not keep:
-            listed, ranks = one_slot_ranks(demand, one_slot, names, view, weights, now, taken)
+            ranks = one_slot_ranks(demand, one_slot, names, view, weights, now, taken)
         else:
-            listed, ranks = node_ranks(demand, names, view, weights, now, keep, taken)
+            ranks = node_ranks(demand, names, view, weights, now, keep, taken)
         if demand.dra is not None:  # the allocator, not a scheduler plugin, packs: one node, best packed
             limit = DRA_ANSWER_LIMIT if self.limit <= 0 else min(self.limit, DRA_ANSWER_LIMIT)
-            answer = best_ranked(listed, ranks, limit, pack_ties=True)
+            answer = best_ranked(names, ranks, limit, pack_ties=True)
         else:
-            answer = best_ranked(listed, ranks, self.limit)
+            answer = best_ranked(names, ranks, self.limit)
         if promises is None or one_slot is None or not answer:
             return answer
-        return settle(promises, demand.pod, one_slot, answer, dict(zip(listed, ranks, strict=True)), nodes, taken, now)
+        return settle(promises, demand.pod, one_slot, answer, dict(zip(names, ranks, strict=True)), nodes, taken, now)
 
 
 def node_ranks(
@@ -95,22 +90,19 @@ def node_ranks(
     now: float,
     keep: Mapping[str, float],
     taken: Mapping[str, int],
-) -> tuple[list[str], list[int]]:
-    """The names the view knows, and each one's rank (``score_node`` or ``score_dra``, and packing)."""
-    nodes, unpublished, neutral = view.nodes, view.unpublished, weights.neutral * RANK_SCALE
+) -> list[int]:
+    """Each name's rank (``score_node`` or ``score_dra``, and packing); neutral without published state."""
+    nodes, neutral = view.nodes, weights.neutral * RANK_SCALE
     score = score_dra if demand.dra is not None else score_node
     count = demand.requested
-    listed: list[str] = []
     ranks: list[int] = []
     for name in names:
         node = nodes.get(name)
         if node is not None:
-            listed.append(name)
             ranks.append(score(demand, node, weights, now, keep, taken.get(name, 0)) * RANK_SCALE + node.packing(count))
-        elif name in unpublished:
-            listed.append(name)
+        else:  # no published state (no agent, or a malformed one)
             ranks.append(neutral)
-    return listed, ranks
+    return ranks
 
 
 def one_slot_ranks(
@@ -121,22 +113,18 @@ def one_slot_ranks(
     weights: ScoreWeights,
     now: float,
     taken: Mapping[str, int],
-) -> tuple[list[str], list[int]]:
+) -> list[int]:
     """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), with ``score_node``'s rules
     written out for that case; a node with copies promised to other pods is left to ``score_node``."""
-    nodes, unpublished, neutral = view.nodes, view.unpublished, weights.neutral * RANK_SCALE
+    nodes, neutral = view.nodes, weights.neutral * RANK_SCALE
     loaded, empty, evict = weights.loaded * RANK_SCALE, weights.empty * RANK_SCALE, weights.evict * RANK_SCALE
     span, horizon = (weights.empty - weights.evict) / LRU_HORIZON_S, LRU_HORIZON_S
-    listed: list[str] = []
     ranks: list[int] = []
     for name in names:
         node = nodes.get(name)
-        if node is None:
-            if name in unpublished:
-                listed.append(name)
-                ranks.append(neutral)
+        if node is None:  # no published state: neutral
+            ranks.append(neutral)
             continue
-        listed.append(name)
         platform = node.bitstreams.get(bitstream)
         if platform is None:
             rank = 0
@@ -160,7 +148,7 @@ def one_slot_ranks(
         if rank and node.downloads and bitstream in node.downloads and not (taken and name in taken):
             rank -= DOWNLOAD_PENALTY * RANK_SCALE
         ranks.append(rank + node.pack1)
-    return listed, ranks
+    return ranks
 
 
 def settle(

@@ -30,7 +30,7 @@ from agent.extender.drapods import dra_demand
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ANSWER_LIMIT, Scorer
 from agent.extender.scoring import ScoreWeights, filter_nodes
-from agent.extender.table import RequestNodes, StateTable
+from agent.extender.table import StateTable
 from agent.extender.wire import (
     SchedulingRequest,
     encode,
@@ -84,8 +84,7 @@ class Extender:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
             return 400, encode(filter_error(str(exc)))
-        view = self.table if request.node_names is not None else RequestNodes(request.nodes or ())
-        outcome = filter_nodes(self._demand(request), request.names, view.nodes.get)
+        outcome = filter_nodes(self._demand(request), request.names, self.table.nodes.get)
         return 200, encode(filter_result(request, outcome))
 
     def prioritize(self, body: bytes) -> Answer:
@@ -93,9 +92,7 @@ class Extender:
             request = parse_extender_args(body)
         except ExtenderRequestError as exc:
             return 400, error_body(str(exc))
-        in_table = request.node_names is not None
-        view = self.table if in_table else RequestNodes(request.nodes or ())
-        answer = self.scorer.prioritize(view, self._demand(request), request.names, self._clock(), promise=in_table)
+        answer = self.scorer.prioritize(self.table, self._demand(request), request.names, self._clock())
         return 200, encode_priorities(answer)
 
     def healthz(self) -> tuple[int, str]:

@@ -3,7 +3,7 @@
 The feed is :meth:`StateTable.replace` (a whole list) and :meth:`StateTable.apply` (one
 node's new state, or None for a node without usable state); the handlers only read it.
 The table is bounded in nodes and in the bytes their states take; past either bound a
-node is kept as "without published state" (it scores neutral) and a warning says so.
+node is left out (it scores neutral, as a node without published state) and a warning says so.
 """
 
 from __future__ import annotations
@@ -13,16 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agent.extender.nodestate import NodeSlots, read_node_slots, read_published_state
-from agent.extender.wire import node_annotations, node_name, node_resource_version
+from agent.extender.nodestate import NodeSlots, read_published_state
 
 logger = logging.getLogger(__name__)
 
 #: Nodes with published state kept at most, and the bytes their states take at most.
 MAX_NODES = 50_000
 MAX_STATE_BYTES = 512 * 1024 * 1024
-#: Nodes known without published state kept at most (their names only).
-MAX_UNPUBLISHED = 100_000
 #: Bitstreams declared by FpgaBitstream objects kept at most.
 MAX_DECLARED = 10_000
 
@@ -34,17 +31,6 @@ class DeclaredBitstream(Protocol):
     def name(self) -> str: ...
     @property
     def platform(self) -> str: ...
-
-
-class NodeMetadata(Protocol):
-    """What a node watch hands over of each Node (structurally: ``agent.kube.nodewatch.NodeMeta``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def resource_version(self) -> str: ...
-    @property
-    def annotations(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +46,6 @@ def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
     return WatchedNode(*read_published_state(obj))
 
 
-def parse_watched_node(meta: NodeMetadata) -> WatchedNode:
-    """One watched Node's state from its annotations (in the watch's worker thread, once per update)."""
-    return WatchedNode(meta.name, read_node_slots(meta.name, meta.resource_version, meta.annotations))
-
-
 class StateTable:
     """Node name -> published state, written on the loop by the feed; ``bitstream_known`` is safe from the webhook's
     thread (two dict lookups, no iteration over what the loop changes)."""
@@ -72,8 +53,6 @@ class StateTable:
     def __init__(self, max_nodes: int = MAX_NODES, max_bytes: int = MAX_STATE_BYTES) -> None:
         #: Node name -> published state (read on every call: a plain attribute).
         self.nodes: dict[str, NodeSlots] = {}
-        #: Nodes reported without usable published state: they score neutral. A name never reported is in neither.
-        self.unpublished: set[str] = set()
         self._max_nodes = max_nodes
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -97,7 +76,7 @@ class StateTable:
     # --- the feed -------------------------------------------------------------------------
     def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
         """A list of every node: name -> its state (None: no usable state). The table is these."""
-        self.nodes, self.unpublished, self._holders, self._bytes = {}, set(), {}, 0
+        self.nodes, self._holders, self._bytes = {}, {}, 0
         for name, state in states.items():
             self._put(name, state)
         self.last_error = None
@@ -127,8 +106,6 @@ class StateTable:
             self._full_said = True
             state = None
         if state is None:
-            if len(self.unpublished) < MAX_UNPUBLISHED:
-                self.unpublished.add(name)
             return
         state = state.declaring(self._declared)
         self.nodes[name] = state
@@ -138,7 +115,6 @@ class StateTable:
             holders[bitstream] = holders.get(bitstream, 0) + 1
 
     def _drop(self, name: str) -> None:
-        self.unpublished.discard(name)
         state = self.nodes.pop(name, None)
         if state is None:
             return
@@ -195,18 +171,3 @@ class StateTable:
         if not self._declarations_failing:
             logger.warning("FpgaBitstream objects not listed (%s): only the nodes' own catalogs count", text)
         self._declarations_failing = True
-
-
-class RequestNodes:
-    """The node view of a call that carries whole Node objects (``nodeCacheCapable: false``), each read once."""
-
-    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        self.nodes: dict[str, NodeSlots] = {}
-        self.unpublished: set[str] = set()
-        for obj in objects:
-            name = node_name(obj)
-            state = read_node_slots(name, node_resource_version(obj), node_annotations(obj))
-            if state is None:
-                self.unpublished.add(name)
-            else:
-                self.nodes[name] = state

@@ -118,9 +118,6 @@ def _read_args(data: dict[str, Any]) -> SchedulingRequest:
         meta = item.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ExtenderRequestError(f"Nodes.items[{index}] has no metadata.name")
-        annotations = meta.get("annotations")
-        if annotations is not None and not isinstance(annotations, dict):
-            raise ExtenderRequestError(f"Nodes.items[{index}].metadata.annotations must be an object")
     return SchedulingRequest(demand, None, items, dra)
 
 
@@ -193,15 +190,6 @@ def _container_slots(container: Mapping[str, Any], field_name: str, index: int) 
 def node_name(node: Mapping[str, Any]) -> str:
     """The name of a Node object from a request (checked by :func:`parse_extender_args`)."""
     return str(node["metadata"]["name"])
-
-
-def node_annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
-    annotations: Mapping[str, str] = node["metadata"].get("annotations") or {}
-    return annotations
-
-
-def node_resource_version(node: Mapping[str, Any]) -> str:
-    return str(node["metadata"].get("resourceVersion") or "")
 
 
 def filter_result(request: SchedulingRequest, outcome: FilterOutcome) -> ExtenderFilterResult:

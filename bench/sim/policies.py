@@ -24,6 +24,7 @@ from agent.extender.nodestate import NodeSlots, node_state
 from agent.extender.ranking import ANSWER_LIMIT, Scorer, Scores
 from agent.extender.scoring import ScoreWeights
 from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
+from agent.slots.published import NodeState
 from agent.slots.registry import Content
 from bench.sim.engine import Placement, SimNode
 from bench.sim.facts import ClusterFacts
@@ -65,7 +66,7 @@ def published(node: SimNode, catalog: dict[str, str]) -> NodeSlots:
             }
             for i, s in enumerate(node.slots)
         ]
-        node.cached = node_state(node.name, "1", records, catalog)
+        node.cached = node_state(NodeState(node.name, "1", tuple(records), catalog))
     return node.cached
 
 
@@ -186,8 +187,6 @@ class SimNodeCache:
         self.nodes: dict[str, NodeSlots] = {}
         self.generation = 0
         self.changes: list[str] = []
-        #: Every simulated node publishes its state.
-        self.unpublished: frozenset[str] = frozenset()
         self._journal: list[SimNode] | None = None
         self._read = 0
 

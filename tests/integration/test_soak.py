@@ -45,6 +45,6 @@ def test_fuzzed_extender_bodies_get_200_or_4xx_with_error() -> None:
     assert int(scored) > 20, rows  # intact requests reach the scoring, not only the parser
 
 
-def test_fuzzed_annotations_never_escape_the_readers() -> None:
-    rows = soak.soak_annotations(300, random.Random(7))
+def test_fuzzed_node_states_never_escape_the_readers() -> None:
+    rows = soak.soak_node_states(300, random.Random(7))
     assert [result for _, result, _ in rows] == ["0 exceptions escaped", "0 unexpected exceptions", "0"]

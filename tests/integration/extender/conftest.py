@@ -3,7 +3,7 @@
 ``ExtenderUnderTest`` serves the real aiohttp app over TCP; tests talk to it with
 aiohttp's client, as kube-scheduler would (keep-alive, JSON bodies). Pods start from
 the pod kube-scheduler v1.36 actually sent (``tests/wire-samples``), nodes are built
-as the fake API server builds them, with the annotations the agent publishes.
+as the fake API server builds them, their state as the FpgaNodeState the agent publishes.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import pytest
 import uvloop
 
 from agent.extender import Extender, ScoreWeights, StateTable, WatchedNode, bound_port, build_app, start
-from agent.extender.nodestate import read_node_slots
+from agent.extender.nodestate import read_published_state
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import HttpServer, extender_metrics
 from tests.fakeapi import FakeKubeApiServer, make_node
-from tests.unit.extender.factories import CATALOG, PAC, annotations
+from tests.unit.extender.factories import CATALOG, PAC, state_object_of
 
 SAMPLES = Path(__file__).parents[2] / "wire-samples"
 #: The clock the scoring sees (last_used values in tests are relative to it).
@@ -70,7 +70,8 @@ class Cluster:
 
     slots: dict[str, Sequence[Mapping[str, Any]] | None] = field(default_factory=dict)
     bitstreams: dict[str, Mapping[str, str] | None] = field(default_factory=dict)
-    raw_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Node name -> the ``spec`` of its FpgaNodeState as written, however malformed.
+    raw_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(
         self, name: str, slots: Sequence[Mapping[str, Any]] | None, bitstreams: Mapping[str, str] | None = None
@@ -78,22 +79,24 @@ class Cluster:
         self.slots[name] = slots
         self.bitstreams[name] = bitstreams
 
-    def node_annotations(self, name: str) -> dict[str, str]:
-        if name in self.raw_annotations:
-            return self.raw_annotations[name]
-        published = self.slots.get(name)
-        return {} if published is None else annotations(published, self.bitstreams.get(name))
-
     def node_object(self, name: str) -> dict[str, Any]:
-        node = make_node(name, annotations=self.node_annotations(name))
+        node = make_node(name)
         node["metadata"]["resourceVersion"] = "1"
         return node
 
+    def state_object(self, name: str) -> dict[str, Any] | None:
+        """The node's FpgaNodeState; None when it publishes none."""
+        if name in self.raw_specs:
+            obj = state_object_of(name, [])
+            obj["spec"] = self.raw_specs[name]
+            return obj
+        published = self.slots.get(name)
+        return None if published is None else state_object_of(name, published, self.bitstreams.get(name))
+
     def watched(self) -> list[WatchedNode]:
-        return [
-            WatchedNode(name, read_node_slots(name, "1", self.node_annotations(name)))
-            for name in {*self.slots, *self.raw_annotations}
-        ]
+        """What the extender's watch lists: every FpgaNodeState (a node without one is not in the list)."""
+        objects = (self.state_object(name) for name in {*self.slots, *self.raw_specs})
+        return [WatchedNode(*read_published_state(obj)) for obj in objects if obj is not None]
 
 
 def ranking(answer: list[dict[str, Any]], names: Sequence[str]) -> list[int]:

@@ -60,9 +60,9 @@ async def test_serves_from_the_watched_nodes_and_stops_on_sigterm(extender_proce
             assert (response.status, await response.text()) == (200, "ok\n")
         async with session.post(url + "/prioritize", json=body) as response:
             assert response.status == 200
-            # 10, 6 and "other" (no FpgaNodeState, a name the table never heard of), shifted so that the lowest is
-            # 0 and left out; one listed at most
-            assert await response.json() == [{"Host": "fpga-1", "Score": 4}]
+            # 10, 6 and "other" (no FpgaNodeState: neutral, 5), shifted so that the lowest is 0 and left out;
+            # one listed at most
+            assert await response.json() == [{"Host": "fpga-1", "Score": 5}]
 
     extender_process.process.send_signal(signal.SIGTERM)
     async with asyncio.timeout(PROCESS_TIMEOUT_S):

@@ -23,7 +23,7 @@ from tests.integration.extender.conftest import (
     publish_state,
     running_extender,
 )
-from tests.unit.extender.factories import PAC, annotations, slot
+from tests.unit.extender.factories import PAC, slot
 
 EXAMPLE = Path(__file__).parents[3] / "daemonset" / "examples" / "dra" / "cached-first.yaml"
 NAMES = ["fpga-1", "fpga-2", "fpga-3", "fpga-4"]
@@ -74,15 +74,11 @@ async def prioritize(
 
 
 async def prioritize_nodes(
-    session: aiohttp.ClientSession, url: str, pod: dict[str, Any], nodes: dict[str, list[dict[str, Any]]]
+    session: aiohttp.ClientSession, url: str, pod: dict[str, Any], names: list[str]
 ) -> list[dict[str, Any]]:
-    """The answer for ``pod`` over nodes sent whole (``Nodes``: name -> published slots), as kube-scheduler sends
-    them to an extender that is not nodeCacheCapable."""
-    items = []
-    for name, slots in nodes.items():
-        node = make_node(name, annotations=annotations(slots, CATALOG))
-        node["metadata"]["resourceVersion"] = "1"
-        items.append(node)
+    """The answer for ``pod`` over nodes sent whole, as kube-scheduler sends them to an extender that is not
+    nodeCacheCapable (their state is still the published one)."""
+    items = [make_node(name) for name in names]
     body = {"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
     async with session.post(url + "/prioritize", json=body) as response:
         assert response.status == 200
@@ -118,9 +114,7 @@ async def test_a_dra_pod_is_scored_by_its_claim_template(
         # scheduler plugin packs DRA slots.
         assert await prioritize(session, url, pod, ["fpga-5", "fpga-2"]) == [{"Host": "fpga-2", "Score": 1}]
         # The same two nodes sent whole (a profile without nodeCacheCapable): the same answer.
-        assert await prioritize_nodes(session, url, pod, {"fpga-5": FPGA_5, "fpga-2": FPGA_2}) == [
-            {"Host": "fpga-2", "Score": 1}
-        ]
+        assert await prioritize_nodes(session, url, pod, ["fpga-5", "fpga-2"]) == [{"Host": "fpga-2", "Score": 1}]
 
         # The template changes (through the watch): now fpga-3 holds the bitstream asked for.
         changed = copy.deepcopy(template)

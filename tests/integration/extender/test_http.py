@@ -13,7 +13,6 @@ from aiohttp.web_protocol import RequestHandler
 
 import agent.extender.ranking
 from agent.extender import ScoreWeights
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
 from agent.extender.ranking import ANSWER_LIMIT
 from agent.extender.server import Extender
 from tests.integration.extender.conftest import (
@@ -63,6 +62,7 @@ async def test_full_node_objects_come_back_unchanged(extender: ExtenderUnderTest
     cluster.add("fits", [slot("s0")])
     cluster.add("other-platform", [slot("s0", platform=N3K)])
     cluster.add("no-state", None)
+    extender.publish(cluster)
     args = extender_args(pod("aes"), ["fits", "other-platform", "no-state"], "nodes", cluster)
 
     status, answer = await extender.post("/filter", args)
@@ -73,7 +73,6 @@ async def test_full_node_objects_come_back_unchanged(extender: ExtenderUnderTest
     assert list(answer["FailedAndUnresolvableNodes"]) == ["other-platform"]
     assert answer["FailedNodes"] == {}
     assert answer["Error"] == ""
-    assert len(extender.cache) == 0  # the request's own Node objects were read, not the cache
 
 
 async def test_lowercase_field_names_are_read_as_gos_decoder_reads_them(extender: ExtenderUnderTest) -> None:
@@ -228,16 +227,17 @@ async def test_answers_follow_the_node_cache(extender: ExtenderUnderTest) -> Non
 @pytest.mark.parametrize(
     "broken",
     [
-        pytest.param({SLOTS_ANNOTATION: "[{", BITSTREAMS_ANNOTATION: "{}"}, id="slots-not-json"),
-        pytest.param({SLOTS_ANNOTATION: '[{"id": 1}]', BITSTREAMS_ANNOTATION: "{}"}, id="slot-without-fields"),
-        pytest.param({SLOTS_ANNOTATION: "[]"}, id="catalog-missing"),
+        pytest.param({"nodeName": "broken", "slots": "[{", "bitstreams": {}}, id="slots-not-a-list"),
+        pytest.param({"nodeName": "broken", "slots": [{"id": 1}], "bitstreams": {}}, id="slot-without-fields"),
+        pytest.param({"nodeName": "broken", "slots": [], "bitstreams": ["aes"]}, id="catalog-not-an-object"),
+        pytest.param({"nodeName": "elsewhere", "slots": [], "bitstreams": {}}, id="another-node's"),
     ],
 )
 async def test_malformed_published_state_is_no_state(
-    extender: ExtenderUnderTest, mode: Mode, broken: dict[str, str]
+    extender: ExtenderUnderTest, mode: Mode, broken: dict[str, Any]
 ) -> None:
     cluster = Cluster()
-    cluster.raw_annotations["broken"] = broken
+    cluster.raw_specs["broken"] = broken
     cluster.add("empty", [slot("s0")])
     extender.publish(cluster)
     args = extender_args(pod("aes"), ["broken", "empty"], mode, cluster)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ from agent.kube.reflector import WatchEventKind
 from agent.kube.statewatch import NodeStateWatcher
 from tests.fakeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
-from tests.unit.extender.factories import annotations, slot
+from tests.unit.extender.factories import slot, state_object_of
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
 
@@ -79,10 +78,8 @@ async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[StateTab
 
 def published(*loaded: str | None) -> dict[str, Any]:
     """A node's FpgaNodeState spec with one slot per entry of ``loaded``."""
-    texts = annotations([slot(f"s{i}", bitstream=b) for i, b in enumerate(loaded)])
-    records = json.loads(texts["example.com/fpga-slots"])
-    wire = [{**{k: v for k, v in r.items() if k != "last_used"}, "lastUsed": r.get("last_used")} for r in records]
-    return {"slots": wire, "bitstreams": json.loads(texts["example.com/fpga-bitstreams"])}
+    spec = state_object_of("any", [slot(f"s{i}", bitstream=b) for i, b in enumerate(loaded)])["spec"]
+    return {"slots": spec["slots"], "bitstreams": spec["bitstreams"]}
 
 
 def put_state(api: FakeKubeApiServer, node: str, spec: dict[str, Any]) -> None:
@@ -180,7 +177,7 @@ async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, 
         await apiserver.until(lambda: apiserver.active_watches("fpganodestates") == 1)
         before = len(apiserver.requests())
 
-        names = [f"n{i}" for i in range(5)] + ["not-a-node"]  # a name no node has: left out (the floor)
+        names = [f"n{i}" for i in range(5)] + ["not-a-node"]  # a name without published state: neutral (5)
         calls = [extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": names}) for _ in range(30)]
         calls += [extender.post("/filter", {"Pod": pod("aes"), "NodeNames": names}) for _ in range(30)]
         answers = await asyncio.gather(*calls)
@@ -188,12 +185,12 @@ async def test_handlers_never_call_the_api_server(apiserver: FakeKubeApiServer, 
 
         assert len(apiserver.requests()) == before
         assert answers[0][0] == 200
-        assert settled(ranking(answers[0][1], names), [0, 3, 0, 3, 0, 0])  # 7, 10, 7, 10, 7 shifted
+        assert settled(ranking(answers[0][1], names), [2, 5, 2, 5, 2, 0])  # 7, 10, 7, 10, 7, 5 shifted
 
         put_state(apiserver, "n0", published("aes"))
         assert await heard.next() == ("MODIFIED", "n0")
         _, answer = await extender.post("/prioritize", {"Pod": pod("aes"), "NodeNames": names})
-        assert settled(ranking(answer, names), [3, 3, 0, 3, 0, 0])
+        assert settled(ranking(answer, names), [5, 5, 2, 5, 2, 0])
 
 
 def test_the_extenders_watch_takes_only_its_installs_objects() -> None:

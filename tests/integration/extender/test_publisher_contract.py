@@ -51,7 +51,7 @@ def test_what_the_agent_publishes_the_extender_reads_as_meant() -> None:
     spec = render_state("worker-1", registry.snapshot(), [entry("aes"), entry("sha"), entry("fft", "other-pr")])
     read = parse_state({**state_object("worker-1", "fpga-slot", spec), "metadata": {"name": "worker-1"}})
 
-    state = node_state(read.node, "42", read.slots, read.bitstreams)
+    state = node_state(read)
 
     by_id = {slot.id: slot for slot in state.slots}
     assert set(by_id) == {"card0-slot0", "card0-slot1", "card0-slot2", "card1-slot0", "card1-slot1"}

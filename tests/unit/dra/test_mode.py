@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 from agent.dra import DeviceHealth
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.mode import UNHEALTHY_TAINT, device_health, slice_devices
 from agent.dra.naming import disambiguated_name
-from agent.extender import parse_node_slots
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.extender import read_published_state
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
 from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.published import state_object, state_spec
 from tests.unit.slots.factories import make_slot
 
 
@@ -113,7 +112,7 @@ def test_an_unhealthy_slot_carries_the_no_schedule_taint_and_loses_it_when_it_re
 
 def test_the_slice_lists_free_slots_in_the_order_the_extender_scores_dra_pods_by() -> None:
     """One rule (agent.slots.eviction_key) for the slice the scheduler's allocator walks and for the extender,
-    which reads the same slots from the Node annotation (last use in whole seconds) and predicts what it takes."""
+    which reads the same slots from the FpgaNodeState (last use in whole seconds) and predicts what it takes."""
     registry = SlotRegistry()
     registry.replace_all([make_slot("c0", f"p{i}") for i in range(5)])
     for slot_id, bitstream in (("c0-p0", "aes"), ("c0-p1", "sha"), ("c0-p3", "gz"), ("c0-p4", "fft")):
@@ -121,13 +120,7 @@ def test_the_slice_lists_free_slots_in_the_order_the_extender_scores_dra_pods_by
     used = {"c0-p0": 1_700_000_300.0, "c0-p1": 1_700_000_100.0, "c0-p3": 1_700_000_300.0}
     states = [dataclasses.replace(s, last_used=used.get(str(s.slot.id))) for s in registry.snapshot()]
     in_slice = [device.name for device in slice_devices(states)]
-    published = [
-        {"id": str(s.slot.id), "card": "c0", "numa": 0, "platform": s.slot.platform, "bitstream": s.bitstream,
-         "accelerator": s.accelerator_id, "free": True, "healthy": True,
-         "last_used": None if s.last_used is None else int(s.last_used)}
-        for s in states
-    ]  # fmt: skip
-    annotations = {SLOTS_ANNOTATION: json.dumps(published), BITSTREAMS_ANNOTATION: json.dumps({"aes": "test-pr"})}
-    node = parse_node_slots("node-a", "1", annotations)
+    published = state_object("node-a", "fpga-slot", state_spec("node-a", states, {"aes": "test-pr"}))
+    _, node = read_published_state(published)
     assert node is not None
     assert [slot.id for slot in node.free_order] == in_slice == ["c0-p2", "c0-p4", "c0-p1", "c0-p0", "c0-p3"]

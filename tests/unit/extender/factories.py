@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.extender import ContainerDemand, NodeSlots, PodDemand, WatchedNode, parse_node_slots
-from agent.extender.nodestate import BITSTREAMS_ANNOTATION, SLOTS_ANNOTATION
+from agent.extender import ContainerDemand, NodeSlots, PodDemand, WatchedNode, node_state
 from agent.extender.ranking import Scores
 from agent.extender.scoring import LRU_HORIZON_S, NodeLookup
+from agent.slots.published import parse_state, state_object
 
 PAC = "pac_a10"
 N3K = "n3000"
@@ -30,7 +29,8 @@ def slot(
     numa: int | None = 0,
     accelerator: str | None = None,
 ) -> dict[str, Any]:
-    """One entry of ``example.com/fpga-slots`` (loaded slots get an accelerator id unless given)."""
+    """One slot of an FpgaNodeState's ``spec.slots``, as readers see it (loaded slots get an accelerator id unless
+    given)."""
     if bitstream is not None and accelerator is None:
         accelerator = f"acc-{bitstream}"
     return {
@@ -46,20 +46,21 @@ def slot(
     }
 
 
-def annotations(slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The two annotations, compact JSON as the agent writes them."""
-    return {
-        SLOTS_ANNOTATION: json.dumps(list(slots), separators=(",", ":")),
-        BITSTREAMS_ANNOTATION: json.dumps(dict(CATALOG if bitstreams is None else bitstreams), separators=(",", ":")),
-    }
+def state_object_of(
+    name: str, slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None, rv: str = "1"
+) -> dict[str, Any]:
+    """The FpgaNodeState the node's agent writes for these slots and catalog (default: CATALOG)."""
+    wire = [{("lastUsed" if k == "last_used" else k): v for k, v in record.items()} for record in slots]
+    spec = {"nodeName": name, "slots": wire, "bitstreams": dict(CATALOG if bitstreams is None else bitstreams)}
+    obj = state_object(name, "fpga-slot", spec)
+    obj["metadata"]["resourceVersion"] = rv
+    return obj
 
 
 def node(
     name: str, slots: Sequence[Mapping[str, Any]], bitstreams: Mapping[str, str] | None = None, rv: str = "1"
 ) -> NodeSlots:
-    state = parse_node_slots(name, rv, annotations(slots, bitstreams))
-    assert state is not None
-    return state
+    return node_state(parse_state(state_object_of(name, slots, bitstreams, rv)))
 
 
 def demand(*containers: tuple[str, int, str | None] | tuple[str, int, str | None, bool]) -> PodDemand:

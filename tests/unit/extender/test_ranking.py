@@ -14,7 +14,7 @@ from agent.extender.ranking import ANSWER_LIMIT, Scorer, node_ranks, one_slot_ra
 from agent.extender.scoring import NO_VALUES, score_node
 from agent.extender.server import Extender
 from agent.extender.wire import encode
-from tests.unit.extender.factories import CATALOG, demand, expected_answer, random_node
+from tests.unit.extender.factories import CATALOG, demand, expected_answer, node, random_node, slot
 
 NOW = 1_800_000_000.0
 W = ScoreWeights()
@@ -55,13 +55,16 @@ def test_the_answer_is_the_shifted_scores_best_first_at_most_the_limit(pod: PodD
     assert answer == expected_answer(scores, pod, table.nodes.get, ANSWER_LIMIT)
 
 
-def test_names_asked_twice_are_answered_once_and_unknown_names_are_left_out() -> None:
+def test_names_asked_twice_are_answered_once_and_a_node_without_state_scores_neutral() -> None:
     table = cluster(random.Random(1), 20)
     names = sorted(table.nodes)
-    answer = Scorer(W).prioritize(table, demand(("main", 1, "aes")), [*names, *names, "ghost"], NOW)
-    listed = [name for name, _ in answer]
+    pod = demand(("main", 1, "aes"))
+    twice = Scorer(W).prioritize(table, pod, [*names, *names, "ghost"], NOW)
+    assert twice == Scorer(W).prioritize(table, pod, [*names, "ghost"], NOW)
+    listed = [name for name, _ in twice]
     assert len(listed) == len(set(listed))
-    assert "ghost" not in listed
+    table.apply("cannot", node("cannot", [slot("s0")], {}))  # no catalog: cannot program aes, 0
+    assert Scorer(W).prioritize(table, pod, ["cannot", "ghost"], NOW) == [("ghost", W.neutral)]
 
 
 def test_a_hundred_thousand_calls_naming_new_bitstreams_leave_nothing_behind() -> None:
