@@ -3,8 +3,8 @@
 The pods (and, in DRA mode, their claims) are made first; a watch of the namespace's
 pods, started before the scheduler, hands every pod seen bound to a
 :class:`BindCounter` in the order of the binds, which counts it against the truth
-(``bench.placement_state``) and, in device-plugin mode, has its node's annotation
-republished by the :class:`Publisher` as the node's agent would.
+(``bench.placement_state``) and has its node's FpgaNodeState republished by the
+:class:`Publisher` as the node's agent would.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import yaml
+
+from agent.slots.published import GROUP, PLURAL, VERSION, state_object
 from bench.dra_sched import RESOURCE, SERVER, UNPROTECT, Api, in_parallel
 from bench.placement_state import ClusterState
 from bench.procs import terminate
@@ -27,6 +30,27 @@ from bench.procs import terminate
 RUN_TIMEOUT_S = 1800.0
 PUBLISHERS = 4
 DELETE = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+#: Where the agents of the shipped install publish their FpgaNodeStates.
+STATE_NAMESPACE = "fpga-slot"
+STATES = f"/apis/{GROUP}/{VERSION}/namespaces/{STATE_NAMESPACE}/{PLURAL}"
+NODE_STATE_CRD = Path(__file__).resolve().parents[1] / "daemonset" / "fpganodestate-crd.yaml"
+
+
+def ensure_node_states(api: Api) -> None:
+    """The FpgaNodeState CRD (served) and the namespace the agents publish in."""
+    api.call(
+        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(NODE_STATE_CRD.read_text())
+    )
+    api.call(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STATE_NAMESPACE}}
+    )
+    for _ in range(120):
+        try:
+            api.call("GET", f"{STATES}?limit=1")
+            return
+        except RuntimeError:  # 404 until the CRD is served
+            time.sleep(0.5)
+    raise RuntimeError("the FpgaNodeState CRD is not served")
 
 
 def ensure_namespace(api: Api, namespace: str) -> None:
@@ -51,7 +75,8 @@ def clear_namespace(api: Api, namespace: str) -> None:
 
 
 class Publisher:
-    """Merge-patches nodes' slot annotations from the state, on worker threads (the latest state of a node)."""
+    """Merge-patches nodes' FpgaNodeStates from the state (made when missing), on worker threads (the latest state
+    of a node)."""
 
     def __init__(self, api: Api, state: ClusterState, names: list[str]) -> None:
         self._api, self._state, self._names = api, state, names
@@ -83,14 +108,15 @@ class Publisher:
 
     def _patch(self, node: str) -> None:
         with self.lock:
-            body = json.dumps({"metadata": {"annotations": self._state.annotations(node)}}).encode()
+            spec = self._state.spec(node)
+        body = json.dumps({"spec": spec}).encode()
         headers = {"Content-Type": "application/merge-patch+json", "Accept": "application/json"}
         for attempt in range(5):
             conn = getattr(self._local, "conn", None)
             if conn is None:
                 conn = self._local.conn = http.client.HTTPSConnection(*SERVER, context=self._api.context(), timeout=60)
             try:
-                conn.request("PATCH", f"/api/v1/nodes/{node}", body=body, headers=headers)
+                conn.request("PATCH", f"{STATES}/{node}", body=body, headers=headers)
                 response = conn.getresponse()
                 response.read()
             except (http.client.HTTPException, OSError):
@@ -99,10 +125,13 @@ class Publisher:
                 continue
             if response.status < 300:
                 return
+            if response.status == 404:  # its first state
+                self._api.call("POST", STATES, state_object(node, STATE_NAMESPACE, spec))
+                return
             if response.status != 429 and response.status < 500:
-                raise RuntimeError(f"PATCH node {node}: HTTP {response.status}")
+                raise RuntimeError(f"PATCH FpgaNodeState {node}: HTTP {response.status}")
             time.sleep(0.2 * (attempt + 1))
-        raise RuntimeError(f"PATCH node {node}: no answer after retries")
+        raise RuntimeError(f"PATCH FpgaNodeState {node}: no answer after retries")
 
 
 class BindCounter:

@@ -8,12 +8,12 @@ handful), and the real kube-scheduler places a backlog of pods with the shipped
 fpga-scheduler profile in both modes:
 
 * ``extender``: daemonset/scheduler-config.yaml with ``fpga-agent extender`` (prioritize,
-  names only) watching the Nodes; pods ask ``example.com/fpga-slot: 1`` and name their
-  bitstream in the annotation. As each pod is bound, its node's annotation is
+  names only) watching the FpgaNodeStates; pods ask ``example.com/fpga-slot: 1`` and name
+  their bitstream in the annotation. As each pod is bound, its node's FpgaNodeState is
   republished with the slot taken, as the node's agent would;
 * ``dra``: daemonset/dra-mode/scheduler-config.yaml (which asks the same extender), a
   ResourceSlice per node, each pod with its own claim in the cache-aware form of
-  daemonset/examples/dra/cached-first.yaml and its node selector; the node's annotation
+  daemonset/examples/dra/cached-first.yaml and its node selector; the node's FpgaNodeState
   is published and republished as in ``extender`` (a DRA-mode agent publishes it too).
 
 For each pod, in the order of the binds: did some node have a free slot holding its
@@ -46,7 +46,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench import dra_sched  # noqa: E402
 from bench.dra_shapes import shipped_claim, shipped_classes, shipped_node_selector  # noqa: E402
-from bench.placement_run import BindCounter, Publisher, backlog_run, clear_namespace, ensure_namespace  # noqa: E402
+from bench.placement_run import (  # noqa: E402
+    BindCounter,
+    Publisher,
+    backlog_run,
+    clear_namespace,
+    ensure_namespace,
+    ensure_node_states,
+)
 from bench.placement_state import ClusterState, wanted  # noqa: E402
 from bench.procs import exit_on_sigterm  # noqa: E402
 from bench.scheduler import (  # noqa: E402
@@ -193,6 +200,7 @@ def measure(args: argparse.Namespace, modes: list[str]) -> tuple[dict[str, Mode]
     api = dra_sched.Api(RIG / "pki")
     names = fake_nodes(api)
     ensure_namespace(api, NAMESPACE)
+    ensure_node_states(api)
     results = {mode: Mode(mode) for mode in modes}
     with tempfile.TemporaryDirectory(prefix="fpga-slot-place-") as tmp:
         work = Path(tmp)

@@ -22,7 +22,6 @@ republishing there, the scheduler tracks its own allocations).
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,7 +121,8 @@ class ClusterState:
             self.copies[chosen.bitstream] -= 1
         chosen.bitstream, chosen.free, chosen.last_used = bitstream, False, now
 
-    def annotations(self, node: str) -> dict[str, str]:
+    def spec(self, node: str) -> dict[str, Any]:
+        """The ``spec`` of the node's FpgaNodeState, as its agent writes it."""
         slots = [
             {
                 "id": f"{node}-card0-port{k}",
@@ -133,15 +133,12 @@ class ClusterState:
                 "accelerator": None if slot.bitstream is None else f"accel-{slot.bitstream}",
                 "free": slot.free,
                 "healthy": True,
-                "last_used": slot.last_used,
+                "lastUsed": slot.last_used,
             }
             for k, slot in enumerate(self.nodes[node])
         ]
         catalog = {bitstream_name(b): PLATFORM for b in range(self.bitstreams)}
-        return {
-            "example.com/fpga-slots": json.dumps(slots, separators=(",", ":")),
-            "example.com/fpga-bitstreams": json.dumps(catalog, separators=(",", ":"), sort_keys=True),
-        }
+        return {"nodeName": node, "slots": slots, "bitstreams": catalog}
 
     def slice_body(self, node: str) -> dict[str, Any]:
         """The node's ResourceSlice as its agent publishes it (the agent's own slice code: free slots, empty

@@ -2,7 +2,7 @@
 
 Runs on the bench control plane of the bundled Kubernetes (``../shared/k8s``,
 ``bench-cp.sh``: an API server with 5000 kubelet-less nodes, each with 4
-``example.com/fpga-slot`` and published slot annotations) and its ``sched-bench.sh``
+``example.com/fpga-slot`` and its slot state published as an FpgaNodeState) and its ``sched-bench.sh``
 (backlog mode: the pods are created first, then a kube-scheduler is started with the
 given configuration; pods/s from the first to the last bind). The pods request one
 slot and carry bitstream annotations.
@@ -358,12 +358,17 @@ def bench_control_plane() -> Iterator[None]:
     """The bench control plane for the length of the run; stopped afterwards unless it was already up.
 
     Its API server and etcd take most of a core while idle: left running, they skew every later
-    figure on the machine.
+    figure on the machine. The fake nodes' slot state is published as FpgaNodeStates
+    (``bench/publish_state.py``), what the extender reads.
     """
     script = str(K8S / "scripts" / "bench-cp.sh")
     status = subprocess.run([script, "status"], check=True, capture_output=True, text=True).stdout
     already_up = "bench-apiserver running" in status
-    subprocess.run([script, "start"], check=True, stdout=subprocess.DEVNULL)
+    publish = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'bench' / 'publish_state.py'))}"
+    env = {**os.environ, "BENCH_STATE_CMD": publish}
+    subprocess.run([script, "start"], check=True, stdout=subprocess.DEVNULL, env=env)
+    if already_up:  # started earlier, perhaps without the objects: publish them (those there already stay)
+        subprocess.run(publish, shell=True, check=True, env={**os.environ, "KUBECONFIG": str(BENCH_KUBECONFIG)})
     try:
         yield
     finally:

@@ -23,14 +23,17 @@ from agent.cluster.certs import tls_context
 from agent.config import Config
 from agent.config.values import ListenAddress
 from agent.errors import ConfigError
-from agent.extender import Extender, StateTable, WatchedNode, build_app, parse_watched_state, start
+from agent.extender import StateTable, WatchedNode, parse_watched_state
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
 from agent.extender.server import (
+    Extender,
     HttpServer,
     WebhookServer,
+    build_app,
     build_probe_app,
     build_webhook_app,
     extender_metrics,
+    start,
     start_probe,
     start_webhook,
 )

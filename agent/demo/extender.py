@@ -14,7 +14,8 @@ from typing import Any
 import aiohttp
 
 from agent.config import Config
-from agent.extender import Extender, NodeSlots, StateTable, bound_port, build_app, read_published_state, start
+from agent.extender import NodeSlots, StateTable, read_published_state
+from agent.extender.server import Extender, bound_port, build_app, start
 from agent.output.tables import format_table
 from agent.slots.published import state_object
 

@@ -3,30 +3,26 @@
 ``fpga-agent extender`` (wired by ``agent.cluster.extenderservice``) feeds a state table from
 watches and answers kube-scheduler's calls from it: ``wire`` (parse, encode), ``ranking``
 (score every name, rank, promise), ``scoring`` and ``drascoring`` (one node's score),
-``server`` (aiohttp; the admission webhook on its own thread). See docs/scoring.md.
+``server`` (aiohttp; the admission webhook on its own thread), imported from there so
+that the agent, which reads its options from here, never loads aiohttp. See docs/scoring.md.
 """
 
 from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.nodestate import NodeSlots, node_state, read_published_state
 from agent.extender.scoring import ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.server import Extender, bound_port, build_app, start
 from agent.extender.table import StateTable, WatchedNode, parse_watched_state
 
 __all__ = [
     "ContainerDemand",
-    "Extender",
     "NodeSlots",
     "PodDemand",
     "ScoreWeights",
     "StateTable",
     "WatchedNode",
-    "bound_port",
-    "build_app",
     "filter_nodes",
     "node_state",
     "parse_score_weights",
     "parse_watched_state",
     "read_published_state",
     "score_node",
-    "start",
 ]

@@ -26,7 +26,7 @@ from agent.deviceplugin import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots import make_slot_id
-from agent.slots.published import GROUP, PLURAL, VERSION, PublishedSlot, parse_state
+from agent.slots.published import GROUP, PLURAL, VERSION, NodeState, PublishedSlot, parse_state
 
 REPO = Path(__file__).parents[2]
 WAIT_S = 180
@@ -69,6 +69,15 @@ class Cluster:
 
     def node_state(self, namespace: str, node: str) -> list[PublishedSlot] | None:
         """The slots ``node``'s FpgaNodeState in ``namespace`` publishes; None when it has none."""
+        state = self._published(namespace, node)
+        return None if state is None else list(state.slots)
+
+    def node_catalog(self, namespace: str, node: str) -> dict[str, str]:
+        """The catalog (bitstream -> platform) ``node``'s FpgaNodeState publishes; empty when it has none."""
+        state = self._published(namespace, node)
+        return {} if state is None else dict(state.bitstreams)
+
+    def _published(self, namespace: str, node: str) -> NodeState | None:
         try:
             obj = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, node
@@ -77,7 +86,20 @@ class Cluster:
             if exc.status == 404:
                 return None
             raise
-        return list(parse_state(obj).slots)
+        return parse_state(obj)
+
+    def wait_device_plugin_forgotten(self, node: str, timeout_s: float = 480.0) -> None:
+        """Until the kubelet of ``node`` has dropped the device plugin's resource (capacity gone or 0).
+
+        The kubelet keeps a device plugin's resource registered (from its checkpoint) for 5 minutes
+        after the plugin left or the kubelet restarted; while it does, a pod asking for the resource
+        is handed to the device manager, not to the DRA driver behind the DeviceClass's extended
+        resource name, and fails to start (CreateContainerConfigError: endpoint not found in cache).
+        """
+        deadline = time.monotonic() + timeout_s
+        while slots_of(self.core.read_node(node), "capacity") not in (None, "0"):
+            assert time.monotonic() < deadline, f"{node} still lists {RESOURCE_NAME} after {timeout_s:.0f} s"
+            time.sleep(2)
 
     def install_node_state_crd(self) -> None:
         """The FpgaNodeState CRD as daemonset/ ships it, when the cluster lacks it; waits until it is served."""

@@ -69,7 +69,7 @@ def test_deleting_the_daemonset_removes_the_agents_labels_and_annotations_from_t
         node = deployed.suite.node
         published = wait_for("the platform labels on the node", lambda: fpga_keys(cluster, node))
         assert all(k.startswith(LABEL_PREFIX) or k == PLATFORM_LABEL for k in published), published
-        assert cluster.node_state(NAMESPACE, node) is not None
+        wait_for("the node's FpgaNodeState", lambda: cluster.node_state(NAMESPACE, node) is not None)
         agent = deployed.agent_pod().metadata.name
         log: list[str] = []
         reader = follow_log(cluster, agent, log)

@@ -25,10 +25,10 @@ import aiohttp
 import pytest
 import uvloop
 
-from agent.extender import Extender, ScoreWeights, StateTable, WatchedNode, bound_port, build_app, start
+from agent.extender import ScoreWeights, StateTable, WatchedNode
 from agent.extender.nodestate import read_published_state
 from agent.extender.ranking import ANSWER_LIMIT
-from agent.extender.server import HttpServer, extender_metrics
+from agent.extender.server import Extender, HttpServer, bound_port, build_app, extender_metrics, start
 from tests.fakeapi import FakeKubeApiServer, make_node
 from tests.unit.extender.factories import CATALOG, PAC, state_object_of
 

@@ -12,7 +12,7 @@ import tracemalloc
 
 import pytest
 
-from agent.extender import bound_port
+from agent.extender.server import bound_port
 from tests.integration.extender.conftest import ExtenderUnderTest
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from agent.slots.published import parse_state, state_object
 from bench.placement_state import ClusterState, Slot, wanted
 
 
@@ -39,8 +38,9 @@ def test_a_miss_overwrites_the_least_recently_used_and_counts_a_copy_taken_befor
 
 def test_published_state_and_slice_order_follow_the_agent() -> None:
     cluster = state()
-    slots = json.loads(cluster.annotations("n0")["example.com/fpga-slots"])
-    assert [s["free"] for s in slots] == [True, True, True, False]
+    published = parse_state(state_object("n0", "fpga-slot", cluster.spec("n0")))  # what the extender reads
+    assert [s["free"] for s in published.slots] == [True, True, True, False]
+    assert [s["last_used"] for s in published.slots] == [100, 50, 10, 5]
     devices = cluster.slice_body("n0")["spec"]["devices"]
     assert [d["name"] for d in devices] == ["card0-port1", "card0-port3", "card0-port2", "card0-port0"]
 
