@@ -140,7 +140,9 @@ class ReportingPreparer:
         now = {c.slot: c for c in await self._tracker.contents([slots[s] for s in record.slots if s in slots], before)}
         entries = []
         for slot_id, (_request, device, _cdi) in zip(record.slots, record.devices, strict=True):
-            content = earlier.get(slot_id) or now.get(slot_id)
+            content, then = now.get(slot_id), earlier.get(slot_id)
+            if then is not None and (content is None or _same(then, content)):
+                content = then  # as programmed at allocation: its hit and time, not prepare's "found it loaded"
             if content is not None:
                 entries.append(DeviceStatus(self._node, device, (), content.data()))
         if not entries:
@@ -151,3 +153,7 @@ class ReportingPreparer:
             logger.warning(
                 "%s: what its slots hold not written to its status: %s", shown_claim(claim.namespace, claim.name), exc
             )
+
+
+def _same(one: SlotContent, other: SlotContent) -> bool:
+    return (one.bitstream, one.accelerator_id) == (other.bitstream, other.accelerator_id)

@@ -161,6 +161,23 @@ async def test_an_allocated_claim_is_programmed_before_bind_and_prepare_finds_it
     assert data(node, "fpga", target) == written  # prepare writes what the slot got at allocation
 
 
+async def test_prepare_writes_what_the_slot_holds_after_it_when_that_is_not_what_allocation_programmed(
+    node: Node, bitstreams: Bitstreams
+) -> None:
+    """The data is never the allocation's when prepare put something else in the slot (a request prepare read
+    otherwise, as a bitstream from the pod's annotation may be): not the earlier bitstream, not a cache hit."""
+    target = slot(0, 1)
+    raw = node.allocate("fpga", target, bitstreams.accel_a.name)
+    await node.offer(raw)
+    assert data(node, "fpga", target)["bitstream"] == bitstreams.accel_a.name
+    raw["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["bitstream"] = bitstreams.accel_b.name
+    node.pods.add(NS, "train", {"main": 0})
+    await node.core.prepare([node.ref("fpga")])  # type: ignore[list-item]
+    written = data(node, "fpga", target)
+    assert (written["bitstream"], written["cacheHit"]) == (bitstreams.accel_b.name, False)
+    assert written["acceleratorId"] == bitstreams.accel_b.accelerator_id
+
+
 async def test_a_claim_with_a_verdict_is_not_programmed_again_after_a_restart(
     node: Node, bitstreams: Bitstreams
 ) -> None:
