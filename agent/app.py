@@ -329,7 +329,7 @@ class Agent:
             return
         try:
             follows, why = await asyncio.to_thread(
-                successor_expected, kube.api_client, self.config.namespace, self.config.pod_name
+                successor_expected, kube.api_client, self.config.namespace, self.config.pod_name, kube.nodes.daemonset
             )
         except KubeError as exc:
             logger.warning(

@@ -16,7 +16,7 @@ election off:
 * ``do-nothing extender``: ``bench/noop_extender.py``, which answers ``[]`` without
   parsing: the cost of the protocol itself (the scheduler's marshalling, one round trip);
 * ``fpga-agent extender``: ours, as shipped (prioritize, names only, on uvloop's event
-  loop), fed by a watch of the bench API server's Nodes;
+  loop), fed by a watch of the bench API server's FpgaNodeStates;
 * ``do-nothing extender on uvloop``: the do-nothing extender on the event loop ours
   serves on: the floor with the cheaper loop, which ours is compared to as well;
 * with ``--pair``, only the do-nothing extender and ours (``--against``'s too), back to

@@ -132,6 +132,12 @@ class NodePublisher:
         self._wake.set()
 
     @property
+    def daemonset(self) -> str | None:
+        """The name of the DaemonSet that owns this node's FpgaNodeState (read once); None when unknown."""
+        owner = self._owner
+        return owner.get("name") if isinstance(owner, dict) and isinstance(owner.get("name"), str) else None
+
+    @property
     def published(self) -> bool:
         """Whether the API server showed the latest desired state when last read or written."""
         return self._settled.is_set()

@@ -26,27 +26,35 @@ REQUEST_TIMEOUT_S = 5.0
 NODE_PAGE_SIZE = 500
 
 
-def successor_expected(api_client: ApiClient, namespace: str, pod_name: str) -> tuple[bool, str]:
-    """(whether another agent pod will take over this node, why); KubeError when that cannot be read."""
+def successor_expected(
+    api_client: ApiClient, namespace: str, pod_name: str, daemonset: str | None = None
+) -> tuple[bool, str]:
+    """(whether another agent pod will take over this node, why); KubeError when that cannot be read.
+
+    ``daemonset``: the agent's DaemonSet as learnt at start, which decides when its pod is gone already (a
+    force delete removes the object before the container stops)."""
     if not pod_name:
         return False, "the agent does not run in a pod"
     calls = CoreCalls(api_client)
     try:
-        pod = calls.read_namespaced_pod(pod_name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        owner = _daemonset_owner(calls.read_namespaced_pod(pod_name, namespace, _request_timeout=REQUEST_TIMEOUT_S))
     except Exception as exc:
-        if api_status(exc) == 404:
+        if api_status(exc) != 404:
+            raise KubeError(
+                f"cannot read the agent's pod {namespace}/{pod_name}: {describe_api_error(exc)[1]}"
+            ) from exc
+        if daemonset is None:
             return False, f"its pod {namespace}/{pod_name} is gone"
-        raise KubeError(f"cannot read the agent's pod {namespace}/{pod_name}: {describe_api_error(exc)[1]}") from exc
-    owner = _daemonset_owner(pod)
+        owner = daemonset
     if owner is None:
         return False, f"its pod {namespace}/{pod_name} belongs to no DaemonSet"
     try:
-        daemonset = calls.read_namespaced_daemon_set(owner, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        found = calls.read_namespaced_daemon_set(owner, namespace, _request_timeout=REQUEST_TIMEOUT_S)
     except Exception as exc:
         if api_status(exc) == 404:
             return False, f"DaemonSet {namespace}/{owner} is gone"
         raise KubeError(f"cannot read DaemonSet {namespace}/{owner}: {describe_api_error(exc)[1]}") from exc
-    if _mapping(daemonset.get("metadata")).get("deletionTimestamp"):
+    if _mapping(found.get("metadata")).get("deletionTimestamp"):
         return False, f"DaemonSet {namespace}/{owner} is being deleted"
     return True, f"DaemonSet {namespace}/{owner} starts the next agent pod here"
 

@@ -116,6 +116,24 @@ async def test_a_clean_stop_removes_the_nodes_fpga_keys_unless_the_daemonset_sta
     assert rbac_requests(api) == []
 
 
+@pytest.mark.parametrize("mode", ["device-plugin", "dra"])
+async def test_a_force_deleted_agent_pod_leaves_the_state_for_the_next_agent(
+    sock_dir: Path, bitstreams: Bitstreams, mode: str
+) -> None:
+    """``kubectl delete pod --force`` removes the pod object before its container stops: the agent still knows
+    its DaemonSet from its start, which goes on, so the Node keeps its state for the next agent."""
+    with running_apiserver() as api:
+        api.add_node(DEFAULT_NODE, labels={"team": "fpga"}, annotations={"owner": "ops"})
+        api.put_service_account(NAMESPACE, ACCOUNT, finalizers=[FINALIZER])
+        agent_pod(api)
+        api.put_daemonset(NAMESPACE, DAEMONSET)
+        async with agent_stopping(sock_dir, bitstreams, mode, POD, server=api):
+            published = owned(api)
+            api.delete_pod(NAMESPACE, POD)
+        assert owned(api) == published
+        assert has_state(api)
+
+
 def rbac_requests(api: FakeKubeApiServer) -> list[str]:
     """What the agent asked of RBAC objects and of its Namespace: nothing (the install's Job makes the grant)."""
     return [
