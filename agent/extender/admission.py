@@ -1,35 +1,12 @@
 """The admission check: a claim, template or pod that names a bitstream nobody can provide is refused.
 
-In DRA mode the agent programs a claim's slot at NodePrepareResources. A bitstream that is
-neither in a node's catalog nor declared by an FpgaBitstream cannot be programmed anywhere,
-yet the scheduler has allocated a slot by then, and the kubelet retries a failed prepare
-for ever while the claim keeps that slot. So the API server asks the extender first (a
-validating admission webhook, ``POST /validate`` with an AdmissionReview v1; see
-``daemonset/dra-mode/bitstream-webhook.yaml``) and refuses such an object when it is
-applied, with one message naming the bitstream and how to declare it. The agent's refusal at
-prepare stays as the backstop (an extender that is down is skipped: ``failurePolicy: Ignore``).
-
-What is read, and nothing else:
-
-* ResourceClaim: ``parameters.bitstream`` of every opaque config for ``fpga.example.com``
-  (``spec.devices.config``), which is what the agent programs;
-* ResourceClaimTemplate: the same under ``spec.spec``;
-* Pod: the bitstream each container asking for ``example.com/fpga-slot`` gets
-  (``example.com/fpga-bitstream.<container>``, else ``example.com/fpga-bitstream``), and the
-  pod's own annotation when it has resource claims (the manifest's matchConditions send only
-  pods that ask for slots and carry such an annotation).
-
-Requests are read with ``agent.slots.bitstreamrequest``, as the agent reads them.
-
-An UPDATE is checked for the bitstreams its old object did not name (so that removing a
-finalizer from a claim made before the webhook never fails). An object without a bitstream,
-and any kind, operation or shape this does not recognise, is allowed: only the bitstream is
-checked here (the API server has validated the rest).
-A bitstream is known when some node's published catalog holds it or an FpgaBitstream
-declares it (the node cache, fed by the extender's watches). Until both watches have
-listed once, nothing is refused (a warning says so): better a late refusal by the agent
-than a wrong one here. No I/O, no state changed: the answer is computed from the request
-and the cache alone.
+The extender's webhook (``POST /validate``, an AdmissionReview v1) reads the bitstreams an
+object asks for with ``agent.slots.bitstreamrequest``, as the agent does, and refuses one
+that no node's published catalog holds and no FpgaBitstream declares, naming it and how to
+declare it. An UPDATE is checked only for bitstreams its old object did not name; anything
+it does not recognise is allowed, and nothing is refused before both watches have listed.
+No I/O: the answer comes from the request and the state table. What is checked, and why:
+docs/dra.md ("Unknown bitstreams are refused when applied").
 """
 
 from __future__ import annotations
