@@ -88,19 +88,6 @@ class Cluster:
             raise
         return parse_state(obj)
 
-    def wait_device_plugin_forgotten(self, node: str, timeout_s: float = 480.0) -> None:
-        """Until the kubelet of ``node`` has dropped the device plugin's resource (capacity gone or 0).
-
-        The kubelet keeps a device plugin's resource registered (from its checkpoint) for 5 minutes
-        after the plugin left or the kubelet restarted; while it does, a pod asking for the resource
-        is handed to the device manager, not to the DRA driver behind the DeviceClass's extended
-        resource name, and fails to start (CreateContainerConfigError: endpoint not found in cache).
-        """
-        deadline = time.monotonic() + timeout_s
-        while slots_of(self.core.read_node(node), "capacity") not in (None, "0"):
-            assert time.monotonic() < deadline, f"{node} still lists {RESOURCE_NAME} after {timeout_s:.0f} s"
-            time.sleep(2)
-
     def install_node_state_crd(self) -> None:
         """The FpgaNodeState CRD as daemonset/ ships it, when the cluster lacks it; waits until it is served."""
         extensions = client.ApiextensionsV1Api(self.api)
@@ -389,12 +376,30 @@ class Suite:
         assert finished.status.phase == "Succeeded", f"host script {name} failed:\n{log}"
         return finished
 
+    def forget_device_plugin(self) -> None:
+        """Make the node's kubelet forget a device plugin's resource that earlier tests registered here.
+
+        The kubelet keeps a device plugin's resources in its checkpoint; one restored from it after a
+        restart stays in its device manager, which then claims a pod asking for the resource before the
+        DRA driver behind the DeviceClass's extended resource name can (CreateContainerConfigError:
+        endpoint not found in cache for a registered resource). As docs/dra.md tells operators moving a
+        node to DRA mode: remove the checkpoint and restart the kubelet.
+        """
+        if RESOURCE_NAME not in (self.cluster.core.read_node(self.node).status.capacity or {}):
+            return
+        self.run_on_host("forget-device-plugin", "rm -f /host/kubelet_internal_checkpoint", host_path=DEVICE_PLUGINS)
+        self.restart_kubelet()
+
     def restart_kubelet(self) -> None:
         """Restart the node's kubelet with the configured command (``--e2e-kubelet-restart``), run here."""
         done = subprocess.run(  # the command line is the operator's, given as one shell string
             self.kubelet_restart, shell=True, capture_output=True, text=True, timeout=WAIT_S, check=False
         )
         assert done.returncode == 0, f"kubelet restart `{self.kubelet_restart}` failed:\n{done.stdout}{done.stderr}"
+
+
+#: The kubelet's device-plugin directory (its checkpoint of registered resources).
+DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 
 
 def running(pod: Obj) -> bool:

@@ -104,7 +104,8 @@ def test_a_rolling_update_while_claims_are_prepared_fails_no_prepare_and_leaves_
 
 def test_a_pod_written_for_the_device_plugin_runs_unchanged_on_a_dra_node(deployment: Deployment) -> None:
     suite = deployment.suite
-    suite.cluster.wait_device_plugin_forgotten(suite.node)  # earlier tests ran the device plugin here
+    suite.forget_device_plugin()  # earlier tests ran the device plugin here
+    deployment.wait_rolled_out()
     body = {
         "metadata": {"name": "dp-style", "namespace": suite.namespace, "annotations": {ANNOTATION: BITSTREAM}},
         "spec": {
