@@ -173,6 +173,7 @@ class Agent:
             # The kubelet gives the whole call 45 s; reading the claim comes first.
             timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
             status=self._claim_status(),
+            whole_cards=config.whole_cards,
         )
 
     def _claim_status(self) -> ClaimStatusAccess:

@@ -14,6 +14,7 @@ from agent.errors import CatalogError
 from agent.files.bitstream import normalize_id128
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import SCOPES, SLOT_SCOPE
 
 
 def accelerator_id(raw: str) -> str:
@@ -56,6 +57,12 @@ def add_catalog_command(commands: cliflags.Subparsers) -> None:
         type=accelerator_id,
         help="32 hex digits the slot reports once loaded (default: read from a GBS file's header; a raw file needs it)",
     )
+    bitstream.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default=SLOT_SCOPE,
+        help="an image for one slot, or for a whole card of the platform (DRA mode) (default: %(default)s)",
+    )
     bitstream.add_argument("--replace", action="store_true", help="replace a bitstream of the same name")
     cliflags.add_option_groups(add, cliflags.CATALOG)
     add_push_command(actions)
@@ -68,7 +75,12 @@ def run_catalog(args: argparse.Namespace) -> int:
     catalog = Catalog(cliflags.command_config(args).bitstream_dir)
     if args.catalog_command == "add":
         entry = catalog.add(
-            args.file, args.name, platform=args.platform, accelerator_id=args.accelerator_id, replace=args.replace
+            args.file,
+            args.name,
+            platform=args.platform,
+            accelerator_id=args.accelerator_id,
+            replace=args.replace,
+            scope=args.scope,
         )
         print(
             f"added {entry.name}: {entry.size} bytes, sha256 {entry.sha256}, platform {entry.platform}, "
@@ -87,7 +99,7 @@ def run_catalog(args: argparse.Namespace) -> int:
     rows: list[dict[str, object]] = [
         {**asdict(entry), "accelerator": entry.accelerator_id, "sha256": entry.sha256[:12]} for entry in scan.entries
     ]
-    print(format_table(["name", "platform", "accelerator", "size", "sha256", "added_at"], rows))
+    print(format_table(["name", "scope", "platform", "accelerator", "size", "sha256", "added_at"], rows))
     for problem in problems:
         print(f"skipped {problem['record']}: {problem['reason']}", file=sys.stderr)
     if not scan.entries and not problems:

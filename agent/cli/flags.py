@@ -35,7 +35,7 @@ RUN: Groups = (
     ("mode", ("mode", "node-name", "namespace", "pod-name", "pod-uid")),
     *HARDWARE,
     ("kubelet (device-plugin mode)", ("device-plugin-dir", "pod-resources-socket", "program-timeout-s", "cdi")),
-    ("kubelet (dra mode)", ("dra-registry-dir", "dra-plugins-dir", "cdi-dir", "binding-conditions")),
+    ("kubelet (dra mode)", ("dra-registry-dir", "dra-plugins-dir", "cdi-dir", "binding-conditions", "whole-cards")),
     (
         "bitstreams",
         (

@@ -84,6 +84,7 @@ class Config:
     dra_plugins_dir: Path = Path("/var/lib/kubelet/plugins")
     cdi_dir: Path = Path("/var/run/cdi")
     binding_conditions: bool = False
+    whole_cards: bool = False
     bitstream_cache_bytes: int = 2 << 30
     bitstream_plain_http: tuple[str, ...] = ()
     bitstream_ca_file: Path | None = None
@@ -185,6 +186,13 @@ OPTIONS: tuple[_Option, ...] = (
         lambda env: "false",
         "dra mode: program a claim's slots when the scheduler allocates them and let the pod bind only once "
         "they are ready; a failed programming places the pod again (device binding conditions, Kubernetes >= 1.36)",
+    ),
+    _Option(
+        "whole-cards",
+        _parse_bool,
+        lambda env: "false",
+        "dra mode: offer each card whole beside its slots (never both at once; partitionable devices, Kubernetes "
+        ">= 1.36), where the backend can program a whole card (sim)",
     ),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(

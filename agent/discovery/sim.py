@@ -36,6 +36,7 @@ def slot_from_sim(info: SimSlotInfo) -> Slot:
         health=Health.HEALTHY if info.healthy else Health.UNHEALTHY,
         backend="sim",
         reason=info.reason,
+        whole_card=info.whole_card,
     )
 
 

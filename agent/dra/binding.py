@@ -27,7 +27,6 @@ from typing import Any
 from agent.dra.claimprep import ClaimPreparation
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.devicestatus import ContentTracker, StatusWriter
-from agent.dra.naming import device_names
 from agent.errors import FpgaSlotError, KubeError, shown_claim
 from agent.kube.claims import ClaimInfo, parse_claim
 from agent.kube.claimstatus import Condition, DeviceStatus
@@ -215,18 +214,19 @@ class AllocationProgrammer:
             started = time.monotonic()
             try:
                 async with asyncio.timeout(self._timeout_s + 1.0):
-                    _devices, slots = await self._preparation.program(
+                    _devices, targets = await self._preparation.program(
                         info.uid, info, pod, who, time.monotonic() + self._timeout_s
                     )
             except (FpgaSlotError, TimeoutError) as exc:
                 await self._fail(info, pod, who, exc)
                 return
+            slots = [slot for group in targets for slot in group]
             contents = await self._tracker.contents(slots, before)
         self._tracker.remember(info.uid, contents)
         by_slot = {c.slot: c for c in contents}
         entries = []
-        for device, slot in zip(mine, slots, strict=True):
-            content = by_slot.get(str(slot.id))
+        for device, group in zip(mine, targets, strict=True):  # a whole card: what its first slot says of it
+            content = by_slot.get(str(group[0].id))
             ready = Condition(BOUND_CONDITION, True, "Programmed", _ready_message(content))
             entries.append(DeviceStatus(self._node, device.device, (ready,), content.data() if content else {}))
         await self._write(info, entries, who)
@@ -255,8 +255,8 @@ class AllocationProgrammer:
             )
 
     def _slots_of(self, devices: Sequence[str]) -> list[str]:
-        names, _ = device_names(s.slot.id for s in self._preparation.registry.snapshot())
-        return [str(names[d]) for d in devices if d in names]
+        offered = self._preparation.devices()
+        return [str(slot.id) for d in devices if d in offered for slot in offered[d].slots]
 
     async def _write(self, info: ClaimInfo, entries: Sequence[DeviceStatus], who: str) -> None:
         try:

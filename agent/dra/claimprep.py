@@ -20,19 +20,20 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from agent.dra import ClaimRef, PreparedDevice, device_names
+from agent.dra.cards import OfferedCard, card_key
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.files.atomic import read_no_follow, write_atomically
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.node.pods import PodDirectory, PodView
 from agent.node.reconfigure import Reconfigurer, wanted_bitstream
-from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots import Slot, SlotId, SlotRegistry, SlotState
 from agent.slots.bitstreamrequest import BITSTREAM_PARAMETER, claim_bitstream, pod_bitstream
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,14 @@ class PreparedClaim:
         return self.namespace, self.pod, f"claim/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class OfferedDevice:
+    """The slots of a device offered now: one, or every slot of a card offered whole (``card``)."""
+
+    slots: list[Slot]
+    card: bool
+
+
 class ClaimPreparation:
     """``agent.dra.ClaimPreparer`` on the agent's slots (see the module docstring)."""
 
@@ -87,6 +96,8 @@ class ClaimPreparation:
         self._state_file = state_file
         self._timeout_s = timeout_s
         self._prepared: dict[str, PreparedClaim] = self._load_state()
+        #: The cards offered whole among these states (set by the DRA mode with ``--whole-cards``).
+        self.offered_cards: Callable[[Sequence[SlotState]], Sequence[OfferedCard]] = lambda _states: ()
         #: The record file as last read or written here; another identity: another agent instance wrote it.
         self._seen = _file_identity(state_file)
 
@@ -138,14 +149,15 @@ class ClaimPreparation:
 
     async def _prepare(self, claim: ClaimRef, info: ClaimInfo, who: str, deadline: float) -> list[PreparedDevice]:
         pod = self._pod(info)
-        mine, slots = await self.program(claim.uid, info, pod, who, deadline)
-        cdi_ids = await asyncio.to_thread(self._cdi.write, claim.uid, slots)
+        mine, targets = await self.program(claim.uid, info, pod, who, deadline)
+        slots = [slot for group in targets for slot in group]
+        cdi_ids = iter(await asyncio.to_thread(self._cdi.write, claim.uid, slots))
         record = PreparedClaim(
             claim.namespace,
             claim.name,
             claim.uid,
             tuple(s.id for s in slots),
-            tuple((d.parent, d.device, cdi) for d, cdi in zip(mine, cdi_ids, strict=True)),
+            tuple((d.parent, d.device, next(cdi_ids)) for d, group in zip(mine, targets, strict=True) for _ in group),
             pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
         )
         contents = []
@@ -156,35 +168,56 @@ class ClaimPreparation:
         record = dataclasses.replace(record, contents=tuple(contents))
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
-        return [PreparedDevice(self._node, device, (cdi,), (request,)) for request, device, cdi in record.devices]
+        cdi_of: dict[tuple[str, str], list[str]] = {}
+        for request, device, cdi in record.devices:  # a whole card: one CDI device per slot
+            cdi_of.setdefault((request, device), []).append(cdi)
+        return [PreparedDevice(self._node, device, tuple(ids), (request,)) for (request, device), ids in cdi_of.items()]
+
+    def devices(self) -> dict[str, OfferedDevice]:
+        """Device name -> its slots (one; all of a card offered whole), of the devices offered now."""
+        states = self._registry.snapshot()
+        cards = {card_key(c.card): OfferedDevice(c.slots, True) for c in self.offered_cards(states)}
+        slots_now = {str(state.slot.id): OfferedDevice([state.slot], False) for state in states}
+        names, _ = device_names([*slots_now, *cards])
+        return {name: cards[key] if key in cards else slots_now[key] for name, key in names.items()}
 
     async def program(
         self, uid: str, info: ClaimInfo, pod: PodView | None, who: str, deadline: float
-    ) -> tuple[list[AllocatedDevice], list[Slot]]:
-        """Steps 2 to 4 (on the loop): the claim's devices in this node's pool and their slots, programmed.
+    ) -> tuple[list[AllocatedDevice], list[list[Slot]]]:
+        """Steps 2 to 4 (on the loop): the claim's devices in this node's pool and the slots of each (all of a
+        card's for a whole card), programmed.
 
         Also what the binding-condition path runs when the claim is allocated (``agent.dra.binding``)."""
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
-        slots_now = {state.slot.id: state.slot for state in self._registry.snapshot()}
-        by_device = {name: slots_now[SlotId(slot_id)] for name, slot_id in device_names(slots_now)[0].items()}
-        slots = [self._slot(by_device, d, who) for d in mine]
-        for slot in slots:
+        by_device = self.devices()
+        offered = [self._offered(by_device, d, who) for d in mine]
+        targets = [o.slots for o in offered]
+        for slot in (slot for group in targets for slot in group):
             other = next((c for c in self._prepared.values() if c.uid != uid and slot.id in c.slots), None)
             if other is not None:
                 raise ProgrammingError(
                     f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
                 )
+        singles = [(d, o.slots[0]) for d, o in zip(mine, offered, strict=True) if not o.card]
+        cards = [(d, o.slots) for d, o in zip(mine, offered, strict=True) if o.card]
         wanted = {
-            name: [s.id for s in group] for name, group in self._by_bitstream(info, mine, slots, pod, who).items()
+            name: [s.id for s in group]
+            for name, group in self._by_bitstream(
+                info, [d for d, _ in singles], [s for _, s in singles], pod, who
+            ).items()
         }
-        if wanted:
-            try:
+        try:
+            if wanted:
                 await self._reconfigurer.load_many(pod, wanted, who, deadline)
-            except UnknownBitstream as exc:
-                raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
-        return mine, slots
+            for device, group in cards:
+                name = self._wanted(info, device, pod, who)
+                if name is not None:
+                    await self._reconfigurer.load_card(pod, name, [s.id for s in group], who, deadline)
+        except UnknownBitstream as exc:
+            raise UnknownBitstream(f"{exc}; {self._unknown_hint()}") from exc
+        return mine, targets
 
     def _unknown_hint(self) -> str:
         """Why a bitstream the catalog lacks is final (the kubelet retries a failed prepare for ever)."""
@@ -198,11 +231,11 @@ class ClaimPreparation:
             "or declared; delete the pod to give back its allocated slot"
         )
 
-    def _slot(self, by_device: Mapping[str, Slot], device: AllocatedDevice, who: str) -> Slot:
-        slot = by_device.get(device.device)
-        if slot is None:
-            raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot of this node")
-        return slot
+    def _offered(self, by_device: Mapping[str, OfferedDevice], device: AllocatedDevice, who: str) -> OfferedDevice:
+        offered = by_device.get(device.device)
+        if offered is None:
+            raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot or card of this node")
+        return offered
 
     def _pod(self, info: ClaimInfo) -> PodView | None:
         if self._pods is None:
@@ -218,13 +251,18 @@ class ClaimPreparation:
     ) -> dict[str, list[Slot]]:
         groups: dict[str, list[Slot]] = {}
         for device, slot in zip(devices, slots, strict=True):
-            name = _bitstream(info.parameters_for(device), who)
-            if name is None and pod is not None:
-                container = _container_of(pod, device.parent)
-                name = wanted_bitstream(pod, container) if container else _pod_bitstream(pod)
+            name = self._wanted(info, device, pod, who)
             if name is not None:
                 groups.setdefault(name, []).append(slot)
         return groups
+
+    def _wanted(self, info: ClaimInfo, device: AllocatedDevice, pod: PodView | None, who: str) -> str | None:
+        """The bitstream a device asks for: the driver's parameters, else the pod's annotation."""
+        name = _bitstream(info.parameters_for(device), who)
+        if name is None and pod is not None:
+            container = _container_of(pod, device.parent)
+            name = wanted_bitstream(pod, container) if container else _pod_bitstream(pod)
+        return name
 
     async def _run(self, work: Coroutine[Any, Any, T], deadline: float, who: str) -> T:
         """Await ``work`` by ``deadline`` (and a second more, so that its own deadline error comes first)."""

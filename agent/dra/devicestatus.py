@@ -139,7 +139,11 @@ class ReportingPreparer:
         earlier = {c.slot: c for c in self._tracker.remembered(claim.uid)}
         now = {c.slot: c for c in await self._tracker.contents([slots[s] for s in record.slots if s in slots], before)}
         entries = []
+        seen = set()
         for slot_id, (_request, device, _cdi) in zip(record.slots, record.devices, strict=True):
+            if device in seen:  # a whole card: one entry, what its first slot says of it
+                continue
+            seen.add(device)
             content, then = now.get(slot_id), earlier.get(slot_id)
             if then is not None and (content is None or _same(then, content)):
                 content = then  # as programmed at allocation: its hit and time, not prepare's "found it loaded"

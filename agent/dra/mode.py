@@ -28,14 +28,15 @@ from agent.dra.binding import (
     FailedSlots,
 )
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.dra.cards import CARD_CAPACITY, CARD_TAINT, OfferedCard, card_key, counter_sets, offered_cards
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
 from agent.dra.devicestatus import ContentTracker, ReportingPreparer
 from agent.errors import KubeError
-from agent.kube.resourceslices import DeviceTaint, SliceDevice
+from agent.kube.resourceslices import CounterSet, DeviceTaint, SliceDevice
 from agent.node.pods import PodDirectory
 from agent.node.reconfigure import Reconfigurer
-from agent.slots import Health, SlotRegistry, SlotState, eviction_key
+from agent.slots import Health, Slot, SlotRegistry, SlotState, eviction_key
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ CLAIMS_FILE = "dra-claims.json"
 class SlicePublisher(Protocol):
     """What keeps the node's ResourceSlice (``agent.kube.ResourceSlicePublisher``)."""
 
-    def set_devices(self, devices: Sequence[SliceDevice]) -> None: ...
+    def set_devices(self, devices: Sequence[SliceDevice], counters: Sequence[CounterSet] = ()) -> None: ...
 
     def refresh(self) -> None: ...
 
@@ -63,10 +64,10 @@ def eviction_order(state: SlotState) -> tuple[bool, float, str]:
     return eviction_key(state.bitstream, state.last_used, state.slot.id)
 
 
-def offered(states: Sequence[SlotState]) -> tuple[dict[str, str], list[NameClash]]:
-    """Slot ID -> device name of the slots offered as devices (:func:`agent.dra.device_names`), and the
-    clashes that gave slots a name of their own."""
-    names, clashes = device_names(s.slot.id for s in states)
+def offered(states: Sequence[SlotState], cards: Sequence[OfferedCard] = ()) -> tuple[dict[str, str], list[NameClash]]:
+    """Slot ID (or :func:`~agent.dra.cards.card_key` of an offered card) -> device name of the devices offered
+    (:func:`agent.dra.device_names`), and the clashes that gave devices a name of their own."""
+    names, clashes = device_names([*(s.slot.id for s in states), *(card_key(c.card) for c in cards)])
     return {slot_id: name for name, slot_id in names.items()}, clashes
 
 
@@ -76,6 +77,7 @@ def slice_devices(
     *,
     failed: frozenset[str] = frozenset(),
     binding: bool = False,
+    cards: Sequence[OfferedCard] = (),
 ) -> list[SliceDevice]:
     """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
 
@@ -96,36 +98,76 @@ def slice_devices(
     ``names``: the slot ID -> device name part of :func:`offered`, when the caller has it.
     A slot in ``failed`` (its programming at allocation failed) carries the taint ``FAILED_TAINT``;
     with ``binding`` every device has the binding conditions of :mod:`agent.dra.binding`.
+    ``cards``: the cards also offered whole (:mod:`agent.dra.cards`; ``names`` must come from
+    :func:`offered` with them): every device then says its ``kind`` (``slot`` or ``card``), their
+    slots consume their counter, and the card devices follow the slots.
     """
-    names = offered(states)[0] if names is None else names
+    names = offered(states, cards)[0] if names is None else names
+    conditions: dict[str, tuple[str, ...]] = (
+        {"binding_conditions": (BOUND_CONDITION,), "binding_failure_conditions": (FAILED_CONDITION,)} if binding else {}
+    )
+    counters = {s.slot.id: names[card_key(c.card)] for c in cards if card_key(c.card) in names for s in c.states}
     devices = []
     for state in sorted(states, key=eviction_order):
         slot = state.slot
         if slot.id not in names:
             continue
-        busy = state.programming is not None
-        held = "" if busy else state.bitstream or ""
-        attributes: dict[str, str | int | bool] = {"platform": slot.platform, "card": slot.card, "bitstream": held}
-        if slot.numa is not None:
-            attributes["numa"] = slot.numa
-        taints: tuple[DeviceTaint, ...] = () if state.health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
-        if slot.id in failed:
-            taints += (DeviceTaint(FAILED_TAINT),)
-        capacity = {SLOT_CAPACITY: 1}
-        key = bitstream_capacity(held) if held else None
-        if key is not None:
-            capacity[key] = 1
-        conditions = ((BOUND_CONDITION,), (FAILED_CONDITION,)) if binding else ((), ())
-        devices.append(SliceDevice(names[slot.id], attributes, taints, capacity, *conditions))
+        held = "" if state.programming is not None or slot.whole_card else state.bitstream or ""
+        attributes = _attributes(slot, held, "slot" if cards else None)
+        taints = _taints(state.health, slot.id in failed)
+        capacity = {SLOT_CAPACITY: 1} | _held_capacity(held)
+        consumes: tuple[tuple[str, tuple[str, ...]], ...] = (
+            ((counters[slot.id], (names[slot.id],)),) if slot.id in counters else ()
+        )
+        devices.append(SliceDevice(names[slot.id], attributes, taints, capacity, consumes=consumes, **conditions))
+    for card in cards:
+        name = names.get(card_key(card.card))
+        if name is None or any(s.slot.id not in names for s in card.states):
+            continue
+        first = card.states[0].slot
+        attributes = _attributes(first, card.bitstream, "card") | {"slots": len(card.states)}
+        taints = (DeviceTaint(CARD_TAINT), *_taints(card.health, any(s.slot.id in failed for s in card.states)))
+        capacity = {CARD_CAPACITY: 1} | _held_capacity(card.bitstream)
+        consumes = ((name, tuple(names[s.slot.id] for s in card.states)),)
+        devices.append(SliceDevice(name, attributes, taints, capacity, consumes=consumes, **conditions))
     return devices
 
 
-def device_health(pool: str, states: Sequence[SlotState], names: Mapping[str, str] | None = None) -> list[DeviceHealth]:
+def _attributes(slot: Slot, held: str, kind: str | None) -> dict[str, str | int | bool]:
+    attributes: dict[str, str | int | bool] = {"platform": slot.platform, "card": slot.card, "bitstream": held}
+    if slot.numa is not None:
+        attributes["numa"] = slot.numa
+    if kind is not None:
+        attributes["kind"] = kind
+    return attributes
+
+
+def _taints(health: Health, failed: bool) -> tuple[DeviceTaint, ...]:
+    taints = () if health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
+    return (*taints, DeviceTaint(FAILED_TAINT)) if failed else taints
+
+
+def _held_capacity(held: str) -> dict[str, int]:
+    key = bitstream_capacity(held) if held else None
+    return {key: 1} if key is not None else {}
+
+
+def device_health(
+    pool: str,
+    states: Sequence[SlotState],
+    names: Mapping[str, str] | None = None,
+    cards: Sequence[OfferedCard] = (),
+) -> list[DeviceHealth]:
     """Every device's health for the kubelet's resource-health stream (a vanished slot still held is listed,
-    unhealthy, until its claim is released). ``names`` as for :func:`slice_devices`."""
-    names = offered(states)[0] if names is None else names
+    unhealthy, until its claim is released; a card is healthy while all its slots are). ``names`` and
+    ``cards`` as for :func:`slice_devices`."""
+    names = offered(states, cards)[0] if names is None else names
+    healths = [(str(s.slot.id), s.health, s.reason) for s in states]
+    healths += [(card_key(c.card), c.health, c.reason) for c in cards]
     return [
-        DeviceHealth(pool, names[s.slot.id], s.health is Health.HEALTHY, s.reason) for s in states if s.slot.id in names
+        DeviceHealth(pool, names[key], health is Health.HEALTHY, reason)
+        for key, health, reason in healths
+        if key in names
     ]
 
 
@@ -146,9 +188,11 @@ class DraMode:
         state_dir: Path,
         timeout_s: float,
         status: ClaimStatusAccess | None = None,
+        whole_cards: bool = False,
     ) -> None:
         """Call on the agent's event loop (the plugin's gRPC servers and preparation run there). With ``status``
-        the claims' device entries say what their slots hold, and binding conditions may be on."""
+        the claims' device entries say what their slots hold, and binding conditions may be on; with
+        ``whole_cards`` the cards the agent can program whole are offered too (:mod:`agent.dra.cards`)."""
         self.node = node
         self._registry = registry
         self._slices = slices
@@ -163,6 +207,9 @@ class DraMode:
             state_file=state_dir / CLAIMS_FILE,
             timeout_s=timeout_s,
         )
+        self._whole_cards = whole_cards
+        self._can_program_card = reconfigurer.loader.can_program_card
+        self.preparation.offered_cards = self.offered_cards
         self.health = HealthBoard()
         self._slice_error = ""
         self._clashes: set[NameClash] = set()
@@ -185,6 +232,10 @@ class DraMode:
                 events=status.events,
                 timeout_s=timeout_s,
             )
+
+    def offered_cards(self, states: Sequence[SlotState]) -> list[OfferedCard]:
+        """The cards offered whole (none unless ``whole_cards``)."""
+        return offered_cards(states, self._can_program_card) if self._whole_cards else []
 
     def registered(self) -> bool:
         """Whether the kubelet said it registered the driver."""
@@ -237,11 +288,13 @@ class DraMode:
             self._publish(self._registry.snapshot())
 
     def _publish(self, states: Sequence[SlotState]) -> None:
-        names, clashes = offered(states)  # worked out once for the slice, the health list and the clashes
+        cards = self.offered_cards(states)
+        names, clashes = offered(states, cards)  # worked out once for the slice, the health list and the clashes
         self._report_clashes(clashes)
-        self.health.set(device_health(self.node, states, names))
+        self.health.set(device_health(self.node, states, names, cards))
         try:
-            self._slices.set_devices(slice_devices(states, names, failed=self.failed.tainted(), binding=self.binding))
+            devices = slice_devices(states, names, failed=self.failed.tainted(), binding=self.binding, cards=cards)
+            self._slices.set_devices(devices, counter_sets(cards, names))
         except KubeError as exc:
             if str(exc) != self._slice_error:  # once per distinct problem, not on every change
                 logger.error("ResourceSlice not updated: %s (it keeps the last good devices)", exc)

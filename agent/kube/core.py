@@ -81,6 +81,9 @@ class CoreCalls:
         path = "/apis/resource.k8s.io/v1/resourceslices/{name}"
         return self._request("PUT", path, {"name": name}, kwargs, body)
 
+    def delete_resource_slice(self, name: str, **kwargs: Any) -> Any:
+        return self._request("DELETE", "/apis/resource.k8s.io/v1/resourceslices/{name}", {"name": name}, kwargs)
+
     def read_namespaced_secret(self, name: str, namespace: str, **kwargs: Any) -> Any:
         path = "/api/v1/namespaces/{namespace}/secrets/{name}"
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)

@@ -1,10 +1,13 @@
 """This node's DRA devices as a ResourceSlice (``resource.k8s.io/v1``), kept in place.
 
-One pool per node in one slice ``<node>-<driver>``, owned by the Node, a device per slot.
-The slice is created when missing and replaced in place (same pool generation) when its
-devices differ. The kubelet deletes a node's slices when it starts and a driver's 30 s after
-its last connection drops, so the publisher checks every ``interval_s`` and after every
-change, and puts it back. An unhealthy slot carries a ``DeviceTaint``. Attribute names and
+One pool per node in one slice ``<node>-<driver>``, owned by the Node, a device per slot;
+when devices share counters (a whole card offered beside its slots), the counter sets go in a
+second slice of the pool, ``<node>-<driver>-counters`` (a slice holds devices or counters,
+not both). A slice is created when missing and replaced in place (same pool generation) when
+it differs; the counters' slice is deleted when no counter is published any more. The
+kubelet deletes a node's slices when it starts and a driver's 30 s after its last connection
+drops, so the publisher checks every ``interval_s`` and after every change, and puts them
+back. An unhealthy slot carries a ``DeviceTaint``. Attribute names and
 values are checked against the API's limits here, so a bad value is a clear error naming the
 device, not a refused slice.
 """
@@ -30,6 +33,11 @@ logger = logging.getLogger(__name__)
 GROUP_VERSION = "resource.k8s.io/v1"
 #: Limits of the API (ResourceSlice validation).
 MAX_DEVICES = 128
+#: ... when a device consumes counters; counter sets per slice, counters per set, counter uses per device.
+MAX_DEVICES_WITH_COUNTERS = 64
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS = 32
+MAX_COUNTER_USES = 2
 MAX_ATTRIBUTES = 32
 MAX_STRING = 64
 MAX_TAINTS = 16
@@ -73,6 +81,16 @@ class SliceDevice:
     #: claim's device status, and gives the allocation back when a failure condition is; with ``bindsToNode``.
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
+    #: Counters the device consumes while allocated: (counter set, counter names), one of each counter.
+    consumes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    """Counters devices of the pool share (DRAPartitionableDevices): ``name`` and its counters, one unit each."""
+
+    name: str
+    counters: tuple[str, ...]
 
 
 def _attribute(device: str, name: str, value: AttributeValue) -> dict[str, AttributeValue]:
@@ -95,10 +113,30 @@ def _capacity(device: str, name: str, value: int) -> dict[str, str]:
     return {"value": str(value)}
 
 
-def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[str, Any]:
-    """The slice's ``spec`` for these devices; KubeError naming the device when one breaks the API's limits."""
-    if len(devices) > MAX_DEVICES:
-        raise KubeError(f"{len(devices)} devices do not fit one ResourceSlice (at most {MAX_DEVICES})")
+def counters_spec(driver: str, node: str, sets: Sequence[CounterSet]) -> dict[str, Any]:
+    """The spec of the pool's second slice, holding its counter sets; KubeError naming a set that breaks a limit."""
+    if len(sets) > MAX_COUNTER_SETS:
+        raise KubeError(f"{len(sets)} counter sets do not fit one ResourceSlice (at most {MAX_COUNTER_SETS})")
+    rendered = []
+    for counter_set in sets:
+        names = (counter_set.name, *counter_set.counters)
+        if not all(_DEVICE_NAME.fullmatch(n) for n in names) or not 0 < len(counter_set.counters) <= MAX_COUNTERS:
+            raise KubeError(f"counter set {shown(counter_set.name)}: 1 to {MAX_COUNTERS} counters, all DNS labels")
+        counters = {name: {"value": "1"} for name in counter_set.counters}
+        rendered.append({"name": counter_set.name, "counters": counters})
+    return {"driver": driver, "nodeName": node, "pool": _pool(node, 2), "sharedCounters": rendered}
+
+
+def _pool(node: str, slices: int) -> dict[str, Any]:
+    return {"name": node, "generation": 1, "resourceSliceCount": slices}
+
+
+def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices: int = 1) -> dict[str, Any]:
+    """The slice's ``spec`` for these devices (``slices``: how many slices the pool has); KubeError naming the
+    device when one breaks the API's limits."""
+    limit = MAX_DEVICES_WITH_COUNTERS if any(d.consumes for d in devices) else MAX_DEVICES
+    if len(devices) > limit:
+        raise KubeError(f"{len(devices)} devices do not fit one ResourceSlice (at most {limit})")
     rendered = []
     for device in devices:
         if not _DEVICE_NAME.fullmatch(device.name):
@@ -127,13 +165,15 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice]) -> dict[s
             entry["bindsToNode"] = True
             entry["bindingConditions"] = list(device.binding_conditions)
             entry["bindingFailureConditions"] = list(device.binding_failure_conditions)
+        if device.consumes:
+            if len(device.consumes) > MAX_COUNTER_USES:
+                raise KubeError(f"device {shown(device.name)} consumes more than {MAX_COUNTER_USES} counter sets")
+            entry["consumesCounters"] = [
+                {"counterSet": name, "counters": {c: {"value": "1"} for c in counters}}
+                for name, counters in device.consumes
+            ]
         rendered.append(entry)
-    return {
-        "driver": driver,
-        "nodeName": node,
-        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-        "devices": rendered,
-    }
+    return {"driver": driver, "nodeName": node, "pool": _pool(node, slices), "devices": rendered}
 
 
 class ResourceSlicePublisher:
@@ -145,22 +185,29 @@ class ResourceSlicePublisher:
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"
+        self.counters_name = f"{self.name}-counters"
         self._interval_s = CHECK_INTERVAL_S if interval_s is None else interval_s
         self._lock = threading.Lock()
-        self._spec: dict[str, Any] | None = None
+        #: slice name -> spec, the devices' slice first; None until devices are set
+        self._specs: dict[str, dict[str, Any]] | None = None
+        #: Whether a counters' slice may be there (one of an earlier instance too): checked once, then tracked.
+        self._counters_left = True
         self._changed = asyncio.Event()
         self._owner: dict[str, Any] | None = None
         #: While this says True, the slice is left alone (a newer instance of the driver keeps it: an update).
         self.standby: Callable[[], bool] = lambda: False
 
-    def set_devices(self, devices: Sequence[SliceDevice]) -> None:
-        """The devices to publish, on the event loop (checked now: KubeError naming the bad one; the last
-        good set stays)."""
-        spec = slice_spec(self.driver, self.node, devices)
+    def set_devices(self, devices: Sequence[SliceDevice], counters: Sequence[CounterSet] = ()) -> None:
+        """The devices (and the counter sets they share) to publish, on the event loop (checked now: KubeError
+        naming the bad one; the last good set stays)."""
+        specs = {self.name: slice_spec(self.driver, self.node, devices, slices=2 if counters else 1)}
+        if counters:
+            specs[self.counters_name] = counters_spec(self.driver, self.node, counters)
+            self._counters_left = True
         with self._lock:
-            if spec == self._spec:
+            if specs == self._specs:
                 return
-            self._spec = spec
+            self._specs = specs
         self._changed.set()
 
     def refresh(self) -> None:
@@ -169,33 +216,63 @@ class ResourceSlicePublisher:
         self._changed.set()
 
     def reconcile(self) -> str:
-        """One check (blocking): ``created``, ``replaced``, ``unchanged`` or ``nothing to publish``."""
+        """One check (blocking): what was done to the slices (``created``, ``replaced``, ``deleted``, comma-separated),
+        ``unchanged`` or ``nothing to publish``. The counters come first: a device never names a set not there."""
         with self._lock:
-            spec = self._spec
-        if spec is None:
+            specs = self._specs
+        if specs is None:
             return "nothing to publish"
         if self.standby():
             return "left to a newer instance"
+        done = [self._put(name, specs[name]) for name in sorted(specs, key=lambda n: n != self.counters_name)]
+        if self.counters_name not in specs and self._counters_left:
+            if self._delete(self.counters_name):
+                done.append("deleted")
+            self._counters_left = False
+        changed = [d for d in done if d != "unchanged"]
+        return ",".join(changed) if changed else "unchanged"
+
+    def _put(self, name: str, spec: dict[str, Any]) -> str:
         timeout = REQUEST_TIMEOUT_S
         try:
-            current = self._calls.read_resource_slice(self.name, _request_timeout=timeout)
+            current = self._calls.read_resource_slice(name, _request_timeout=timeout)
         except Exception as exc:
             if api_status(exc) != 404:
                 raise
             current = None
+        what = (
+            f"{len(spec['devices'])} device(s)"
+            if "devices" in spec
+            else f"{len(spec['sharedCounters'])} counter set(s)"
+        )
         if current is None:
-            body = {"apiVersion": GROUP_VERSION, "kind": "ResourceSlice", "metadata": self._metadata(), "spec": spec}
+            body = {
+                "apiVersion": GROUP_VERSION,
+                "kind": "ResourceSlice",
+                "metadata": self._metadata(name),
+                "spec": spec,
+            }
             self._calls.create_resource_slice(body, _request_timeout=timeout)
-            logger.info("ResourceSlice %s created with %d device(s)", self.name, len(spec["devices"]))
+            logger.info("ResourceSlice %s created with %s", name, what)
             return "created"
         if current.get("spec") == spec:
             return "unchanged"
         current["spec"] = spec
-        self._calls.replace_resource_slice(self.name, current, _request_timeout=timeout)
-        logger.info("ResourceSlice %s updated: %d device(s)", self.name, len(spec["devices"]))
+        self._calls.replace_resource_slice(name, current, _request_timeout=timeout)
+        logger.info("ResourceSlice %s updated: %s", name, what)
         return "replaced"
 
-    def _metadata(self) -> dict[str, Any]:
+    def _delete(self, name: str) -> bool:
+        try:
+            self._calls.delete_resource_slice(name, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            if api_status(exc) != 404:
+                raise
+            return False
+        logger.info("ResourceSlice %s deleted: no counters to share", name)
+        return True
+
+    def _metadata(self, name: str) -> dict[str, Any]:
         if self._owner is None:
             try:
                 node = self._calls.read_node(self.node, _request_timeout=REQUEST_TIMEOUT_S)
@@ -203,7 +280,7 @@ class ResourceSlicePublisher:
                 self._owner = {"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid, "controller": True}
             except Exception as exc:  # no owner: the slice still works, it only outlives a deleted Node
                 logger.warning("ResourceSlice %s: Node %s not readable (%s)", self.name, self.node, exc)
-        meta: dict[str, Any] = {"name": self.name}
+        meta: dict[str, Any] = {"name": name}
         if self._owner is not None:
             meta["ownerReferences"] = [self._owner]
         return meta

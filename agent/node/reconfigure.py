@@ -29,7 +29,8 @@ from agent.errors import (
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDirectory, PodView
 from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
-from agent.programming.catalog import Catalog, CatalogEntry, check_platform
+from agent.programming.catalog import Catalog, CatalogEntry, check_platform, check_scope
+from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, container_bitstream
 
@@ -141,6 +142,26 @@ class Reconfigurer:
             self._loading.subtract(names)
             self._loading = +self._loading
 
+    async def load_card(
+        self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float
+    ) -> None:
+        """Put the whole-card image ``name`` into the card of ``slot_ids`` (every slot of it), by ``deadline``;
+        checked first as :meth:`load_many` does (an image for a slot is refused)."""
+        self._loading[name] += 1
+        try:
+            await self._fetch(pod, {name: slot_ids}, who, deadline)
+            try:
+                entry, slots = self._check(name, slot_ids, who, scope=CARD_SCOPE)
+                if not self.loader.can_program_card(slots):
+                    raise CatalogError(f"{who}: card {slots[0].card} cannot be programmed whole by this agent")
+            except CatalogError as exc:
+                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+                raise
+            await self.loader.load_card(pod, who, entry, slots, deadline)
+        finally:
+            self._loading[name] -= 1
+            self._loading = +self._loading
+
     def loading(self) -> set[str]:
         """Bitstreams that calls in flight are fetching, checking or programming (not to be evicted)."""
         return set(self._loading)
@@ -187,8 +208,11 @@ class Reconfigurer:
             raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
         return ref
 
-    def _check(self, name: str, slot_ids: list[SlotId], who: str) -> tuple[CatalogEntry, list[Slot]]:
-        """Resolve the bitstream and check it fits every slot; raises CatalogError, changes nothing."""
+    def _check(
+        self, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
+    ) -> tuple[CatalogEntry, list[Slot]]:
+        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; raises CatalogError,
+        changes nothing."""
         if self._catalog is None:
             raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
         try:
@@ -201,10 +225,11 @@ class Reconfigurer:
             if state is None:
                 raise PodLookupError(f"{who}: slot {slot_id} vanished before it could be programmed")
             try:
+                check_scope(entry, scope, f"card {state.slot.card}" if scope == CARD_SCOPE else f"slot {slot_id}")
                 check_platform(entry, state.slot)
             except PlatformMismatch as exc:
                 raise PlatformMismatch(f"{who}: {exc}") from exc
-            if not self.loader.can_program(state.slot):
+            if scope == SLOT_SCOPE and not self.loader.can_program(state.slot):
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
         return entry, slots

@@ -15,6 +15,7 @@ later programming succeeds; a background task retries that with backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from agent.errors import (
 )
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import EventSink, PodView
-from agent.programming.base import FileProgrammer
+from agent.programming.base import CardProgrammer, FileProgrammer
 from agent.programming.catalog import Catalog, CatalogEntry
 from agent.slots import Slot, SlotId, SlotRegistry
 
@@ -87,20 +88,7 @@ class SlotLoader:
         misses: list[Slot] = []
         for slot in slots:
             (hits if self.holds(slot.id, entry) else misses).append(slot)
-        image = b""
-        if misses:
-            # Read and verify the image before anything is recorded: a bad file changes nothing.
-            try:
-                image = await asyncio.to_thread(self._read_image, entry)
-            except CatalogError as exc:
-                message = f"{who}: {exc}"
-                if entry.source and isinstance(exc, BitstreamHashError):
-                    # A pulled file that no longer matches: taken out, so the kubelet's next attempt pulls it anew.
-                    assert self._catalog is not None
-                    await asyncio.to_thread(self._catalog.remove, entry)
-                    message += "; it came from a pull, so it is removed from the catalog and pulled again"
-                await self.post(pod, "FpgaBitstreamRejected", message, "Warning")
-                raise type(exc)(message) from exc
+        image = await self._checked_image(pod, who, entry) if misses else b""
         for slot in hits:
             await self._hit(pod, who, slot, entry)
         if not misses:
@@ -115,6 +103,20 @@ class SlotLoader:
                 raise failure
         if failures:
             raise failures[0]
+
+    async def _checked_image(self, pod: PodView | None, who: str, entry: CatalogEntry) -> bytes:
+        """The entry's image, read and verified before anything is recorded: a bad file changes nothing."""
+        try:
+            return await asyncio.to_thread(self._read_image, entry)
+        except CatalogError as exc:
+            message = f"{who}: {exc}"
+            if entry.source and isinstance(exc, BitstreamHashError):
+                # A pulled file that no longer matches: taken out, so the kubelet's next attempt pulls it anew.
+                assert self._catalog is not None
+                await asyncio.to_thread(self._catalog.remove, entry)
+                message += "; it came from a pull, so it is removed from the catalog and pulled again"
+            await self.post(pod, "FpgaBitstreamRejected", message, "Warning")
+            raise type(exc)(message) from exc
 
     def holds(self, slot_id: SlotId, entry: CatalogEntry) -> bool:
         """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under
@@ -159,12 +161,12 @@ class SlotLoader:
                 message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
                 self._registry.taint(slot.id, f"content unknown after failed programming: {exc}")
                 await self.post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
-                self._start_recovery(slot.id, entry)
+                self._start_recovery([slot], entry)
                 raise type(exc)(message) from exc
             except asyncio.CancelledError:
                 # Interrupted half-way (the agent stops, the call was cancelled): the content is unknown.
                 self._registry.taint(slot.id, f"content unknown: programming with {entry.name} was interrupted")
-                self._start_recovery(slot.id, entry)
+                self._start_recovery([slot], entry)
                 raise
             self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
             self._count_reconfiguration("programmed", took)
@@ -214,41 +216,139 @@ class SlotLoader:
                 f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {entry.accelerator_id}"
             )
 
+    # ------------------------------------------------------------------ whole cards
+    def can_program_card(self, slots: Sequence[Slot]) -> bool:
+        """Whether ``slots`` (every slot of one card) can be programmed as the whole card by this agent."""
+        programmer = self._programmers.get(slots[0].backend) if slots else None
+        return isinstance(programmer, CardProgrammer) and programmer.can_program_card(slots)
+
+    def holds_card(self, slots: Sequence[Slot], entry: CatalogEntry) -> bool:
+        """Whether the card of ``slots`` holds the whole-card image ``entry`` (every slot reports it as the card's)."""
+        states = [self._registry.get(slot.id) for slot in slots]
+        return all(s is not None and s.slot.whole_card and self.holds(s.slot.id, entry) for s in states)
+
+    async def load_card(
+        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
+    ) -> None:
+        """Load the whole-card image ``entry`` into the card of ``slots`` (every slot of it) unless it holds it.
+
+        The slots' locks are taken in ID order; a failure taints every slot and retries in the background."""
+        card = slots[0].card
+        if self.holds_card(slots, entry):
+            await self._card_hit(pod, who, card, slots, entry)
+            return
+        image = await self._checked_image(pod, who, entry)
+        locks = [self._slot_locks.setdefault(slot.id, asyncio.Lock()) for slot in sorted(slots, key=lambda s: s.id)]
+        taken: list[asyncio.Lock] = []
+        try:
+            for lock, slot in zip(locks, sorted(slots, key=lambda s: s.id), strict=True):
+                await self._acquire(lock, who, slot, deadline)
+                taken.append(lock)
+            if self.holds_card(slots, entry):
+                await self._card_hit(pod, who, card, slots, entry)
+                return
+            self._count_lookup("miss")
+            try:
+                took = await self._program_card(slots, entry, image, deadline - time.monotonic())
+            except ProgrammingError as exc:
+                self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
+                message = f"{who}: programming card {card} with {entry.name} failed: {exc}"
+                for slot in slots:
+                    self._registry.taint(slot.id, f"content unknown after failed programming of its card: {exc}")
+                await self.post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
+                self._start_recovery(slots, entry, card=True)
+                raise type(exc)(message) from exc
+            except asyncio.CancelledError:
+                for slot in slots:
+                    self._registry.taint(
+                        slot.id, f"content unknown: programming its card with {entry.name} was interrupted"
+                    )
+                self._start_recovery(slots, entry, card=True)
+                raise
+        finally:
+            for lock in taken:
+                lock.release()
+        for slot in slots:
+            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+        self._count_reconfiguration("programmed", took)
+        await self.post(pod, "FpgaCardProgrammed", f"Programmed card {card} with {entry.name} in {took * 1000:.0f} ms")
+
+    async def _card_hit(
+        self, pod: PodView | None, who: str, card: str, slots: Sequence[Slot], entry: CatalogEntry
+    ) -> None:
+        for slot in slots:
+            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+        self._count_lookup("hit")
+        logger.info("%s: card %s already holds %s, not programming", who, card, entry.name)
+        await self.post(pod, "FpgaSlotCacheHit", f"Card {card} already held {entry.name}")
+
+    async def _program_card(self, slots: Sequence[Slot], entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
+        """Mark every slot as being programmed, run the card's programmer, read every slot back."""
+        if timeout_s <= 0:
+            raise ProgrammingTimeout(f"card {slots[0].card}: no time left before the deadline")
+        for slot in slots:
+            self._registry.begin_programming(slot.id, entry.name, entry.accelerator_id)
+        if self._before_programming is not None:
+            await self._before_programming()
+        programmer = self._programmers[slots[0].backend]
+        assert isinstance(programmer, CardProgrammer)
+        try:
+            took = await programmer.program_card(slots, image, entry.accelerator_id, timeout_s)
+        except OSError as exc:
+            raise ProgrammingError(f"card {slots[0].card}: {exc}") from exc
+        for slot in slots:
+            await self._verify(slot, entry)
+        return took
+
     # ------------------------------------------------------------------ recovery
-    def _start_recovery(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        if slot_id not in self._recovering or self._recovering[slot_id].done():
-            self._recovering[slot_id] = asyncio.create_task(
-                self._recover(slot_id, entry), name=f"recover slot {slot_id}"
-            )
+    def _start_recovery(self, slots: Sequence[Slot], entry: CatalogEntry, *, card: bool = False) -> None:
+        key = min(slot.id for slot in slots)
+        if key not in self._recovering or self._recovering[key].done():
+            what = f"card {slots[0].card}" if card else f"slot {key}"
+            self._recovering[key] = asyncio.create_task(self._recover(list(slots), entry, card), name=f"recover {what}")
 
     async def _begin_programming(self, slot_id: SlotId, entry: CatalogEntry) -> None:
+        state = self._registry.get(slot_id)
+        if state is not None and state.slot.whole_card:
+            # Programming a slot of a card that holds a whole-card image restores the base layout first:
+            # what the other slots held (their part of the card's image) is gone.
+            siblings = [s.slot.id for s in self._registry.snapshot() if s.slot.card == state.slot.card]
+            self._registry.forget_contents(siblings)
         self._registry.begin_programming(slot_id, entry.name, entry.accelerator_id)
         if self._before_programming is not None:
             await self._before_programming()
 
-    async def _recover(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        """Re-program a tainted slot with the same bitstream until it succeeds or the slot goes."""
+    async def _recover(self, slots: list[Slot], entry: CatalogEntry, card: bool) -> None:
+        """Re-program tainted slots (with ``card``: their card) with the same bitstream until it succeeds or a
+        slot goes."""
+        what = f"card {slots[0].card}" if card else f"slot {slots[0].id}"
         delay = RECOVERY_DELAY_S
         while True:
             await asyncio.sleep(delay)
-            state = self._registry.get(slot_id)
-            if state is None or state.taint is None:
+            states = [self._registry.get(slot.id) for slot in slots]
+            if any(s is None for s in states) or all(s is not None and s.taint is None for s in states):
                 return
             try:
                 image = await asyncio.to_thread(self._read_image, entry)
-                async with self._slot_locks.setdefault(slot_id, asyncio.Lock()):
-                    await self._begin_programming(slot_id, entry)
-                    took = await self._run_programmer(state.slot, entry, image, self._timeout_s)
-                    await self._verify(state.slot, entry)
+                async with contextlib.AsyncExitStack() as stack:
+                    for slot in sorted(slots, key=lambda s: s.id):
+                        await stack.enter_async_context(self._slot_locks.setdefault(slot.id, asyncio.Lock()))
+                    if card:
+                        took = await self._program_card(slots, entry, image, self._timeout_s)
+                    else:
+                        await self._begin_programming(slots[0].id, entry)
+                        took = await self._run_programmer(slots[0], entry, image, self._timeout_s)
+                        await self._verify(slots[0], entry)
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):
                     self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
                 delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
-                logger.warning("slot %s: recovery programming failed, retrying in %.0f s: %s", slot_id, delay, exc)
+                logger.warning("%s: recovery programming failed, retrying in %.0f s: %s", what, delay, exc)
                 continue
             self._count_reconfiguration("programmed", took)
-            self._registry.record_content(slot_id, entry.name, entry.accelerator_id)
-            logger.info("slot %s recovered: programmed with %s again, Healthy", slot_id, entry.name)
+            for slot in slots:
+                self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            logger.info("%s recovered: programmed with %s again, Healthy", what, entry.name)
             return
 
     async def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -35,4 +36,20 @@ class FileProgrammer(Protocol):
 
     async def program_file(self, slot: Slot, image_file: Path, accelerator_id: str, timeout_s: float) -> float:
         """Load the file ``image_file`` into ``slot``; as :meth:`Programmer.program` otherwise."""
+        ...
+
+
+@runtime_checkable
+class CardProgrammer(Protocol):
+    """A programmer that can also load one image into a whole card (all of its slots as one region)."""
+
+    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
+
+    def can_program_card(self, slots: Sequence[Slot]) -> bool:
+        """Whether ``slots``, every slot of one card, can be programmed as the whole card."""
+        ...
+
+    async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
+        """Load ``image`` into the card of ``slots``; as :meth:`Programmer.program` otherwise (every slot's
+        content is unknown after a failure)."""
         ...

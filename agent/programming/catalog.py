@@ -32,6 +32,7 @@ from agent.errors import (
     BitstreamHashError,
     CatalogError,
     UnknownBitstream,
+    shown,
 )
 from agent.files.atomic import StagedFile, fsync_directory, read_no_follow, write_atomically
 from agent.files.bitstream import copy_hashing
@@ -40,11 +41,14 @@ from agent.programming.catalogentry import (
     FILE_NAME,
     INSTALLED_FILE,
     RECORD_SUFFIX,
+    SCOPES,
+    SLOT_SCOPE,
     CatalogEntry,
     CatalogProblem,
     CatalogScan,
     FileDescription,
     check_platform,
+    check_scope,
     describe_bitstream,
     entry_from_record,
     installed_name,
@@ -61,6 +65,7 @@ __all__ = [
     "CatalogProblem",
     "CatalogScan",
     "check_platform",
+    "check_scope",
     "describe_bitstream",
     "normalize_given_id",
     "normalize_platform_id",
@@ -177,16 +182,20 @@ class Catalog:
         platform: str | None = None,
         accelerator_id: str | None = None,
         replace: bool = False,
+        scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
         """Copy ``source`` into the catalog as ``name`` and record it; all or nothing.
 
         For an Intel GBS file, platform and accelerator id come from its header (given
         values must agree with it); for any other file both are required. An existing
-        name is refused unless ``replace``. The file is stored as
+        name is refused unless ``replace``. ``scope``: ``slot`` or ``card`` (an image for a whole
+        card). The file is stored as
         ``<name>.<sha256 prefix>.gbs|.bin`` and the record written last, so readers see
         the old entry or the new one; a failure leaves the catalog as it was.
         """
         validate_name(name)
+        if scope not in SCOPES:
+            raise CatalogError(f"scope {shown(scope)} is not one of {', '.join(SCOPES)}")
         given_platform = normalize_given_id(platform, "platform")
         given_accelerator = normalize_given_id(accelerator_id, "accelerator id", accelerator=True)
         previous = self._previous_entry(name, replace)
@@ -202,7 +211,7 @@ class Catalog:
                 if size == 0:
                     raise BitstreamFileError(f"cannot add {source} as {name!r}: the file is empty")
                 description = describe_bitstream(staged.stream, source, given_platform, given_accelerator)
-                entry = self.install(staged, name, size, sha256, description, previous=previous)
+                entry = self.install(staged, name, size, sha256, description, previous=previous, scope=scope)
         except OSError as exc:
             raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
         logger.info(
@@ -226,6 +235,7 @@ class Catalog:
         *,
         source: str = "",
         previous: CatalogEntry | None = None,
+        scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
         """Rename the checked ``staged`` file to ``<name>.<sha256 prefix><suffix>`` and write its record last.
 
@@ -243,6 +253,7 @@ class Catalog:
             accelerator_id=description.accelerator_id,
             added_at=datetime.now(UTC).isoformat(timespec="seconds"),
             source=source,
+            scope=scope,
         )
         try:
             write_atomically(self.directory / (name + RECORD_SUFFIX), record_bytes(entry))

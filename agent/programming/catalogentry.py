@@ -2,7 +2,8 @@
 
 A :class:`CatalogEntry` is one bitstream: name, file, size, sha256, platform (the PR
 interface id it fits), accelerator id (what the slot reports once it is loaded), when
-it was added and, for a pulled one, where from. Its record ``<name>.json`` is parsed
+it was added, for a pulled one where from, and its scope (an image for one slot, or for a
+whole card of the platform). Its record ``<name>.json`` is parsed
 strictly (a malformed record is a problem reported by the scan, never a guess), and a
 file about to be added is described from its GBS header or from ids given by hand.
 The directory itself, adding, reading and removing are :class:`agent.programming.catalog.Catalog`.
@@ -39,6 +40,10 @@ GBS_SUFFIX = ".gbs"
 INSTALLED_FILE = re.compile(
     rf"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{{{_HASH_DIGITS}}}(?:{re.escape(RAW_SUFFIX)}|{re.escape(GBS_SUFFIX)})"
 )
+#: What an image is for: one slot of its platform, or a whole card of it (all its slots as one region).
+SLOT_SCOPE = "slot"
+CARD_SCOPE = "card"
+SCOPES = (SLOT_SCOPE, CARD_SCOPE)
 _RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
 
 
@@ -81,6 +86,8 @@ class CatalogEntry:
     added_at: str
     #: where the file was pulled from (an FpgaBitstream's source), "" for a local ``catalog add``
     source: str = ""
+    #: ``slot`` (an image for one slot) or ``card`` (an image for a whole card); see ``SCOPES``
+    scope: str = SLOT_SCOPE
 
 
 class FileDescription(NamedTuple):
@@ -149,14 +156,29 @@ def entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     source = data.get("source", "")
     if not isinstance(source, str):
         raise ValueError(f"has source {shown(source)}, not a string")
-    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at, source)
+    scope = data.get("scope", SLOT_SCOPE)
+    if scope not in SCOPES:
+        raise ValueError(f"has scope {shown(scope)}, not one of {', '.join(SCOPES)}")
+    return CatalogEntry(name, file, size, sha256, platform, accelerator_id, added_at, source, scope)
+
+
+def check_scope(entry: CatalogEntry, scope: str, target: str) -> None:
+    """Raise PlatformMismatch unless ``entry`` is an image for a ``scope`` (``slot`` or ``card``), naming ``target``."""
+    if entry.scope != scope:
+        raise PlatformMismatch(
+            f"bitstream {entry.name!r} is an image for a whole card, not for a slot such as {target}"
+            if entry.scope == CARD_SCOPE
+            else f"bitstream {entry.name!r} is an image for one slot, not for a whole card such as {target}"
+        )
 
 
 def record_bytes(entry: CatalogEntry) -> bytes:
-    """The metadata record of ``entry``; a local entry's record has no ``source``."""
+    """The metadata record of ``entry``; a local entry's record has no ``source``, a slot image's no ``scope``."""
     record = asdict(entry)
     if not entry.source:
         del record["source"]
+    if entry.scope == SLOT_SCOPE:
+        del record["scope"]
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
 

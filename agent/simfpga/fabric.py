@@ -4,6 +4,8 @@
   numbers when ``device_nodes`` is set, which runtimes accept; a regular file otherwise);
 * a card reconfigures one slot at a time in ``program_s`` seconds; a failed or interrupted
   one leaves the content unknown, like a DFL port after a failed PR;
+* a whole card can be loaded with one image (its slots then report that image as the card's);
+  programming a slot afterwards first restores the base layout, which leaves every slot empty;
 * what a slot holds survives agent restarts (``dev_dir/fabric.json``);
 * faults can be injected (health, a failing or hanging reconfiguration, a card unplugged and
   plugged back), each change reported to subscribers as udev reports events.
@@ -50,6 +52,8 @@ class SimSlotInfo:
     loaded: str | None
     healthy: bool
     reason: str
+    #: ``loaded`` is the image of the whole card
+    whole_card: bool = False
 
 
 @dataclass(slots=True)
@@ -68,6 +72,8 @@ class _Card:
     slots: dict[str, _Slot] = field(default_factory=dict)
     plugged: bool = True
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: the accelerator of a whole-card image, None while the base layout (its slots) is loaded
+    image: str | None = None
 
 
 Listener = Callable[[SimEvent, SimSlotInfo], None]
@@ -118,6 +124,11 @@ class SimFabric:
         async with card.lock:
             if not card.plugged:
                 raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
+            if card.image is not None:  # the base layout comes back first, with every slot empty
+                card.image = None
+                self._save()
+                for other in card.slots:
+                    self._notify(SimEvent.CHANGE, card, other)
             slot = card.slots[region]
             slot.loaded = None  # content is undefined while the region is reconfigured...
             self._save()  # ...also for whoever looks after a kill half-way
@@ -137,6 +148,43 @@ class SimFabric:
                 self._save()
                 if card.plugged:
                     self._notify(SimEvent.CHANGE, card, region)
+
+    async def program_card(self, card_name: str, accelerator_id: str) -> None:
+        """Load one image into the whole card, ``program_s``; its slots' own contents are gone afterwards.
+
+        Errors as :meth:`program` (a slot's injected failure or hang fires here too); a failed or
+        interrupted one leaves every slot's content unknown.
+        """
+        card = self._cards.get(card_name)
+        if card is None:
+            raise FileNotFoundError(f"no simulated card {card_name}")
+        async with card.lock:
+            if not card.plugged:
+                raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
+            card.image = None
+            for slot in card.slots.values():
+                slot.loaded = None
+            self._save()
+            self._notify_card(card)
+            try:
+                if any(slot.hang_next for slot in card.slots.values()):
+                    for slot in card.slots.values():
+                        slot.hang_next = False
+                    await asyncio.Event().wait()
+                await asyncio.sleep(self.program_s)
+                failing = [slot for slot in card.slots.values() if slot.fail_next is not None]
+                if failing:
+                    reason = failing[0].fail_next
+                    for slot in failing:
+                        slot.fail_next = None
+                    raise OSError(5, reason)  # EIO
+                if not card.plugged:
+                    raise OSError(19, f"simulated card {card_name} vanished while programming")
+                card.image = accelerator_id
+            finally:
+                self._save()
+                if card.plugged:
+                    self._notify_card(card)
 
     # ------------------------------------------------------- fault injection
     def set_health(self, card_name: str, region: str, healthy: bool, reason: str = "") -> None:
@@ -193,10 +241,15 @@ class SimFabric:
             numa=card.numa,
             device_path=str(self._device_path(card, region)),
             platform=PLATFORM,
-            loaded=slot.loaded,
+            loaded=slot.loaded if card.image is None else card.image,
             healthy=slot.healthy,
             reason=slot.reason,
+            whole_card=card.image is not None,
         )
+
+    def _notify_card(self, card: _Card) -> None:
+        for region in card.slots:
+            self._notify(SimEvent.CHANGE, card, region)
 
     def _notify(self, event: SimEvent, card: _Card, region: str) -> None:
         info = self._info(card, region)
@@ -227,8 +280,9 @@ class SimFabric:
         try:
             saved = json.loads(read_no_follow(path))
             loaded = saved["loaded"]
-            if not isinstance(loaded, dict):
-                raise TypeError("'loaded' is not an object")
+            images = saved.get("cards", {})
+            if not isinstance(loaded, dict) or not isinstance(images, dict):
+                raise TypeError("'loaded' or 'cards' is not an object")
         except FileNotFoundError:
             return
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -239,6 +293,9 @@ class SimFabric:
             card = self._cards.get(card_name)
             if card is not None and region in card.slots and isinstance(accelerator, str):
                 card.slots[region].loaded = accelerator
+        for card_name, image in images.items():
+            if card_name in self._cards and isinstance(image, str):
+                self._cards[card_name].image = image
 
     def _save(self) -> None:
         loaded = {
@@ -247,5 +304,6 @@ class SimFabric:
             for region, slot in card.slots.items()
             if slot.loaded is not None
         }
-        state = json.dumps({"version": 1, "loaded": loaded}, sort_keys=True).encode()
+        images = {card.name: card.image for card in self._cards.values() if card.image is not None}
+        state = json.dumps({"version": 1, "loaded": loaded, "cards": images}, sort_keys=True).encode()
         write_atomically(self.dev_dir / STATE_FILE, state, mode=0o600)

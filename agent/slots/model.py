@@ -75,6 +75,8 @@ class Slot:
     #: Device node the agent itself uses to program the slot (e.g. the DFL FME);
     #: never handed to containers.
     control_node: str = ""
+    #: ``loaded`` is an image of the slot's whole card (all its slots as one region), not the slot's own.
+    whole_card: bool = False
 
     def __post_init__(self) -> None:
         if len(self.id) > MAX_SLOT_ID_LEN:

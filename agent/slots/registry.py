@@ -243,6 +243,11 @@ class SlotRegistry:
         self._last_used[slot_id] = self._clock()
         self._bump(devices=untainted)
 
+    def forget_contents(self, slot_ids: Iterable[SlotId]) -> None:
+        """What the slots held is gone (their card's base layout was restored): nothing known until reported."""
+        if any([self._contents.pop(slot_id, None) is not None for slot_id in slot_ids]):
+            self._bump(devices=False)
+
     def taint(self, slot_id: SlotId, reason: str) -> None:
         """A programming failed or timed out: the content is unknown, the slot Unhealthy."""
         self._programming.pop(slot_id, None)

@@ -73,8 +73,8 @@ def test_add_gbs_then_list(root: Path, gbs_file: Path) -> None:
     table = fpga_agent(root, "catalog", "list")
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
-    assert header.split() == ["NAME", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
-    assert row.split()[:5] == ["nlb-400", INTERFACE_ID, ACCELERATOR_ID, str(entry["size"]), entry["sha256"][:12]]
+    assert header.split() == ["NAME", "SCOPE", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
+    assert row.split()[:6] == ["nlb-400", "slot", INTERFACE_ID, ACCELERATOR_ID, str(entry["size"]), entry["sha256"][:12]]
 
 
 def test_add_raw_with_ids_and_replace(root: Path, raw_file: Path, gbs_file: Path) -> None:
@@ -167,7 +167,7 @@ def test_list_of_an_empty_catalog(root: Path) -> None:
     (root / "bitstreams").mkdir()
     result = fpga_agent(root, "catalog", "list")
     assert result.returncode == 0
-    assert result.stdout.split() == ["NAME", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
+    assert result.stdout.split() == ["NAME", "SCOPE", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
     assert f"no bitstreams in {root / 'bitstreams'}" in result.stderr
     assert listed(root) == {"directory": str(root / "bitstreams"), "bitstreams": [], "problems": []}
 

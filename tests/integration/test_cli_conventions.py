@@ -22,7 +22,9 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
     ("run",): {flag for _, flags in cliflags.RUN for flag in flags},
     ("discover",): {"json"} | {flag for _, flags in cliflags.DISCOVER for flag in flags},
     ("catalog", "list"): {"json", "bitstream-dir", "log-level", "log-format"},
-    ("catalog", "add"): {"name", "platform", "accelerator-id", "replace", "bitstream-dir", "log-level", "log-format"},
+    ("catalog", "add"): {
+        *("name", "platform", "accelerator-id", "scope", "replace", "bitstream-dir", "log-level", "log-format"),
+    },
     ("catalog", "push"): {
         *("name", "platform", "accelerator-id", "pull-secret", "prefetch", "plain-http", "ca-file"),
         *("username", "password-stdin"),
@@ -89,6 +91,7 @@ def test_help_lists_only_the_commands_own_options_with_defaults(
     expected = OWN_OPTIONS[words]
     # --no-cdi comes with --cdi, as --no-X with every other boolean option
     booleans = {"no-cdi", "no-bitstream-allow-link-local", "no-sim-sample-bitstream", "no-binding-conditions"}
+    booleans |= {"no-whole-cards"}
     assert listed - booleans == expected
     flat = " ".join(out.split())
     for flag in expected & config_options:

@@ -118,7 +118,7 @@ async def test_the_record_survives_a_restart_so_release_needs_no_claim(node: Nod
         ([("fpga", slot(0, 0))], (((), {"bitstream": "no-such-bitstream"}),), CatalogError, "no-such-bitstream"),
         ([("fpga", slot(0, 0))], (((), {"bitstream": "foreign"}),), CatalogError, "platform"),
         ([("fpga", slot(0, 0))], (((), {"bitstream": 7}),), CatalogError, "must be a bitstream name"),
-        ([("fpga", "card9-port9")], (), PodLookupError, "is not a slot of this node"),
+        ([("fpga", "card9-port9")], (), PodLookupError, "is not a slot or card of this node"),
     ],
 )
 async def test_a_claim_that_cannot_be_prepared_changes_nothing(

@@ -137,7 +137,7 @@ def test_raw_round_trip(catalog: Catalog, sources: Path) -> None:
     record = json.loads((catalog.directory / "aes-v1.json").read_text())
     assert set(record) == RECORD_KEYS  # a local entry's record has no source (only pulled ones do)
     assert entry.source == ""
-    assert record == {key: value for key, value in dataclasses.asdict(entry).items() if key != "source"}
+    assert record == {key: value for key, value in dataclasses.asdict(entry).items() if key not in ("source", "scope")}
 
 
 def test_added_at_is_an_iso_timestamp(catalog: Catalog, sources: Path) -> None:

@@ -172,7 +172,7 @@ async def test_programmed_content_survives_a_new_fabric(fabric: SimFabric, tmp_p
     await fabric.program("simcard1", "slot0", "fft-v2")
     await fabric.program("simcard0", "slot1", "aes-v2")
     saved = json.loads((tmp_path / "dev" / STATE_FILE).read_text())
-    assert saved == {"version": 1, "loaded": {"simcard0/slot1": "aes-v2", "simcard1/slot0": "fft-v2"}}
+    assert saved == {"version": 1, "loaded": {"simcard0/slot1": "aes-v2", "simcard1/slot0": "fft-v2"}, "cards": {}}
 
     again = SimFabric(tmp_path / "dev", cards=2, slots_per_card=2, program_s=0)
     assert loaded(again) == {

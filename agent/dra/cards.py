@@ -1,0 +1,88 @@
+"""Whole cards beside their slots (``--whole-cards``): one card offered whole or as its slots, never both.
+
+For each card whose slots the agent can program as one (:meth:`agent.node.slotloader.SlotLoader.can_program_card`)
+the pool gets a counter set named after the card's device, one counter per slot (named after the
+slot's device); each slot device consumes its own counter and the card device consumes all of
+them, so the scheduler's allocator gives out the card only while every slot is free and a slot
+only while the card is not allocated (DRAPartitionableDevices). The card device carries the
+NoSchedule taint ``CARD_TAINT``: only a claim that tolerates it gets a card, so the slot classes
+(and pods asking for ``example.com/fpga-slot``) never get one, without CEL. Why: docs/dra.md,
+"Whole cards".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from agent.dra.constants import DRIVER_NAME
+from agent.kube.resourceslices import MAX_COUNTERS, CounterSet
+from agent.slots import Health, Slot, SlotState
+
+#: The taint of every card device: a claim for a whole card tolerates it (daemonset/examples/dra/whole-card.yaml).
+CARD_TAINT = f"{DRIVER_NAME}/whole-card"
+#: The capacity every card device has (the slot devices' is ``fpga.example.com/slot``).
+CARD_CAPACITY = f"{DRIVER_NAME}/card"
+#: How a card is named among slot IDs when device names are given out: no slot ID has a ``:``.
+CARD_PREFIX = "card:"
+
+
+def card_key(card: str) -> str:
+    """The name a card takes among slot IDs in :func:`agent.dra.device_names` (its device is ``card-<card>``)."""
+    return CARD_PREFIX + card
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedCard:
+    """A card offered whole: its name, its slots' states (by slot ID) and what its image is, if any."""
+
+    card: str
+    states: tuple[SlotState, ...]
+
+    @property
+    def slots(self) -> list[Slot]:
+        return [state.slot for state in self.states]
+
+    @property
+    def bitstream(self) -> str:
+        """The whole-card image every slot reports as its card's ("" when none, unknown, or being programmed)."""
+        held = {s.bitstream if s.slot.whole_card and s.programming is None else None for s in self.states}
+        return (held.pop() or "") if len(held) == 1 else ""
+
+    @property
+    def health(self) -> Health:
+        unhealthy = any(state.health is not Health.HEALTHY for state in self.states)
+        return Health.UNHEALTHY if unhealthy else Health.HEALTHY
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(f"slot {s.slot.id}: {s.reason}" for s in self.states if s.health is not Health.HEALTHY)
+
+
+def offered_cards(states: Sequence[SlotState], can_program: Callable[[Sequence[Slot]], bool]) -> list[OfferedCard]:
+    """The cards offered whole: every slot present, of one platform, at most ``MAX_COUNTERS`` of them, and
+    programmable as one card (``can_program``); by card name."""
+    by_card: dict[str, list[SlotState]] = {}
+    for state in states:
+        by_card.setdefault(state.slot.card, []).append(state)
+    cards = []
+    for card, group in sorted(by_card.items()):
+        slots = [s.slot for s in group]
+        if (
+            all(s.present for s in group)
+            and len({slot.platform for slot in slots}) == 1
+            and len(group) <= MAX_COUNTERS
+            and can_program(slots)
+        ):
+            cards.append(OfferedCard(card, tuple(sorted(group, key=lambda s: s.slot.id))))
+    return cards
+
+
+def counter_sets(cards: Sequence[OfferedCard], names: Mapping[str, str]) -> list[CounterSet]:
+    """One counter set per offered card (named as the card's device), one counter per slot (as the slot's device).
+    ``names``: slot ID or :func:`card_key` -> device name."""
+    return [
+        CounterSet(names[card_key(c.card)], tuple(names[s.slot.id] for s in c.states))
+        for c in cards
+        if card_key(c.card) in names and all(s.slot.id in names for s in c.states)
+    ]
