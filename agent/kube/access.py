@@ -94,8 +94,9 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "agent",
         "resource.k8s.io",
         "resourceslices",
-        frozenset({"get", "create", "update"}),
-        "DRA: this node's slots as its ResourceSlice, put back after the kubelet wipes it",
+        frozenset({"get", "create", "update", "delete"}),
+        "DRA: this node's slots as its ResourceSlice, put back after the kubelet wipes it (and the slice of the "
+        "counters whole cards share, deleted when no card is offered)",
     ),
     ApiAccess(
         "resourceslices.ResourceSlicePublisher",

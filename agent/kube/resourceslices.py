@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 GROUP_VERSION = "resource.k8s.io/v1"
 #: Limits of the API (ResourceSlice validation).
 MAX_DEVICES = 128
-#: ... when a device consumes counters; counter sets per slice, counters per set, counter uses per device.
+#: ... when a device consumes counters or has taints; counter sets per slice, counters per set, uses per device.
 MAX_DEVICES_WITH_COUNTERS = 64
 MAX_COUNTER_SETS = 8
 MAX_COUNTERS = 32
@@ -134,7 +134,7 @@ def _pool(node: str, slices: int) -> dict[str, Any]:
 def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices: int = 1) -> dict[str, Any]:
     """The slice's ``spec`` for these devices (``slices``: how many slices the pool has); KubeError naming the
     device when one breaks the API's limits."""
-    limit = MAX_DEVICES_WITH_COUNTERS if any(d.consumes for d in devices) else MAX_DEVICES
+    limit = MAX_DEVICES_WITH_COUNTERS if any(d.consumes or d.taints for d in devices) else MAX_DEVICES
     if len(devices) > limit:
         raise KubeError(f"{len(devices)} devices do not fit one ResourceSlice (at most {limit})")
     rendered = []

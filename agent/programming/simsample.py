@@ -1,6 +1,7 @@
-"""The sample bitstream in the node's catalog on simulated nodes (``--sim-sample-bitstream``).
+"""The sample bitstreams in the node's catalog on simulated nodes (``--sim-sample-bitstream``).
 
-Added at start unless the catalog already has an entry of that name: the same file is left as
+A slot image and a whole-card image (:mod:`agent.simfpga.sample`), each added at start unless
+the catalog already has an entry of that name: the same file is left as
 it is, and an operator's own entry of that name is kept (said once in the log).
 """
 
@@ -13,27 +14,40 @@ from pathlib import Path
 
 from agent.errors import BitstreamFileError, UnknownBitstream
 from agent.programming.catalog import Catalog
-from agent.simfpga.sample import SAMPLE_ACCELERATOR, SAMPLE_NAME, SAMPLE_PLATFORM, sample_bitstream
+from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE
+from agent.simfpga.sample import (
+    SAMPLE_ACCELERATOR,
+    SAMPLE_CARD_ACCELERATOR,
+    SAMPLE_CARD_NAME,
+    SAMPLE_NAME,
+    SAMPLE_PLATFORM,
+    sample_bitstream,
+    sample_card_image,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def add_sample_bitstream(catalog: Catalog) -> None:
-    """Put the sample bitstream into ``catalog`` unless it has an entry of that name (blocking)."""
-    data = sample_bitstream()
+    """Put the sample bitstreams into ``catalog``, each unless it has an entry of that name (blocking)."""
+    _add(catalog, SAMPLE_NAME, sample_bitstream(), SAMPLE_ACCELERATOR, SLOT_SCOPE)
+    _add(catalog, SAMPLE_CARD_NAME, sample_card_image(), SAMPLE_CARD_ACCELERATOR, CARD_SCOPE)
+
+
+def _add(catalog: Catalog, name: str, data: bytes, accelerator: str, scope: str) -> None:
     try:
-        entry = catalog.resolve(SAMPLE_NAME)
+        entry = catalog.resolve(name)
     except UnknownBitstream:
         pass
     except BitstreamFileError as exc:
-        logger.warning("bitstream catalog: %s is unusable (%s); the sample is not added over it", SAMPLE_NAME, exc)
+        logger.warning("bitstream catalog: %s is unusable (%s); the sample is not added over it", name, exc)
         return
     else:
         if entry.sha256 != hashlib.sha256(data).hexdigest():
-            logger.warning("bitstream catalog: %s is an entry of its own; the sample is not added", SAMPLE_NAME)
+            logger.warning("bitstream catalog: %s is an entry of its own; the sample is not added", name)
         return
     with tempfile.TemporaryDirectory(prefix="fpga-sample-") as directory:
-        source = Path(directory) / f"{SAMPLE_NAME}.bin"
+        source = Path(directory) / f"{name}.bin"
         source.write_bytes(data)
-        catalog.add(source, SAMPLE_NAME, platform=SAMPLE_PLATFORM, accelerator_id=SAMPLE_ACCELERATOR)
-    logger.info("bitstream catalog: added the simulated slots' sample bitstream %s", SAMPLE_NAME)
+        catalog.add(source, name, platform=SAMPLE_PLATFORM, accelerator_id=accelerator, scope=scope)
+    logger.info("bitstream catalog: added the simulated cards' sample %s (an image for a %s)", name, scope)

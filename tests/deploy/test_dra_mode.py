@@ -71,6 +71,7 @@ def test_the_agent_runs_in_dra_mode_with_exactly_the_host_paths_it_then_uses() -
     assert env == [
         {"name": "FPGA_AGENT_MODE", "value": "dra"},
         {"name": "FPGA_AGENT_BINDING_CONDITIONS", "value": "false"},
+        {"name": "FPGA_AGENT_WHOLE_CARDS", "value": "false"},
     ]
     assert "dra" in MODES
     config = load_config({}, {e["name"]: e["value"] for e in env})

@@ -74,7 +74,14 @@ def test_add_gbs_then_list(root: Path, gbs_file: Path) -> None:
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
     assert header.split() == ["NAME", "SCOPE", "PLATFORM", "ACCELERATOR", "SIZE", "SHA256", "ADDED_AT"]
-    assert row.split()[:6] == ["nlb-400", "slot", INTERFACE_ID, ACCELERATOR_ID, str(entry["size"]), entry["sha256"][:12]]
+    assert row.split()[:6] == [
+        "nlb-400",
+        "slot",
+        INTERFACE_ID,
+        ACCELERATOR_ID,
+        str(entry["size"]),
+        entry["sha256"][:12],
+    ]
 
 
 def test_add_raw_with_ids_and_replace(root: Path, raw_file: Path, gbs_file: Path) -> None:

@@ -293,8 +293,13 @@ def _valid_resource_slice(body: object) -> JSON:
     if sum(1 for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)) != 1:
         raise _invalid(name, "spec", "Invalid value: exactly one of nodeName, nodeSelector, allNodes, ...")
     devices = spec.get("devices") or []
-    if len(devices) > 128:
-        raise _invalid(name, "spec.devices", f"Too many: {len(devices)}: must have at most 128 items")
+    counter_sets = spec.get("sharedCounters") or []
+    if devices and counter_sets:
+        raise _invalid(name, "spec", "Invalid value: only one of devices or sharedCounters may be set")
+    _check_counter_sets(name, counter_sets)
+    limit = 64 if any(d.get("consumesCounters") or d.get("taints") for d in devices) else 128
+    if len(devices) > limit:
+        raise _invalid(name, "spec.devices", f"Too many: {len(devices)}: must have at most {limit} items")
     seen: set[str] = set()
     for index, device in enumerate(devices):
         where = f"spec.devices[{index}]"
@@ -326,7 +331,28 @@ def _valid_resource_slice(body: object) -> JSON:
                 raise _invalid(name, f"{at}.effect", 'Unsupported value: supported values: "NoExecute", "NoSchedule"')
             if "value" in taint and not re.match(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$", taint["value"]):
                 raise _invalid(name, f"{at}.value", "Invalid value: a label value")
+        uses = device.get("consumesCounters") or []
+        if len(uses) > 2:
+            raise _invalid(name, f"{where}.consumesCounters", "Too many: must have at most 2 items")
+        for u_index, use in enumerate(uses):
+            if not _DNS_LABEL.match(str(use.get("counterSet", ""))) or not use.get("counters"):
+                raise _invalid(name, f"{where}.consumesCounters[{u_index}]", "Invalid value: counterSet and counters")
     return obj
+
+
+def _check_counter_sets(name: str, counter_sets: list[Any]) -> None:
+    """The API's limits on a slice's shared counters: at most 8 sets of at most 32 counters, all DNS labels."""
+    if len(counter_sets) > 8:
+        raise _invalid(name, "spec.sharedCounters", f"Too many: {len(counter_sets)}: must have at most 8 items")
+    for index, counter_set in enumerate(counter_sets):
+        where = f"spec.sharedCounters[{index}]"
+        if not _DNS_LABEL.match(str(counter_set.get("name", ""))):
+            raise _invalid(name, f"{where}.name", "Invalid value: a lowercase RFC 1123 label")
+        counters = counter_set.get("counters") or {}
+        if not counters or len(counters) > 32:
+            raise _invalid(name, f"{where}.counters", "Invalid value: 1 to 32 counters")
+        if not all(_DNS_LABEL.match(c) for c in counters):
+            raise _invalid(name, f"{where}.counters", "Invalid value: counter names are lowercase RFC 1123 labels")
 
 
 def make_resource_claim(

@@ -140,6 +140,33 @@ def test_raw_round_trip(catalog: Catalog, sources: Path) -> None:
     assert record == {key: value for key, value in dataclasses.asdict(entry).items() if key not in ("source", "scope")}
 
 
+def test_a_whole_card_image_keeps_its_scope_in_its_record(catalog: Catalog, sources: Path) -> None:
+    source = write(sources / "full.bin", RAW)
+    entry = catalog.add(source, "full-v1", platform=PLATFORM_ID, accelerator_id="full", scope="card")
+    assert entry.scope == "card"
+    assert json.loads((catalog.directory / "full-v1.json").read_text())["scope"] == "card"
+    assert catalog.resolve("full-v1") == entry
+    assert add_raw(catalog, sources).scope == "slot"
+
+
+def test_an_unknown_scope_is_refused_and_adds_nothing(catalog: Catalog, sources: Path) -> None:
+    source = write(sources / "full.bin", RAW)
+    with pytest.raises(CatalogError, match="scope 'region' is not one of slot, card"):
+        catalog.add(source, "full-v1", platform=PLATFORM_ID, accelerator_id="full", scope="region")
+    assert catalog.list() == []
+
+
+def test_a_record_with_an_unknown_scope_is_a_problem_of_the_scan(catalog: Catalog, sources: Path) -> None:
+    entry = add_raw(catalog, sources)
+    record = catalog.directory / "aes-v1.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "scope": "fabric"}))
+    scan = catalog.scan()
+    assert scan.entries == []
+    assert [p.record for p in scan.problems] == ["aes-v1.json"]
+    assert "has scope 'fabric', not one of slot, card" in scan.problems[0].reason
+    assert entry.file in listing(catalog.directory)
+
+
 def test_added_at_is_an_iso_timestamp(catalog: Catalog, sources: Path) -> None:
     entry = add_raw(catalog, sources)
     assert datetime.fromisoformat(entry.added_at).tzinfo is not None

@@ -167,6 +167,42 @@ async def test_program_loads_and_reports_both_edges(fabric: SimFabric, recorder:
     ]
 
 
+async def test_a_whole_card_image_replaces_its_slots_and_survives_a_new_fabric(
+    fabric: SimFabric, tmp_path: Path
+) -> None:
+    await fabric.program("simcard0", "slot1", "aes-v1")
+    await fabric.program_card("simcard0", "full-v1")
+    card0 = [info for info in fabric.slots() if info.card == "simcard0"]
+    assert [(i.loaded, i.whole_card) for i in card0] == [("full-v1", True), ("full-v1", True)]
+    assert all(not i.whole_card for i in fabric.slots() if i.card == "simcard1")
+    again = SimFabric(tmp_path / "dev", cards=2, slots_per_card=2, program_s=0)
+    assert [(i.loaded, i.whole_card) for i in again.slots() if i.card == "simcard0"] == [("full-v1", True)] * 2
+
+
+async def test_programming_a_slot_of_a_whole_card_restores_the_base_layout_first(
+    fabric: SimFabric, recorder: Recorder
+) -> None:
+    await fabric.program_card("simcard0", "full-v1")
+    recorder.events.clear()
+    await fabric.program("simcard0", "slot0", "aes-v1")
+    assert loaded(fabric) == {
+        "simcard0/slot0": "aes-v1",
+        "simcard0/slot1": None,
+        "simcard1/slot0": None,
+        "simcard1/slot1": None,
+    }
+    assert (SimEvent.CHANGE, "simcard0", "slot1", None, True) in recorder.events  # the other slot told too
+    assert not any(i.whole_card for i in fabric.slots())
+
+
+async def test_a_failed_whole_card_programming_leaves_every_slot_unknown(fabric: SimFabric) -> None:
+    await fabric.program("simcard0", "slot0", "aes-v1")
+    fabric.fail_next_program("simcard0", "slot1", "bad image")
+    with pytest.raises(OSError, match="bad image"):
+        await fabric.program_card("simcard0", "full-v1")
+    assert [(i.loaded, i.whole_card) for i in fabric.slots() if i.card == "simcard0"] == [(None, False)] * 2
+
+
 async def test_programmed_content_survives_a_new_fabric(fabric: SimFabric, tmp_path: Path) -> None:
     await fabric.program("simcard0", "slot1", "aes-v1")
     await fabric.program("simcard1", "slot0", "fft-v2")
