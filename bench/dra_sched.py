@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.dra.constants import DRIVER_NAME
 from agent.kube.nodefields import PLATFORM_LABEL
-from bench.dra_shapes import PLATFORM, node_slice
+from bench.dra_shapes import PLATFORM, node_slices
 from bench.procs import terminate
 
 NAMESPACE = "bench-dra"
@@ -136,8 +137,13 @@ def in_parallel(items: Sequence[Any], work: Callable[[Any], object]) -> None:
 
 def slice_body(node: str) -> dict[str, Any]:
     """The node's slice as its agent publishes it (``bench.dra_shapes.node_slice``), slots as ``bitstream_of``."""
+    return slice_bodies(node)[0]
+
+
+def slice_bodies(node: str, cards: bool = False) -> list[dict[str, Any]]:
+    """The node's slices (``bench.dra_shapes.node_slices``; with ``cards`` also its counters' slice)."""
     index = int(node.rsplit("-", 1)[1])
-    return node_slice(node, [(bitstream_of(index, slot), 0.0) for slot in range(SLOTS)])
+    return node_slices(node, [(bitstream_of(index, slot), 0.0) for slot in range(SLOTS)], cards)
 
 
 def put(api: Api, collection: str, body: dict[str, Any]) -> None:
@@ -150,13 +156,30 @@ def put(api: Api, collection: str, body: dict[str, Any]) -> None:
         api.call("PUT", path, body)
 
 
+def fake_nodes(api: Api) -> list[str]:
+    _, nodes = api.call("GET", "/api/v1/nodes?labelSelector=rig.example.com%2Ffake%3Dtrue")
+    return [n["metadata"]["name"] for n in nodes["items"]]
+
+
+def publish_slices(api: Api, cards: bool) -> None:
+    """Every fake node's slices, with its card offered whole (counters) or not (its counters' slice deleted)."""
+
+    def one(node: str) -> None:
+        bodies = slice_bodies(node, cards)
+        for body in reversed(bodies):  # the counters first: a device never names a set not there
+            put(api, f"{RESOURCE}/resourceslices", body)
+        if not cards:
+            api.call("DELETE", f"{RESOURCE}/resourceslices/{node}-{DRIVER_NAME}-counters")
+
+    in_parallel(fake_nodes(api), one)
+
+
 def publish(api: Api, device_classes: Sequence[dict[str, Any]]) -> int:
     """The DeviceClasses and one slice per fake node (replaced when they exist); the number of nodes."""
-    _, nodes = api.call("GET", "/api/v1/nodes?labelSelector=rig.example.com%2Ffake%3Dtrue")
-    names = [n["metadata"]["name"] for n in nodes["items"]]
+    names = fake_nodes(api)
     for device_class in device_classes:
         put(api, f"{RESOURCE}/deviceclasses", device_class)
-    in_parallel(names, lambda node: put(api, f"{RESOURCE}/resourceslices", slice_body(node)))
+    publish_slices(api, cards=False)
     label_platform(api, names)
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     service_account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}

@@ -24,15 +24,18 @@ from typing import Any
 import yaml
 
 from agent.dra.capacity import bitstream_capacity
+from agent.dra.cards import counter_sets, offered_cards
 from agent.dra.constants import DRIVER_NAME
+from agent.dra.mode import offered as offered_names
 from agent.dra.mode import slice_devices
-from agent.kube.resourceslices import GROUP_VERSION, slice_spec
+from agent.kube.resourceslices import GROUP_VERSION, counters_spec, slice_spec
 from agent.slots import Health, Slot, SlotId, SlotState
 from agent.slots.registry import Content
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "daemonset" / "examples" / "dra" / "cached-first.yaml"
 SHIPPED_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass.yaml"
+CARD_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass-card.yaml"
 #: The selector-less class the shipped cache-aware example names (``fpga-slot-cached``).
 CACHED_CLASS_FILE = ROOT / "daemonset" / "dra-mode" / "deviceclass-cached.yaml"
 #: The bitstream and platform the shipped example names; the bench substitutes its own bitstream.
@@ -46,6 +49,12 @@ def node_slice(node: str, contents: Sequence[tuple[str | None, float]]) -> dict[
 
     ``contents``: per slot, the bitstream it holds (None: empty) and when it was last used.
     """
+    return node_slices(node, contents)[0]
+
+
+def node_slices(node: str, contents: Sequence[tuple[str | None, float]], cards: bool = False) -> list[dict[str, Any]]:
+    """:func:`node_slice`, and with ``cards`` (the agent's ``--whole-cards``) its card offered whole: the card
+    device in the devices' slice and the counters' slice after it."""
     states = []
     for index, (bitstream, last_used) in enumerate(contents):
         slot = Slot(
@@ -61,12 +70,29 @@ def node_slice(node: str, contents: Sequence[tuple[str | None, float]]) -> dict[
         )
         content = None if bitstream is None else Content(bitstream, f"accel-{bitstream}")
         states.append(SlotState(slot, None, last_used, True, content))
-    return {
-        "apiVersion": GROUP_VERSION,
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER_NAME}"},
-        "spec": slice_spec(DRIVER_NAME, node, slice_devices(states)),
-    }
+    offered = offered_cards(states, lambda _slots: True) if cards else []
+    names = offered_names(states, offered)[0]
+    slices = [
+        {
+            "apiVersion": GROUP_VERSION,
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRIVER_NAME}"},
+            "spec": slice_spec(
+                DRIVER_NAME, node, slice_devices(states, names, cards=offered), slices=2 if offered else 1
+            ),
+        }
+    ]
+    if offered:
+        spec = counters_spec(DRIVER_NAME, node, counter_sets(offered, names))
+        slices.append(
+            {
+                "apiVersion": GROUP_VERSION,
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{node}-{DRIVER_NAME}-counters"},
+                "spec": spec,
+            }
+        )
+    return slices
 
 
 def _example_template_spec() -> dict[str, Any]:
@@ -179,6 +205,8 @@ class Shape:
     extender: bool = True
     #: The pods' node selector (the shipped example's names the platform; every fake node carries it).
     node_selector: Callable[[], dict[str, str]] = dict
+    #: The nodes publish their card whole beside its slots (the agent's ``--whole-cards``): counters.
+    cards: bool = False
 
     @property
     def calls_extender(self) -> bool:
@@ -198,6 +226,13 @@ SHAPES: dict[str, Shape] = {
         shipped_claim,
         shipped_classes,
         node_selector=shipped_node_selector,
+    ),
+    "shipped-cards": Shape(
+        "shipped, nodes offering whole cards (shared counters, --whole-cards)",
+        shipped_claim,
+        lambda: [*shipped_classes(), shipped_class(CARD_CLASS_FILE)],
+        node_selector=shipped_node_selector,
+        cards=True,
     ),
     "cel": Shape(
         "cached-first with CEL for both alternatives (as shipped before), DRA profile", cel_cached, shipped_classes

@@ -449,11 +449,15 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                 for config in configurations:
                     if config.shape is not None and config.shape.calls_extender:
                         config.process = ours_process
+            cards = False  # as dra_sched.publish left the slices
             for round_index in range(args.rounds):
                 print(f"round {round_index + 1}/{args.rounds} ({pods} pods per run)", file=sys.stderr)
                 shift = round_index % len(configurations)
                 for config in configurations[shift:] + configurations[:shift]:
                     if config.shape is not None:
+                        if config.shape.cards != cards:  # the nodes publish as this form needs, before the run
+                            cards = config.shape.cards
+                            dra_sched.publish_slices(api, cards)
                         run_dra(config, pods, api, work / "dra-scheduler.log")
                     else:
                         run_once(config, pods)
