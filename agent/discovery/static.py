@@ -101,8 +101,13 @@ def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
     return tuple(specs)
 
 
-def build_static_slots(specs: Sequence[StaticSlotSpec], reported: ReportedContent | None = None) -> Enumeration:
-    """Slots for the declared specs, healthy while their device nodes exist (blocking)."""
+def build_static_slots(
+    specs: Sequence[StaticSlotSpec],
+    reported: ReportedContent | None = None,
+    whole_card: Callable[[str], bool] | None = None,
+) -> Enumeration:
+    """Slots for the declared specs, healthy while their device nodes exist (blocking); ``whole_card`` says
+    whether a card holds a whole-card image (what its slots report is the card's)."""
     slots = []
     for spec in specs:
         missing = [device for device in spec.devices if not os.path.exists(device)]
@@ -120,12 +125,17 @@ def build_static_slots(specs: Sequence[StaticSlotSpec], reported: ReportedConten
                 backend=NAME,
                 reason=f"device {missing[0]} is missing" if missing else "",
                 control_node=spec.control_node,
+                whole_card=whole_card is not None and whole_card(spec.card),
             )
         )
     return Enumeration(slots)
 
 
-def static_source(specs: Sequence[StaticSlotSpec], reported: ReportedContent | None = None) -> UdevSource:
+def static_source(
+    specs: Sequence[StaticSlotSpec],
+    reported: ReportedContent | None = None,
+    whole_card: Callable[[str], bool] | None = None,
+) -> UdevSource:
     """The static DeviceSource; any uevent re-checks the declared device nodes."""
     frozen = tuple(specs)
-    return UdevSource(NAME, lambda: build_static_slots(frozen, reported), None)
+    return UdevSource(NAME, lambda: build_static_slots(frozen, reported, whole_card), None)

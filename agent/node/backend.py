@@ -84,7 +84,11 @@ def build_backend(config: Config) -> Backend:
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),
         "fpga-region": fpga_region_source(),
-        "static": static_source(config.static_slots, None if commands is None else commands.reported),
+        "static": static_source(
+            config.static_slots,
+            None if commands is None else commands.reported,
+            None if commands is None else commands.whole_card,
+        ),
     }
     programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
     if commands is not None:

@@ -210,7 +210,9 @@ class SlotLoader:
         now = fresh.get(slot.id)
         if now is None:
             raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")
-        self._registry.upsert(now)
+        for other in fresh.values():  # the card's other slots too: a whole-card image or the base layout came or went
+            if other.card == slot.card:
+                self._registry.upsert(other)
         if now.loaded is not None and now.loaded != entry.accelerator_id:
             raise ProgrammingError(
                 f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {entry.accelerator_id}"

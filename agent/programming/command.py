@@ -5,7 +5,9 @@ and gets the catalog's verified image file. Like a built-in programmer: one oper
 at a time, under the programming deadline (past it the tool's process group is killed), its
 exit status and output turned into ProgrammingError / ProgrammingTimeout quoting the end of
 its output. The optional read-back command must name the accelerator just loaded, and at start
-says what the slots hold; the optional reset command runs after a failed programming.
+says what the slots hold; the optional reset command runs after a failed programming. With
+``program-card`` the entry's cards can be programmed whole (DRA mode's whole cards): every slot
+then reports the card's image until one of them is programmed again, after ``restore-base``.
 See docs/command-programmer.md.
 """
 
@@ -47,6 +49,8 @@ class CommandProgrammer:
         #: card -> the slot whose failed programming still owes the card a reset
         self._owed_resets: dict[str, Slot] = {}
         self._background: set[asyncio.Task[None]] = set()
+        #: card -> the slots of the whole-card image it holds (loaded by ``program-card``)
+        self._card_images: dict[str, tuple[SlotId, ...]] = {}
 
     def spec_for(self, slot: Slot) -> CommandSpec | None:
         """The entry that programs ``slot``: the one naming it, else the one for its platform (static slots only)."""
@@ -60,6 +64,75 @@ class CommandProgrammer:
     def reported(self, slot_id: SlotId) -> str | None:
         """The accelerator the last read-back found in the slot (what the static backend reports)."""
         return self._reported.get(slot_id)
+
+    def whole_card(self, card: str) -> bool:
+        """Whether the card holds a whole-card image this programmer loaded (what its slots report is the card's)."""
+        return card in self._card_images
+
+    def can_program_card(self, slots: Sequence[Slot]) -> bool:
+        """Whether one entry with ``program-card`` programs every slot of ``slots`` (all of one card)."""
+        specs = {id(spec): spec for spec in map(self.spec_for, slots)}
+        spec = next(iter(specs.values()), None) if len(specs) == 1 else None
+        return spec is not None and spec.program_card is not None and len({slot.card for slot in slots}) == 1
+
+    async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
+        """Run the entry's ``program-card`` on the image (staged in a private temp file), then its read-back on the
+        first slot; every slot reports the card's image afterwards."""
+        card = slots[0].card
+        spec = self.spec_for(slots[0])
+        if spec is None or spec.program_card is None or not self.can_program_card(slots):
+            raise ProgrammingError(f"card {card}: no command programmer with program-card is configured for it")
+        what = f"card {card}: programming {accelerator_id} with {os.path.basename(spec.program_card.tool)}"
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        with tempfile.TemporaryDirectory(prefix="fpga-image-") as directory:
+            staged = Path(directory) / "card.bin"
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(image)
+            async with self._cards.hold(card, deadline):
+                self._card_images.pop(card, None)
+                for slot in slots:
+                    self._reported.pop(slot.id, None)
+                await self._settle_owed_reset(card, deadline)
+                values = {"image": str(staged), "accelerator": accelerator_id, "card": card}
+                took = await self._run_checked(spec, spec.program_card.render(values), deadline, what)
+                found = normalize_platform_id(accelerator_id, "accelerator id")
+                if spec.read_back is not None:
+                    found = await self._read_back(spec, slots[0], deadline) or ""
+                    if found != normalize_platform_id(accelerator_id, "accelerator id"):
+                        raise ProgrammingError(
+                            f"{what}: the read-back reports {found or 'nothing'}, expected {accelerator_id}"
+                        )
+                for slot in slots:
+                    self._reported[slot.id] = found
+                self._card_images[card] = tuple(slot.id for slot in slots)
+        logger.info("card %s programmed with %s in %.0f ms", card, accelerator_id, took * 1000)
+        return took
+
+    async def _restore_base(self, spec: CommandSpec, slot: Slot, deadline: float) -> None:
+        """Before a slot of a card holding a whole-card image is programmed (the caller holds the card)."""
+        held = self._card_images.pop(slot.card, None)
+        if held is None:
+            return
+        for slot_id in held:
+            self._reported.pop(slot_id, None)
+        if spec.restore_base is not None:
+            what = f"card {slot.card}: restoring the base layout with {os.path.basename(spec.restore_base.tool)}"
+            await self._run_checked(spec, spec.restore_base.render({"card": slot.card}), deadline, what)
+
+    async def _run_checked(self, spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str) -> float:
+        """Run a tool of the entry; ProgrammingError on a failed exit or output the failure pattern marks."""
+        result = await run_tool(argv, deadline, what, dict(spec.environment))
+        if result.status != 0:
+            raise ProgrammingError(f"{what}: {argv[0]} {result.ended()}: {result.output()}")
+        if spec.failure_pattern is not None:
+            match = spec.failure_pattern.search(result.stdout + "\n" + result.stderr)
+            if match is not None:
+                raise ProgrammingError(
+                    f"{what}: {argv[0]} exited with status 0 but printed {match.group(0)!r}, "
+                    f"which the failure pattern marks as failed: {result.output()}"
+                )
+        return result.seconds
 
     def busy(self, card: str) -> bool:
         """True while a tool runs for this card."""
@@ -91,6 +164,7 @@ class CommandProgrammer:
                 self._reported.pop(slot.id, None)  # unknown from here until the read-back says
                 try:
                     await self._settle_owed_reset(slot.card, deadline)
+                    await self._restore_base(spec, slot, deadline)
                     took = await self._program(spec, slot, image_file, accelerator_id, deadline, what)
                 except ProgrammingError as exc:
                     if spec.reset is not None:
@@ -110,19 +184,9 @@ class CommandProgrammer:
         self, spec: CommandSpec, slot: Slot, image_file: Path, accelerator_id: str, deadline: float, what: str
     ) -> float:
         values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
-        env = dict(spec.environment)
-        result = await run_tool(spec.program.render(values), deadline, what, env)
-        if result.status != 0:
-            raise ProgrammingError(f"{what}: {spec.program.tool} {result.ended()}: {result.output()}")
-        if spec.failure_pattern is not None:
-            match = spec.failure_pattern.search(result.stdout + "\n" + result.stderr)
-            if match is not None:
-                raise ProgrammingError(
-                    f"{what}: {spec.program.tool} exited with status 0 but printed {match.group(0)!r}, "
-                    f"which the failure pattern marks as failed: {result.output()}"
-                )
+        seconds = await self._run_checked(spec, spec.program.render(values), deadline, what)
         if spec.read_back is None:
-            return result.seconds
+            return seconds
         found = await self._read_back(spec, slot, deadline)
         if found is None or found != normalize_platform_id(accelerator_id, "accelerator id"):
             raise ProgrammingError(
@@ -130,7 +194,7 @@ class CommandProgrammer:
                 f"after programming, expected {accelerator_id}"
             )
         self._reported[slot.id] = found
-        return result.seconds
+        return seconds
 
     async def _read_back(self, spec: CommandSpec, slot: Slot, deadline: float) -> str | None:
         """What the read-back command says the slot holds (None: no accelerator id in its output)."""

@@ -2,7 +2,9 @@
 
 The ``command-programmers`` setting is a list of entries, each for some static slots or for
 every static slot of a platform: ``program`` and optional ``read-back`` (with its pattern),
-``reset``, ``failure-pattern``, ``environment`` and ``allow-loader-variables``
+``reset``, ``program-card`` (a whole-card image into the card of the entry's slots) and
+``restore-base`` (the base layout back before a slot is programmed after one),
+``failure-pattern``, ``environment`` and ``allow-loader-variables``
 (docs/command-programmer.md, "Configuration", has an example of each). Every argument is one
 argv element (no shell ever sees it); placeholders in braces are replaced by the slot's
 values. The tool is named by its absolute path: it runs with a minimal environment, so
@@ -22,6 +24,8 @@ from agent.errors import ProgrammingError, shown
 #: What a template may name, and where: the image and the accelerator only in ``program``.
 PLACEHOLDERS = ("image", "accelerator", "slot", "card", "region", "control_node")
 _SLOT_PLACEHOLDERS = frozenset(PLACEHOLDERS) - {"image", "accelerator"}
+#: What the card-level commands may name: ``program-card`` the image, the accelerator and the card.
+_CARD_PLACEHOLDERS = frozenset({"image", "accelerator", "card"})
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _FIELDS = {
     "slots",
@@ -30,6 +34,8 @@ _FIELDS = {
     "read-back",
     "read-back-pattern",
     "reset",
+    "program-card",
+    "restore-base",
     "failure-pattern",
     "environment",
     "allow-loader-variables",
@@ -79,6 +85,10 @@ class CommandSpec:
     environment: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     #: where it was declared, for messages: ``[0]``
     where: str = ""
+    #: loads a whole-card image into the card (the slots' ``card``); None: its cards are not offered whole
+    program_card: ArgvTemplate | None = None
+    #: puts the card's base layout back before one of its slots is programmed after a whole-card image
+    restore_base: ArgvTemplate | None = None
 
     def templates(self) -> list[tuple[str, ArgvTemplate]]:
         """Every command of the entry, by its key."""
@@ -87,6 +97,10 @@ class CommandSpec:
             found.append(("read-back", self.read_back))
         if self.reset is not None:
             found.append(("reset", self.reset))
+        if self.program_card is not None:
+            found.append(("program-card", self.program_card))
+        if self.restore_base is not None:
+            found.append(("restore-base", self.restore_base))
         return found
 
 
@@ -210,6 +224,8 @@ def parse_command_programmers(data: object) -> tuple[CommandSpec, ...]:
                 failure_pattern=_pattern(entry, "failure-pattern", where),
                 environment=_environment(entry, where),
                 where=where,
+                program_card=_template(entry, "program-card", where, _CARD_PLACEHOLDERS),
+                restore_base=_template(entry, "restore-base", where, frozenset({"card"})),
             )
         )
     return tuple(specs)

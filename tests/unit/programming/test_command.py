@@ -109,3 +109,40 @@ async def test_command_programmer_leaves_slots_of_other_backends_alone(tmp_path:
     with pytest.raises(ProgrammingError, match="no command programmer is configured for it"):
         await tool.program_file(dfl, tmp_path / "x", ACCEL, 30.0)
     assert not await asyncio.to_thread(out.exists)
+
+
+async def test_a_whole_card_image_is_loaded_by_program_card_and_a_slot_after_it_restores_the_base(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    record = ["/bin/sh", "-c", 'echo "$*" >> "$0"', str(log)]
+    tool = programmer(
+        program=[*record, "slot", "{slot}"],
+        **{"program-card": [*record, "card", "{card}", "{accelerator}"], "restore-base": [*record, "base", "{card}"]},
+    )
+    slots = [slot("c0", "r0"), slot("c0", "r1")]
+    assert tool.can_program_card(slots)
+    assert not tool.can_program_card([*slots, slot("c1", "r0")])
+    await tool.program_card(slots, b"full image", ACCEL, 30.0)
+    assert tool.whole_card("c0")
+    assert [tool.reported(s.id) for s in slots] == [ACCEL, ACCEL]
+    await tool.program_file(slots[0], tmp_path / "x", ACCEL, 30.0)
+    assert not tool.whole_card("c0")
+    assert tool.reported(slots[1].id) is None  # its part of the card's image is gone
+    assert log.read_text().splitlines() == [f"card c0 {ACCEL}", "base c0", "slot c0-r0"]
+    await tool.program_file(slots[1], tmp_path / "x", ACCEL, 30.0)  # the base is there: no restore again
+    assert log.read_text().splitlines()[-1] == "slot c0-r1"
+
+
+def test_an_entry_without_program_card_offers_no_whole_card() -> None:
+    tool = programmer(program=["/bin/true"])
+    assert not tool.can_program_card([slot("c0", "r0"), slot("c0", "r1")])
+
+
+async def test_a_failed_program_card_names_the_card_and_leaves_the_slots_unknown(tmp_path: Path) -> None:
+    tool = programmer(program=["/bin/true"], **{"program-card": ["/bin/sh", "-c", "echo no fabric >&2; exit 3"]})
+    slots = [slot("c0", "r0"), slot("c0", "r1")]
+    with pytest.raises(ProgrammingError, match=r"card c0: programming .* with sh: /bin/sh exited with status 3"):
+        await tool.program_card(slots, b"full image", ACCEL, 30.0)
+    assert not tool.whole_card("c0")
+    assert [tool.reported(s.id) for s in slots] == [None, None]
