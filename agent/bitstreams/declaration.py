@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.bitstreams.reference import Reference, parse_reference
 from agent.errors import CatalogError, shown
-from agent.files.bitstream import is_sha256, normalize_id128, validate_name
+from agent.files.bitstream import SCOPES, SLOT_SCOPE, is_sha256, normalize_id128, validate_name
 
 API_GROUP = "example.com"
 API_VERSION = "v1alpha1"
@@ -66,6 +66,8 @@ class Declaration:
     https: str | None = None
     pull_secret: str | None = None
     prefetch: bool = False
+    #: ``slot`` or ``card`` (an image for a whole card), as a catalog entry's scope
+    scope: str = SLOT_SCOPE
 
     @property
     def host(self) -> str:
@@ -149,6 +151,9 @@ def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
     prefetch = spec.get("prefetch", False)
     if not isinstance(prefetch, bool):
         raise CatalogError(f"spec.prefetch {shown(prefetch)} is not a boolean")
+    scope = spec.get("scope", SLOT_SCOPE)
+    if scope not in SCOPES:
+        raise CatalogError(f"spec.scope {shown(scope)} is not one of {', '.join(SCOPES)}")
     source = spec.get("source")
     if not isinstance(source, dict):
         raise CatalogError("spec.source is missing")
@@ -173,6 +178,7 @@ def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
         https=https,
         pull_secret=pull_secret,
         prefetch=prefetch,
+        scope=scope,
     )
 
 
@@ -190,6 +196,8 @@ def declaration_object(declaration: Declaration) -> dict[str, Any]:
     }
     if declaration.prefetch:
         spec["prefetch"] = True
+    if declaration.scope != SLOT_SCOPE:
+        spec["scope"] = declaration.scope
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": KIND,

@@ -69,6 +69,8 @@ class StoredBitstream(Protocol):
     def source(self) -> str: ...
     @property
     def file(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
 
 
 class BitstreamStore(Protocol):
@@ -81,7 +83,15 @@ class BitstreamStore(Protocol):
     def prepare(self, entries: Sequence[StoredBitstream]) -> None: ...
     def stage(self) -> StagedFile: ...
     def adopt(
-        self, staged: StagedFile, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
+        self,
+        staged: StagedFile,
+        name: str,
+        sha256: str,
+        size: int,
+        platform: str,
+        accelerator_id: str,
+        source: str,
+        scope: str = ...,
     ) -> StoredBitstream: ...
     def remove(self, name: str) -> bool: ...
 
@@ -212,7 +222,7 @@ class BitstreamPuller:
         needed = False
         try:
             local = await asyncio.to_thread(self.store.find, name)
-            if local is not None and (declaration is None or local.sha256 == declaration.sha256):
+            if local is not None and (declaration is None or _same_file(local, declaration)):
                 self.budget.touch(name)
                 entry, pulled = local, None
             else:
@@ -288,6 +298,7 @@ class BitstreamPuller:
                         declaration.platform,
                         declaration.accelerator_id,
                         declaration.source,
+                        declaration.scope,
                     )
                 except PlatformMismatch as exc:
                     raise PulledPlatformMismatch(f"{what}: {exc}") from exc
@@ -365,3 +376,9 @@ async def _open_oci(
         )
     async with registry.open_blob(reference, layer.digest, credentials) as chunks:
         yield chunks
+
+
+def _same_file(local: StoredBitstream, declaration: Declaration) -> bool:
+    """Whether the catalog's entry is what the cluster declares: the same file (and, for a pulled one, declared for
+    the same scope: a changed scope is adopted again)."""
+    return local.sha256 == declaration.sha256 and (not local.source or local.scope == declaration.scope)

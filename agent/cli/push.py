@@ -28,7 +28,7 @@ from agent.bitstreams.declaration import Declaration, validate_secret_name
 from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
 from agent.errors import BitstreamFileError, FpgaSlotError
-from agent.files.bitstream import validate_name
+from agent.files.bitstream import SCOPES, SLOT_SCOPE, validate_name
 from agent.programming.catalog import describe_bitstream, normalize_given_id
 
 PASSWORD_ENV = "FPGA_AGENT_REGISTRY_PASSWORD"  # noqa: S105 - the name of the variable, not a password
@@ -54,6 +54,12 @@ def add_push_command(actions: argparse._SubParsersAction[argparse.ArgumentParser
     )
     push.add_argument("--pull-secret", help="Secret (in the agent's namespace) the agents pull with")
     push.add_argument("--prefetch", action="store_true", help="declare it for prefetch to every matching node")
+    push.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default=SLOT_SCOPE,
+        help="an image for one slot, or for a whole card of the platform (DRA mode) (default: %(default)s)",
+    )
     push.add_argument("--plain-http", action="store_true", help="speak plain HTTP to the registry (no TLS)")
     push.add_argument("--ca-file", type=Path, help="CA certificates to trust for the registry's TLS")
     push.add_argument("--username", default=os.environ.get(USERNAME_ENV), help=f"registry user (env {USERNAME_ENV})")
@@ -104,7 +110,7 @@ async def _push(args: argparse.Namespace) -> Declaration:
             reference,
             credentials,
         )
-    return dataclasses.replace(declaration, pull_secret=args.pull_secret, prefetch=args.prefetch)
+    return dataclasses.replace(declaration, pull_secret=args.pull_secret, prefetch=args.prefetch, scope=args.scope)
 
 
 def file_ids(path: Path, platform: str | None, accelerator_id: str | None) -> tuple[str, str]:

@@ -3,7 +3,8 @@
 The catalog (``agent.programming``) and the pulls (``agent.bitstreams``) are adapters
 that may not import each other, yet must agree on what a bitstream may be called
 (pods ask for it by name, which is never used as a path), how a 128-bit platform or
-accelerator id is written, and how a file's size and sha256 are taken. Standard
+accelerator id is written, what an image may be for (its scope), and how a file's size and
+sha256 are taken. Standard
 library and the error tree only.
 """
 
@@ -16,6 +17,10 @@ from typing import BinaryIO, TypeGuard
 from agent.errors import InvalidBitstreamName, shown
 
 MAX_NAME_LEN = 63
+#: What an image is for: one slot of its platform, or a whole card of it (all its slots as one region).
+SLOT_SCOPE = "slot"
+CARD_SCOPE = "card"
+SCOPES = (SLOT_SCOPE, CARD_SCOPE)
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _HEX32 = re.compile(r"[0-9a-f]{32}")

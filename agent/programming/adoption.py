@@ -20,7 +20,7 @@ from typing import BinaryIO, Protocol
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
 from agent.files.atomic import StagedFile
 from agent.programming.catalog import Catalog, CatalogEntry, validate_name
-from agent.programming.catalogentry import GBS_SUFFIX, RAW_SUFFIX, FileDescription
+from agent.programming.catalogentry import GBS_SUFFIX, RAW_SUFFIX, SLOT_SCOPE, FileDescription
 from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).
@@ -82,7 +82,15 @@ class PulledCatalog:
         return StagedFile(self.directory, mode=0o600, prefix=PULL_TEMP_PREFIX)
 
     def adopt(
-        self, staged: StagedFile, name: str, sha256: str, size: int, platform: str, accelerator_id: str, source: str
+        self,
+        staged: StagedFile,
+        name: str,
+        sha256: str,
+        size: int,
+        platform: str,
+        accelerator_id: str,
+        source: str,
+        scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
         """Install the verified ``staged`` file (from :meth:`stage`) in the catalog as ``name``; all or nothing.
 
@@ -99,7 +107,9 @@ class PulledCatalog:
             raise CatalogError(f"bitstream {name!r} is a local catalog entry; a pulled file does not replace it")
         try:
             description = _check_format(staged.stream, name, platform, accelerator_id)
-            entry = self.catalog.install(staged, name, size, sha256, description, source=source, previous=previous)
+            entry = self.catalog.install(
+                staged, name, size, sha256, description, source=source, previous=previous, scope=scope
+            )
         except OSError as exc:
             raise BitstreamFileError(f"cannot add pulled bitstream {name!r}: {exc.strerror or exc}") from exc
         logger.info("bitstream catalog: added %s pulled from %s (%d bytes, sha256 %s)", name, source, size, sha256)

@@ -23,6 +23,9 @@ from agent.errors import (
     PlatformMismatch,
     shown,
 )
+from agent.files.bitstream import CARD_SCOPE as CARD_SCOPE
+from agent.files.bitstream import SCOPES as SCOPES
+from agent.files.bitstream import SLOT_SCOPE as SLOT_SCOPE
 from agent.files.bitstream import is_sha256, is_valid_name, normalize_id128
 from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.programming.gbs import HEADER_KEYS, GbsFormatError, mismatched_id, read_gbs_header
@@ -40,10 +43,6 @@ GBS_SUFFIX = ".gbs"
 INSTALLED_FILE = re.compile(
     rf"(?P<name>[a-z0-9][a-z0-9._-]*)\.[0-9a-f]{{{_HASH_DIGITS}}}(?:{re.escape(RAW_SUFFIX)}|{re.escape(GBS_SUFFIX)})"
 )
-#: What an image is for: one slot of its platform, or a whole card of it (all its slots as one region).
-SLOT_SCOPE = "slot"
-CARD_SCOPE = "card"
-SCOPES = (SLOT_SCOPE, CARD_SCOPE)
 _RECORD_FIELDS = ("name", "file", "size", "sha256", "platform", "accelerator_id", "added_at")
 
 

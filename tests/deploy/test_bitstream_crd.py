@@ -80,6 +80,7 @@ def changed(change: Any) -> Obj:
 GOOD = [
     pytest.param(lambda o: None, id="full"),
     pytest.param(lambda o: o["spec"].pop("prefetch"), id="no-prefetch"),
+    pytest.param(lambda o: o["spec"].update(scope="card"), id="whole-card-image"),
     pytest.param(lambda o: o["spec"]["source"].pop("pullSecret"), id="no-pull-secret"),
     pytest.param(lambda o: o["spec"].update(source={"https": "https://files.example.com/b/nlb.gbs"}), id="https"),
     pytest.param(
@@ -144,6 +145,7 @@ BAD = [
     ),
     pytest.param(lambda o: o["spec"]["source"].update(pullSecret="Creds"), "spec/source/pullSecret", id="bad-secret"),
     pytest.param(lambda o: o["spec"].update(prefetch="yes"), "spec/prefetch", id="prefetch-string"),
+    pytest.param(lambda o: o["spec"].update(scope="region"), "spec/scope", id="scope-unknown"),
     pytest.param(lambda o: o["spec"].update(sha="x"), "spec", id="unknown-field"),
     pytest.param(lambda o: o.pop("spec"), "", id="no-spec"),
 ]

@@ -26,6 +26,7 @@ from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.dra.cards import CARD_TAINT
 from agent.extender.server import VALIDATE_PATH
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION
@@ -43,6 +44,7 @@ DRA_HOST_PATHS = {
 }
 #: The class of cache-aware claims (no selector), its admission policy, and what its requests' selectors start with.
 CACHED_CLASS = "fpga-slot-cached"
+CARD_CLASS = "fpga-card"
 POLICY = "fpga-slot-cached-checks-driver"
 GUARD = f'device.driver == "{DRIVER_NAME}" && '
 #: The most the default spreading scorers (NodeResourcesFit, NodeResourcesBalancedAllocation and
@@ -190,12 +192,14 @@ def test_the_dra_examples_are_valid_and_ask_the_drivers_class_for_a_bitstream(ex
     devices = example["spec"]["spec"]["devices"]
     for request in devices["requests"]:
         choices = request.get("firstAvailable") or [request["exactly"]]
-        assert {choice["deviceClassName"] for choice in choices} <= {"fpga-slot", CACHED_CLASS}
+        assert {choice["deviceClassName"] for choice in choices} <= {"fpga-slot", CACHED_CLASS, CARD_CLASS}
         for choice in choices:
             if choice["deviceClassName"] == CACHED_CLASS:  # what the admission policy asks
                 guarded = any(s["cel"]["expression"].startswith(GUARD) for s in choice.get("selectors", []))
                 ours = any(k.startswith(f"{DRIVER_NAME}/") for k in choice.get("capacity", {}).get("requests", {}))
                 assert guarded or ours, choice
+            if choice["deviceClassName"] == CARD_CLASS:  # card devices are tainted so that slot classes skip them
+                assert choice["tolerations"] == [{"key": CARD_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
     (config,) = devices["config"]
     assert config["opaque"]["driver"] == DRIVER_NAME
     assert set(config["opaque"]["parameters"]) == {"bitstream"}
@@ -220,7 +224,10 @@ def test_the_cache_aware_example_asks_for_the_bitstream_and_any_slot_by_capacity
 
 def test_there_is_an_example_per_use() -> None:
     names = {path.name for path in (DAEMONSET_DIR / "examples" / "dra").glob("*.yaml")}
-    assert names == {"one-slot.yaml", "two-slots-one-card.yaml", "cached-first.yaml", "device-plugin-pod.yaml"}
+    assert names == {
+        *("one-slot.yaml", "two-slots-one-card.yaml", "cached-first.yaml", "device-plugin-pod.yaml"),
+        "whole-card.yaml",
+    }
     templates = {e["metadata"]["name"]: e["spec"]["spec"]["devices"] for e in EXAMPLES if e["kind"] != "Pod"}
     assert any("firstAvailable" in r for d in templates.values() for r in d["requests"])
     assert any(

@@ -26,7 +26,7 @@ OWN_OPTIONS: dict[tuple[str, ...], set[str]] = {
         *("name", "platform", "accelerator-id", "scope", "replace", "bitstream-dir", "log-level", "log-format"),
     },
     ("catalog", "push"): {
-        *("name", "platform", "accelerator-id", "pull-secret", "prefetch", "plain-http", "ca-file"),
+        *("name", "platform", "accelerator-id", "pull-secret", "prefetch", "scope", "plain-http", "ca-file"),
         *("username", "password-stdin"),
     },
     ("cluster",): {"json", "all", "files", "claims", "kubeconfig", "log-level", "log-format"},

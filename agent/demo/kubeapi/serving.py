@@ -21,9 +21,9 @@ from agent.demo.kubeapi.objects import (
     ApiError,
     _api_version,
     _Key,
-    _valid_resource_slice,
     now_rfc3339,
 )
+from agent.demo.kubeapi.slices import _valid_resource_slice
 from agent.demo.kubeapi.store import ObjectStore, RecordedRequest
 
 

@@ -5,17 +5,22 @@ the counters' slice gone once the agent runs without whole cards."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from agent.app import connect_kube
+from agent.bitstreams import declaration_object
 from agent.dra import DRIVER_NAME
 from agent.dra.cards import CARD_TAINT
 from agent.dra.mode import UNHEALTHY_TAINT
 from agent.kube.resourceslices import CounterSet, ResourceSlicePublisher, SliceDevice
 from agent.simfpga.fabric import PLATFORM
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
-from tests.integration.reconfigure.support import Bitstreams, fabric_log, state
+from tests.integration.bitstreams.servers import Registry
+from tests.integration.reconfigure.support import Bitstreams, fabric_log, push_artifact, state
 from tests.integration.reconfigure.test_dra_mode import SLICE, DraNode, config_for, dra_node, taints, until
 
 COUNTERS = f"{SLICE}-counters"
@@ -143,3 +148,29 @@ def spec_of_api(api: FakeKubeApiServer, name: str) -> dict[str, Any]:
     assert found is not None, f"no ResourceSlice {name}"
     spec: dict[str, Any] = found["spec"]
     return spec
+
+
+async def test_a_whole_card_image_only_the_cluster_declares_is_pulled_as_one_and_programs_the_card(
+    sock_dir: Path, bitstreams: Bitstreams, registry: Registry, session: aiohttp.ClientSession
+) -> None:
+    source = sock_dir / "full.bin"
+    source.write_bytes(b"a whole-card image only a registry holds\n" * 2048)
+    declaration = dataclasses.replace(await push_artifact(session, registry, source, "full", PLATFORM), scope="card")
+    async with dra_node(sock_dir, bitstreams, whole_cards=True, bitstream_plain_http=(registry.address,)) as node:
+        node.api.put_fpga_bitstream(declaration_object(declaration))
+        await until("the slice", lambda: node.api.resource_slice(SLICE) is not None)
+        distribution = node.agent.distribution
+        await until(
+            "the declaration at the agent",
+            lambda: (
+                distribution is not None
+                and distribution.puller is not None
+                and distribution.puller.declared("full") is not None
+            ),
+        )
+        ref = node.claim("big", ["card-simcard1"], {"bitstream": "full"})
+        answer = await asyncio.to_thread(node.kubelet.prepare, ref)
+        assert answer.claims[ref[1]].error == ""
+        assert bitstreams.catalog.resolve("full").scope == "card"
+        assert {state(node.agent.registry, s).bitstream for s in card_slots(node, "simcard1")} == {"full"}
+        await until("the card's image in the slice", lambda: node.devices()["card-simcard1"]["bitstream"] == "full")

@@ -49,6 +49,7 @@ def test_a_declaration_is_read_and_normalised() -> None:
     assert declaration.https is None
     assert declaration.pull_secret == "creds"
     assert declaration.prefetch is False
+    assert declaration.scope == "slot"
     assert declaration.source == "oci://localhost:5000/fpga/nlb:1"
 
 
@@ -56,6 +57,11 @@ def test_the_printed_object_reads_back_the_same() -> None:
     declaration = parse_declaration(obj(prefetch=True))
     again = parse_declaration(declaration_object(declaration))
     assert again == declaration
+    card = parse_declaration(obj(scope="card"))
+    assert card.scope == "card"
+    assert declaration_object(card)["spec"]["scope"] == "card"
+    assert parse_declaration(declaration_object(card)) == card
+    assert "scope" not in declaration_object(declaration)["spec"]  # a slot image's object as before
     https = parse_declaration(obj(source={"https": "https://files.example.com/nlb.bin"}))
     assert parse_declaration(declaration_object(https)) == https
 
@@ -71,6 +77,9 @@ def test_the_printed_object_reads_back_the_same() -> None:
         pytest.param(lambda o: o["spec"].update(platform=""), "spec.platform", id="platform"),
         pytest.param(lambda o: o["spec"].update(acceleratorId=None), "spec.acceleratorId", id="accelerator"),
         pytest.param(lambda o: o["spec"].update(prefetch="yes"), "spec.prefetch", id="prefetch"),
+        pytest.param(
+            lambda o: o["spec"].update(scope="region"), "spec.scope 'region' is not one of slot, card", id="scope"
+        ),
         pytest.param(lambda o: o["spec"].update(source={}), "exactly one of oci and https", id="no-source"),
         pytest.param(
             lambda o: o["spec"]["source"].update(https="https://x.io/a"), "exactly one of oci and https", id="both"
