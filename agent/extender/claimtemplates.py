@@ -2,8 +2,9 @@
 
 The scheduler sends a DRA pod, not its claims' templates, so the extender keeps every template,
 fed by a list+watch, each parsed once into a :class:`ClaimTemplate`: its requests in order, each
-with its slot count (``exactly.count`` or the first ``firstAvailable`` alternative's), the
-bitstream its driver config names, and whether such a config applies. Every field is checked
+with its slot count (``exactly.count`` or the first ``firstAvailable`` alternative's; whole
+cards for the class ``fpga-card``), the bitstream its driver config names, and whether such a
+config applies. Every field is checked
 for type and size (``MAX_*``); a template the extender cannot read is kept with an ``error`` and
 scores its pods neutrally, logged once per template and resourceVersion. See docs/dra.md.
 """
@@ -21,6 +22,8 @@ logger = logging.getLogger(__name__)
 DRIVER = "fpga.example.com"
 #: The key of that configuration's parameters that names the bitstream (as the agent reads it).
 BITSTREAM_PARAMETER = "bitstream"
+#: The shipped DeviceClass of whole cards (daemonset/dra-mode/deviceclass-card.yaml): a request of it asks for cards.
+CARD_CLASS = "fpga-card"
 #: Bounds on what is read (the API server's own limits, or above them): longer is an error, not a truncation.
 MAX_NAME_CHARS = 253
 MAX_REQUESTS = 32
@@ -44,6 +47,8 @@ class TemplateRequest:
     bitstream: str | None
     #: Whether a configuration for ``fpga.example.com`` applies to it (a request for FPGA slots).
     ours: bool
+    #: It asks for whole cards (``count`` of them; the class ``fpga-card``), not slots.
+    whole_card: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +98,14 @@ def _requests(obj: Mapping[str, Any]) -> tuple[TemplateRequest, ...]:
         name = _name(request.get("name"), f"{where}.name")
         exactly, alternatives = request.get("exactly"), request.get("firstAvailable")
         if exactly is not None:
-            count = _count(_mapping(exactly, f"{where}.exactly"), f"{where}.exactly")
+            first = _mapping(exactly, f"{where}.exactly")
+            count = _count(first, f"{where}.exactly")
         elif alternatives is not None:
             listed = _list(alternatives, f"{where}.firstAvailable", MAX_ALTERNATIVES)
             if not listed:
                 raise ClaimTemplateError(f"{where}.firstAvailable is empty")
-            count = _count(_mapping(listed[0], f"{where}.firstAvailable[0]"), f"{where}.firstAvailable[0]")
+            first = _mapping(listed[0], f"{where}.firstAvailable[0]")
+            count = _count(first, f"{where}.firstAvailable[0]")
         else:
             raise ClaimTemplateError(f"{where} has neither exactly nor firstAvailable")
         bitstream: str | None = None
@@ -109,7 +116,7 @@ def _requests(obj: Mapping[str, Any]) -> tuple[TemplateRequest, ...]:
             ours = True
             if BITSTREAM_PARAMETER in parameters:
                 bitstream = parameters[BITSTREAM_PARAMETER]
-        requests.append(TemplateRequest(name, count, bitstream, ours))
+        requests.append(TemplateRequest(name, count, bitstream, ours, first.get("deviceClassName") == CARD_CLASS))
     return tuple(requests)
 
 

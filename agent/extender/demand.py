@@ -10,6 +10,15 @@ import dataclasses
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class DraRequest(NamedTuple):
+    """One request of a DRA pod's claims: the bitstream, how many slots (or, ``whole_card``, whole cards)."""
+
+    bitstream: str
+    amount: int
+    whole_card: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +43,9 @@ class PodDemand:
     unnamed: int = 0
     #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
     single: tuple[str, int] | None = None
-    #: A DRA pod's requests, (bitstream, slots) each, in the order the scheduler allocates them; None for a
-    #: pod that asks for slots as an extended resource (the device plugin's).
-    dra: tuple[tuple[str, int], ...] | None = None
+    #: A DRA pod's requests in the order the scheduler allocates them; None for a pod that asks for slots as
+    #: an extended resource (the device plugin's).
+    dra: tuple[DraRequest, ...] | None = None
 
     @property
     def requested(self) -> int:
@@ -64,9 +73,9 @@ class PodDemand:
         return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, single)
 
     @classmethod
-    def of_claims(cls, pod: str, requests: Iterable[tuple[str, int]]) -> PodDemand:
-        """A DRA pod's demand: its claims' requests (bitstream, slots) in allocation order; the slots all held
-        at once (no requests: a pod scored neutrally)."""
-        listed = tuple((name, count) for name, count in requests if count > 0)
-        containers = [ContainerDemand(f"request-{index}", count, name) for index, (name, count) in enumerate(listed)]
+    def of_claims(cls, pod: str, requests: Iterable[tuple[str, int] | DraRequest]) -> PodDemand:
+        """A DRA pod's demand: its claims' requests (bitstream, slots or whole cards) in allocation order; the
+        slots all held at once (no requests: a pod scored neutrally)."""
+        listed = tuple(DraRequest(*request) for request in requests if request[1] > 0)
+        containers = [ContainerDemand(f"request-{index}", r.amount, r.bitstream) for index, r in enumerate(listed)]
         return dataclasses.replace(cls.of(pod, containers), dra=listed)

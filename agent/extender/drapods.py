@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.extender.claimtemplates import MAX_NAME_CHARS, TemplateLookup
-from agent.extender.demand import PodDemand
+from agent.extender.demand import DraRequest, PodDemand
 
 #: Claims read of one pod at most (the API server allows 32); the others add nothing.
 MAX_POD_CLAIMS = 32
@@ -48,15 +48,20 @@ def read_dra_pod(pod: str, namespace: str, spec: Mapping[str, Any], bitstream: s
 
 def dra_demand(pod: DraPod, lookup: TemplateLookup) -> PodDemand:
     """The pod's demand from its templates (see the module docstring); no requests when nothing is known."""
-    per_template: list[tuple[tuple[str | None, int], ...]] = []
+    per_template: list[tuple[tuple[str | None, int, bool], ...]] = []
     for name in pod.templates:
         template = lookup(pod.namespace, name) if name is not None else None
         if template is None or template.error is not None:
             continue
         ours = [r for r in template.requests if r.ours]
-        per_template.append(tuple((r.bitstream, r.count) for r in (ours or template.requests)))
+        per_template.append(tuple((r.bitstream, r.count, r.whole_card) for r in (ours or template.requests)))
     if pod.bitstream is not None:
-        slots = sum(count for requests in per_template for _, count in requests) if per_template else 1
+        slots = sum(count for requests in per_template for _, count, _ in requests) if per_template else 1
         return PodDemand.of_claims(pod.pod, [(pod.bitstream, slots)])
-    named = [(bitstream, count) for requests in per_template for bitstream, count in requests if bitstream is not None]
+    named = [
+        DraRequest(bitstream, count, whole)
+        for requests in per_template
+        for bitstream, count, whole in requests
+        if bitstream is not None
+    ]
     return PodDemand.of_claims(pod.pod, named)

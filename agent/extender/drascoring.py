@@ -3,7 +3,8 @@
 In DRA mode the scheduler's allocator walks the node's ResourceSlice in order and takes
 the first free devices that match: for each request of the pod (in allocation order),
 N free slots holding the bitstream when there are N, else the first N free slots of its
-platform in slice order (empty first, then least recently used). Each is valued as
+platform in slice order (empty first, then least recently used); for a request of whole cards
+every slot of as many cards whose slots are all free, cards holding the image first. Each is valued as
 :mod:`agent.extender.scoring` values a slot; copies promised to other pods are taken off
 first. See docs/dra.md.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from agent.extender.demand import PodDemand
+from agent.extender.demand import DraRequest, PodDemand
 from agent.extender.nodestate import LoadedSlot, NodeSlots, PublishedSlot
 from agent.extender.scoring import DOWNLOAD_PENALTY, MAX_SCORE, NO_VALUES, ScoreWeights, overwrite_score
 
@@ -23,12 +24,14 @@ DRA_ANSWER_LIMIT = 1
 
 
 def dra_allocation(
-    requests: Sequence[tuple[str, int]], node: NodeSlots, promised: int = 0
+    requests: Sequence[DraRequest | tuple[str, int]], node: NodeSlots, promised: int = 0
 ) -> list[tuple[PublishedSlot, str]] | None:
     """(slot, bitstream it gets) of each slot the allocator takes for ``requests`` on ``node``, in order; None
     when a request does not fit. ``promised``: free copies of the first request's bitstream promised to
-    other pods (the first that many in order are not there)."""
-    skip: dict[str, int] = {requests[0][0]: promised} if promised and requests else {}
+    other pods (the first that many in order are not there). A request for whole cards takes every slot of
+    as many cards whose slots are all free, those holding the bitstream first (a cache hit)."""
+    asked = [DraRequest(*request) for request in requests]
+    skip: dict[str, int] = {asked[0].bitstream: promised} if promised and asked else {}
     free: list[PublishedSlot] = []
     for slot in node.free_order:
         if slot.bitstream is not None and skip.get(slot.bitstream, 0) > 0:
@@ -36,21 +39,44 @@ def dra_allocation(
             continue
         free.append(slot)
     taken: list[tuple[PublishedSlot, str]] = []
-    for bitstream, count in requests:
+    for bitstream, count, whole_card in asked:
         platform = node.bitstreams.get(bitstream)
         if platform is None:
             return None
-        holding = [slot for slot in free if slot.bitstream == bitstream]
-        if len(holding) >= count:
-            chosen = holding[:count]
-        else:
-            chosen = [slot for slot in free if slot.platform == platform][:count]
-            if len(chosen) < count:
-                return None
+        chosen = (
+            _cards(node, free, bitstream, platform, count) if whole_card else _slots(free, bitstream, platform, count)
+        )
+        if chosen is None:
+            return None
         taken.extend((slot, bitstream) for slot in chosen)
         ids = {slot.id for slot in chosen}
         free = [slot for slot in free if slot.id not in ids]
     return taken
+
+
+def _slots(free: Sequence[PublishedSlot], bitstream: str, platform: str, count: int) -> list[PublishedSlot] | None:
+    holding = [slot for slot in free if slot.bitstream == bitstream]
+    if len(holding) >= count:
+        return holding[:count]
+    chosen = [slot for slot in free if slot.platform == platform][:count]
+    return chosen if len(chosen) == count else None
+
+
+def _cards(
+    node: NodeSlots, free: Sequence[PublishedSlot], bitstream: str, platform: str, count: int
+) -> list[PublishedSlot] | None:
+    """Every slot of ``count`` cards of ``platform`` whose slots are all free: those holding the image first."""
+    free_ids = {slot.id for slot in free}
+    cards: dict[str, list[PublishedSlot]] = {}
+    for slot in node.slots:
+        cards.setdefault(slot.card, []).append(slot)
+    whole = [
+        group for group in cards.values() if all(slot.id in free_ids and slot.platform == platform for slot in group)
+    ]
+    whole.sort(key=lambda group: not all(slot.bitstream == bitstream for slot in group))
+    if len(whole) < count:
+        return None
+    return [slot for group in whole[:count] for slot in group]
 
 
 def slot_value(
@@ -81,6 +107,6 @@ def score_dra(
         return 0
     total = sum(slot_value(slot, bitstream, weights, now, keep) for slot, bitstream in taken)
     score = max(0, min(MAX_SCORE, math.floor(total / len(taken) + 0.5)))
-    if node.downloads and any(bitstream in node.downloads for bitstream, _ in demand.dra):
+    if node.downloads and any(request.bitstream in node.downloads for request in demand.dra):
         return max(0, score - DOWNLOAD_PENALTY)
     return score

@@ -20,6 +20,7 @@ from agent.extender.claimtemplates import (
     TemplateRequest,
     parse_claim_template,
 )
+from agent.extender.demand import DraRequest
 from agent.extender.drapods import DraPod, dra_demand
 from agent.extender.wire import BITSTREAM_ANNOTATION, parse_extender_args
 
@@ -60,6 +61,13 @@ def test_the_shipped_cached_first_template_asks_one_slot_of_its_bitstream() -> N
     assert parsed == ClaimTemplate(
         "default", "fpga-slot-aes-cached-first", "7", (TemplateRequest("fpga", 1, "aes-v1", True),)
     )
+
+
+def test_the_shipped_whole_card_template_asks_one_whole_card_of_its_image() -> None:
+    (request,) = parse_claim_template(shipped("whole-card.yaml")).requests
+    assert request == TemplateRequest("card", 1, "sim-card-v1", True, whole_card=True)
+    (slot_request,) = parse_claim_template(shipped("one-slot.yaml")).requests
+    assert slot_request.whole_card is False
 
 
 def test_the_shipped_two_slot_template_asks_two() -> None:
@@ -231,7 +239,7 @@ def test_a_dra_pods_demand(
     request = parse_extender_args(request_for(claims(*entries), annotations))
     assert request.dra is not None
     demand = dra_demand(request.dra, lookup_in(AES2, SHA1, OTHER, BROKEN).lookup())
-    assert demand.dra == expected
+    assert demand.dra == tuple(DraRequest(*e) for e in expected)
     assert demand.pod == "team/p"
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agent.extender import NodeSlots, PodDemand, ScoreWeights, StateTable, WatchedNode
+from agent.extender.demand import DraRequest
 from agent.extender.drascoring import dra_allocation, score_dra
 from agent.extender.ranking import Scorer
 from agent.extender.scoring import LRU_HORIZON_S, score_node
@@ -219,3 +220,31 @@ def test_a_device_plugin_pod_scored_alike_everywhere_is_left_to_the_profiles_pac
     for count in (1, 2):
         pod = demand(("main", count, "aes"))
         assert Scorer(W).prioritize(cache, pod, ["idle", "half"], NOW) == []
+
+
+def whole_cards(bitstream: str, cards: int = 1) -> PodDemand:
+    return PodDemand.of_claims("default/p", [DraRequest(bitstream, cards, whole_card=True)])
+
+
+def test_a_whole_card_request_takes_every_slot_of_a_card_whose_slots_are_all_free_a_loaded_card_first() -> None:
+    state = n(
+        slot("a0", card="ca"),
+        slot("a1", card="ca", free=False),  # one slot held: card ca is not whole
+        slot("b0", card="cb"),
+        slot("b1", card="cb"),
+        slot("c0", card="cc", bitstream="aes", last_used=ago(50)),
+        slot("c1", card="cc", bitstream="aes", last_used=ago(50)),
+    )
+    allocation = dra_allocation([DraRequest("aes", 1, whole_card=True)], state)
+    assert allocation is not None
+    assert sorted(s.id for s, _ in allocation) == ["c0", "c1"]  # the card holding the image: a cache hit
+    assert score_dra(whole_cards("aes"), state, W, NOW) == W.loaded
+    other = dra_allocation([DraRequest("sha", 1, whole_card=True)], state)
+    assert [s.id for s, _ in other or []] == ["b0", "b1"]  # no card holds it: the first whole card
+    assert dra_allocation([DraRequest("aes", 3, whole_card=True)], state) is None  # two whole cards only
+
+
+def test_a_node_with_no_whole_free_card_scores_zero_for_a_card_pod() -> None:
+    state = n(slot("a0", card="ca"), slot("a1", card="ca", free=False), slot("b0", card="cb", healthy=False))
+    assert score_dra(whole_cards("aes"), state, W, NOW) == 0
+    assert score_dra(dra(("aes", 1)), state, W, NOW) > 0  # a slot pod still fits
