@@ -161,14 +161,15 @@ def fake_nodes(api: Api) -> list[str]:
     return [n["metadata"]["name"] for n in nodes["items"]]
 
 
-def publish_slices(api: Api, cards: bool) -> None:
-    """Every fake node's slices, with its card offered whole (counters) or not (its counters' slice deleted)."""
+def publish_slices(api: Api, cards: bool, drop_counters: bool = False) -> None:
+    """Every fake node's slices, with its card offered whole (counters) or not (with ``drop_counters``, the
+    counters' slice published before is deleted)."""
 
     def one(node: str) -> None:
         bodies = slice_bodies(node, cards)
         for body in reversed(bodies):  # the counters first: a device never names a set not there
             put(api, f"{RESOURCE}/resourceslices", body)
-        if not cards:
+        if not cards and drop_counters:
             api.call("DELETE", f"{RESOURCE}/resourceslices/{node}-{DRIVER_NAME}-counters")
 
     in_parallel(fake_nodes(api), one)

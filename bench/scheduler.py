@@ -457,7 +457,7 @@ def run_rounds(args: argparse.Namespace, pods: int) -> list[Configuration]:
                     if config.shape is not None:
                         if config.shape.cards != cards:  # the nodes publish as this form needs, before the run
                             cards = config.shape.cards
-                            dra_sched.publish_slices(api, cards)
+                            dra_sched.publish_slices(api, cards, drop_counters=not cards)
                         run_dra(config, pods, api, work / "dra-scheduler.log")
                     else:
                         run_once(config, pods)
