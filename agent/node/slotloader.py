@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from agent.errors import (
@@ -155,7 +155,7 @@ class SlotLoader:
                     raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
                 await self._begin_programming(slot.id, entry)
                 took = await self._run_programmer(slot, entry, image, remaining)
-                await self._verify(slot, entry)
+                await self._verify([slot], entry)
             except ProgrammingError as exc:
                 self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
                 message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
@@ -201,22 +201,26 @@ class SlotLoader:
                 f"{who}: slot {slot.id} is still being programmed for another start; no time left before the deadline"
             ) from None
 
-    async def _verify(self, slot: Slot, entry: CatalogEntry) -> None:
-        """Read the slot back; a slot that reports something else, or cannot be read, is a failed programming."""
+    async def _verify(self, slots: Sequence[Slot], entry: CatalogEntry) -> None:
+        """Read the slots back (one rescan); a slot that reports something else, or cannot be read, is a failed
+        programming. Every slot of their cards is updated: a whole-card image or the base layout came or went."""
         try:
             fresh = {s.id: s for s in await self._read_hardware()}
         except DiscoveryError as exc:
-            raise ProgrammingError(f"slot {slot.id} could not be read back after programming: {exc}") from exc
-        now = fresh.get(slot.id)
-        if now is None:
-            raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")
-        for other in fresh.values():  # the card's other slots too: a whole-card image or the base layout came or went
-            if other.card == slot.card:
+            raise ProgrammingError(f"slot {slots[0].id} could not be read back after programming: {exc}") from exc
+        cards = {slot.card for slot in slots}
+        for other in fresh.values():
+            if other.card in cards:
                 self._registry.upsert(other)
-        if now.loaded is not None and now.loaded != entry.accelerator_id:
-            raise ProgrammingError(
-                f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {entry.accelerator_id}"
-            )
+        for slot in slots:
+            now = fresh.get(slot.id)
+            if now is None:
+                raise ProgrammingError(f"slot {slot.id} vanished while it was programmed")
+            if now.loaded is not None and now.loaded != entry.accelerator_id:
+                expected = entry.accelerator_id
+                raise ProgrammingError(
+                    f"slot {slot.id} reports accelerator {now.loaded} after programming, expected {expected}"
+                )
 
     # ------------------------------------------------------------------ whole cards
     def can_program_card(self, slots: Sequence[Slot]) -> bool:
@@ -240,12 +244,7 @@ class SlotLoader:
             await self._card_hit(pod, who, card, slots, entry)
             return
         image = await self._checked_image(pod, who, entry)
-        locks = [self._slot_locks.setdefault(slot.id, asyncio.Lock()) for slot in sorted(slots, key=lambda s: s.id)]
-        taken: list[asyncio.Lock] = []
-        try:
-            for lock, slot in zip(locks, sorted(slots, key=lambda s: s.id), strict=True):
-                await self._acquire(lock, who, slot, deadline)
-                taken.append(lock)
+        async with self._holding(slots, who, deadline):
             if self.holds_card(slots, entry):
                 await self._card_hit(pod, who, card, slots, entry)
                 return
@@ -267,13 +266,23 @@ class SlotLoader:
                     )
                 self._start_recovery(slots, entry, card=True)
                 raise
-        finally:
-            for lock in taken:
-                lock.release()
         for slot in slots:
             self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
         self._count_reconfiguration("programmed", took)
         await self.post(pod, "FpgaCardProgrammed", f"Programmed card {card} with {entry.name} in {took * 1000:.0f} ms")
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, slots: Sequence[Slot], who: str, deadline: float | None) -> AsyncIterator[None]:
+        """Every slot's lock, taken in ID order (by ``deadline``, when given) and released on the way out."""
+        async with contextlib.AsyncExitStack() as stack:
+            for slot in sorted(slots, key=lambda s: s.id):
+                lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
+                if deadline is None:
+                    await lock.acquire()
+                else:
+                    await self._acquire(lock, who, slot, deadline)
+                stack.callback(lock.release)
+            yield
 
     async def _card_hit(
         self, pod: PodView | None, who: str, card: str, slots: Sequence[Slot], entry: CatalogEntry
@@ -298,8 +307,7 @@ class SlotLoader:
             took = await programmer.program_card(slots, image, entry.accelerator_id, timeout_s)
         except OSError as exc:
             raise ProgrammingError(f"card {slots[0].card}: {exc}") from exc
-        for slot in slots:
-            await self._verify(slot, entry)
+        await self._verify(slots, entry)
         return took
 
     # ------------------------------------------------------------------ recovery
@@ -332,15 +340,13 @@ class SlotLoader:
                 return
             try:
                 image = await asyncio.to_thread(self._read_image, entry)
-                async with contextlib.AsyncExitStack() as stack:
-                    for slot in sorted(slots, key=lambda s: s.id):
-                        await stack.enter_async_context(self._slot_locks.setdefault(slot.id, asyncio.Lock()))
+                async with self._holding(slots, what, None):
                     if card:
                         took = await self._program_card(slots, entry, image, self._timeout_s)
                     else:
                         await self._begin_programming(slots[0].id, entry)
                         took = await self._run_programmer(slots[0], entry, image, self._timeout_s)
-                        await self._verify(slots[0], entry)
+                        await self._verify(slots, entry)
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):
                     self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")

@@ -130,24 +130,7 @@ class SimFabric:
                 for other in card.slots:
                     self._notify(SimEvent.CHANGE, card, other)
             slot = card.slots[region]
-            slot.loaded = None  # content is undefined while the region is reconfigured...
-            self._save()  # ...also for whoever looks after a kill half-way
-            self._notify(SimEvent.CHANGE, card, region)
-            try:
-                if slot.hang_next:
-                    slot.hang_next = False
-                    await asyncio.Event().wait()  # never completes; the caller's deadline cancels it
-                await asyncio.sleep(self.program_s)
-                if slot.fail_next is not None:
-                    reason, slot.fail_next = slot.fail_next, None
-                    raise OSError(5, reason)  # EIO
-                if not card.plugged:
-                    raise OSError(19, f"simulated card {card_name} vanished while programming")
-                slot.loaded = accelerator_id
-            finally:
-                self._save()
-                if card.plugged:
-                    self._notify(SimEvent.CHANGE, card, region)
+            await self._reconfigure(card, [region], lambda: setattr(slot, "loaded", accelerator_id))
 
     async def program_card(self, card_name: str, accelerator_id: str) -> None:
         """Load one image into the whole card, ``program_s``; its slots' own contents are gone afterwards.
@@ -162,29 +145,38 @@ class SimFabric:
             if not card.plugged:
                 raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
             card.image = None
-            for slot in card.slots.values():
-                slot.loaded = None
+            await self._reconfigure(card, list(card.slots), lambda: setattr(card, "image", accelerator_id))
+
+    async def _reconfigure(self, card: _Card, regions: list[str], finish: Callable[[], None]) -> None:
+        """The regions' content is unknown while they are reconfigured (saved, also for whoever looks after a kill
+        half-way); after ``program_s`` an injected hang or failure of any of them fires, else ``finish`` records
+        the new content. The caller holds the card's lock."""
+        slots = [card.slots[region] for region in regions]
+        for slot in slots:
+            slot.loaded = None
+        self._save()
+        for region in regions:
+            self._notify(SimEvent.CHANGE, card, region)
+        try:
+            if any(slot.hang_next for slot in slots):
+                for slot in slots:
+                    slot.hang_next = False
+                await asyncio.Event().wait()  # never completes; the caller's deadline cancels it
+            await asyncio.sleep(self.program_s)
+            failing = [slot for slot in slots if slot.fail_next is not None]
+            if failing:
+                reason = str(failing[0].fail_next)
+                for slot in failing:
+                    slot.fail_next = None
+                raise OSError(5, reason)  # EIO
+            if not card.plugged:
+                raise OSError(19, f"simulated card {card.name} vanished while programming")
+            finish()
+        finally:
             self._save()
-            self._notify_card(card)
-            try:
-                if any(slot.hang_next for slot in card.slots.values()):
-                    for slot in card.slots.values():
-                        slot.hang_next = False
-                    await asyncio.Event().wait()
-                await asyncio.sleep(self.program_s)
-                failing = [slot for slot in card.slots.values() if slot.fail_next is not None]
-                if failing:
-                    reason = failing[0].fail_next
-                    for slot in failing:
-                        slot.fail_next = None
-                    raise OSError(5, reason)  # EIO
-                if not card.plugged:
-                    raise OSError(19, f"simulated card {card_name} vanished while programming")
-                card.image = accelerator_id
-            finally:
-                self._save()
-                if card.plugged:
-                    self._notify_card(card)
+            if card.plugged:
+                for region in regions:
+                    self._notify(SimEvent.CHANGE, card, region)
 
     # ------------------------------------------------------- fault injection
     def set_health(self, card_name: str, region: str, healthy: bool, reason: str = "") -> None:
@@ -246,10 +238,6 @@ class SimFabric:
             reason=slot.reason,
             whole_card=card.image is not None,
         )
-
-    def _notify_card(self, card: _Card) -> None:
-        for region in card.slots:
-            self._notify(SimEvent.CHANGE, card, region)
 
     def _notify(self, event: SimEvent, card: _Card, region: str) -> None:
         info = self._info(card, region)
