@@ -25,8 +25,8 @@ import yaml
 
 from agent.dra.capacity import bitstream_capacity
 from agent.dra.cards import counter_sets, offered_cards
+from agent.dra.cards import offered as offered_names
 from agent.dra.constants import DRIVER_NAME
-from agent.dra.mode import offered as offered_names
 from agent.dra.mode import slice_devices
 from agent.kube.resourceslices import GROUP_VERSION, counters_spec, slice_spec
 from agent.slots import Health, Slot, SlotId, SlotState

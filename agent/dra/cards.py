@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.dra.constants import DRIVER_NAME
+from agent.dra.naming import NameClash, device_names
 from agent.kube.resourceslices import MAX_COUNTERS, CounterSet
 from agent.slots import Health, Slot, SlotState
 
@@ -76,6 +77,13 @@ def offered_cards(states: Sequence[SlotState], can_program: Callable[[Sequence[S
         ):
             cards.append(OfferedCard(card, tuple(sorted(group, key=lambda s: s.slot.id))))
     return cards
+
+
+def offered(states: Sequence[SlotState], cards: Sequence[OfferedCard] = ()) -> tuple[dict[str, str], list[NameClash]]:
+    """Slot ID (or :func:`card_key` of an offered card) -> device name of the devices offered
+    (:func:`agent.dra.device_names`), and the clashes that gave devices a name of their own."""
+    names, clashes = device_names([*(s.slot.id for s in states), *(card_key(c.card) for c in cards)])
+    return {key: name for name, key in names.items()}, clashes
 
 
 def counter_sets(cards: Sequence[OfferedCard], names: Mapping[str, str]) -> list[CounterSet]:

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent.dra import ClaimRef, PreparedDevice, device_names
-from agent.dra.cards import OfferedCard, card_key
+from agent.dra import ClaimRef, PreparedDevice
+from agent.dra.cards import OfferedCard, card_key, offered
 from agent.dra.cdi import CdiSpecs
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.files.atomic import read_no_follow, write_atomically
@@ -86,7 +86,9 @@ class ClaimPreparation:
         node: str,
         state_file: Path,
         timeout_s: float,
+        offered_cards: Callable[[Sequence[SlotState]], Sequence[OfferedCard]] = lambda _states: (),
     ) -> None:
+        """``offered_cards``: the cards offered whole among the slots (``--whole-cards``), none by default."""
         self._claims = claims
         self._registry = registry
         self._reconfigurer = reconfigurer
@@ -96,8 +98,7 @@ class ClaimPreparation:
         self._state_file = state_file
         self._timeout_s = timeout_s
         self._prepared: dict[str, PreparedClaim] = self._load_state()
-        #: The cards offered whole among these states (set by the DRA mode with ``--whole-cards``).
-        self.offered_cards: Callable[[Sequence[SlotState]], Sequence[OfferedCard]] = lambda _states: ()
+        self._offered_cards = offered_cards
         #: The record file as last read or written here; another identity: another agent instance wrote it.
         self._seen = _file_identity(state_file)
 
@@ -176,10 +177,10 @@ class ClaimPreparation:
     def devices(self) -> dict[str, OfferedDevice]:
         """Device name -> its slots (one; all of a card offered whole), of the devices offered now."""
         states = self._registry.snapshot()
-        cards = {card_key(c.card): OfferedDevice(c.slots, True) for c in self.offered_cards(states)}
-        slots_now = {str(state.slot.id): OfferedDevice([state.slot], False) for state in states}
-        names, _ = device_names([*slots_now, *cards])
-        return {name: cards[key] if key in cards else slots_now[key] for name, key in names.items()}
+        cards = self._offered_cards(states)
+        by_key = {card_key(c.card): OfferedDevice(c.slots, True) for c in cards}
+        by_key.update((str(state.slot.id), OfferedDevice([state.slot], False)) for state in states)
+        return {name: by_key[key] for key, name in offered(states, cards)[0].items()}
 
     async def program(
         self, uid: str, info: ClaimInfo, pod: PodView | None, who: str, deadline: float

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets, device_names
+from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets
 from agent.dra.binding import (
     BOUND_CONDITION,
     FAILED_CONDITION,
@@ -28,7 +28,7 @@ from agent.dra.binding import (
     FailedSlots,
 )
 from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
-from agent.dra.cards import CARD_CAPACITY, CARD_TAINT, OfferedCard, card_key, counter_sets, offered_cards
+from agent.dra.cards import CARD_CAPACITY, CARD_TAINT, OfferedCard, card_key, counter_sets, offered, offered_cards
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
 from agent.dra.devicestatus import ContentTracker, ReportingPreparer
@@ -62,13 +62,6 @@ def eviction_order(state: SlotState) -> tuple[bool, float, str]:
     """Empty (or unknown) slots first, then the least recently used, then by ID (:func:`agent.slots.eviction_key`,
     the rule the scheduler extender scores DRA pods by)."""
     return eviction_key(state.bitstream, state.last_used, state.slot.id)
-
-
-def offered(states: Sequence[SlotState], cards: Sequence[OfferedCard] = ()) -> tuple[dict[str, str], list[NameClash]]:
-    """Slot ID (or :func:`~agent.dra.cards.card_key` of an offered card) -> device name of the devices offered
-    (:func:`agent.dra.device_names`), and the clashes that gave devices a name of their own."""
-    names, clashes = device_names([*(s.slot.id for s in states), *(card_key(c.card) for c in cards)])
-    return {slot_id: name for name, slot_id in names.items()}, clashes
 
 
 def slice_devices(
@@ -194,6 +187,8 @@ class DraMode:
         the claims' device entries say what their slots hold, and binding conditions may be on; with
         ``whole_cards`` the cards the agent can program whole are offered too (:mod:`agent.dra.cards`)."""
         self.node = node
+        self._whole_cards = whole_cards
+        self._can_program_card = reconfigurer.loader.can_program_card
         self._registry = registry
         self._slices = slices
         self._status = status
@@ -206,10 +201,8 @@ class DraMode:
             node=node,
             state_file=state_dir / CLAIMS_FILE,
             timeout_s=timeout_s,
+            offered_cards=self.offered_cards,
         )
-        self._whole_cards = whole_cards
-        self._can_program_card = reconfigurer.loader.can_program_card
-        self.preparation.offered_cards = self.offered_cards
         self.health = HealthBoard()
         self._slice_error = ""
         self._clashes: set[NameClash] = set()

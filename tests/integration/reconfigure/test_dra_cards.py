@@ -5,17 +5,18 @@ card is released, the next slot claim programs its slot from the restored base l
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from agent.dra import ClaimRef
-from agent.dra.cards import CARD_TAINT, offered_cards
+from agent.dra.cards import CARD_TAINT, OfferedCard, offered_cards
 from agent.dra.mode import slice_devices
 from agent.errors import PlatformMismatch, ProgrammingError
 from agent.kube.resourceslices import DeviceTaint
 from agent.simfpga.fabric import PLATFORM
+from agent.slots import SlotState
 from tests.fakes import AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, state
 from tests.integration.reconfigure.test_dra_claims import POOL, Node
@@ -31,10 +32,14 @@ async def node(sock_dir: Path, bitstreams: Bitstreams, pods: NodePods) -> AsyncI
     source.write_bytes(b"a whole-card image\n" * 64)
     bitstreams.catalog.add(source, CARD_IMAGE, platform=PLATFORM, accelerator_id=CARD_ACCELERATOR, scope="card")
     async with AgentHarness.running(sock_dir, catalog=bitstreams.catalog, pods=pods) as harness:
-        node = Node(harness, sock_dir, FakeClaims(), pods)
-        loader = harness.agent.reconfigurer.loader
-        node.preparation.offered_cards = lambda states: offered_cards(states, loader.can_program_card)
-        yield node
+        yield CardNode(harness, sock_dir, FakeClaims(), pods)
+
+
+class CardNode(Node):
+    """The node's claim preparation with its cards offered whole (as ``--whole-cards`` wires it)."""
+
+    def cards(self, states: Sequence[SlotState]) -> Sequence[OfferedCard]:
+        return offered_cards(states, self.harness.agent.reconfigurer.loader.can_program_card)
 
 
 def claim(node: Node, name: str, device: str, bitstream: str) -> ClaimRef:
@@ -49,7 +54,7 @@ def card_slots(node: Node) -> list[str]:
 
 def published(node: Node) -> dict[str, tuple[str, tuple[DeviceTaint, ...]]]:
     states = node.harness.agent.registry.snapshot()
-    cards = node.preparation.offered_cards(states)
+    cards = node.cards(states)
     return {d.name: (str(d.attributes["bitstream"]), d.taints) for d in slice_devices(states, cards=cards)}
 
 

@@ -4,15 +4,17 @@ Reconfigurer on simulated cards), its CDI spec written, the claim recorded; rele
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from agent.dra import ClaimRef, PreparedDevice
+from agent.dra.cards import OfferedCard
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimPreparation
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
+from agent.slots import SlotState
 from tests.fakes import JSON, AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state
 
@@ -37,7 +39,12 @@ class Node:
             node=POOL,
             state_file=self.state_file,
             timeout_s=10.0,
+            offered_cards=self.cards,
         )
+
+    def cards(self, states: Sequence[SlotState]) -> Sequence[OfferedCard]:
+        """The cards offered whole: none (tests/integration/reconfigure/test_dra_cards.py offers them)."""
+        return ()
 
     async def prepare(self, ref: ClaimRef) -> list[PreparedDevice]:
         return list(await self.preparation.prepare(ref))
