@@ -14,11 +14,12 @@ See docs/command-programmer.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
@@ -71,24 +72,26 @@ class CommandProgrammer:
 
     def can_program_card(self, slots: Sequence[Slot]) -> bool:
         """Whether one entry with ``program-card`` programs every slot of ``slots`` (all of one card)."""
-        specs = {id(spec): spec for spec in map(self.spec_for, slots)}
-        spec = next(iter(specs.values()), None) if len(specs) == 1 else None
-        return spec is not None and spec.program_card is not None and len({slot.card for slot in slots}) == 1
+        return self._card_spec(slots) is not None
+
+    def _card_spec(self, slots: Sequence[Slot]) -> CommandSpec | None:
+        specs = [self.spec_for(slot) for slot in slots]
+        spec = specs[0] if specs else None
+        if spec is None or spec.program_card is None or len({slot.card for slot in slots}) != 1:
+            return None
+        return spec if all(other is spec for other in specs) else None
 
     async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
         """Run the entry's ``program-card`` on the image (staged in a private temp file), then its read-back on the
         first slot; every slot reports the card's image afterwards."""
         card = slots[0].card
-        spec = self.spec_for(slots[0])
-        if spec is None or spec.program_card is None or not self.can_program_card(slots):
+        spec = self._card_spec(slots)
+        if spec is None or spec.program_card is None:
             raise ProgrammingError(f"card {card}: no command programmer with program-card is configured for it")
         what = f"card {card}: programming {accelerator_id} with {os.path.basename(spec.program_card.tool)}"
         deadline = asyncio.get_running_loop().time() + timeout_s
-        with tempfile.TemporaryDirectory(prefix="fpga-image-") as directory:
-            staged = Path(directory) / "card.bin"
-            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(image)
+        expected = normalize_platform_id(accelerator_id, "accelerator id")
+        with _staged(image, f"card {card}") as staged:
             async with self._cards.hold(card, deadline):
                 self._card_images.pop(card, None)
                 for slot in slots:
@@ -96,15 +99,14 @@ class CommandProgrammer:
                 await self._settle_owed_reset(card, deadline)
                 values = {"image": str(staged), "accelerator": accelerator_id, "card": card}
                 took = await self._run_checked(spec, spec.program_card.render(values), deadline, what)
-                found = normalize_platform_id(accelerator_id, "accelerator id")
                 if spec.read_back is not None:
-                    found = await self._read_back(spec, slots[0], deadline) or ""
-                    if found != normalize_platform_id(accelerator_id, "accelerator id"):
+                    found = await self._read_back(spec, slots[0], deadline)
+                    if found != expected:
                         raise ProgrammingError(
-                            f"{what}: the read-back reports {found or 'nothing'}, expected {accelerator_id}"
+                            f"{what}: the read-back reports {found or 'nothing'}, expected {expected}"
                         )
                 for slot in slots:
-                    self._reported[slot.id] = found
+                    self._reported[slot.id] = expected
                 self._card_images[card] = tuple(slot.id for slot in slots)
         logger.info("card %s programmed with %s in %.0f ms", card, accelerator_id, took * 1000)
         return took
@@ -141,13 +143,7 @@ class CommandProgrammer:
     # --------------------------------------------------------------- programming
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
         """Program from bytes (when no catalog file is at hand): staged in a private temp file first."""
-        if not image:
-            raise ProgrammingError(f"slot {slot.id}: bitstream image is empty")
-        with tempfile.TemporaryDirectory(prefix="fpga-image-") as directory:
-            staged = Path(directory) / f"{slot.id}.bin"
-            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(image)
+        with _staged(image, f"slot {slot.id}") as staged:
             return await self.program_file(slot, staged, accelerator_id, timeout_s)
 
     async def program_file(self, slot: Slot, image_file: Path, accelerator_id: str, timeout_s: float) -> float:
@@ -285,3 +281,16 @@ class CommandProgrammer:
 
 def _slot_values(slot: Slot) -> dict[str, str]:
     return {"slot": slot.id, "card": slot.card, "region": slot.region, "control_node": slot.control_node}
+
+
+@contextlib.contextmanager
+def _staged(image: bytes, what: str) -> Iterator[Path]:
+    """``image`` in a private temp file (0600, created exclusively) for a tool to read; removed afterwards."""
+    if not image:
+        raise ProgrammingError(f"{what}: bitstream image is empty")
+    with tempfile.TemporaryDirectory(prefix="fpga-image-") as directory:
+        staged = Path(directory) / "image.bin"
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(image)
+        yield staged
