@@ -221,6 +221,13 @@ def _plain_classes() -> list[dict[str, Any]]:
 #: The forms compared; the first is the anchor (upstream's shape), the second what we ship.
 SHAPES: dict[str, Shape] = {
     "plainest": Shape("plainest: exactly 1, driver-only class, default profile", plainest_claim, _plain_classes, None),
+    "plainest-cards": Shape(
+        "plainest, nodes offering whole cards (shared counters, --whole-cards)",
+        plainest_claim,
+        _plain_classes,
+        None,
+        cards=True,
+    ),
     "shipped": Shape(
         "shipped: cached-first.yaml, shipped classes and DRA profile",
         shipped_claim,

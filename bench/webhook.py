@@ -42,6 +42,7 @@ DECLARED = 20
 class Declared:
     name: str
     platform: str
+    scope: str = "slot"
 
 
 def review(bitstream: str) -> bytes:

@@ -17,8 +17,15 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from agent.errors import AdmissionRequestError, shown
-from agent.extender.claimtemplates import BITSTREAM_PARAMETER, DRIVER, MAX_CONFIGS
-from agent.files.bitstream import is_valid_name
+from agent.extender.claimtemplates import (
+    BITSTREAM_PARAMETER,
+    CARD_CLASS,
+    DRIVER,
+    MAX_ALTERNATIVES,
+    MAX_CONFIGS,
+    MAX_REQUESTS,
+)
+from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE, is_valid_name
 from agent.slots.bitstreamrequest import claim_bitstream, pod_spec_bitstreams
 
 logger = logging.getLogger(__name__)
@@ -44,6 +51,10 @@ class KnownBitstreams(Protocol):
 
     def bitstream_known(self, name: str) -> bool: ...
 
+    def bitstream_scope(self, name: str) -> str | None:
+        """What an FpgaBitstream declares ``name`` an image for (``slot``, ``card``); None when undeclared."""
+        ...
+
 
 def parse_review(body: bytes) -> Mapping[str, Any]:
     """The ``request`` of an AdmissionReview v1; AdmissionRequestError naming what is wrong."""
@@ -67,9 +78,13 @@ def parse_review(body: bytes) -> Mapping[str, Any]:
     return request
 
 
-def bitstreams_named(request: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
-    """(where, value) of every bitstream the request's object asks for; nothing for other kinds. An UPDATE names
-    only what its old object did not (a finalizer removed from an old claim is never refused)."""
+#: (where, value, scope): a bitstream an object names, and what it must be an image for (None: cannot tell).
+Named = tuple[str, object, str | None]
+
+
+def bitstreams_named(request: Mapping[str, Any]) -> Iterator[Named]:
+    """What the request's object names (:data:`Named`); nothing for other kinds. An UPDATE names only what its
+    old object did not (a finalizer removed from an old claim is never refused)."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return
@@ -77,18 +92,18 @@ def bitstreams_named(request: Mapping[str, Any]) -> Iterator[tuple[str, object]]
     if operation == "CREATE":
         yield from named
         return
-    before = {repr(value) for _where, value in _named_in(request.get("kind"), request.get("oldObject"))}
-    yield from ((where, value) for where, value in named if repr(value) not in before)
+    before = {repr(entry[1:]) for entry in _named_in(request.get("kind"), request.get("oldObject"))}
+    yield from (entry for entry in named if repr(entry[1:]) not in before)
 
 
-def _named_in(kind: object, obj: object) -> Iterator[tuple[str, object]]:
+def _named_in(kind: object, obj: object) -> Iterator[Named]:
     if not isinstance(obj, Mapping) or not isinstance(kind, Mapping):
         return
     group, name = kind.get("group"), kind.get("kind")
     if group == "resource.k8s.io" and name == "ResourceClaim":
-        yield from _in_configs(_at(obj, "spec", "devices", "config"), "spec.devices.config")
+        yield from _in_configs(_at(obj, "spec", "devices"), "spec.devices")
     elif group == "resource.k8s.io" and name == "ResourceClaimTemplate":
-        yield from _in_configs(_at(obj, "spec", "spec", "devices", "config"), "spec.spec.devices.config")
+        yield from _in_configs(_at(obj, "spec", "spec", "devices"), "spec.spec.devices")
     elif group == "" and name == "Pod":
         yield from _in_pod(obj)
 
@@ -102,9 +117,11 @@ def _at(obj: Mapping[str, Any], *keys: str) -> object:
     return value
 
 
-def _in_configs(configs: object, where: str) -> Iterator[tuple[str, object]]:
-    if not isinstance(configs, list):
+def _in_configs(devices: object, where: str) -> Iterator[Named]:
+    configs = _at(devices, "config") if isinstance(devices, Mapping) else None
+    if not isinstance(devices, Mapping) or not isinstance(configs, list):
         return
+    classes = _request_classes(devices)
     for index, config in enumerate(configs[:MAX_CONFIGS]):
         opaque = config.get("opaque") if isinstance(config, Mapping) else None
         if not isinstance(opaque, Mapping) or opaque.get("driver") != DRIVER:
@@ -112,17 +129,64 @@ def _in_configs(configs: object, where: str) -> Iterator[tuple[str, object]]:
         parameters = opaque.get("parameters")
         value = claim_bitstream(parameters) if isinstance(parameters, Mapping) else None
         if value is not None:
-            yield f"{where}[{index}].opaque.parameters.{BITSTREAM_PARAMETER}", value
+            scope = _scope_of(config.get("requests"), classes)
+            yield f"{where}.config[{index}].opaque.parameters.{BITSTREAM_PARAMETER}", value, scope
 
 
-def _in_pod(pod: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
+def _request_classes(devices: Mapping[str, Any]) -> dict[str, frozenset[str | None]]:
+    """Request (and ``request/subrequest``) name -> the device classes it may be given (None: unreadable)."""
+    requests = devices.get("requests")
+    classes: dict[str, frozenset[str | None]] = {}
+    for request in requests[:MAX_REQUESTS] if isinstance(requests, list) else ():
+        name = request.get("name") if isinstance(request, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        exactly, alternatives = request.get("exactly"), request.get("firstAvailable")
+        if isinstance(exactly, Mapping):
+            classes[name] = frozenset([_class_of(exactly)])
+        elif isinstance(alternatives, list):
+            subs = [a for a in alternatives[:MAX_ALTERNATIVES] if isinstance(a, Mapping)]
+            for sub in subs:
+                if isinstance(sub.get("name"), str):
+                    classes[f"{name}/{sub['name']}"] = frozenset([_class_of(sub)])
+            classes[name] = frozenset(_class_of(sub) for sub in subs)
+    return classes
+
+
+def _class_of(request: Mapping[str, Any]) -> str | None:
+    name = request.get("deviceClassName")
+    return name if isinstance(name, str) else None
+
+
+def _scope_of(applies_to: object, classes: Mapping[str, frozenset[str | None]]) -> str | None:
+    """What a config's bitstream must be an image for: ``card`` when every request it applies to asks for class
+    fpga-card, ``slot`` when none does; None when they differ or cannot be read (prepare checks then)."""
+    if applies_to is None or applies_to == []:
+        names: list[object] = list(classes)
+    elif isinstance(applies_to, list):
+        names = applies_to[:MAX_REQUESTS]
+    else:
+        return None
+    asked: set[str | None] = set()
+    for name in names:
+        if not isinstance(name, str) or name not in classes:
+            return None
+        asked |= classes[name]
+    if not asked or None in asked:
+        return None
+    if asked == {CARD_CLASS}:
+        return CARD_SCOPE
+    return SLOT_SCOPE if CARD_CLASS not in asked else None
+
+
+def _in_pod(pod: Mapping[str, Any]) -> Iterator[Named]:
     for key, value in pod_spec_bitstreams(pod):
-        yield f"annotation {key}", value
+        yield f"annotation {key}", value, SLOT_SCOPE  # an extended-resource slot: never a whole card
 
 
 def refusal(request: Mapping[str, Any], known: KnownBitstreams) -> str | None:
     """Why the request's object must be refused; None when it may be admitted."""
-    for where, value in bitstreams_named(request):
+    for where, value, scope in bitstreams_named(request):
         if not isinstance(value, str) or not is_valid_name(value):
             return (
                 f"{where} must name a bitstream (lower-case letters, digits, '.', '_' and '-', starting with a "
@@ -133,7 +197,23 @@ def refusal(request: Mapping[str, Any], known: KnownBitstreams) -> str | None:
                 f"bitstream {shown(value)} ({where}) is unknown: no node's catalog holds it and no FpgaBitstream "
                 f"declares it, so no slot could be programmed with it; {HOW_TO_DECLARE}"
             )
+        declared = known.bitstream_scope(value)
+        if scope is not None and declared is not None and declared != scope:
+            return f"bitstream {shown(value)} ({where}) {_SCOPE_MISMATCH[declared]}"
     return None
+
+
+#: Why an image of the declared scope cannot serve the requests, by the declared scope.
+_SCOPE_MISMATCH = {
+    CARD_SCOPE: (
+        "is declared an image for a whole card (its FpgaBitstream's spec.scope), but the requests it configures "
+        f"ask for slots: ask for a card of class {CARD_CLASS}, or name an image for one slot"
+    ),
+    SLOT_SCOPE: (
+        "is declared an image for one slot (its FpgaBitstream's spec.scope), but the requests it configures ask "
+        f"for whole cards (class {CARD_CLASS}): name an image declared with spec.scope card"
+    ),
+}
 
 
 def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:

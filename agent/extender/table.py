@@ -31,6 +31,8 @@ class DeclaredBitstream(Protocol):
     def name(self) -> str: ...
     @property
     def platform(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class StateTable:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._declared: dict[str, str] = {}
+        #: Declared bitstream -> what it is an image for (``slot``, ``card``), for admission.
+        self._scopes: dict[str, str] = {}
         #: Bitstream -> nodes whose own catalog holds it (for admission; kept with every change).
         self._holders: dict[str, int] = {}
         self._synced = False
@@ -137,34 +141,42 @@ class StateTable:
         """Whether an FpgaBitstream declares ``name`` or some node's catalog holds it (two dict lookups)."""
         return name in self._declared or name in self._holders
 
-    def set_declared(self, declared: Mapping[str, str]) -> None:
-        """The cluster's declared bitstreams (name -> platform), which nodes lacking them can pull."""
-        if dict(declared) == self._declared:
-            return
+    def bitstream_scope(self, name: str) -> str | None:
+        """What the FpgaBitstream ``name`` declares an image for (``slot``, ``card``); None when undeclared."""
+        return self._scopes.get(name)
+
+    def set_declared(self, declared: Mapping[str, str], scopes: Mapping[str, str] | None = None) -> None:
+        """The cluster's declared bitstreams (name -> platform), which nodes lacking them can pull, and what each
+        is an image for (name -> scope; unnamed: a slot)."""
         if len(declared) > MAX_DECLARED:
             logger.warning("%d FpgaBitstream objects: only the first %d are read", len(declared), MAX_DECLARED)
             declared = dict(list(declared.items())[:MAX_DECLARED])
+        self._scopes = {name: scope for name, scope in (scopes or {}).items() if name in declared}
+        if dict(declared) == self._declared:
+            return
         self._declared = dict(declared)
         self.nodes = {name: state.declaring(self._declared) for name, state in self.nodes.items()}
         logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
 
     def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:
         """A list of the FpgaBitstream objects."""
-        declared = {d.name: d.platform for d in declarations}
+        listed = list(declarations)
+        declared = {d.name: d.platform for d in listed}
         if self._declarations_failing or not self._declarations_listed:
             logger.info("FpgaBitstream objects listed: %d", len(declared))
         self._declarations_failing = False
         self._declarations_listed = True
-        self.set_declared(declared)
+        self.set_declared(declared, {d.name: d.scope for d in listed})
 
     def apply_declared(self, kind: str, declaration: DeclaredBitstream) -> None:
         """One FpgaBitstream event (ADDED, MODIFIED, DELETED)."""
-        declared = dict(self._declared)
+        declared, scopes = dict(self._declared), dict(self._scopes)
         if kind == "DELETED":
             declared.pop(declaration.name, None)
         else:
             declared[declaration.name] = declaration.platform
-        self.set_declared(declared)
+            scopes[declaration.name] = declaration.scope
+        self.set_declared(declared, scopes)
 
     def declarations_failed(self, text: str) -> None:
         """Listing FpgaBitstream objects failed: said once per outage."""

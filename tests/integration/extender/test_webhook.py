@@ -41,6 +41,7 @@ WEBHOOK = re.compile(r"admission webhook listening on 127\.0\.0\.1:(\d+), https"
 class Declared:
     name: str
     platform: str
+    scope: str = "slot"
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +220,9 @@ class _Stalling:
         self.entered.set()
         assert self.release.wait(PROCESS_TIMEOUT_S), "never released"
         return True
+
+    def bitstream_scope(self, name: str) -> str | None:
+        return None
 
 
 async def test_a_review_in_progress_never_stalls_a_scheduling_call(pki: Path) -> None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.errors import AdmissionRequestError
 from agent.extender import StateTable, WatchedNode
@@ -18,6 +20,7 @@ from agent.extender.admission import (
     review_answer,
     validator,
 )
+from tests.integration.extender.test_malformed import json_values
 from tests.unit.extender.factories import PAC, node, slot
 
 DRIVER = "fpga.example.com"
@@ -27,6 +30,7 @@ DRIVER = "fpga.example.com"
 class Declared:
     name: str
     platform: str
+    scope: str = "slot"
 
 
 def configs(*bitstreams: object, driver: str = DRIVER) -> list[dict[str, Any]]:
@@ -88,24 +92,25 @@ def cache() -> StateTable:
 @pytest.mark.parametrize(
     ("obj", "kind", "expected"),
     [
-        pytest.param(claim("aes"), "ResourceClaim", [("spec.devices.config[0].opaque.parameters.bitstream", "aes")],
-                     id="claim"),
+        pytest.param(claim("aes"), "ResourceClaim",
+                     [("spec.devices.config[0].opaque.parameters.bitstream", "aes", "slot")], id="claim"),
         pytest.param(template("aes", "x"), "ResourceClaimTemplate",
-                     [("spec.spec.devices.config[0].opaque.parameters.bitstream", "aes"),
-                      ("spec.spec.devices.config[1].opaque.parameters.bitstream", "x")], id="template-two-configs"),
+                     [("spec.spec.devices.config[0].opaque.parameters.bitstream", "aes", "slot"),
+                      ("spec.spec.devices.config[1].opaque.parameters.bitstream", "x", "slot")],
+                     id="template-two-configs"),
         pytest.param(claim(), "ResourceClaim", [], id="claim-without-config"),
         pytest.param(claim("aes", driver="gpu.example.com"), "ResourceClaim", [], id="another-driver"),
         pytest.param(template(), "ResourceClaimTemplate", [], id="template-without-config"),
         pytest.param(pod({"example.com/fpga-bitstream": "aes"}), "Pod", [("annotation example.com/fpga-bitstream",
-                     "aes")], id="pod"),
+                     "aes", "slot")], id="pod"),
         pytest.param(pod({"example.com/fpga-bitstream.side": "x", "example.com/fpga-bitstream.gone": "y"},
-                         ("main", "side")), "Pod", [("annotation example.com/fpga-bitstream.side", "x")],
+                         ("main", "side")), "Pod", [("annotation example.com/fpga-bitstream.side", "x", "slot")],
                      id="pod-per-container-of-its-own-containers-only"),
         pytest.param(pod({"other": "x"}), "Pod", [], id="pod-without-bitstream"),
         pytest.param({"spec": "not an object"}, "ResourceClaim", [], id="odd-shape"),
     ],
 )  # fmt: skip
-def test_the_bitstreams_an_object_names(obj: dict[str, Any], kind: str, expected: list[tuple[str, str]]) -> None:
+def test_the_bitstreams_an_object_names(obj: dict[str, Any], kind: str, expected: list[tuple[str, str, str]]) -> None:
     assert list(bitstreams_named(request(obj, kind))) == expected
 
 
@@ -162,6 +167,102 @@ def test_an_unknown_bitstream_is_refused_naming_it_where_and_how_to_declare_it(
     assert reason.startswith(f"bitstream 'nope' ({where}) is unknown: no node's catalog holds it")
     assert reason.endswith(HOW_TO_DECLARE)
     assert "\n" not in reason
+
+
+# ------------------------------------------------------------------------------------ slot or whole card
+def card_claim(bitstream: str, requests: list[dict[str, Any]], applies_to: list[str] | None = None) -> dict[str, Any]:
+    """A claim with ``requests`` and one config naming ``bitstream`` (for ``applies_to``; None: every request)."""
+    config: dict[str, Any] = {"opaque": {"driver": DRIVER, "parameters": {"bitstream": bitstream}}}
+    if applies_to is not None:
+        config["requests"] = applies_to
+    devices = {"requests": requests, "config": [config]}
+    return {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": devices}}
+
+
+CARD = {"name": "card", "exactly": {"deviceClassName": "fpga-card"}}
+SLOT = {"name": "fpga", "exactly": {"deviceClassName": "fpga-slot"}}
+EITHER = {"name": "either", "firstAvailable": [{"name": "whole", "deviceClassName": "fpga-card"},
+                                               {"name": "one", "deviceClassName": "fpga-slot"}]}  # fmt: skip
+
+
+@pytest.fixture
+def scoped() -> StateTable:
+    """Node a holds aes (no declaration); the cluster declares full-v1 a card image and pulled-v1 a slot image."""
+    known = StateTable()
+    known.replace_watched([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC}))])
+    known.replace_declared([Declared("full-v1", PAC, "card"), Declared("pulled-v1", PAC)])
+    return known
+
+
+@pytest.mark.parametrize(
+    ("obj", "kind", "refused"),
+    [
+        pytest.param(card_claim("full-v1", [SLOT]), "ResourceClaim", "card", id="card-image-for-a-slot"),
+        pytest.param(card_claim("pulled-v1", [CARD]), "ResourceClaim", "slot", id="slot-image-for-a-card"),
+        pytest.param({"metadata": {"name": "t"}, "spec": {"spec": card_claim("pulled-v1", [CARD])["spec"]}},
+                     "ResourceClaimTemplate", "slot", id="template"),
+        pytest.param(card_claim("full-v1", [CARD, SLOT], ["fpga"]), "ResourceClaim", "card", id="config-for-one"),
+        pytest.param(card_claim("full-v1", [EITHER], ["either/one"]), "ResourceClaim", "card", id="subrequest"),
+        pytest.param(pod({"example.com/fpga-bitstream": "full-v1"}), "Pod", "card", id="pod-asks-slots"),
+        pytest.param(card_claim("full-v1", [CARD]), "ResourceClaim", None, id="card-image-for-a-card"),
+        pytest.param(card_claim("pulled-v1", [SLOT]), "ResourceClaim", None, id="slot-image-for-a-slot"),
+        pytest.param(card_claim("full-v1", [CARD, SLOT], ["card"]), "ResourceClaim", None, id="config-for-the-card"),
+        pytest.param(card_claim("full-v1", [EITHER]), "ResourceClaim", None, id="either-prepare-decides"),
+        pytest.param(card_claim("full-v1", [CARD, SLOT]), "ResourceClaim", None, id="both-prepare-decides"),
+        pytest.param(card_claim("full-v1", [SLOT], ["missing"]), "ResourceClaim", None, id="unknown-request"),
+        pytest.param(card_claim("aes", [CARD]), "ResourceClaim", None, id="undeclared-prepare-decides"),
+    ],
+)  # fmt: skip
+def test_a_declared_image_for_the_other_kind_of_device_is_refused_naming_both(
+    scoped: StateTable, obj: dict[str, Any], kind: str, refused: str | None
+) -> None:
+    reason = refusal(request(obj, kind), scoped)
+    if refused is None:
+        assert reason is None
+        return
+    assert reason is not None
+    assert f"is declared an image for {'a whole card' if refused == 'card' else 'one slot'}" in reason
+    assert "fpga-card" in reason
+    assert "\n" not in reason
+
+
+def _places(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    places = [prefix]
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        places += _places(child, (*prefix, key))
+    return places
+
+
+MIXED = card_claim("full-v1", [CARD, SLOT, EITHER], ["card", "either/one"])
+MIXED_PLACES = _places(MIXED)
+
+
+@settings(max_examples=300, deadline=None)
+@given(place=st.sampled_from(MIXED_PLACES), value=json_values)
+def test_any_value_anywhere_in_a_claim_is_admitted_or_refused_with_a_reason(place: tuple[Any, ...], value: Any) -> None:
+    known = StateTable()
+    known.replace_watched([WatchedNode("a", node("a", [slot("s0")], {"aes": PAC}))])
+    known.replace_declared([Declared("full-v1", PAC, "card")])
+    obj = json.loads(json.dumps(MIXED))
+    target = obj
+    for key in place[:-1]:
+        target = target[key]
+    if place:
+        target[place[-1]] = value
+    else:
+        obj = value
+    reason = refusal(request(obj, "ResourceClaim"), known)
+    assert reason is None or (reason and "\n" not in reason)
+
+
+def test_a_declaration_changing_its_scope_changes_the_answer(scoped: StateTable) -> None:
+    asked = request(card_claim("pulled-v1", [CARD]), "ResourceClaim")
+    assert refusal(asked, scoped) is not None
+    scoped.apply_declared("MODIFIED", Declared("pulled-v1", PAC, "card"))
+    assert refusal(asked, scoped) is None
+    scoped.apply_declared("DELETED", Declared("pulled-v1", PAC, "card"))
+    assert scoped.bitstream_scope("pulled-v1") is None
 
 
 @pytest.mark.parametrize("value", [42, "", "Upper", "../etc/passwd", "x" * 300])

@@ -15,6 +15,7 @@ from tests.unit.extender.factories import CATALOG, PAC, node, slot
 class Declared:
     name: str
     platform: str
+    scope: str = "slot"
 
 
 def test_a_list_and_events_set_what_nodes_can_pull() -> None:
