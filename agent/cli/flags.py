@@ -28,7 +28,7 @@ SIMULATED: Groups = (
     ("simulated backend (--backend sim)", ("sim-cards", "sim-slots-per-card", "sim-program-ms", "sim-device-nodes")),
 )
 HARDWARE: Groups = (
-    ("hardware", ("backend", "static-slots", "command-programmers", "state-dir")),
+    ("hardware", ("backend", "static-slots", "command-programmers", "fpga-region-base-images", "state-dir")),
     *SIMULATED,
 )
 RUN: Groups = (

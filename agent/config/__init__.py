@@ -7,7 +7,6 @@ came from, so nothing later has to re-check it.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -15,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from agent.config.values import ListenAddress
+from agent.config.values import ListenAddress, read_file
+from agent.config.values import parse_base_images as _parse_base_images
 from agent.config.values import parse_bool as _parse_bool
 from agent.config.values import parse_choice as _parse_choice
 from agent.config.values import parse_commands as _parse_commands
@@ -85,6 +83,7 @@ class Config:
     cdi_dir: Path = Path("/var/run/cdi")
     binding_conditions: bool = False
     whole_cards: bool = False
+    fpga_region_base_images: tuple[tuple[str, str], ...] = ()
     bitstream_cache_bytes: int = 2 << 30
     bitstream_plain_http: tuple[str, ...] = ()
     bitstream_ca_file: Path | None = None
@@ -192,7 +191,16 @@ OPTIONS: tuple[_Option, ...] = (
         _parse_bool,
         lambda env: "false",
         "dra mode: offer each card whole beside its slots (never both at once; partitionable devices, Kubernetes "
-        ">= 1.36), where the backend can program a whole card (sim)",
+        ">= 1.36), where the backend can program a whole card (sim, fpga-region with base images, command "
+        "programmers with program-card)",
+    ),
+    _Option(
+        "fpga-region-base-images",
+        _parse_base_images,
+        lambda env: "",
+        "fpga-region: MANAGER=FIRMWARE,... the firmware (in /lib/firmware) that restores the child regions of the "
+        "base region an FPGA manager programs; a manager named here can program that base region whole "
+        "(--whole-cards)",
     ),
     _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(
@@ -341,7 +349,7 @@ _BY_KEY = {opt.field: opt for opt in OPTIONS}
 def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
     """Resolve every option: flag > environment > config file > default; validate each."""
     env = os.environ if env is None else env
-    file_values, file_name = _read_file(flags.get("config") or env.get(f"{ENV_PREFIX}CONFIG"))
+    file_values, file_name = read_file(flags.get("config") or env.get(f"{ENV_PREFIX}CONFIG"), _BY_KEY.keys())
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         if flags.get(opt.field) is not None:
@@ -371,30 +379,3 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         except ValueError as exc:
             raise ConfigError(f"--command-programmers: {exc} (see --static-slots)") from None
     return Config(**values)
-
-
-def _read_file(name: str | None) -> tuple[dict[str, str], str]:
-    if not name:
-        return {}, ""
-    try:
-        data = yaml.safe_load(Path(name).read_text())
-    except OSError as exc:
-        raise ConfigError(f"--config: cannot read {name}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config: {name} is not valid YAML: {exc}") from None
-    if data is None:
-        return {}, name
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config: {name} must hold a mapping of option names to values")
-    values: dict[str, str] = {}
-    for key, value in data.items():
-        field = str(key).replace("-", "_")
-        if field not in _BY_KEY:
-            raise ConfigError(f"--config: {name} has unknown key {key!r}")
-        if field in ("static_slots", "command_programmers"):
-            values[field] = json.dumps(value)
-        elif isinstance(value, dict | list) or value is None:
-            raise ConfigError(f"--config: {name} key {key!r} must be a single value")
-        else:
-            values[field] = str(value).lower() if isinstance(value, bool) else str(value)
-    return values, name

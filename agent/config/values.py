@@ -8,14 +8,16 @@ line which values it takes.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from agent.discovery.static import StaticSlotSpec, parse_static_slots
+from agent.errors import ConfigError
 from agent.programming.commandspec import CommandSpec, parse_command_programmers
 
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -115,6 +117,28 @@ def parse_hosts(raw: str) -> tuple[str, ...]:
     return hosts
 
 
+_MANAGER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_FIRMWARE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
+
+
+def parse_base_images(raw: str) -> tuple[tuple[str, str], ...]:
+    """``MANAGER=FIRMWARE,...``: an FPGA manager's sysfs name and a file name in the firmware directory."""
+    pairs: dict[str, str] = {}
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        manager, equals, firmware = (x.strip() for x in part.partition("="))
+        if not equals or not _MANAGER.fullmatch(manager) or not _FIRMWARE.fullmatch(firmware):
+            raise ValueError(
+                f"must be a comma-separated list of MANAGER=FIRMWARE (an FPGA manager's name such as fpga0, a file "
+                f"name in the firmware directory such as base.bin), got {part!r}"
+            )
+        if manager in pairs:
+            raise ValueError(f"names FPGA manager {manager!r} twice")
+        pairs[manager] = firmware
+    return tuple(pairs.items())
+
+
 def parse_namespace(raw: str) -> str:
     value = raw.strip()
     if len(value) > 63 or not NAMESPACE.fullmatch(value):
@@ -154,3 +178,31 @@ def parse_required_listen(raw: str) -> ListenAddress:
     if address is None:
         raise ValueError(f"must be HOST:PORT with a port from 0 to 65535, got {raw!r}")
     return address
+
+
+def read_file(name: str | None, fields: Collection[str]) -> tuple[dict[str, str], str]:
+    """The ``--config`` file's values by option field (each as an option's text), and its name."""
+    if not name:
+        return {}, ""
+    try:
+        data = yaml.safe_load(Path(name).read_text())
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {name}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {name} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}, name
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {name} must hold a mapping of option names to values")
+    values: dict[str, str] = {}
+    for key, value in data.items():
+        field = str(key).replace("-", "_")
+        if field not in fields:
+            raise ConfigError(f"--config: {name} has unknown key {key!r}")
+        if field in ("static_slots", "command_programmers"):
+            values[field] = json.dumps(value)
+        elif isinstance(value, dict | list) or value is None:
+            raise ConfigError(f"--config: {name} key {key!r} must be a single value")
+        else:
+            values[field] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values, name

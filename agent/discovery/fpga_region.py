@@ -5,12 +5,17 @@ manager (``/sys/class/fpga_manager/fpgaN``, attributes ``name`` and ``state``) w
 ``state`` drives the slot's health: ``operating`` is healthy, error states,
 ``unknown`` and ``power off`` are not. Regions and managers that belong to a DFL
 card are left to the ``dfl`` backend. The framework does not report what a region
-holds, so a slot starts with nothing known loaded.
+holds, so a slot starts with nothing known loaded. A region with child regions (a base
+region, whose image defines the children) is no slot itself: its children are, and the
+card can be programmed whole there. While it holds a whole-card image, the children the
+kernel removed are reported as they were (``held``: the programmer's record), whole-card.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.discovery import udev
 from agent.discovery.base import Enumeration, Skipped
@@ -54,26 +59,64 @@ def _manager_for(region: DeviceRecord, managers: list[DeviceRecord]) -> DeviceRe
     raise ValueError(f"cannot tell which of {len(managers)} FPGA managers programs this region")
 
 
-def scan_fpga_regions() -> Enumeration:
+#: Base region sysfs path -> the slots of its child regions, while it holds a whole-card image.
+HeldCards = Callable[[], Mapping[str, Sequence[Slot]]]
+
+
+def scan_fpga_regions(held: HeldCards | None = None) -> Enumeration:
     """Enumerate FPGA-manager regions through udev (blocking)."""
     return build_region_slots(
         regions=udev.list_devices("fpga_region", ("compat_id",)),
         managers=udev.list_devices("fpga_manager", ("name", "state")),
         pcis={d.sys_path: d for d in udev.list_devices("pci")},
+        held={} if held is None else held(),
     )
 
 
+def _parents(regions: Sequence[DeviceRecord]) -> dict[str, str]:
+    """Region sysfs path -> its base region, for child regions: the nearest ancestor that is a region, or whose
+    device holds exactly one region (a device-tree base region's children sit under its platform device)."""
+    owners: dict[str, list[str]] = {}
+    for region in regions:
+        owners.setdefault(region.sys_path, []).append(region.sys_path)
+        if region.ancestors:
+            owners.setdefault(region.ancestors[0], []).append(region.sys_path)
+    parents: dict[str, str] = {}
+    for region in regions:
+        for depth, path in enumerate(region.ancestors):
+            # Regions of the region's own device are its siblings, not its base.
+            found = [r for r in owners.get(path, ()) if r != region.sys_path and (depth > 0 or r == path)]
+            if found:
+                if len(found) == 1:
+                    parents[region.sys_path] = found[0]
+                break
+    return parents
+
+
 def build_region_slots(
-    regions: list[DeviceRecord], managers: list[DeviceRecord], pcis: dict[str, DeviceRecord]
+    regions: list[DeviceRecord],
+    managers: list[DeviceRecord],
+    pcis: dict[str, DeviceRecord],
+    held: Mapping[str, Sequence[Slot]] | None = None,
 ) -> Enumeration:
-    """Turn udev records into slots; a region that cannot be used is skipped with its reason."""
+    """Turn udev records into slots; a region that cannot be used is skipped with its reason. ``held``: the base
+    regions holding a whole-card image, with their children's slots as they were."""
+    held = held or {}
     slots: list[Slot] = []
     skipped: list[Skipped] = []
     # A DFL card's FME has an FPGA manager too; it programs only that card's ports.
     managers = [manager for manager in managers if not _owned_by_dfl(manager, pcis)]
+    regions = [region for region in regions if not _owned_by_dfl(region, pcis)]
+    parents = _parents(regions)
+    bases = set(parents.values())
     for region in sorted(regions, key=lambda d: d.sys_path):
-        if _owned_by_dfl(region, pcis):
+        if region.sys_path in held:
+            slots += _held_slots(region, held[region.sys_path], managers)
             continue
+        if region.sys_path in bases:
+            continue  # its children are the slots
+        if parents.get(region.sys_path) in held:
+            continue  # reported with the other children of its card, as the whole-card image left them
         try:
             if not managers:
                 raise ValueError("no FPGA manager on this node")
@@ -97,6 +140,7 @@ def build_region_slots(
                 backend=NAME,
                 reason=reason,
                 control_node=manager.sys_path,
+                parent_region=parents.get(region.sys_path, ""),
             )
         except ValueError as exc:
             skipped.append(Skipped(region.sys_path, str(exc)))
@@ -105,6 +149,15 @@ def build_region_slots(
     return Enumeration(slots, skipped)
 
 
-def fpga_region_source() -> UdevSource:
-    """The fpga-region DeviceSource."""
-    return UdevSource(NAME, scan_fpga_regions, SUBSYSTEMS)
+def _held_slots(base: DeviceRecord, slots: Sequence[Slot], managers: list[DeviceRecord]) -> list[Slot]:
+    """A base region's child slots while it holds a whole-card image: healthy as their manager is."""
+    manager = next((m for m in managers if m.sys_path == slots[0].control_node), None) if slots else None
+    health, reason = (
+        (Health.UNHEALTHY, f"FPGA manager of {base.sys_name} is gone") if manager is None else (manager_health(manager))
+    )
+    return [dataclasses.replace(slot, health=health, reason=reason, whole_card=True) for slot in slots]
+
+
+def fpga_region_source(held: HeldCards | None = None) -> UdevSource:
+    """The fpga-region DeviceSource; ``held`` is the programmer's record of whole-card images."""
+    return UdevSource(NAME, lambda: scan_fpga_regions(held), SUBSYSTEMS)

@@ -26,7 +26,7 @@ from agent.extender.claimtemplates import (
     MAX_REQUESTS,
 )
 from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE, is_valid_name
-from agent.slots.bitstreamrequest import claim_bitstream, pod_spec_bitstreams
+from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, claim_bitstream, pod_spec_bitstreams
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +180,10 @@ def _scope_of(applies_to: object, classes: Mapping[str, frozenset[str | None]]) 
 
 
 def _in_pod(pod: Mapping[str, Any]) -> Iterator[Named]:
+    claims = bool(_at(pod, "spec", "resourceClaims"))
     for key, value in pod_spec_bitstreams(pod):
-        yield f"annotation {key}", value, SLOT_SCOPE  # an extended-resource slot: never a whole card
+        # An extended-resource slot is never a whole card; the pod-wide annotation may name a claim's image too.
+        yield f"annotation {key}", value, None if claims and key == BITSTREAM_ANNOTATION else SLOT_SCOPE
 
 
 def refusal(request: Mapping[str, Any], known: KnownBitstreams) -> str | None:

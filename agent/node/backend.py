@@ -81,16 +81,17 @@ def build_backend(config: Config) -> Backend:
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
     # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
     commands = build_commands(config)
+    regions = FpgaRegionProgrammer(base_images=dict(config.fpga_region_base_images))
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),
-        "fpga-region": fpga_region_source(),
+        "fpga-region": fpga_region_source(regions.held),
         "static": static_source(
             config.static_slots,
             None if commands is None else commands.reported,
             None if commands is None else commands.whole_card,
         ),
     }
-    programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": FpgaRegionProgrammer()}
+    programmers: dict[str, Programmer] = {"dfl": DflProgrammer(), "fpga-region": regions}
     if commands is not None:
         programmers["static"] = commands
     if config.backend == "auto":

@@ -1,16 +1,13 @@
 """fpga-region programmer: load a bitstream through the Linux FPGA manager's sysfs interface.
 
-The FPGA manager (``/sys/class/fpga_manager/fpgaN``, the slot's ``control_node``)
-loads firmware by name, Xilinx-style: the image is placed in the firmware directory
-(``/lib/firmware``) under a name derived from the slot, ``flags`` is set to 1
-(partial bitstream) where the manager has that attribute, and the name is written
-to ``firmware``. The manager's ``state`` then reads ``operating`` on success or one
-of the ``... error`` states (``status`` says more where the kernel has it).
-Drivers that load synchronously finish inside the write; for others ``state`` is
-polled until it settles or the deadline passes.
-
-One operation at a time per manager. The firmware directory and the sysfs root are
-injectable, so tests use a temp tree with a fake manager whose ``state`` they drive.
+The FPGA manager (``/sys/class/fpga_manager/fpgaN``, the slot's ``control_node``) loads
+firmware by name, Xilinx-style: the image goes into the firmware directory under a name
+derived from the slot, ``flags`` is set (1 partial, 0 full) where the manager has it, and
+the name is written to ``firmware``. ``state`` then reads ``operating`` or an error state;
+it is polled until it settles or the deadline passes. A whole card (a base region whose
+child regions are the slots) gets a full load when its manager has a base image
+(``base_images``), which restores the base layout before the next slot is programmed.
+One operation at a time per manager; the firmware directory and sysfs root are injectable.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +32,17 @@ OPERATING = "operating"
 POLL_INTERVAL_S = 0.05
 _FAILED_STATES = ("power off",)
 PARTIAL_RECONFIG_FLAG = "1"
+FULL_RECONFIG_FLAG = "0"
 
 
 def firmware_name(slot: Slot) -> str:
     """The firmware file name used for a slot (slot IDs are ``[a-z0-9.-]``)."""
     return f"fpga-slot-{slot.id}.bin"
+
+
+def card_firmware_name(manager: str) -> str:
+    """The firmware file name used for a whole-card image of a manager's base region."""
+    return f"fpga-slot-card-{manager}.bin"
 
 
 def _write_attribute(path: Path, value: str) -> None:
@@ -61,7 +64,6 @@ def _read_attribute(path: Path) -> str | None:
 class _Load:
     """One firmware load in progress; ``state`` is the manager's last reported state."""
 
-    slot: Slot
     manager: Path
     what: str
     state: str | None = None
@@ -77,6 +79,7 @@ class FpgaRegionProgrammer:
         partial: bool = True,
         poll_interval_s: float = POLL_INTERVAL_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        base_images: Mapping[str, str] | None = None,
     ) -> None:
         self._firmware_dir = firmware_dir
         self._sysfs_root = sysfs_root
@@ -84,6 +87,11 @@ class FpgaRegionProgrammer:
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
         self._managers = CardLocks()
+        #: manager name -> the firmware (in the firmware directory) that restores its base region's child regions
+        self._base_images = dict(base_images or {})
+        #: base region -> its children's slots, while it holds a whole-card image (replaced, never changed in
+        #: place: discovery reads it from a worker thread)
+        self._held: dict[str, tuple[Slot, ...]] = {}
 
     def busy(self, control_node: str) -> bool:
         """True while an operation on this FPGA manager runs or still waits for the kernel."""
@@ -93,20 +101,78 @@ class FpgaRegionProgrammer:
         """The manager's sysfs directory under the (injectable) root."""
         return self._sysfs_root / slot.control_node.lstrip("/")
 
+    def held(self) -> Mapping[str, tuple[Slot, ...]]:
+        """Base region -> its children's slots, for the base regions holding a whole-card image."""
+        return self._held
+
+    def can_program_card(self, slots: Sequence[Slot]) -> bool:
+        """Whether ``slots`` are every child region of one base region whose manager has a base image."""
+        first = slots[0] if slots else None
+        return (
+            first is not None
+            and bool(first.parent_region)
+            and os.path.basename(first.control_node) in self._base_images
+            and all(s.parent_region == first.parent_region and s.control_node == first.control_node for s in slots)
+        )
+
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
-        if not slot.control_node:
-            raise ProgrammingError(f"slot {slot.id}: no FPGA manager to program it through")
         if not image:
             raise ProgrammingError(f"slot {slot.id}: bitstream image is empty")
+        what = f"slot {slot.id}: programming {accelerator_id}"
+        took = await self._run(slot, what, timeout_s, lambda lease, load: self._program_slot(lease, load, slot, image))
+        logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
+        return took
+
+    async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
+        """Load a whole-card image into the base region of ``slots`` (a full load); the slots are reported as they
+        were, whole-card, until one of them is programmed again."""
+        first = slots[0]
+        if not self.can_program_card(slots):
+            raise ProgrammingError(
+                f"card {first.card}: its regions are not every child of one base region whose FPGA manager has a "
+                "base image (--fpga-region-base-images)"
+            )
+        if not image:
+            raise ProgrammingError(f"card {first.card}: bitstream image is empty")
+        what = f"card {first.card}: programming {accelerator_id}"
+
+        async def load(lease: CardLease, load: _Load) -> float:
+            # From the first write the children's content is the card's (or unknown): remembered as held.
+            self._held = {**self._held, first.parent_region: tuple(slots)}
+            name = card_firmware_name(load.manager.name)
+            return await self._load(lease, load, name, image, partial=False)
+
+        took = await self._run(first, what, timeout_s, load)
+        logger.info("card %s programmed with %s in %.0f ms", first.card, accelerator_id, took * 1000)
+        return took
+
+    async def _program_slot(self, lease: CardLease, load: _Load, slot: Slot, image: bytes) -> float:
+        """A slot of a base region holding a whole-card image gets the base layout back first."""
+        took = 0.0
+        if slot.parent_region in self._held:
+            base = self._base_images.get(load.manager.name)
+            if base is None:
+                raise ProgrammingError(f"{load.what}: no base image restores {load.manager.name}'s regions")
+            load.what = f"slot {slot.id}: restoring the base layout ({base})"
+            took += await self._load(lease, load, base, None, partial=False)
+            self._held = {k: v for k, v in self._held.items() if k != slot.parent_region}
+            load.what = f"slot {slot.id}: programming"
+        return took + await self._load(lease, load, firmware_name(slot), image, partial=self._partial)
+
+    async def _run(
+        self, slot: Slot, what: str, timeout_s: float, operation: Callable[[CardLease, _Load], Awaitable[float]]
+    ) -> float:
+        """``operation`` under the manager's lease, by the deadline; errors name the manager and its state."""
+        if not slot.control_node:
+            raise ProgrammingError(f"slot {slot.id}: no FPGA manager to program it through")
         manager = self.manager_dir(slot)
-        what = f"slot {slot.id}: programming {accelerator_id} through FPGA manager {manager.name}"
+        load = _Load(manager, f"{what} through FPGA manager {manager.name}")
         deadline = asyncio.get_running_loop().time() + timeout_s
-        load = _Load(slot, manager, what)
         started = False
         try:
             async with self._managers.hold(slot.control_node, deadline) as lease:
                 started = True
-                took = await self._load(lease, load, image)
+                return await operation(lease, load)
         except TimeoutError as exc:
             if not started:
                 raise ProgrammingTimeout(
@@ -114,25 +180,24 @@ class FpgaRegionProgrammer:
                     f"operation for the whole {timeout_s:.1f} s deadline"
                 ) from exc
             raise ProgrammingTimeout(
-                f"{what} did not finish within {timeout_s:.1f} s (state {load.state!r}); "
+                f"{load.what} did not finish within {timeout_s:.1f} s (state {load.state!r}); "
                 "the manager stays busy until the kernel returns"
             ) from exc
         except OSError as exc:  # reading the manager's state or status
-            raise ProgrammingError(f"{what} failed: {exc.strerror or exc}") from exc
-        logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
-        return took
+            raise ProgrammingError(f"{load.what} failed: {exc.strerror or exc}") from exc
 
-    async def _load(self, lease: CardLease, load: _Load, image: bytes) -> float:
+    async def _load(self, lease: CardLease, load: _Load, name: str, image: bytes | None, partial: bool) -> float:
+        """Stage ``image`` as firmware ``name`` (None: it is there already), have the manager load it, wait."""
         manager, what = load.manager, load.what
-        name = firmware_name(load.slot)
-        firmware = self._firmware_dir / name
-        try:
-            await lease.run_in_thread(lambda: self._stage_firmware(firmware, image))
-        except OSError as exc:
-            raise ProgrammingError(f"{what} failed: cannot write {firmware}: {exc.strerror or exc}") from exc
+        if image is not None:
+            firmware = self._firmware_dir / name
+            try:
+                await lease.run_in_thread(lambda: self._stage_firmware(firmware, image))
+            except OSError as exc:
+                raise ProgrammingError(f"{what} failed: cannot write {firmware}: {exc.strerror or exc}") from exc
         started = time.monotonic()
         try:
-            await lease.run_in_thread(lambda: self._trigger(manager, name))
+            await lease.run_in_thread(lambda: self._trigger(manager, name, partial))
         except OSError as exc:
             status = await lease.run_in_thread(lambda: _read_attribute(manager / "status"))
             detail = f"; status {status!r}" if status else ""
@@ -154,7 +219,7 @@ class FpgaRegionProgrammer:
         firmware.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(firmware, image)
 
-    def _trigger(self, manager: Path, name: str) -> None:
-        if self._partial and (manager / "flags").exists():
-            _write_attribute(manager / "flags", PARTIAL_RECONFIG_FLAG)
+    def _trigger(self, manager: Path, name: str, partial: bool) -> None:
+        if (manager / "flags").exists():
+            _write_attribute(manager / "flags", PARTIAL_RECONFIG_FLAG if partial else FULL_RECONFIG_FLAG)
         _write_attribute(manager / "firmware", name)

@@ -77,6 +77,9 @@ class Slot:
     control_node: str = ""
     #: ``loaded`` is an image of the slot's whole card (all its slots as one region), not the slot's own.
     whole_card: bool = False
+    #: fpga-region: the sysfs path of the base region whose child region this slot is (a whole-card image is
+    #: loaded there); empty elsewhere.
+    parent_region: str = ""
 
     def __post_init__(self) -> None:
         if len(self.id) > MAX_SLOT_ID_LEN:

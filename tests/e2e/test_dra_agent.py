@@ -98,8 +98,9 @@ def refused(done: subprocess.CompletedProcess[str]) -> bool:
     return done.returncode != 0 and f'admission webhook "{TEMPLATE_WEBHOOK}" denied the request' in done.stderr
 
 
-def fpga_bitstream(name: str) -> dict[str, Any]:
-    """A declaration the extender accepts (its source is never pulled here: no pod asks for it on a node)."""
+def fpga_bitstream(name: str, scope: str = "slot") -> dict[str, Any]:
+    """A declaration the extender accepts (its source is never pulled here: no pod asks for it on a node), of an
+    image for ``scope`` (slot or card)."""
     return {
         "apiVersion": "example.com/v1alpha1",
         "kind": "FpgaBitstream",
@@ -110,14 +111,15 @@ def fpga_bitstream(name: str) -> dict[str, Any]:
             "sha256": "ab" * 32,
             "size": 4096,
             "source": {"oci": "localhost:5000/fpga/e2e-declared:1"},
+            "scope": scope,
         },
     }
 
 
 @contextlib.contextmanager
-def declared(cluster: Cluster, name: str) -> Iterator[None]:
+def declared(cluster: Cluster, name: str, scope: str = "slot") -> Iterator[None]:
     custom = client.CustomObjectsApi(cluster.api)
-    custom.create_cluster_custom_object(*BITSTREAMS, fpga_bitstream(name))
+    custom.create_cluster_custom_object(*BITSTREAMS, fpga_bitstream(name, scope))
     try:
         yield
     finally:
@@ -348,6 +350,20 @@ def test_a_template_naming_an_unknown_bitstream_is_refused_when_applied_and_a_de
         done = apply_template(suite, name)
         assert done.returncode == 0, done.stderr
         resource.read_namespaced_resource_claim_template(f"{TEMPLATE}-{name}", suite.namespace)
+
+    # Declared an image for a whole card: the template's requests ask for slots, so it is refused naming both.
+    card_image = "e2e-declared-card"
+    with declared(suite.cluster, card_image, scope="card"):
+        wait_for(
+            "the card declaration at the webhook",
+            lambda: "for a whole card" in apply_template(suite, card_image, dry_run=True).stderr,
+        )
+        done = apply_template(suite, card_image)
+        assert refused(done), done.stderr
+        assert (
+            f"bitstream '{card_image}' (spec.spec.devices.config[0].opaque.parameters.bitstream) is declared an "
+            "image for a whole card" in done.stderr
+        ), done.stderr
 
 
 def test_a_bitstream_undeclared_after_it_was_accepted_holds_no_slot_or_fails_prepare_naming_it(

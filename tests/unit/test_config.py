@@ -232,6 +232,27 @@ def test_config_is_frozen() -> None:
             ["--node-name: must be a node name of 1 to 253 characters"],
             id="node-name-too-long",
         ),
+        pytest.param(
+            {},
+            {"FPGA_AGENT_FPGA_REGION_BASE_IMAGES": "fpga0=base.bin,fpga1"},
+            None,
+            ["--fpga-region-base-images: must be a comma-separated list of MANAGER=FIRMWARE", "'fpga1'"],
+            id="base-image-without-firmware",
+        ),
+        pytest.param(
+            {"fpga_region_base_images": "fpga0=../etc/passwd"},
+            {},
+            None,
+            ["--fpga-region-base-images: must be a comma-separated list", "'fpga0=../etc/passwd'"],
+            id="base-image-path",
+        ),
+        pytest.param(
+            {},
+            {},
+            "fpga-region-base-images: fpga0=a.bin,fpga0=b.bin\n",
+            ["--fpga-region-base-images: names FPGA manager 'fpga0' twice"],
+            id="base-image-manager-twice",
+        ),
     ],
 )
 def test_invalid_values_name_flag_and_source(
@@ -348,3 +369,9 @@ def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("HOME", str(tmp_path))
     config = load_config({"state_dir": "~/agent", "node_name": "n"}, env={})
     assert config.state_dir == tmp_path / "agent"
+
+
+def test_base_images_are_read_as_manager_and_firmware_pairs() -> None:
+    config = load_config({}, env={"FPGA_AGENT_FPGA_REGION_BASE_IMAGES": " fpga0=base.bin, fpga1 = full-base_v2.bin ,"})
+    assert config.fpga_region_base_images == (("fpga0", "base.bin"), ("fpga1", "full-base_v2.bin"))
+    assert load_config({}, env={}).fpga_region_base_images == ()

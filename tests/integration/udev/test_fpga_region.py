@@ -217,3 +217,72 @@ def test_dfl_fme_manager_does_not_claim_other_regions(udevbed: UdevTestbed) -> N
 
     assert enumeration.skipped == []
     assert [(slot.id, slot.platform) for slot in enumeration.slots] == [("fpga7-region5", ZYNQ)]
+
+
+# ------------------------------------------------------------------------------------ base and child regions
+FULL = "/sys/devices/platform/fpga-full"
+BASE = f"{FULL}/fpga_region/region0"
+
+
+def child_region(index: int) -> str:
+    return f"{FULL}/fpga-pr{index}/fpga_region/region{index}"
+
+
+def base_with_children(state: str = "operating", children: tuple[int, ...] = (1, 2)) -> str:
+    """A device-tree layout: the base region's platform device holds the manager, the base region and one
+    platform device per child region (as an overlay on the base region adds them)."""
+    blocks = [
+        f"P: {FULL}\nE: SUBSYSTEM=platform\n",
+        f"P: {FULL}/fpga_manager/fpga3\nE: SUBSYSTEM=fpga_manager\nA: name={ZYNQ}\nA: state={state}\n",
+        f"P: {BASE}\nE: SUBSYSTEM=fpga_region\n",
+    ]
+    for index in children:
+        blocks += [
+            f"P: {FULL}/fpga-pr{index}\nE: SUBSYSTEM=platform\n",
+            f"P: {child_region(index)}\nE: SUBSYSTEM=fpga_region\n",
+        ]
+    return "\n".join(blocks)
+
+
+def test_the_child_regions_of_a_base_region_are_the_slots_and_name_their_base(udevbed: UdevTestbed) -> None:
+    udevbed.add(base_with_children())
+
+    slots = scan_fpga_regions().slots
+
+    assert [slot.id for slot in slots] == ["fpga3-region1", "fpga3-region2"]
+    assert {slot.parent_region for slot in slots} == {BASE}
+    assert {slot.card for slot in slots} == {"fpga3"}
+    assert all(not slot.whole_card for slot in slots)
+
+
+def test_a_base_region_holding_a_whole_card_image_reports_its_children_as_they_were(udevbed: UdevTestbed) -> None:
+    udevbed.add(base_with_children())
+    before = scan_fpga_regions().slots
+    held = {BASE: tuple(before)}
+    for index in (1, 2):  # the full load removed the child regions
+        udevbed.remove(child_region(index))
+        udevbed.remove(f"{FULL}/fpga-pr{index}")
+
+    assert [slot.id for slot in scan_fpga_regions().slots] == ["fpga3-region0"]  # nothing held: a plain region
+    slots = scan_fpga_regions(lambda: held).slots
+
+    assert [slot.id for slot in slots] == ["fpga3-region1", "fpga3-region2"]
+    assert all(slot.whole_card and slot.health is Health.HEALTHY for slot in slots)
+    udevbed.set_attribute(f"{FULL}/fpga_manager/fpga3", "state", "write error")
+    assert all(slot.health is Health.UNHEALTHY for slot in scan_fpga_regions(lambda: held).slots)
+
+
+def test_children_still_shown_while_their_base_holds_a_card_image_are_reported_once(udevbed: UdevTestbed) -> None:
+    udevbed.add(base_with_children())
+    held = {BASE: tuple(scan_fpga_regions().slots)}
+
+    slots = scan_fpga_regions(lambda: held).slots
+
+    assert [slot.id for slot in slots] == ["fpga3-region1", "fpga3-region2"]
+    assert all(slot.whole_card for slot in slots)
+
+
+def test_sibling_regions_of_one_device_are_no_base_and_child(udevbed: UdevTestbed) -> None:
+    udevbed.add(zynq().record())
+
+    assert {slot.parent_region for slot in scan_fpga_regions().slots} == {""}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
+from agent.programming import fpga_region
 from agent.programming.fpga_region import FpgaRegionProgrammer, firmware_name
 from agent.slots import Health, Slot, make_slot_id
 
@@ -180,7 +181,7 @@ async def test_timeout_names_the_last_state(root: Path, kernel: Kernel, programm
 @pytest.mark.parametrize(
     ("flags", "partial", "expected_flags"),
     [
-        pytest.param(True, False, "0\n", id="full-bitstream-leaves-flags"),
+        pytest.param(True, False, "0", id="full-bitstream-writes-0"),
         pytest.param(False, True, None, id="manager-without-flags"),
     ],
 )
@@ -288,3 +289,100 @@ async def test_different_managers_in_parallel(root: Path, kernel: Kernel, progra
     kernel.release.set()
     await asyncio.gather(*tasks)
     assert not any(programmer.busy(m.sys_path) for m in managers)
+
+
+# ------------------------------------------------------------------------------------ whole cards
+class RecordingManager(FakeManager):
+    """A manager whose kernel loads synchronously, as most FPGA manager drivers do: each write of ``firmware`` is
+    recorded with the ``flags`` it was made under, and the write returns with ``state`` operating (or, for the
+    firmware ``fail_on``, ``write error``)."""
+
+    def __init__(self, root: Path, name: str, monkeypatch: pytest.MonkeyPatch, fail_on: str = "") -> None:
+        super().__init__(root, name, "operating")
+        self.loads: list[tuple[str, str]] = []
+        self.fail_on = fail_on
+        write = fpga_region._write_attribute
+
+        def kernel_write(path: Path, value: str) -> None:
+            write(path, value)
+            if path == self.path / "firmware":
+                self.loads.append((self.attribute("flags") or "", value))
+                self.state = "write error" if value == self.fail_on else "operating"
+
+        monkeypatch.setattr(fpga_region, "_write_attribute", kernel_write)
+
+
+BASE_REGION = "/sys/devices/platform/fpga-full/fpga_region/region0"
+
+
+def child_slots(manager: FakeManager, count: int = 2, parent: str = BASE_REGION) -> list[Slot]:
+    return [dataclasses.replace(region_slot(manager, f"region{i + 1}"), parent_region=parent) for i in range(count)]
+
+
+@pytest.fixture
+def recording(root: Path, monkeypatch: pytest.MonkeyPatch) -> RecordingManager:
+    return RecordingManager(root, "fpga0", monkeypatch, fail_on="broken.bin")
+
+
+def card_programmer(root: Path, firmware_dir: Path, base: str = "base.bin") -> FpgaRegionProgrammer:
+    return FpgaRegionProgrammer(firmware_dir=firmware_dir, sysfs_root=root, base_images={"fpga0": base})
+
+
+def test_a_card_is_offered_only_as_every_child_of_one_base_region_with_a_base_image(
+    root: Path, firmware_dir: Path
+) -> None:
+    manager = FakeManager(root, "fpga0", "operating")
+    children = child_slots(manager)
+    assert card_programmer(root, firmware_dir).can_program_card(children)
+    no_base = FpgaRegionProgrammer(firmware_dir=firmware_dir, sysfs_root=root)
+    assert not no_base.can_program_card(children)
+    assert not card_programmer(root, firmware_dir).can_program_card([region_slot(manager)])  # no base region
+    mixed = [children[0], dataclasses.replace(children[1], parent_region="/sys/devices/other/region9")]
+    assert not card_programmer(root, firmware_dir).can_program_card(mixed)
+    assert not card_programmer(root, firmware_dir).can_program_card([])
+
+
+async def test_a_card_image_is_a_full_load_and_the_next_slot_gets_the_base_layout_back_first(
+    root: Path, firmware_dir: Path, recording: RecordingManager
+) -> None:
+    programmer = card_programmer(root, firmware_dir)
+    children = child_slots(recording)
+    await programmer.program_card(children, IMAGE, "full-card", 5.0)
+    assert recording.loads == [("0", "fpga-slot-card-fpga0.bin")]
+    assert (firmware_dir / "fpga-slot-card-fpga0.bin").read_bytes() == IMAGE
+    assert programmer.held() == {BASE_REGION: tuple(children)}
+
+    await programmer.program(children[1], IMAGE[:50], ACCELERATOR, 5.0)
+    assert recording.loads[1:] == [("0", "base.bin"), ("1", "fpga-slot-fpga0-region2.bin")]
+    assert programmer.held() == {}
+
+    await programmer.program(children[0], IMAGE[:60], ACCELERATOR, 5.0)  # the base layout is there: no restore
+    assert recording.loads[3:] == [("1", "fpga-slot-fpga0-region1.bin")]
+
+
+async def test_a_failed_base_restore_fails_the_slot_naming_it_and_is_tried_again_next_time(
+    root: Path, firmware_dir: Path, recording: RecordingManager
+) -> None:
+    programmer = card_programmer(root, firmware_dir, base="broken.bin")
+    children = child_slots(recording)
+    await programmer.program_card(children, IMAGE, "full-card", 5.0)
+    with pytest.raises(ProgrammingError, match=r"restoring the base layout \(broken.bin\).*'write error'"):
+        await programmer.program(children[0], IMAGE, ACCELERATOR, 5.0)
+    assert programmer.held() == {BASE_REGION: tuple(children)}  # still the card's image (or unknown)
+    recording.fail_on = ""
+    recording.state = "operating"
+    await programmer.program(children[0], IMAGE, ACCELERATOR, 5.0)
+    assert [name for _flags, name in recording.loads] == [
+        "fpga-slot-card-fpga0.bin", "broken.bin", "broken.bin", "fpga-slot-fpga0-region1.bin"
+    ]  # fmt: skip
+    assert programmer.held() == {}
+
+
+async def test_a_card_that_cannot_be_programmed_whole_is_refused_naming_the_option(
+    root: Path, firmware_dir: Path, recording: RecordingManager
+) -> None:
+    programmer = FpgaRegionProgrammer(firmware_dir=firmware_dir, sysfs_root=root)
+    with pytest.raises(ProgrammingError, match="--fpga-region-base-images"):
+        await programmer.program_card(child_slots(recording), IMAGE, "full-card", 5.0)
+    assert recording.loads == []
+    assert programmer.held() == {}

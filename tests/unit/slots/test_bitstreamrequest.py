@@ -24,7 +24,7 @@ def pod(annotations: dict[str, str], *containers: dict[str, Any], claims: bool =
 
 def webhook_reads(obj: dict[str, Any]) -> set[object]:
     review = {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE", "object": obj}
-    return {value for _where, value in bitstreams_named(review)}
+    return {value for _where, value, _scope in bitstreams_named(review)}
 
 
 def agent_reads(obj: dict[str, Any]) -> set[object]:
@@ -92,7 +92,7 @@ def test_a_claim_config_is_read_alike(parameters: dict[str, Any], expected: str 
     config = {"opaque": {"driver": "fpga.example.com", "parameters": parameters}}
     claim = {"spec": {"devices": {"config": [config]}}}
     review = {"uid": "u", "kind": {"group": "resource.k8s.io", "kind": "ResourceClaim"}, "operation": "CREATE"}
-    webhook = [value for _where, value in bitstreams_named(review | {"object": claim})]
+    webhook = [value for _where, value, _scope in bitstreams_named(review | {"object": claim})]
     assert webhook == ([] if expected is None else [expected])
     assert _bitstream(parameters, "claim ns/c") == expected
 
