@@ -15,6 +15,7 @@ import queue
 import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -76,13 +77,13 @@ def clear_namespace(api: Api, namespace: str) -> None:
 
 class Publisher:
     """Merge-patches nodes' FpgaNodeStates from the state (made when missing), on worker threads (the latest state
-    of a node)."""
+    of a node). A node is always published by the same thread, so its states arrive in order, as from its agent."""
 
     def __init__(self, api: Api, state: ClusterState, names: list[str]) -> None:
         self._api, self._state, self._names = api, state, names
         self.lock = threading.Lock()
-        self._pending: queue.Queue[str | None] = queue.Queue()
-        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(PUBLISHERS)]
+        self._pending: list[queue.Queue[str | None]] = [queue.Queue() for _ in range(PUBLISHERS)]
+        self._threads = [threading.Thread(target=self._work, args=(q,), daemon=True) for q in self._pending]
         self._local = threading.local()
 
     def __enter__(self) -> Publisher:
@@ -91,8 +92,8 @@ class Publisher:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        for _ in self._threads:
-            self._pending.put(None)
+        for pending in self._pending:
+            pending.put(None)
         for thread in self._threads:
             thread.join()
 
@@ -100,10 +101,10 @@ class Publisher:
         in_parallel(self._names, self._patch)
 
     def changed(self, node: str) -> None:
-        self._pending.put(node)
+        self._pending[zlib.crc32(node.encode()) % PUBLISHERS].put(node)
 
-    def _work(self) -> None:
-        while (node := self._pending.get()) is not None:
+    def _work(self, pending: queue.Queue[str | None]) -> None:
+        while (node := pending.get()) is not None:
             self._patch(node)
 
     def _patch(self, node: str) -> None:
