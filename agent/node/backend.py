@@ -81,7 +81,9 @@ def build_backend(config: Config) -> Backend:
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
     # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
     commands = build_commands(config)
-    regions = FpgaRegionProgrammer(base_images=dict(config.fpga_region_base_images))
+    regions = FpgaRegionProgrammer(
+        base_images=dict(config.fpga_region_base_images), held_file=config.state_dir / "fpga-region-cards.json"
+    )
     hardware: dict[str, DeviceSource] = {
         "dfl": dfl_source(),
         "fpga-region": fpga_region_source(regions.held),

@@ -6,13 +6,15 @@ derived from the slot, ``flags`` is set (1 partial, 0 full) where the manager ha
 the name is written to ``firmware``. ``state`` then reads ``operating`` or an error state;
 it is polled until it settles or the deadline passes. A whole card (a base region whose
 child regions are the slots) gets a full load when its manager has a base image
-(``base_images``), which restores the base layout before the next slot is programmed.
-One operation at a time per manager; the firmware directory and sysfs root are injectable.
+(``base_images``), which restores the base layout before the next slot is programmed; which
+base regions hold a whole-card image is kept in ``held_file`` across restarts. One operation
+at a time per manager; the firmware directory and sysfs root are injectable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -23,7 +25,7 @@ from pathlib import Path
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.files.atomic import write_atomically
 from agent.programming.cardlock import CardLease, CardLocks
-from agent.slots import Slot
+from agent.slots import Health, Slot, SlotId
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,7 @@ class FpgaRegionProgrammer:
         poll_interval_s: float = POLL_INTERVAL_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         base_images: Mapping[str, str] | None = None,
+        held_file: Path | None = None,
     ) -> None:
         self._firmware_dir = firmware_dir
         self._sysfs_root = sysfs_root
@@ -91,7 +94,8 @@ class FpgaRegionProgrammer:
         self._base_images = dict(base_images or {})
         #: base region -> its children's slots, while it holds a whole-card image (replaced, never changed in
         #: place: discovery reads it from a worker thread)
-        self._held: dict[str, tuple[Slot, ...]] = {}
+        self._held: dict[str, tuple[Slot, ...]] = _read_held(held_file)
+        self._held_file = held_file
 
     def busy(self, control_node: str) -> bool:
         """True while an operation on this FPGA manager runs or still waits for the kernel."""
@@ -138,13 +142,22 @@ class FpgaRegionProgrammer:
 
         async def load(lease: CardLease, load: _Load) -> float:
             # From the first write the children's content is the card's (or unknown): remembered as held.
-            self._held = {**self._held, first.parent_region: tuple(slots)}
+            self._keep_held({**self._held, first.parent_region: tuple(slots)})
             name = card_firmware_name(load.manager.name)
             return await self._load(lease, load, name, image, partial=False)
 
         took = await self._run(first, what, timeout_s, load)
         logger.info("card %s programmed with %s in %.0f ms", first.card, accelerator_id, took * 1000)
         return took
+
+    def _keep_held(self, held: dict[str, tuple[Slot, ...]]) -> None:
+        """The new record of whole-card images, in memory and (when given) in ``held_file``."""
+        self._held = held
+        if self._held_file is not None:
+            fields = ("id", "card", "region", "platform", "control_node", "parent_region")
+            record = {base: [{f: getattr(slot, f) for f in fields} for slot in slots] for base, slots in held.items()}
+            self._held_file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self._held_file, json.dumps(record, sort_keys=True).encode())
 
     async def _program_slot(self, lease: CardLease, load: _Load, slot: Slot, image: bytes) -> float:
         """A slot of a base region holding a whole-card image gets the base layout back first."""
@@ -155,7 +168,7 @@ class FpgaRegionProgrammer:
                 raise ProgrammingError(f"{load.what}: no base image restores {load.manager.name}'s regions")
             load.what = f"slot {slot.id}: restoring the base layout ({base})"
             took += await self._load(lease, load, base, None, partial=False)
-            self._held = {k: v for k, v in self._held.items() if k != slot.parent_region}
+            self._keep_held({k: v for k, v in self._held.items() if k != slot.parent_region})
             load.what = f"slot {slot.id}: programming"
         return took + await self._load(lease, load, firmware_name(slot), image, partial=self._partial)
 
@@ -223,3 +236,33 @@ class FpgaRegionProgrammer:
         if (manager / "flags").exists():
             _write_attribute(manager / "flags", PARTIAL_RECONFIG_FLAG if partial else FULL_RECONFIG_FLAG)
         _write_attribute(manager / "firmware", name)
+
+
+def _read_held(path: Path | None) -> dict[str, tuple[Slot, ...]]:
+    """The record ``_keep_held`` wrote (none, or unreadable: nothing held, said once)."""
+    if path is None or not path.exists():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+        return {
+            base: tuple(
+                Slot(
+                    id=SlotId(entry["id"]),
+                    card=entry["card"],
+                    region=entry["region"],
+                    numa=None,
+                    device_nodes=(),
+                    platform=entry["platform"],
+                    loaded=None,
+                    health=Health.HEALTHY,
+                    backend="fpga-region",
+                    control_node=entry["control_node"],
+                    parent_region=entry["parent_region"],
+                )
+                for entry in entries
+            )
+            for base, entries in record.items()
+        }
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        logger.warning("ignoring the record of whole-card images %s: %s", path, exc)
+        return {}

@@ -386,3 +386,32 @@ async def test_a_card_that_cannot_be_programmed_whole_is_refused_naming_the_opti
         await programmer.program_card(child_slots(recording), IMAGE, "full-card", 5.0)
     assert recording.loads == []
     assert programmer.held() == {}
+
+
+async def test_the_record_of_whole_card_images_outlives_a_restart(
+    root: Path, firmware_dir: Path, recording: RecordingManager, tmp_path: Path
+) -> None:
+    record = tmp_path / "state" / "fpga-region-cards.json"
+    children = child_slots(recording)
+    first = FpgaRegionProgrammer(
+        firmware_dir=firmware_dir, sysfs_root=root, base_images={"fpga0": "base.bin"}, held_file=record
+    )
+    await first.program_card(children, IMAGE, "full-card", 5.0)
+
+    again = FpgaRegionProgrammer(
+        firmware_dir=firmware_dir, sysfs_root=root, base_images={"fpga0": "base.bin"}, held_file=record
+    )
+    assert again.held() == {BASE_REGION: tuple(children)}
+    await again.program(children[0], IMAGE, ACCELERATOR, 5.0)  # restores the base layout first, as before
+    assert [name for _flags, name in recording.loads][-2:] == ["base.bin", "fpga-slot-fpga0-region1.bin"]
+    assert FpgaRegionProgrammer(held_file=record).held() == {}
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"/sys/x": [{"id": 1}]}', '{"/sys/x": ["a"]}'])
+def test_an_unreadable_record_holds_nothing_and_says_so(
+    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = tmp_path / "fpga-region-cards.json"
+    record.write_text(text)
+    assert FpgaRegionProgrammer(held_file=record).held() == {}
+    assert "ignoring the record of whole-card images" in caplog.text
