@@ -24,6 +24,7 @@ from agent.extender.claimtemplates import (
     MAX_ALTERNATIVES,
     MAX_CONFIGS,
     MAX_REQUESTS,
+    SLOT_CLASSES,
 )
 from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE, is_valid_name
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, claim_bitstream, pod_spec_bitstreams
@@ -160,7 +161,8 @@ def _class_of(request: Mapping[str, Any]) -> str | None:
 
 def _scope_of(applies_to: object, classes: Mapping[str, frozenset[str | None]]) -> str | None:
     """What a config's bitstream must be an image for: ``card`` when every request it applies to asks for class
-    fpga-card, ``slot`` when none does; None when they differ or cannot be read (prepare checks then)."""
+    fpga-card, ``slot`` when each asks for a shipped slot class; None otherwise (a class of the user's, of another
+    driver, both kinds, unreadable): prepare checks then."""
     if applies_to is None or applies_to == []:
         names: list[object] = list(classes)
     elif isinstance(applies_to, list):
@@ -176,7 +178,7 @@ def _scope_of(applies_to: object, classes: Mapping[str, frozenset[str | None]]) 
         return None
     if asked == {CARD_CLASS}:
         return CARD_SCOPE
-    return SLOT_SCOPE if CARD_CLASS not in asked else None
+    return SLOT_SCOPE if asked <= SLOT_CLASSES else None
 
 
 def _in_pod(pod: Mapping[str, Any]) -> Iterator[Named]:

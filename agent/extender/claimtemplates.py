@@ -24,6 +24,8 @@ DRIVER = "fpga.example.com"
 BITSTREAM_PARAMETER = "bitstream"
 #: The shipped DeviceClass of whole cards (daemonset/dra-mode/deviceclass-card.yaml): a request of it asks for cards.
 CARD_CLASS = "fpga-card"
+#: The shipped DeviceClasses of slots (daemonset/dra-mode/deviceclass.yaml, deviceclass-cached.yaml).
+SLOT_CLASSES = frozenset({"fpga-slot", "fpga-slot-cached"})
 #: Bounds on what is read (the API server's own limits, or above them): longer is an error, not a truncation.
 MAX_NAME_CHARS = 253
 MAX_REQUESTS = 32

@@ -214,6 +214,12 @@ def scoped() -> StateTable:
         pytest.param(card_claim("full-v1", [CARD, SLOT]), "ResourceClaim", None, id="both-prepare-decides"),
         pytest.param(card_claim("full-v1", [SLOT], ["missing"]), "ResourceClaim", None, id="unknown-request"),
         pytest.param(card_claim("aes", [CARD]), "ResourceClaim", None, id="undeclared-prepare-decides"),
+        pytest.param(card_claim("full-v1", [{"name": "fpga", "exactly": {"deviceClassName": "my-cards"}}]),
+                     "ResourceClaim", None, id="a-class-of-the-users-prepare-decides"),
+        pytest.param(card_claim("full-v1", [SLOT, {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]),
+                     "ResourceClaim", None, id="config-for-another-drivers-request-too"),
+        pytest.param(card_claim("full-v1", [SLOT, {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}], ["fpga"]),
+                     "ResourceClaim", "card", id="config-for-the-slot-request"),
     ],
 )  # fmt: skip
 def test_a_declared_image_for_the_other_kind_of_device_is_refused_naming_both(
