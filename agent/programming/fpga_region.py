@@ -142,7 +142,7 @@ class FpgaRegionProgrammer:
 
         async def load(lease: CardLease, load: _Load) -> float:
             # From the first write the children's content is the card's (or unknown): remembered as held.
-            self._keep_held({**self._held, first.parent_region: tuple(slots)})
+            await lease.run_in_thread(lambda: self._keep_held({**self._held, first.parent_region: tuple(slots)}))
             name = card_firmware_name(load.manager.name)
             return await self._load(lease, load, name, image, partial=False)
 
@@ -151,7 +151,7 @@ class FpgaRegionProgrammer:
         return took
 
     def _keep_held(self, held: dict[str, tuple[Slot, ...]]) -> None:
-        """The new record of whole-card images, in memory and (when given) in ``held_file``."""
+        """The new record of whole-card images, in memory and (when given) in ``held_file`` (in a worker thread)."""
         self._held = held
         if self._held_file is not None:
             fields = ("id", "card", "region", "platform", "control_node", "parent_region")
@@ -168,7 +168,8 @@ class FpgaRegionProgrammer:
                 raise ProgrammingError(f"{load.what}: no base image restores {load.manager.name}'s regions")
             load.what = f"slot {slot.id}: restoring the base layout ({base})"
             took += await self._load(lease, load, base, None, partial=False)
-            self._keep_held({k: v for k, v in self._held.items() if k != slot.parent_region})
+            left = {k: v for k, v in self._held.items() if k != slot.parent_region}
+            await lease.run_in_thread(lambda: self._keep_held(left))
             load.what = f"slot {slot.id}: programming"
         return took + await self._load(lease, load, firmware_name(slot), image, partial=self._partial)
 

@@ -29,14 +29,15 @@ def reconfigurer(
     programmer: Any,
     read_hardware: Callable[[], Awaitable[list[Slot]]],
     catalog: Catalog | None = None,
+    backend: str = "sim",
 ) -> Reconfigurer:
-    """The agent's reconfigurer for the registry's slots, programming through ``programmer``."""
+    """The agent's reconfigurer for the registry's slots, programming through ``programmer`` (slots of ``backend``)."""
     return Reconfigurer(
         registry,
         NoContainers(),  # type: ignore[arg-type]
         pods=None,
         catalog=catalog,
-        programmers={"sim": programmer},
+        programmers={backend: programmer},
         read_hardware=read_hardware,
         events=None,
         timeout_s=5.0,

@@ -19,6 +19,7 @@ from agent.programming.fpga_region import FpgaRegionProgrammer
 from agent.slots import Slot, SlotId, SlotRegistry
 from tests.integration.udev.test_fpga_region import BASE, FULL, ZYNQ, base_with_children, child_region
 from tests.udevbed import UdevTestbed
+from tests.unit import reconfigure_support
 
 pytestmark = pytest.mark.udev
 
@@ -84,17 +85,7 @@ def node(udevbed: UdevTestbed, kernel: Kernel, catalog: Catalog, tmp_path: Path)
 
     registry = SlotRegistry()
     registry.replace_all(scan_fpga_regions(programmer.held).slots)
-    reconfigurer = Reconfigurer(
-        registry,
-        None,  # type: ignore[arg-type]  # no containers: the calls below name their slots
-        pods=None,
-        catalog=catalog,
-        programmers={"fpga-region": programmer},
-        read_hardware=read_hardware,
-        events=None,
-        timeout_s=5.0,
-    )
-    return reconfigurer, registry
+    return reconfigure_support.reconfigurer(registry, programmer, read_hardware, catalog, "fpga-region"), registry
 
 
 def contents(registry: SlotRegistry) -> dict[str, tuple[str | None, bool]]:
