@@ -19,15 +19,15 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
-
-from cryptography import x509
+from typing import TYPE_CHECKING, Protocol
 
 from agent.cli.options import add_option_argument
-from agent.cluster.certs import Issued, check_client_name, check_days, issue, service_names, subject_names
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.files.atomic import fsync_directory
 from agent.kube import SecretReader, SecretWriter, WebhookCaBundle, connect_api
+
+if TYPE_CHECKING:
+    from agent.cluster.certs import Issued
 
 # Names of Secrets and a Secret type, not secrets:
 SERVER_SECRET = "fpga-slot-extender-tls"  # noqa: S105
@@ -158,6 +158,8 @@ def make_certificates(store: Store, make: Callable[[], Issued], say: Callable[[s
             f"{found[0]} exists but {missing[0]} does not, and they must come from one CA: "
             f"delete {found[0]} to make a new pair (nothing changed)"
         )
+    from cryptography import x509  # loaded by this command only, not by every fpga-agent process
+
     issued = make()
     store.write(*secret_data(issued))
     until = x509.load_pem_x509_certificate(issued.ca_cert).not_valid_after_utc
@@ -198,6 +200,8 @@ def _check_name(flag: str, value: str) -> str:
 
 def run_certs(args: argparse.Namespace) -> int:
     """Make the certificates unless they exist; one line naming the problem on standard error and 1 on failure."""
+    from agent.cluster.certs import check_client_name, check_days, issue, service_names, subject_names
+
     api_client = None
     try:
         namespace = resolve_namespace(args.namespace, os.environ)

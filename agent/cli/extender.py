@@ -6,10 +6,7 @@ import argparse
 import asyncio
 from collections.abc import Callable
 
-import uvloop
-
 import agent.cli.flags as cliflags
-from agent.cluster.extenderservice import run_extender
 from agent.config import Config
 
 
@@ -34,10 +31,14 @@ def run_extender_command(args: argparse.Namespace) -> int:
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled;
     ``bench/extender_replay.py`` measures it against asyncio's) or None, asyncio's own."""
+    import uvloop
+
     return uvloop.new_event_loop if name == "uvloop" else None
 
 
 async def serve_until_signal(config: Config) -> None:
     """The scheduler extender: serve until SIGTERM or SIGINT, then close connections and the watch."""
+    from agent.cluster.extenderservice import run_extender  # the extender's code: loaded by this command only
+
     stop = cliflags.stop_on_signals()
     await run_extender(config, stop)
