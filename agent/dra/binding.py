@@ -1,16 +1,8 @@
 """Program before bind: slots are programmed when the scheduler allocates them; the pod binds once they are ready.
 
-With binding conditions on (``--binding-conditions``) every device of the node's slice has
-``bindsToNode``, the binding condition ``BOUND_CONDITION`` and the failure condition
-``FAILED_CONDITION``: the scheduler's PreBind waits until one is True on the claim's device
-entry. :class:`AllocationProgrammer` sees every claim allocated to this node's pool that has no
-verdict yet, programs its slots as prepare does (``ClaimPreparation.program``, under the calls'
-lock), and writes the condition True with what the slots hold (:mod:`agent.dra.devicestatus`).
-A failure writes the failure condition (reason, message), taints the slots for
-``FAILED_TAINT_S`` so that the next attempt takes another slot or node, and posts an Event on
-the pod; the scheduler then gives the allocation back and places the pod again. A claim with
-a verdict is never programmed again, across restarts too (the verdict is in its status).
-docs/dra.md, "Program before bind".
+:class:`AllocationProgrammer` programs each claim allocated to this node's pool that has no verdict yet and
+writes ``BOUND_CONDITION`` or ``FAILED_CONDITION`` on its device entries; a failure also taints the slots
+for ``FAILED_TAINT_S`` and posts an Event. See docs/dra.md, "Program before bind".
 """
 
 from __future__ import annotations
@@ -46,7 +38,7 @@ MAX_HANDLED = 1024
 @dataclass(frozen=True, slots=True)
 class ClaimStatusAccess:
     """What DRA mode needs to write claims' device status and, with ``binding_conditions``, to program at
-    allocation: a writer per field manager (prepare's and binding's), the claims' watch, Events, digests."""
+    allocation."""
 
     prepare_writer: StatusWriter
     binding_writer: StatusWriter

@@ -1,12 +1,7 @@
 """Capacities a slot's device publishes, so that a claim can ask for a slot, or for a bitstream, without CEL.
 
-The allocator checks ``capacity.requests`` as a map lookup where it would run a CEL selector
-per free device. Every device publishes ``fpga.example.com/slot: 1``, and
-``fpga.example.com/bs_<bitstream, escaped>: 1`` while its slot holds that bitstream (the
-``cached`` alternative of ``daemonset/examples/dra/cached-first.yaml`` asks for it). The escape
-(``_`` -> ``__``, ``-`` -> ``_d``, ``.`` -> ``_p``) makes a C identifier, as the admission
-policy computes it too; a key over 32 characters is not published. Nothing is consumed.
-Why: docs/dra.md, "What a slot publishes".
+The bitstream's name is escaped into a C identifier (``_`` -> ``__``, ``-`` -> ``_d``, ``.`` -> ``_p``),
+as the admission policy computes it too. Why: docs/dra.md, "What a slot publishes".
 """
 
 from __future__ import annotations

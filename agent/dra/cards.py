@@ -1,12 +1,7 @@
 """Whole cards beside their slots (``--whole-cards``): one card offered whole or as its slots, never both.
 
-For each card whose slots the agent can program as one (:meth:`agent.node.slotloader.SlotLoader.can_program_card`)
-the pool gets a counter set named after the card's device, one counter per slot (named after the
-slot's device); each slot device consumes its own counter and the card device consumes all of
-them, so the scheduler's allocator gives out the card only while every slot is free and a slot
-only while the card is not allocated (DRAPartitionableDevices). The card device carries the
-NoSchedule taint ``CARD_TAINT``: only a claim that tolerates it gets a card, so the slot classes
-(and pods asking for ``example.com/fpga-slot``) never get one, without CEL. Why: docs/dra.md,
+Shared counters (one per slot, all consumed by the card device) keep the two exclusive; the card device
+carries the NoSchedule taint ``CARD_TAINT`` so only claims that tolerate it get one. Why: docs/dra.md,
 "Whole cards".
 """
 

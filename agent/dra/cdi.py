@@ -1,14 +1,7 @@
 """CDI specs for prepared claims: what the container runtime injects for the DRA driver's devices.
 
-DRA hands devices to containers only through CDI: NodePrepareResources answers CDI
-device IDs, and the runtime (containerd >= 1.7.2 with CDI on, 2.x, CRI-O) resolves
-them in its spec directories (``/var/run/cdi`` and ``/etc/cdi`` by default). One spec
-file per claim, ``<dir>/<driver>-<claim uid>.json``, with one device per slot named
-``<claim uid>-<slot id>`` (kind ``<driver>/slot``): the slot's device nodes (rw) and
-the same environment a device-plugin container gets (``FPGA_SLOTS`` and per-slot
-details). Written atomically (temporary file created exclusively, renamed into place;
-no symbolic link followed), removed on release. ``/var/run`` is a tmpfs: after a
-reboot a claim the checkpoint calls prepared has no spec, so preparing writes it again.
+One spec file per claim, ``<dir>/<driver>-<claim uid>.json``, one device per slot (its device nodes and the
+environment a device-plugin container gets); written atomically, removed on release.
 """
 
 from __future__ import annotations
@@ -49,11 +42,8 @@ class CdiSpecs:
         return f"{self.kind}={claim_uid}-{slot.id}"
 
     def write(self, claim_uid: str, slots: Sequence[Slot]) -> list[str]:
-        """Write the claim's spec (replacing any earlier one) and return its device IDs, in slot order.
-
-        Every device of the claim sees all of the claim's slots in its environment, so a container
-        given several of them gets one consistent ``FPGA_SLOTS``. ProgrammingError if it cannot be written.
-        """
+        """Write the claim's spec (replacing any earlier one) and return its device IDs, in slot order; every
+        device's environment names all the claim's slots. ProgrammingError if it cannot be written."""
         env = [f"{key}={value}" for key, value in container_env(slots).items()]
         devices = [
             {

@@ -1,16 +1,8 @@
 """Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec.
 
-``agent.dra.ClaimPreparer`` for NodePrepareResources: read the claim (our devices in this
-node's pool, our opaque configs; a claim made again under the same name is refused); check
-that each device is a slot of this node not prepared for another claim; take each device's
-bitstream from the driver's parameters, else the pod's annotation; program the slots through
-the same Reconfigurer as device-plugin mode, on the agent's event loop; write the CDI spec and
-record the claim atomically in ``state_file``. A repeated prepare programs nothing twice.
-Release removes spec and record and frees the slots (the bitstream stays loaded); an unknown
-claim releases successfully. The record is what holds slots in DRA mode, at start too
-(:meth:`ClaimPreparation.restore_holders`); during an update each call runs under the node's
-DRA lock and first reads again what the other instance recorded
-(:meth:`ClaimPreparation.refresh`). Why: docs/dra.md, "Updating the agent".
+Each device's bitstream comes from the driver's parameters, else the pod's annotation; the claim is then
+recorded atomically in ``state_file``, the record that holds slots in DRA mode. Release removes spec and
+record and frees the slots (an unknown claim releases successfully). See docs/dra.md.
 """
 
 from __future__ import annotations
@@ -73,7 +65,7 @@ class OfferedDevice:
 
 
 class ClaimPreparation:
-    """``agent.dra.ClaimPreparer`` on the agent's slots (see the module docstring)."""
+    """``agent.dra.ClaimPreparer`` on the agent's slots."""
 
     def __init__(
         self,
@@ -115,11 +107,8 @@ class ClaimPreparation:
         return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
 
     def restore_holders(self) -> None:
-        """On the loop, before the first call: the registry's holders become the recorded claims'.
-
-        The slot checkpoint and the record are written apart, so an agent stopped between the
-        two may come back with a claim's slot free or a released claim's slot still held.
-        Only differing holders are set (setting one counts as a use of the slot)."""
+        """On the loop, before the first call: the registry's holders become the recorded claims' (only differing
+        holders are set: setting one counts as a use of the slot)."""
         holders = self._registry.holders()
         stale = sorted(set(holders) - self.held_slots())
         if stale:
@@ -140,8 +129,7 @@ class ClaimPreparation:
 
     # ------------------------------------------------------------------------- prepare
     async def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
-        """The claim is read in a thread, the rest runs here on the agent's loop (which owns the registry and
-        the Reconfigurer)."""
+        """The claim is read in a thread, the rest runs on the agent's loop."""
         deadline = time.monotonic() + self._timeout_s
         who = shown_claim(claim.namespace, claim.name)
         await self._run(self.refresh(), deadline, who)
@@ -185,10 +173,8 @@ class ClaimPreparation:
     async def program(
         self, uid: str, info: ClaimInfo, pod: PodView | None, who: str, deadline: float
     ) -> tuple[list[AllocatedDevice], list[list[Slot]]]:
-        """Steps 2 to 4 (on the loop): the claim's devices in this node's pool and the slots of each (all of a
-        card's for a whole card), programmed.
-
-        Also what the binding-condition path runs when the claim is allocated (``agent.dra.binding``)."""
+        """On the loop: the claim's devices in this node's pool and the slots of each (all of a card's for a whole
+        card), checked and programmed. Also run at allocation by ``agent.dra.binding``."""
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
@@ -291,9 +277,8 @@ class ClaimPreparation:
 
     # ---------------------------------------------------------------------- the record
     async def refresh(self) -> None:
-        """On the loop, under the node's DRA lock: when another agent instance (the old or new pod of an update)
-        wrote the record since we last did, read it again; the slots of claims it prepared or released are
-        held or freed here too, and hold what it programmed into them."""
+        """On the loop, under the node's DRA lock: read the record again when another agent instance wrote it,
+        and hold, free and record the content of the slots it changed."""
         seen = await asyncio.to_thread(_file_identity, self._state_file)
         if seen == self._seen:
             return
@@ -314,8 +299,7 @@ class ClaimPreparation:
         self.restore_holders()
 
     async def _record(self, uid: str, record: PreparedClaim | None) -> None:
-        """On the loop: the new set is taken from the current one and kept only once written (the write in a
-        thread). A call cancelled at its deadline never assigns, so a later call cannot lose a record."""
+        """On the loop: the new set is kept only once written (in a thread), so a cancelled call loses no record."""
         claims = dict(self._prepared)
         if record is None:
             claims.pop(uid, None)
@@ -357,8 +341,7 @@ class ClaimPreparation:
 
 
 def _container_of(pod: PodView, request: str) -> str | None:
-    """The container a request of the claim serves, when the scheduler made the claim for a pod that asks for
-    the extended resource (``agent.kube.PodInfo.request_containers``); None otherwise."""
+    """The container a request serves in a claim the scheduler made for the extended resource; None otherwise."""
     mappings: Mapping[str, str] = getattr(pod, "request_containers", None) or {}
     return mappings.get(request)
 

@@ -1,11 +1,7 @@
 """What a claim's slots hold, written to its ``status.devices[]`` entries (``data``) for anyone to read.
 
-After NodePrepareResources, and with binding conditions once the slots are programmed at
-allocation (:mod:`agent.dra.binding`), each allocated device's entry says what its slot
-holds: the bitstream, its SHA-256, the accelerator ID, when this agent programmed it and
-whether the claim found it loaded already (a cache hit). ``kubectl get resourceclaim -o yaml``
-and ``fpga-agent cluster`` show it. At prepare the write is best effort: a refused write is
-logged and the claim is prepared all the same.
+Written after NodePrepareResources (best effort: a refused write is logged) and, with binding
+conditions, once the slots are programmed at allocation (:mod:`agent.dra.binding`).
 """
 
 from __future__ import annotations
@@ -66,8 +62,7 @@ def _now() -> str:
 
 class ContentTracker:
     """Reads what slots hold before and after a claim's programming (on the agent's loop).
-
-    ``sha256_of(bitstream)`` is the catalog entry's digest ("" when unknown; called in a thread)."""
+    ``sha256_of(bitstream)``: the catalog entry's digest ("" when unknown; called in a thread)."""
 
     def __init__(self, registry: SlotRegistry, sha256_of: Callable[[str], str]) -> None:
         self._registry = registry

@@ -1,10 +1,4 @@
-"""One DRA call at a time on the node, across agent processes: an exclusive ``flock`` on a file.
-
-During an update two agent pods serve the driver at once (each on its own sockets), and
-the kubelet may call either. Both keep their prepared claims in one record on the host,
-so each call runs under this lock, as the Go helper does with its ``serialize.lock``.
-The lock goes with the process: a killed agent never leaves it taken.
-"""
+"""One DRA call at a time on the node, across agent processes (two during an update): an exclusive ``flock``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Device health for the kubelet's DRA resource-health stream (``v1alpha1.DRAResourceHealth``).
 
-The kubelet opens ``NodeWatchResources`` on every registered DRA driver and expects the
-full list of the driver's devices with their health, then the full list again on every
-change; a device missing from the list, or not updated within its timeout, becomes
-Unknown. The kubelet shows the result in the status of the pods that use the device.
-:class:`HealthBoard` holds the list (set by whoever watches the slots) and wakes the
-open streams when it changes; each stream also repeats the list before the timeout
-runs out, so a quiet device does not go Unknown.
+:class:`HealthBoard` holds the full device list and wakes the open streams when it changes; each stream
+also repeats the list before the kubelet's timeout, so a quiet device does not go Unknown.
 """
 
 from __future__ import annotations
@@ -111,6 +106,5 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
         request: pb.NodeWatchResourcesRequest,
         context: grpc.aio.ServicerContext[pb.NodeWatchResourcesRequest, pb.NodeWatchResourcesResponse],
     ) -> AsyncIterator[pb.NodeWatchResourcesResponse]:
-        # A kubelet that goes away cancels the call, which ends the stream where it waits.
         async for devices, updated in self._board.follow():
             yield response(devices, updated)

@@ -1,13 +1,8 @@
 """DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com``.
 
-Wiring between the slot registry, claim preparation, the DRA plugin server and the
-ResourceSlice publisher (so it may import all of them); no device plugin is registered.
-Every slot is one device of the node's pool (:func:`slice_devices`); the slice follows every
-change of the registry and is put back when the kubelet deletes it (checked when the kubelet
-registers the driver, and every minute). Device health goes to the kubelet's resource-health
-stream; the agent is ready once the driver is registered. With ``--pod-uid`` the sockets are
-named after the pod so that an update's new pod serves beside the old one (docs/dra.md,
-"Updating the agent").
+Wiring between the slot registry, claim preparation, the DRA plugin server and the ResourceSlice
+publisher: the slice follows every change of the registry, device health goes to the kubelet's
+resource-health stream. See docs/dra.md.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ class SlicePublisher(Protocol):
 
 
 def eviction_order(state: SlotState) -> tuple[bool, float, str]:
-    """Empty (or unknown) slots first, then the least recently used, then by ID (:func:`agent.slots.eviction_key`,
-    the rule the scheduler extender scores DRA pods by)."""
+    """Empty (or unknown) slots first, then the least recently used, then by ID (:func:`agent.slots.eviction_key`)."""
     return eviction_key(state.bitstream, state.last_used, state.slot.id)
 
 
@@ -72,28 +66,12 @@ def slice_devices(
     binding: bool = False,
     cards: Sequence[OfferedCard] = (),
 ) -> list[SliceDevice]:
-    """One device per slot, with the attributes a claim selects on (unqualified: the driver's domain).
+    """One device per slot, in :func:`eviction_order` (the allocator takes the first free match), then the cards.
 
-    ``platform`` (the PR interface ID a bitstream must match), ``card`` (``matchAttribute`` keeps
-    two slots on one card), ``numa`` (when known) and ``bitstream`` (the catalog name loaded; ""
-    when empty, unknown or being programmed). Nothing else: the scheduler converts every attribute
-    of a device on every CEL evaluation, for every device of every node it filters. A slot that is
-    not healthy carries the NoSchedule taint ``UNHEALTHY_TAINT`` instead of an attribute: the
-    scheduler allocates it to no claim (the DeviceClass needs no health clause); it loses the taint
-    when it recovers. Capacities (:mod:`agent.dra.capacity`): ``fpga.example.com/slot`` on every
-    device, and the bitstream's own while the slot holds it, so that a claim can ask for either
-    without CEL.
-
-    The order is :func:`eviction_order`: the scheduler's allocator takes the first matching free
-    devices in slice order, so a claim that must program a slot (the ``any`` alternative of a
-    cache-aware claim) overwrites an empty slot, else the least recently used one, rather than
-    the first by ID. It costs a slice update when a slot's last use changes.
-    ``names``: the slot ID -> device name part of :func:`offered`, when the caller has it.
-    A slot in ``failed`` (its programming at allocation failed) carries the taint ``FAILED_TAINT``;
-    with ``binding`` every device has the binding conditions of :mod:`agent.dra.binding`.
-    ``cards``: the cards also offered whole (:mod:`agent.dra.cards`; ``names`` must come from
-    :func:`offered` with them): every device then says its ``kind`` (``slot`` or ``card``), their
-    slots consume their counter, and the card devices follow the slots.
+    Attributes: ``platform``, ``card``, ``numa`` (when known), ``bitstream`` ("" when empty, unknown or being
+    programmed) and, with ``cards``, ``kind``. An unhealthy slot carries the taint ``UNHEALTHY_TAINT``, a slot in
+    ``failed`` ``FAILED_TAINT``; capacities as :mod:`agent.dra.capacity` says. ``names``: slot ID -> device name
+    from :func:`offered` (with ``cards``, when given); ``binding``: every device has the binding conditions.
     """
     names = offered(states, cards)[0] if names is None else names
     conditions: dict[str, tuple[str, ...]] = (
@@ -151,9 +129,8 @@ def device_health(
     names: Mapping[str, str] | None = None,
     cards: Sequence[OfferedCard] = (),
 ) -> list[DeviceHealth]:
-    """Every device's health for the kubelet's resource-health stream (a vanished slot still held is listed,
-    unhealthy, until its claim is released; a card is healthy while all its slots are). ``names`` and
-    ``cards`` as for :func:`slice_devices`."""
+    """Every device's health for the kubelet's resource-health stream (a card is healthy while all its slots are).
+    ``names`` and ``cards`` as for :func:`slice_devices`."""
     names = offered(states, cards)[0] if names is None else names
     healths = [(str(s.slot.id), s.health, s.reason) for s in states]
     healths += [(card_key(c.card), c.health, c.reason) for c in cards]
@@ -183,9 +160,8 @@ class DraMode:
         status: ClaimStatusAccess | None = None,
         whole_cards: bool = False,
     ) -> None:
-        """Call on the agent's event loop (the plugin's gRPC servers and preparation run there). With ``status``
-        the claims' device entries say what their slots hold, and binding conditions may be on; with
-        ``whole_cards`` the cards the agent can program whole are offered too (:mod:`agent.dra.cards`)."""
+        """Call on the agent's event loop. With ``status`` the claims' device entries say what their slots hold (and
+        binding conditions may be on); with ``whole_cards`` cards are offered whole too."""
         self.node = node
         self._whole_cards = whole_cards
         self._can_program_card = reconfigurer.loader.can_program_card
@@ -236,8 +212,7 @@ class DraMode:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out.
-
-        The slots of the prepared claims are held before anything is served (the claims hold slots in DRA mode)."""
+        The prepared claims' slots are held before anything is served."""
         self.preparation.restore_holders()
         self._publish(self._registry.snapshot())
         await self.server.start()
@@ -268,8 +243,7 @@ class DraMode:
             logger.info("DRA driver %s stopped serving", DRIVER_NAME)
 
     async def _follow_record(self) -> None:
-        """During an update the other instance may release a claim between our calls: its record is read
-        every ``RECORD_POLL_S`` (one stat when nothing changed), so the freed slot shows here at once."""
+        """Read the claims record every ``RECORD_POLL_S``: during an update the other instance may change it."""
         while True:
             await asyncio.sleep(RECORD_POLL_S)
             await self.preparation.refresh()
@@ -282,7 +256,7 @@ class DraMode:
 
     def _publish(self, states: Sequence[SlotState]) -> None:
         cards = self.offered_cards(states)
-        names, clashes = offered(states, cards)  # worked out once for the slice, the health list and the clashes
+        names, clashes = offered(states, cards)
         self._report_clashes(clashes)
         self.health.set(device_health(self.node, states, names, cards))
         try:

@@ -1,12 +1,7 @@
-"""The name of a slot as a DRA device.
+"""The name of a slot as a DRA device: a DNS label, distinct per slot, depending only on the slot IDs.
 
-A device name is a DNS label, so each character a label forbids in a slot ID is written as
-``-``. Of slot IDs that then share one name, :func:`device_names` gives the plain name to the
-slot whose ID is the name itself (else the first by ID) and to each other one the plain name
-cut to leave room, ``-`` and 8 hex digits of the SHA-256 of its ID (the next 8 if those are
-taken too); an ID with no letter or digit gets such a name too. The names depend only on the
-slot IDs, so they stay the same across restarts, and every slot is offered under a distinct
-label (docs/dra.md, "Slot IDs that are one device name").
+Characters a label forbids become ``-``; slots whose names then clash get ``-`` and 8 hex digits of the
+SHA-256 of their ID (docs/dra.md, "Slot IDs that are one device name").
 """
 
 from __future__ import annotations
@@ -55,10 +50,8 @@ class NameClash:
 
 
 def device_names(slot_ids: Iterable[str]) -> tuple[dict[str, str], list[NameClash]]:
-    """Device name -> slot ID for every slot, and the clashes that gave slots a disambiguated name.
-
-    Which slot keeps a contested plain name does not depend on the order given: the one whose ID
-    is the name, else the first by ID."""
+    """Device name -> slot ID for every slot, and the clashes that gave slots a disambiguated name (the plain name
+    goes to the slot whose ID is the name, else the first by ID)."""
     slots: dict[str, str] = {}
     clashes = []
     ordered = sorted(set(slot_ids), key=lambda s: (device_name(s) != s, s))

@@ -1,9 +1,7 @@
 """Serving the DRA plugin: the registration socket the kubelet's plugin watcher finds, and the DRA socket.
 
-Both sockets are bound under a name used once and renamed into place, so that the
-plugin watcher never sees a half-made socket and a late unlink by a stopped gRPC
-server never removes a newer one. On stop, each socket is removed only while it is
-still ours (same inode): a newer agent that took the path over keeps it.
+Both sockets are bound under a name used once and renamed into place; on stop each is removed only while
+it is still ours (same inode).
 """
 
 from __future__ import annotations
@@ -45,9 +43,7 @@ _BIND_COUNTER = itertools.count()
 @dataclass(frozen=True, slots=True)
 class PluginSockets:
     """Where the sockets go: ``<registry>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``, or with an
-    ``instance`` (the pod UID) ``<driver>-<instance>-reg.sock`` and ``dra-<instance>.sock``, so that the pod
-    of an update serves beside the old one (the kubelet, since 1.33, uses the newest registration and falls
-    back to the older while it is there)."""
+    ``instance`` (the pod UID) ``<driver>-<instance>-reg.sock`` and ``dra-<instance>.sock``."""
 
     registry_dir: Path = Path(PLUGINS_REGISTRY_DIR)
     plugins_dir: Path = Path(PLUGINS_DIR)
@@ -80,8 +76,8 @@ class DraPluginServer:
         health: HealthBoard | None = None,
         on_registered: Callable[[], None] | None = None,
     ) -> None:
-        """With ``health``, the resource-health stream is served (and advertised) too; ``on_registered`` is
-        called (on the event loop) each time the kubelet registers the driver, e.g. after its restart."""
+        """With ``health``, the resource-health stream is served too; ``on_registered`` is called (on the event
+        loop) each time the kubelet registers the driver."""
         self.sockets = sockets or PluginSockets()
         core = self._core = DraCore(preparer, self.sockets.lock)
         #: The calls' lock (:meth:`DraCore.exclusive`), for work on the slots outside a call.
@@ -102,8 +98,7 @@ class DraPluginServer:
         return self._placed_at is not None
 
     def superseded(self) -> bool:
-        """Whether another instance of the driver placed its registration socket after ours: the new pod of an
-        update, which the kubelet now uses (it takes the newest registration)."""
+        """Whether another instance of the driver placed its registration socket after ours (the kubelet uses it)."""
         mine = self._placed_at
         if mine is None:
             return False
@@ -120,8 +115,7 @@ class DraPluginServer:
         return sorted(p for p in found if p != self.sockets.registration)
 
     def remove_dead_instances(self) -> list[Path]:
-        """Remove the sockets of the driver's instances that are gone (a killed pod leaves its per-pod sockets;
-        the kubelet would keep trying them): those that refuse a connection. The removed paths."""
+        """Remove the sockets of the driver's other instances that refuse a connection; the removed paths."""
         removed = []
         prefix = f"{self.sockets.driver}-"
         for registration in self._other_registrations():
@@ -138,8 +132,8 @@ class DraPluginServer:
         return removed
 
     async def start(self) -> None:
-        """Serve the DRA socket, then the registration socket (the kubelet dials the first once it has
-        found the second). KubeletError naming the path when one cannot be served; nothing is left."""
+        """Serve the DRA socket, then the registration socket; KubeletError when one cannot be served (nothing is
+        left)."""
         bound_undecodable_request_logs()
         try:
             await asyncio.to_thread(self.remove_dead_instances)
@@ -186,8 +180,7 @@ class DraPluginServer:
 
     async def _start_one(self, path: Path, add: Callable[[grpc.aio.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A short name used once (the watcher skips dot names): a socket path has at most 107 bytes, and the
-        # per-pod names are long; pids repeat across containers, so the name is random.
+        # A short, random dot name (the watcher skips them): a socket path has at most 107 bytes.
         bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
         server = grpc.aio.server()
         add(server)

@@ -1,10 +1,7 @@
 """The DRAPlugin service (v1 and v1beta1) and plugin registration, over a :class:`ClaimPreparer`.
 
-Each claim of a call gets its own entry in the answer: a claim that cannot be
-prepared carries its error there, as the preparer words it (naming the claim), and
-the kubelet retries it later; it does not fail the others.
-A claim named twice in one call is prepared once. Unpreparing a claim the driver
-does not know is a success: the kubelet may ask again after a restart.
+Each claim of a call gets its own entry in the answer, with its error if it failed; a claim named
+twice in one call is prepared once.
 """
 
 from __future__ import annotations
@@ -86,10 +83,8 @@ def _refs(claims: Sequence[_Claims]) -> dict[str, ClaimRef]:
 
 
 class DraCore:
-    """Both API versions' calls on one preparer, one call at a time; answers as plain data.
-
-    With ``lock_file``, one call at a time on the whole node: the file is locked for each call, so
-    that the agent pod of an update and the old one never prepare at once (:mod:`agent.dra.filelock`)."""
+    """Both API versions' calls on one preparer, one call at a time (with ``lock_file``, on the whole node);
+    answers as plain data."""
 
     def __init__(self, preparer: ClaimPreparer, lock_file: Path | None = None) -> None:
         self._preparer = preparer
@@ -115,9 +110,7 @@ class DraCore:
             return await call(claims)
 
     async def _to_the_end(self, call: Coroutine[Any, Any, _T]) -> _T:
-        """A call runs to its end even when its RPC is cancelled (the kubelet's deadline passed while it waited
-        for the lock or programmed): cut short, a programming would taint its slot; finished, the kubelet's
-        next try finds the claim prepared."""
+        """Run the call to its end even when its RPC is cancelled (cut short, a programming would taint its slot)."""
         task = asyncio.ensure_future(call)
         self._running.add(task)
         task.add_done_callback(self._running.discard)

@@ -1,15 +1,7 @@
-"""The only code that talks to the API server (through the ``kubernetes`` client).
+"""The only code that talks to the API server (through the blocking ``kubernetes`` client).
 
-* :func:`connect_api` (the kubeconfig as kubectl finds it, or the in-cluster account);
-  :class:`PodCache` (this node's pods, one list+watch); :class:`EventRecorder` (Events on pods);
-* :class:`NodePublisher`: this node's slot state as its FpgaNodeState and its platform labels,
-  written only on change, debounced, retried; :func:`list_nodes`, :func:`list_node_states` for the
-  cluster view; :class:`NodeStateWatcher`: every FpgaNodeState, for the scheduler extender;
-* :class:`BitstreamWatcher`, :class:`SecretReader` (pull Secrets), :class:`SecretWriter` and
-  :class:`WebhookCaBundle` (``fpga-agent certs``); for DRA :class:`ClaimReader`, :class:`ResourceSlicePublisher`.
-
-The client is blocking: every call runs in a worker thread, results reach the event loop as
-small frozen values, and client errors are wrapped (``KubeError``) or logged here.
+Every call runs in a worker thread; results reach the event loop as small frozen values,
+and client errors are wrapped (``KubeError``) or logged here.
 """
 
 from agent.kube.bitstreamwatch import BitstreamWatcher

@@ -1,14 +1,4 @@
-"""Every FpgaBitstream object (example.com/v1alpha1, cluster-scoped), kept current by one list+watch.
-
-The agent pulls a bitstream only if the cluster declares it, so it needs every
-declaration, all the time, without asking the API server per pod. One list+watch
-(the reflector: relist after ``410 Gone`` or a dropped watch, backoff,
-resourceVersion bookkeeping) keeps them; the objects are few and small.
-
-This module reads the wire only: each object reaches the caller's ``parse`` (in the
-worker thread) as the JSON the API server sent. What a declaration means, and what
-to do with one that does not parse, is the caller's business.
-"""
+"""Every FpgaBitstream object (example.com/v1alpha1, cluster-scoped), kept current by one list+watch."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """ResourceClaims as a DRA driver reads them at NodePrepareResources.
 
-The kubelet names a claim only (namespace, name, UID); its ``status.allocation`` holds the
-allocated devices (``devices.results[]``; a ``firstAvailable`` result names
-``<request>/<subrequest>``) and the configs (``devices.config[]``: a config applies to the
-requests it lists, or to all; a claim's wins over its class's; within a source the later
-wins). :func:`parse_claim` keeps what concerns one driver; a claim not allocated, or with
-another UID than the kubelet's (deleted and made again), is a clear error. The parameters
-stay as the API server gave them: the driver checks what they mean.
+:func:`parse_claim` keeps the allocated devices and configs of one driver (a claim's config wins over
+its class's; within a source the later wins); the parameters stay as the API server gave them.
 """
 
 from __future__ import annotations

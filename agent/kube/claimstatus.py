@@ -1,10 +1,6 @@
 """The driver's entries in a ResourceClaim's ``status.devices[]``: conditions and data, by JSON patch.
 
-Each entry names one allocated device (driver, pool, device) and carries at most 8
-conditions and a ``data`` object of at most 10 KiB. The agent reads the claim and patches
-only its own entries (JSON patch, guarded by the resourceVersion it read; retried when the
-claim changed meanwhile). A claim whose opaque parameters were sent as JSON with spaces
-cannot take any status write by JSON (docs/dra.md, "Program before bind").
+Only our own entries are patched, guarded by the resourceVersion read (retried when the claim changed).
 :class:`ClaimWatcher` lists and watches every claim.
 """
 

@@ -1,14 +1,6 @@
 """Every ResourceClaimTemplate (resource.k8s.io/v1, all namespaces), kept current by one list+watch.
 
-The scheduler extender scores a DRA pod by what its claims ask for, and a pod names
-its claims' templates only. The scheduler sends the pod, never the templates, and a
-handler must not call the API server; so one list+watch (the reflector: relist after
-``410 Gone`` or a dropped watch, backoff, resourceVersion bookkeeping) keeps them all.
-Templates are few and small, and change rarely.
-
-This module reads the wire only: each object reaches the caller's ``parse`` (in the
-worker thread) as the JSON the API server sent. What a template means is the
-extender's business (``agent.extender.claimtemplates``).
+For the scheduler extender, which scores a DRA pod by its claims' templates without calling the API server.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The grant that outlives ``kubectl delete -k`` long enough for the agents to leave their Nodes clean.
 
-``fpga-agent cleanup-grant`` (the install's Job, daemonset/cleanup-grant-job.yaml) makes the
-ClusterRole and ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's
-ServiceAccount, owned by the Namespace: in no manifest, so ``kubectl delete -k`` leaves them,
-and the garbage collector deletes them with the Namespace. The ServiceAccount's finalizer
-:data:`FINALIZER` holds the Namespace until the last agent has cleaned up
-(:mod:`agent.kube.uninstall`). Calls: ``get`` on the Namespace, ``create`` on the two objects
-(one that exists is left as it is). Why finalizers on the RBAC objects would not do:
-docs/uninstall.md.
+``fpga-agent cleanup-grant`` makes a ClusterRole and ClusterRoleBinding owned by the Namespace (in no
+manifest); the ServiceAccount's :data:`FINALIZER` holds the Namespace until the last agent has cleaned
+up. See docs/uninstall.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Connect to the API server: a kubeconfig file, or the in-cluster service account.
+"""Connect to the API server: a kubeconfig file (found as kubectl does), or the in-cluster service account.
 
-Every command finds its credentials as kubectl does (:func:`resolve_kubeconfig`):
-``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``, else the pod's
-service account. The agent runs as a DaemonSet pod, so the service account is its
-normal case; a kubeconfig is for running it outside the cluster. Failing to build a
-client is not fatal to the agent: the caller gets a :class:`~agent.errors.KubeError`
-naming what is missing, serves slots anyway and says once that pod annotations cannot
-be read.
-
-Also here: :func:`describe_api_error`, the one place that turns the client's
-exceptions (``ApiException``, urllib3 errors) into short log text.
+Also :func:`describe_api_error`, the one place that turns the client's exceptions into short log text.
 """
 
 from __future__ import annotations
@@ -54,13 +45,8 @@ class KubeconfigChoice:
 def resolve_kubeconfig(
     given: Path | None, environ: Mapping[str, str] | None = None, home: Path | None = None
 ) -> KubeconfigChoice:
-    """The kubeconfig every command uses, found as kubectl finds it.
-
-    ``given`` (the ``--kubeconfig`` flag or ``FPGA_AGENT_KUBECONFIG``), else the first
-    existing file of ``$KUBECONFIG`` (a path list; set, it replaces ``~/.kube/config``
-    as it does for kubectl), else ``~/.kube/config``, else the in-cluster service
-    account (path None). KubeError when ``$KUBECONFIG`` names only missing files.
-    """
+    """``given``, else the first existing file of ``$KUBECONFIG``, else ``~/.kube/config``, else in-cluster
+    (path None). KubeError when ``$KUBECONFIG`` is set but names only missing files."""
     environ = os.environ if environ is None else environ
     if given is not None:
         return KubeconfigChoice(given, "--kubeconfig")
@@ -103,11 +89,8 @@ def build_api_client(
     environ: Mapping[str, str] | None = None,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
 ) -> client.ApiClient:
-    """An ApiClient for ``kubeconfig`` if given, else for the pod's service account.
-
-    Raises KubeError with a message that says what is missing. The caller owns the
-    client and closes it (``api_client.close()``).
-    """
+    """An ApiClient for ``kubeconfig`` if given, else for the pod's service account; the caller closes it.
+    KubeError saying what is missing."""
     if kubeconfig is not None:
         return _from_kubeconfig(kubeconfig, origin)
     return _in_cluster(os.environ if environ is None else environ, service_account_dir)
@@ -153,11 +136,8 @@ def _in_cluster(environ: Mapping[str, str], service_account_dir: Path) -> client
 
 
 def describe_api_error(exc: BaseException) -> tuple[str, str]:
-    """(kind, text) of a failed call: kind groups repeats for logging once, text is for people.
-
-    ``kind`` is e.g. ``"HTTP 403"`` or ``"connection"``; ``text`` carries the API
-    server's own Status message where there is one.
-    """
+    """(kind, text) of a failed call: kind (``"HTTP 403"``, ``"connection"``) groups repeats for logging once;
+    text, for people, carries the API server's Status message where there is one."""
     if isinstance(exc, ApiException):
         status = exc.status or 0
         message = _status_message(exc.body) or str(exc.reason or "").strip()

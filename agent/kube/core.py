@@ -1,12 +1,5 @@
-"""The requests fpga-slot makes (core/v1, resource.k8s.io/v1 for DRA, example.com/v1alpha1 for FpgaBitstreams
-and FpgaNodeStates, rbac.authorization.k8s.io/v1 for the agent's cleanup grant).
-
-The generated ``CoreV1Api`` holds every core/v1 request, far more code than the few calls the
-agent makes, and loading it costs memory accordingly. These methods build the same
-requests through the same ApiClient (configuration, authentication, TLS, retries,
-serialisation), keep the client's method names and keyword arguments, and raise the
-client's ``ApiException`` for a non-2xx answer, as the generated methods do. Answers
-come back as plain JSON (dicts), or as the raw response with ``_preload_content=False``.
+"""The requests fpga-slot makes, lighter than the generated ``CoreV1Api``: same method names and keyword arguments,
+``ApiException`` for a non-2xx answer; answers are plain JSON, or the raw response with ``_preload_content=False``.
 """
 
 from __future__ import annotations

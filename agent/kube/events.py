@@ -1,16 +1,8 @@
 """Kubernetes Events on pods: what the agent did with their slots, where ``kubectl describe pod`` shows it.
 
-Events are a courtesy to the user, never a reason to slow down or fail a
-container start. So :meth:`EventRecorder.post` only puts the event in a bounded
-queue (when the queue is full the oldest event is dropped, with a log line), and
-one sender task posts them one by one through the blocking client in a worker
-thread. A failed post is logged once per kind of failure and retried only when
-trying again can help (network, 429, 5xx).
-
-The Event is a core/v1 Event as the kubelet writes them: ``involvedObject`` the
-pod, ``source`` component and host, ``firstTimestamp``/``lastTimestamp``/
-``count``, ``reportingComponent``/``reportingInstance``, and no ``eventTime``
-(which would make it a new-style event with different required fields).
+Posting never blocks or fails the caller: events go through a bounded queue (oldest dropped when full)
+to one sender task; failures are retried only when transient. The body is a core/v1 Event as the
+kubelet writes them (no ``eventTime``).
 """
 
 from __future__ import annotations
@@ -58,10 +50,7 @@ class PodEvent:
 
 
 class EventRecorder:
-    """Posts Events about pods without ever blocking or failing the caller.
-
-    Run ``run()`` as a long-lived task (the sender); ``post()`` from anywhere on the loop.
-    """
+    """Posts Events about pods. Run ``run()`` as a long-lived task (the sender); ``post()`` on the same loop."""
 
     def __init__(
         self,
@@ -94,10 +83,7 @@ class EventRecorder:
         message: str,
         type: str = "Normal",
     ) -> None:
-        """Queue an Event on the pod; returns at once. The oldest queued Event makes room if full.
-
-        ``type`` is ``"Normal"`` or ``"Warning"``; anything else is posted as Warning.
-        """
+        """Queue an Event on the pod; returns at once. A ``type`` other than ``"Normal"`` is posted as Warning."""
         if type not in ("Normal", "Warning"):
             logger.warning(
                 "Event %s on pod %s/%s: unknown type %r, posting as Warning", reason, namespace, pod_name, type
@@ -140,7 +126,7 @@ class EventRecorder:
                 await asyncio.to_thread(self._create, event.namespace, body)
             except Exception as exc:
                 if attempt > 0 and api_status(exc) == 409:
-                    # An earlier attempt timed out on our side but reached the server: it is there.
+                    # An earlier attempt timed out on our side but reached the server.
                     self._failures.succeeded()
                     self.posted += 1
                     return

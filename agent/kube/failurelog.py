@@ -1,9 +1,7 @@
 """Say each kind of API failure once, not once per retry.
 
-A node agent that cannot reach the API server retries for hours; a warning on
-every attempt buries everything else in the log. The first failure of each kind
-(``HTTP 403``, ``connection``, ...) is a warning, repeats are debug lines, and the
-first success after failures says that things work again.
+The first failure of each kind is a warning, repeats are debug lines, and the first success after
+failures says that things work again.
 """
 
 from __future__ import annotations

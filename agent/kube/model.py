@@ -1,13 +1,6 @@
 """What the agent keeps of a pod: a small frozen value parsed once from the API's JSON.
 
-The API server sends whole Pod objects (often tens of kilobytes with managed
-fields and status). The agent needs only who the pod is, where and in which phase
-it is, its annotations (the bitstream it wants) and how many slots each container
-asks for, so :func:`parse_pod` copies exactly that and the rest is dropped right after
-the read, in the worker thread that read it.
-
-Parsing is tolerant: the API server only ever sends valid pods, but fields that
-are unset are simply absent in JSON, so every field has a neutral default.
+Parsing is tolerant: unset fields are absent in JSON, so every field has a neutral default.
 """
 
 from __future__ import annotations
@@ -19,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from agent.kube.nodefields import as_mapping
 from agent.slots.bitstreamrequest import SLOT_RESOURCE as SLOT_RESOURCE  # the extended resource the agent advertises
 from agent.slots.bitstreamrequest import slots_asked
 
@@ -82,10 +76,6 @@ def parse_timestamp(value: object) -> float:
     return moment.timestamp()
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _container_slots(container: Mapping[str, Any]) -> ContainerSlots:
     return ContainerSlots(str(container.get("name", "")), slots_asked(container))
 
@@ -97,18 +87,15 @@ def _containers(value: object) -> tuple[ContainerSlots, ...]:
 
 
 def parse_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> PodInfo:
-    """Copy what the agent needs out of a Pod as the API sends it (JSON, camelCase).
-
-    Raises ValueError when the object has no name (not a pod at all).
-    """
-    meta = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    """The PodInfo of a Pod as the API sends it (JSON, camelCase); ValueError when it has no name."""
+    meta = as_mapping(obj.get("metadata"))
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError("object has no metadata.name")
     annotations = {
-        str(key): value for key, value in _mapping(meta.get("annotations")).items() if isinstance(value, str)
+        str(key): value for key, value in as_mapping(meta.get("annotations")).items() if isinstance(value, str)
     }
     return PodInfo(
         namespace=str(meta.get("namespace") or ""),
@@ -127,8 +114,8 @@ def parse_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> PodInfo:
 
 def _request_containers(status: Mapping[str, Any]) -> dict[str, str]:
     found = {}
-    for mapping in _mapping(status.get("extendedResourceClaimStatus")).get("requestMappings") or []:
-        mapping = _mapping(mapping)
+    for mapping in as_mapping(status.get("extendedResourceClaimStatus")).get("requestMappings") or []:
+        mapping = as_mapping(mapping)
         request, container = mapping.get("requestName"), mapping.get("containerName")
         if mapping.get("resourceName") == SLOT_RESOURCE and isinstance(request, str) and isinstance(container, str):
             found[request] = container

@@ -64,11 +64,8 @@ def owned_fields(node: Mapping[str, Any]) -> OwnedFields:
 
 
 def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | None:
-    """The merge patch that turns the Node's owned keys from ``current`` into ``desired``; None if equal.
-
-    Only keys that differ are sent; owned labels the node should no longer have are
-    ``null`` (removed), and so are the annotations of earlier versions.
-    """
+    """The merge patch of the owned keys that differ from ``current`` to ``desired`` (``null``: removed); None
+    if equal."""
     annotations: dict[str, str | None] = {
         key: value for key, value in desired.annotations.items() if current.annotations.get(key) != value
     }

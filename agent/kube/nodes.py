@@ -1,13 +1,7 @@
 """This node's published slot state: its FpgaNodeState object and its platform labels; every Node for the view.
 
-The agent writes the node's slot state as its FpgaNodeState object (``agent.kube.stateobject``,
-schema ``agent.slots.published``) and, on the Node itself, only the platform labels
-(``example.com/fpga-platform`` and ``fpga-platform.example.com/<platform>``, for the scheduler's own
-NodeAffinity). :class:`NodePublisher` keeps both equal to the latest :meth:`~NodePublisher.update`:
-it writes only what differs from what the API server showed last, at most about twice a second,
-retries with backoff and reads both again every ``RESYNC_S``. The Node is written only when the
-labels change; annotations that earlier versions kept on the Node are removed on the first write.
-:meth:`NodePublisher.clear` removes the labels and the object (an uninstall's clean stop).
+:class:`NodePublisher` writes only what differs from what the API server showed last, paced,
+retried with backoff, and reads both again every ``RESYNC_S``.
 """
 
 from __future__ import annotations
@@ -62,11 +56,8 @@ _UNREAD: Any = object()  # the object has not been read yet (None: read, and the
 
 
 class NodePublisher:
-    """Keeps this node's FpgaNodeState and platform labels equal to the latest :meth:`update`.
-
-    Run :meth:`run` as a long-lived task; call :meth:`update` from the same loop at any time.
-    ``pod_name``: the agent's pod, whose DaemonSet owns the object (none outside a pod).
-    """
+    """Keeps this node's FpgaNodeState and platform labels equal to the latest :meth:`update` (call it on the loop
+    that runs :meth:`run`). ``pod_name``: the agent's pod, whose DaemonSet owns the object."""
 
     def __init__(
         self,
@@ -202,10 +193,9 @@ class NodePublisher:
                     self._current, self._stored = None, _UNREAD  # read both again and put right what differs
 
     async def clear(self) -> bool:
-        """Remove the platform labels (and earlier versions' annotations) from the Node, then delete the
-        FpgaNodeState (the agent's stop when uninstalled; call it once ``run`` has ended). False, with a warning
-        naming the failure, when the labels could not be removed; an object that cannot be deleted (the agent's
-        Role went first) is left to the garbage collector, which deletes it with its DaemonSet."""
+        """Remove the platform labels (and old annotations) from the Node, then delete the FpgaNodeState; call it
+        once ``run`` has ended. False, with a warning, when the labels could not be removed; an undeletable object
+        is left to the garbage collector."""
         try:
             current = await asyncio.to_thread(self._read)
             body = clear_body(current)

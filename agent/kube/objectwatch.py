@@ -1,10 +1,6 @@
 """Every object of one kind, kept current by one list+watch: the base of the cluster-wide watchers.
 
-A watcher names its kind (the resource, how logs call it) and hands the CoreCalls method
-that lists them all (as ``list_func=``, which tests/deploy/test_rbac.py reads from the code
-to check the roles); the reflector does the rest (relist after ``410 Gone`` or a dropped watch, backoff,
-resourceVersion bookkeeping). Each object reaches the caller's ``parse`` (in the worker
-thread) as the JSON the API server sent; what it means is the caller's business.
+Subclasses pass the CoreCalls list method as ``list_func=`` (tests/deploy/test_rbac.py reads it).
 """
 
 from __future__ import annotations
@@ -21,12 +17,11 @@ T = TypeVar("T")
 
 
 class ObjectWatcher(Generic[T]):
-    """Lists and watches every object of the subclass's kind until cancelled; hands each, parsed, on.
+    """Lists and watches every object of its kind until cancelled; hands each, parsed, on.
 
-    ``parse(obj)`` runs in the worker thread and may raise ValueError to skip an object.
-    The callbacks run on the event loop: ``on_replace(values)`` after each list,
-    ``on_event(kind, value)`` per watch event (``ADDED``, ``MODIFIED``, ``DELETED``),
-    ``on_error(text)`` when a list fails (the watcher keeps trying with backoff).
+    ``parse(obj)`` runs in the worker thread (ValueError skips the object). On the event loop:
+    ``on_replace(values)`` after each list, ``on_event(kind, value)`` per watch event,
+    ``on_error(text)`` when a list fails (it retries with backoff).
     """
 
     def __init__(

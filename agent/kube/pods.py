@@ -1,17 +1,7 @@
 """This node's pods, kept current by one list+watch (``fieldSelector=spec.nodeName=<node>``).
 
-PreStartContainer needs the annotations of the pod it is starting, and
-GetPreferredAllocation wants the pending pods that ask for slots. Asking the API
-server on each call would add a round trip inside the kubelet's deadline and
-load the API server once per container start on every node; one watch per node
-is what the kubelet itself does. The reading happens in the reflector's worker
-thread; the dict of :class:`PodInfo` lives on the event loop and is only
-touched there, so readers need no lock.
-
-Listeners hear ADDED, MODIFIED and DELETED for this node's pods, also for the
-differences found by a relist (so a pod deleted while the watch was down is
-still reported as DELETED), and a MODIFIED only when something the agent keeps
-changed (status updates that touch nothing in PodInfo are not passed on).
+The pods live on the event loop and are only touched there. Listeners hear ADDED, MODIFIED and DELETED,
+also for the differences a relist finds; MODIFIED only when something in :class:`PodInfo` changed.
 """
 
 from __future__ import annotations
@@ -32,10 +22,7 @@ PodListener = Callable[[PodEventKind, PodInfo], None]
 
 
 class PodCache:
-    """The pods bound to ``node_name``, from the API server, with change callbacks.
-
-    Run ``run()`` as a long-lived task; everything else is called on the same loop.
-    """
+    """The pods bound to ``node_name``, with change callbacks. Run ``run()`` as a task; call the rest on its loop."""
 
     def __init__(
         self,
@@ -99,10 +86,7 @@ class PodCache:
         return list(self._pods.values())
 
     async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodInfo | None:
-        """The pod, waiting up to ``timeout_s`` for it to arrive through the watch; None if it does not.
-
-        For the moment between the kubelet seeing a pod and this watch delivering it.
-        """
+        """The pod, waiting up to ``timeout_s`` for it to arrive through the watch; None if it does not."""
         key = (namespace, name)
         pod = self._pods.get(key)
         if pod is not None:

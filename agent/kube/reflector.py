@@ -1,12 +1,7 @@
 """List, then watch, one kind of object in a worker thread; hand what changes to the event loop.
 
-A small reflector (client-go's word): the blocking client's list/watch loop lives in one
-thread, which parses each object into a small frozen value and passes it to the loop with
-``call_soon_threadsafe``. Resource versions as the API server expects: the first list at
-``resourceVersion=0`` (the watch cache); the watch resumes from the last version or BOOKMARK;
-``410 Gone`` lists again at once, other errors after a jittered, capped backoff; later lists ask
-``NotOlderThan`` the last version seen, falling back to a consistent read when refused.
-Cancelling ``run()`` shuts the open response down at the socket and waits for the thread.
+``410 Gone`` lists again at once, other errors after a jittered, capped backoff. Cancelling ``run()``
+shuts the open response down at the socket and waits for the thread.
 """
 
 from __future__ import annotations
@@ -27,6 +22,7 @@ from kubernetes import watch
 
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.failurelog import FailureLog
+from agent.kube.nodefields import as_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +68,10 @@ class _WatchEnd:
 class Reflector(Generic[T]):
     """Keeps one list+watch going in a worker thread until ``run()`` is cancelled.
 
-    ``list_func`` is a kubernetes client list method (for example
-    ``CoreV1Api.list_pod_for_all_namespaces``), called with ``list_kwargs`` (such as
-    a field selector). ``parse`` turns one object (JSON as a dict) into a value and
-    runs in the worker thread; it may raise ValueError for an object to skip.
-    The callbacks run on the event loop, in the order the thread saw things:
-    ``on_replace(values)`` after each list, ``on_event(kind, value)`` per watch
-    event, ``on_error(text)`` when a list fails.
+    ``list_func`` (a client list method) is called with ``list_kwargs``. ``parse`` runs in the worker
+    thread (ValueError skips the object). The callbacks run on the event loop, in order:
+    ``on_replace(values)`` after each list, ``on_event(kind, value)`` per watch event,
+    ``on_error(text)`` when a list fails.
     """
 
     def __init__(
@@ -135,7 +128,6 @@ class Reflector(Generic[T]):
                 except TimeoutError:
                     logger.warning("the worker thread for %s did not stop in time", self._description)
             if finished.done():
-                # The future is resolved as the thread's very last step: this join is immediate.
                 thread.join(timeout=1.0)
 
     def stop(self) -> None:
@@ -204,7 +196,7 @@ class Reflector(Generic[T]):
             response.release_conn()
         if not isinstance(body, dict):
             raise ValueError("the list response is not a JSON object")
-        version = str(_mapping(body.get("metadata")).get("resourceVersion") or "")
+        version = str(as_mapping(body.get("metadata")).get("resourceVersion") or "")
         if not version:
             raise ValueError("the list response has no metadata.resourceVersion")
         values: list[T] = []
@@ -215,7 +207,6 @@ class Reflector(Generic[T]):
         return values, version
 
     def _watch(self, loop: asyncio.AbstractEventLoop, version: str) -> _WatchEnd:
-        # return_type "object": hand back the JSON dict as it came, no model classes built.
         stream = watch.Watch(return_type="object")  # type: ignore[no-untyped-call]
         events = 0
         resumed = 0
@@ -236,8 +227,8 @@ class Reflector(Generic[T]):
                     if self._stop.is_set():
                         break
                     kind = str(event.get("type"))
-                    raw = _mapping(event.get("raw_object"))
-                    version = str(_mapping(raw.get("metadata")).get("resourceVersion") or version)
+                    raw = as_mapping(event.get("raw_object"))
+                    version = str(as_mapping(raw.get("metadata")).get("resourceVersion") or version)
                     if kind in _EVENT_KINDS:
                         events += 1
                         value = self._parse_or_skip(raw)
@@ -287,7 +278,7 @@ class Reflector(Generic[T]):
 
     def _parse_or_skip(self, raw: object) -> T | None:
         try:
-            return self._parse(_mapping(raw))
+            return self._parse(as_mapping(raw))
         except (ValueError, TypeError, KeyError) as exc:
             logger.warning("skipping a malformed object among %s: %s", self._description, exc)
             return None
@@ -315,7 +306,3 @@ def _shutdown(response: Any) -> None:
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

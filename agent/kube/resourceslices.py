@@ -1,15 +1,8 @@
 """This node's DRA devices as a ResourceSlice (``resource.k8s.io/v1``), kept in place.
 
-One pool per node in one slice ``<node>-<driver>``, owned by the Node, a device per slot;
-when devices share counters (a whole card offered beside its slots), the counter sets go in a
-second slice of the pool, ``<node>-<driver>-counters`` (a slice holds devices or counters,
-not both). A slice is created when missing and replaced in place (same pool generation) when
-it differs; the counters' slice is deleted when no counter is published any more. The
-kubelet deletes a node's slices when it starts and a driver's 30 s after its last connection
-drops, so the publisher checks every ``interval_s`` and after every change, and puts them
-back. An unhealthy slot carries a ``DeviceTaint``. Attribute names and
-values are checked against the API's limits here, so a bad value is a clear error naming the
-device, not a refused slice.
+One pool per node: slice ``<node>-<driver>`` (owned by the Node, a device per slot) and, when devices
+share counters, ``<node>-<driver>-counters``. Slices are created when missing, replaced when they differ,
+and checked periodically since the kubelet deletes them. Values are checked against the API's limits here.
 """
 
 from __future__ import annotations
@@ -46,9 +39,7 @@ _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 #: A capacity name as we publish them: the driver's domain (a DNS subdomain), "/", a C identifier of <= 32.
 _CAPACITY_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-#: How often the slice is checked without a change of the devices: a safety net only, since a kubelet
-#: that restarts (and deletes the node's slices) registers the driver again, and the registration hook
-#: republishes the slice at once.
+#: How often the slice is checked without a change of the devices (a safety net: registration republishes).
 CHECK_INTERVAL_S = 60.0
 REQUEST_TIMEOUT_S = 10.0
 
@@ -61,8 +52,7 @@ TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 @dataclass(frozen=True, slots=True)
 class DeviceTaint:
-    """A taint on a device (DRADeviceTaints, beta in 1.36): the scheduler allocates no claim to a device with a
-    NoSchedule taint the claim does not tolerate, without any CEL in the class."""
+    """A taint on a device (DRADeviceTaints)."""
 
     key: str
     effect: str = "NoSchedule"
@@ -177,7 +167,7 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices
 
 
 class ResourceSlicePublisher:
-    """Keeps ``<node>-<driver>`` equal to the devices last set (see the module docstring)."""
+    """Keeps the pool's slices equal to the devices last set."""
 
     def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float | None = None) -> None:
         """``interval_s``: how often the slice is checked without a change (default ``CHECK_INTERVAL_S``)."""
@@ -198,8 +188,8 @@ class ResourceSlicePublisher:
         self.standby: Callable[[], bool] = lambda: False
 
     def set_devices(self, devices: Sequence[SliceDevice], counters: Sequence[CounterSet] = ()) -> None:
-        """The devices (and the counter sets they share) to publish, on the event loop (checked now: KubeError
-        naming the bad one; the last good set stays)."""
+        """The devices (and counter sets) to publish, on the event loop; KubeError naming a bad one (the last good
+        set stays)."""
         specs = {self.name: slice_spec(self.driver, self.node, devices, slices=2 if counters else 1)}
         if counters:
             specs[self.counters_name] = counters_spec(self.driver, self.node, counters)
@@ -211,8 +201,7 @@ class ResourceSlicePublisher:
         self._changed.set()
 
     def refresh(self) -> None:
-        """Check the slice now (on the event loop): the kubelet has just registered the driver, and a kubelet
-        that starts deletes the node's slices."""
+        """Check the slice now (on the event loop), as after the kubelet registered the driver."""
         self._changed.set()
 
     def reconcile(self) -> str:

@@ -1,12 +1,7 @@
 """Secrets: the pull credentials an FpgaBitstream names, and the extender's TLS Secrets made at install.
 
-Only the Secret an FpgaBitstream names is read (one GET, when a pull needs it), and
-only in the namespace the agent runs in: a namespaced Role grants exactly that, so
-the agent can read no other namespace's Secrets. The values come back decoded
-(bytes per key); what they mean is the puller's business (``agent.bitstreams.secret``).
-
-:class:`SecretWriter` creates a Secret and never replaces one (``fpga-agent certs``,
-run by the install's Job: an existing Secret is left as it is).
+Secrets are read one by name, only in the agent's own namespace; values come back decoded.
+:class:`SecretWriter` creates a Secret and never replaces one (``fpga-agent certs``).
 """
 
 from __future__ import annotations

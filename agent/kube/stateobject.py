@@ -1,8 +1,7 @@
 """This node's FpgaNodeState object: read, written whole when its spec changes, deleted on uninstall.
 
-Blocking calls, for a worker thread. The object is owned by the agent's DaemonSet (found
-once from the agent's own pod), so the garbage collector removes it with the install and
-an update of the agents keeps it. The schema is ``agent.slots.published``.
+Blocking calls, for a worker thread. The object is owned by the agent's DaemonSet, so the garbage
+collector removes it with the install. The schema is ``agent.slots.published``.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from kubernetes.client import ApiClient
 
 from agent.kube.client import api_status
 from agent.kube.core import CoreCalls
+from agent.kube.nodefields import as_mapping
 from agent.kube.reflector import CONNECT_TIMEOUT_S
 from agent.slots.published import state_object
 
@@ -57,8 +57,8 @@ class StateObjects:
                 )
                 return None
             raise
-        for ref in _mapping(pod.get("metadata")).get("ownerReferences") or []:
-            ref = _mapping(ref)
+        for ref in as_mapping(pod.get("metadata")).get("ownerReferences") or []:
+            ref = as_mapping(ref)
             if ref.get("kind") == "DaemonSet" and ref.get("controller") and ref.get("uid"):
                 return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ref.get("name"), "uid": ref.get("uid")}
         return None
@@ -113,10 +113,6 @@ def _owner_key(ref: Mapping[str, Any]) -> tuple[object, object]:
 
 
 def _stored(obj: Any) -> StoredState:
-    metadata = _mapping(_mapping(obj).get("metadata"))
-    owners = tuple(_mapping(ref) for ref in metadata.get("ownerReferences") or [])
-    return StoredState(_mapping(_mapping(obj).get("spec")), owners, str(metadata.get("resourceVersion") or ""))
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    metadata = as_mapping(as_mapping(obj).get("metadata"))
+    owners = tuple(as_mapping(ref) for ref in metadata.get("ownerReferences") or [])
+    return StoredState(as_mapping(as_mapping(obj).get("spec")), owners, str(metadata.get("resourceVersion") or ""))

@@ -1,10 +1,4 @@
-"""Every FpgaNodeState object, kept current by one list+watch, for the scheduler extender.
-
-The extender answers kube-scheduler from memory, so it needs every node's published
-slot state all the time: one list+watch of the small FpgaNodeState objects (never of the
-Nodes) does that with one request per change. Each object reaches the caller's ``parse``
-(in the worker thread) as the JSON the API server sent.
-"""
+"""Every FpgaNodeState object, kept current by one list+watch, for the scheduler extender."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Whether the agent's stop is an uninstall (its DaemonSet is gone) or an update (a successor follows).
 
-On a clean stop the agent removes its state and labels from its Node only when no agent pod
-will follow there: its DaemonSet gone or being deleted, or no pod at all (a host process).
-Otherwise the state stays for the successor. Calls: ``get`` on its own pod and its DaemonSet,
-allowed during ``kubectl delete -k`` by the grant of :mod:`agent.kube.cleanupgrant`. After an
-uninstall, :func:`release_account` removes the ServiceAccount's finalizer once no Node carries
-slot state. What a killed agent leaves, and ``fpga-agent uninstall``: docs/uninstall.md.
+Also the uninstall's clean-up: clearing Nodes, and :func:`release_account` (the ServiceAccount's
+finalizer, once no Node carries slot state). See docs/uninstall.md.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from agent.errors import KubeError
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
-from agent.kube.nodefields import clear_body, keys_of, owned_fields
+from agent.kube.nodefields import as_mapping, clear_body, keys_of, owned_fields
 
 REQUEST_TIMEOUT_S = 5.0
 #: Nodes per page when looking for one that still carries slot state.
@@ -30,9 +26,7 @@ def successor_expected(
     api_client: ApiClient, namespace: str, pod_name: str, daemonset: str | None = None
 ) -> tuple[bool, str]:
     """(whether another agent pod will take over this node, why); KubeError when that cannot be read.
-
-    ``daemonset``: the agent's DaemonSet as learnt at start, which decides when its pod is gone already (a
-    force delete removes the object before the container stops)."""
+    ``daemonset``: the agent's DaemonSet as learnt at start, used when its pod is gone already."""
     if not pod_name:
         return False, "the agent does not run in a pod"
     calls = CoreCalls(api_client)
@@ -54,27 +48,24 @@ def successor_expected(
         if api_status(exc) == 404:
             return False, f"DaemonSet {namespace}/{owner} is gone"
         raise KubeError(f"cannot read DaemonSet {namespace}/{owner}: {describe_api_error(exc)[1]}") from exc
-    if _mapping(found.get("metadata")).get("deletionTimestamp"):
+    if as_mapping(found.get("metadata")).get("deletionTimestamp"):
         return False, f"DaemonSet {namespace}/{owner} is being deleted"
     return True, f"DaemonSet {namespace}/{owner} starts the next agent pod here"
 
 
 def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> str | None:
-    """The name of a Node that still carries slot state, heartbeat or platform labels; None when none does.
-
-    Reads Nodes a page at a time and stops at the first such Node (during an uninstall
-    most agents find one on their first page). KubeError when they cannot be listed.
-    """
+    """The name of a Node that still carries slot state, heartbeat or platform labels (stops at the first);
+    None when none does. KubeError when they cannot be listed."""
     calls = CoreCalls(api_client)
     token = ""
     try:
         while True:
             page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
-            for item in _mapping(page).get("items") or []:
-                owned = owned_fields(_mapping(item))
+            for item in as_mapping(page).get("items") or []:
+                owned = owned_fields(as_mapping(item))
                 if owned.annotations or owned.labels:
-                    return str(_mapping(_mapping(item).get("metadata")).get("name") or "?")
-            token = str(_mapping(_mapping(page).get("metadata")).get("continue") or "")
+                    return str(as_mapping(as_mapping(item).get("metadata")).get("name") or "?")
+            token = str(as_mapping(as_mapping(page).get("metadata")).get("continue") or "")
             if not token:
                 return None
     except Exception as exc:
@@ -82,9 +73,8 @@ def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -
 
 
 def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> dict[str, list[str]]:
-    """Remove the agent's keys from every Node that has them (``fpga-agent uninstall``, with an operator's
-    credentials): Node name -> the keys removed. Only the owned keys go, each Node in one merge patch.
-    KubeError naming the Node (or the list) that failed. Blocking."""
+    """Remove the agent's keys from every Node that has them: Node name -> the keys removed. Blocking;
+    KubeError naming the Node (or the list) that failed."""
     calls = CoreCalls(api_client)
     cleared: dict[str, list[str]] = {}
     token = ""
@@ -93,9 +83,9 @@ def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) 
             page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
         except Exception as exc:
             raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
-        for item in _mapping(page).get("items") or []:
-            name = str(_mapping(_mapping(item).get("metadata")).get("name") or "")
-            body = clear_body(owned_fields(_mapping(item)))
+        for item in as_mapping(page).get("items") or []:
+            name = str(as_mapping(as_mapping(item).get("metadata")).get("name") or "")
+            body = clear_body(owned_fields(as_mapping(item)))
             if body is None or not name:
                 continue
             try:
@@ -105,19 +95,14 @@ def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) 
                     continue
                 raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
             cleared[name] = sorted(keys_of(body))
-        token = str(_mapping(_mapping(page).get("metadata")).get("continue") or "")
+        token = str(as_mapping(as_mapping(page).get("metadata")).get("continue") or "")
         if not token:
             return cleared
 
 
 def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUNT) -> bool:
-    """Remove :data:`FINALIZER` from the agent's ServiceAccount; False when it was not there (or the account is
-    gone). KubeError naming the failure. Blocking.
-
-    A JSON patch that tests the finalizer's position before removing it, so that a
-    finalizer list changed meanwhile (another agent released it) is read again, not cut
-    at the wrong place.
-    """
+    """Remove :data:`FINALIZER` from the agent's ServiceAccount (a JSON patch that tests its position, read again
+    when the list changed); False when it was not there (or the account is gone). Blocking; KubeError."""
     calls = CoreCalls(api_client)
     for _attempt in range(3):
         try:
@@ -126,7 +111,7 @@ def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUN
             if api_status(exc) == 404:
                 return False
             raise KubeError(f"cannot read ServiceAccount {namespace}/{account}: {describe_api_error(exc)[1]}") from exc
-        finalizers = list(_mapping(_mapping(found).get("metadata")).get("finalizers") or [])
+        finalizers = list(as_mapping(as_mapping(found).get("metadata")).get("finalizers") or [])
         if FINALIZER not in finalizers:
             return False
         index = finalizers.index(FINALIZER)
@@ -151,12 +136,8 @@ def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUN
 
 
 def _daemonset_owner(pod: Mapping[str, Any]) -> str | None:
-    for ref in _mapping(pod.get("metadata")).get("ownerReferences") or []:
-        ref = _mapping(ref)
+    for ref in as_mapping(pod.get("metadata")).get("ownerReferences") or []:
+        ref = as_mapping(ref)
         if ref.get("kind") == "DaemonSet" and ref.get("controller") and isinstance(ref.get("name"), str):
             return str(ref["name"])
     return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

@@ -1,12 +1,7 @@
 """The CA the API server trusts when it calls the extender's admission webhook (``caBundle``).
 
-The extender's certificate is signed by the install's own CA, made by ``fpga-agent certs``
-(the certificates' Job); the API server must be told that CA in each webhook's
-``clientConfig.caBundle`` of the ValidatingWebhookConfiguration, which the shipped manifest
-leaves out (so that ``kubectl apply`` never takes it away again). :class:`WebhookCaBundle`
-fills it in: one GET, and one JSON patch of the webhooks whose bundle differs, each guarded
-by a ``test`` of the webhook's name (a configuration changed meanwhile makes the patch fail
-instead of writing the wrong entry). Blocking: called by the command, never on a loop.
+:class:`WebhookCaBundle` fills in the install's CA (left out of the manifest) by one JSON patch of the
+webhooks whose bundle differs, each guarded by a ``test`` of the webhook's name. Blocking.
 """
 
 from __future__ import annotations

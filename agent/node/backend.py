@@ -1,9 +1,4 @@
-"""The hardware the agent runs on: one discovery source and the programmers for its slots.
-
-``--backend`` names it: ``sim`` (simulated cards), ``dfl``, ``fpga-region`` or ``static``
-(boards the kernel does not describe, programmed by their vendor tools), or ``auto``, every
-hardware backend side by side. Both modes and ``discover`` build it the same way.
-"""
+"""The hardware the agent runs on (``--backend``): one discovery source and the programmers for its slots."""
 
 from __future__ import annotations
 
@@ -79,7 +74,6 @@ def build_backend(config: Config) -> Backend:
                 "--sim-device-nodes file makes regular files instead, which no container can be given"
             ) from None
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
-    # Slots of the static backend are boards the kernel does not describe: their vendor tools program them.
     commands = build_commands(config)
     regions = FpgaRegionProgrammer(
         base_images=dict(config.fpga_region_base_images), held_file=config.state_dir / "fpga-region-cards.json"

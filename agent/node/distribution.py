@@ -1,14 +1,8 @@
 """Cluster-declared bitstreams on this node: the FpgaBitstream watch feeding the puller, pulls on demand,
 early pulls for pods bound here, prefetch, Events and metrics.
 
-Wiring between the kube adapter (the watch, pull Secrets), the bitstreams adapter (puller,
-clients, cache budget), the node catalog and reconfiguration (the fetch hook of
-:class:`agent.node.reconfigure.Reconfigurer`), so it may import all of them. Only a new or
-changed declaration is acted on. :meth:`Distribution.fetch` pulls a declared bitstream the
-catalog lacks within half of the call's time left, else fails with :class:`PullInProgress`
-while the pull goes on. Pods bound here start their pulls early; ``prefetch: true`` pulls on
-declaration. Every waiting pod gets one ``FpgaBitstreamPulled`` Event; a failure is an
-``FpgaBitstreamPullFailed`` Event. The behaviour in full: docs/distribution.md.
+Wiring between the kube and bitstreams adapters, the node catalog and reconfiguration's fetch hook.
+The behaviour in full: docs/distribution.md.
 """
 
 from __future__ import annotations
@@ -163,9 +157,7 @@ class Distribution:
     # ------------------------------------------------------------------ lifecycle
     async def run(self, entries: Sequence[StoredBitstream]) -> None:
         """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end.
-
-        ``entries``: the catalog as the agent read it at start (the pulled files' eviction order comes from it).
-        """
+        ``entries``: the catalog as read at start (the pulled files' eviction order)."""
         connector = pull_connector(self._tls, self._config.bitstream_allow_link_local)
         async with aiohttp.ClientSession(connector=connector, timeout=client_timeout()) as session:
             puller = BitstreamPuller(
@@ -304,11 +296,10 @@ class Distribution:
 
     # ------------------------------------------------------------------ on demand
     async def fetch(self, pod: PodView | None, name: str, platform: str | None, deadline: float) -> None:
-        """Make a declared bitstream present before a container start or claim resolves it (the fetch hook).
+        """Make a declared bitstream present (the fetch hook; undeclared names are left to the local catalog).
 
-        Undeclared names are left to the local catalog. Waits for the pull at most
-        :data:`PULL_SHARE` of the time left; PullInProgress when that was not enough (the
-        pull goes on), the pull's CatalogError (posted on ``pod``) when it failed.
+        Waits at most :data:`PULL_SHARE` of the time left: PullInProgress when that was not enough (the pull
+        goes on), the pull's CatalogError (posted on ``pod``) when it failed.
         """
         puller = self.puller
         declaration = None if puller is None else puller.declared(name)

@@ -1,15 +1,7 @@
-"""The agent's HTTP endpoint for the kubelet's probes: ``/healthz`` and ``/readyz``.
+"""The agent's HTTP endpoint for the kubelet's probes: ``/healthz`` (liveness) and ``/readyz`` (readiness).
 
-* ``/healthz`` (liveness): the process answers HTTP, so its event loop is not stuck,
-  and none of its long-lived tasks has ended. A failing liveness probe restarts the
-  container, so it says "broken", never "busy" or "waiting for the kubelet".
-* ``/readyz`` (readiness): registered with the kubelet right now. During a kubelet
-  restart it turns 503 until the agent has registered again.
-
-Plain text bodies, one line, so that ``curl`` and the probe's event message show
-the reason. The checks are callables given by the wiring (``app``); this module
-knows nothing of the adapters. Other routes (``/metrics``) join the same server
-through :meth:`HealthServer.add_routes` before it starts.
+Each answers one plain-text line: ok, or 503 and the reason. The checks are callables given by the
+wiring; other routes (``/metrics``) join through :meth:`HealthServer.add_routes` before it starts.
 """
 
 from __future__ import annotations
@@ -42,8 +34,7 @@ class HealthServer:
     """``/healthz`` and ``/readyz`` on ``address``; ``start()`` binds, ``stop()`` closes."""
 
     def __init__(self, address: ListenAddress, *, alive: Check, ready: Check, shared: bool = False) -> None:
-        """``shared``: the port may be bound by another process as well (SO_REUSEPORT): in DRA mode the
-        agent pod of an update serves beside the old one on the host's network."""
+        """``shared``: the port may be bound by another process as well (SO_REUSEPORT; DRA mode's updates)."""
         self.address = address
         self._shared = shared
         self._alive = alive
@@ -80,8 +71,7 @@ class HealthServer:
         return self.port
 
     async def start_when_free(self, retry_s: float = 2.0) -> None:
-        """:meth:`start`, and while the port is taken without ``SO_REUSEPORT`` (the old agent of an update, of a
-        version before shared ports, still holds it), again every ``retry_s`` until it is free."""
+        """:meth:`start`, again every ``retry_s`` while the port is taken (:class:`PortInUse`)."""
         said = False
         while True:
             try:

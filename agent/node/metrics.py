@@ -1,9 +1,6 @@
-"""Prometheus metrics of the node agent: what operators watch on a slot node.
+"""Prometheus metrics of the node agent, served as ``/metrics`` on the health address.
 
-One :class:`AgentMetrics` per agent, on its own registry (so several agents in one
-process, as in tests, do not collide). Slot gauges and the registration count are
-read from the live objects at scrape time; events (reconfigurations, cache lookups,
-RPCs) are counted where they happen. Served as ``/metrics`` on the health address.
+One :class:`AgentMetrics` per agent, on its own registry; slot gauges are read at scrape time.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """This node's slot state for the scheduler extender and the cluster view: rendered here, published by ``agent.kube``.
 
-:func:`publish_node_state` follows the slot registry and the bitstream catalog and hands
-the FpgaNodeState's spec (schema: ``agent.slots.published``) and the slots' platforms (for
-the Node's labels) to the :class:`~agent.kube.NodePublisher`, which decides when to write.
-The catalog is watched (inotify) and read again every ``CATALOG_RESCAN_S``.
+:func:`publish_node_state` follows the slot registry and the catalog (inotify, and a rescan every
+``CATALOG_RESCAN_S``) and hands the FpgaNodeState's spec and the slots' platforms to the publisher.
 """
 
 from __future__ import annotations
@@ -52,19 +50,15 @@ def _mtime_ns(directory: Path) -> int | None:
 
 
 class CatalogReader:
-    """Reads the catalog in a worker thread; says each unusable record once; keeps the last good read.
-
-    ``catalog add`` puts files in by rename, which changes the directory's mtime: while
-    that stays the same the last read is reused, unless ``force`` (the periodic rescan,
-    for records edited in place).
-    """
+    """Reads the catalog in a worker thread (again only when its directory's mtime changed, or ``force``); says each
+    unusable record once; keeps the last good read."""
 
     def __init__(self, catalog: Catalog | None) -> None:
         self._catalog = catalog
         self._entries: list[CatalogEntry] = []
         self._reported: set[str] = set()
         self._read_at_mtime: int | None = None
-        #: whether a read has succeeded (a reader that has read is what the agent's start hands on)
+        #: whether a read has succeeded
         self.has_read = False
 
     async def read(self, force: bool = False) -> list[CatalogEntry]:
@@ -103,14 +97,8 @@ async def publish_node_state(
     interval_s: float = RENDER_INTERVAL_S,
     reader: CatalogReader | None = None,
 ) -> None:
-    """Hand the current state to ``publisher`` now and after registry changes, until cancelled.
-
-    At most one update per ``interval_s`` (the publisher patches no faster): a burst of
-    changes, such as a node's pods starting together, costs one render, and the device
-    plugin's RPCs do not wait behind renders. ``reader``: the agent's reader of ``catalog``,
-    when it has read the catalog already (its read is used, not repeated, while the
-    directory is unchanged).
-    """
+    """Hand the current state to ``publisher`` now and after registry or catalog changes, at most once per
+    ``interval_s``, until cancelled. ``reader``: a reader of ``catalog`` that may have read it already."""
     reader = reader or CatalogReader(catalog)
     catalog_changed = asyncio.Event()
     watcher = _watch_catalog(catalog, catalog_changed)

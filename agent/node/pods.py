@@ -1,9 +1,5 @@
-"""How the programming pipeline sees pods, containers and events: small interfaces.
-
-The pipeline (``agent.node.reconfigure``, ``agent.node.slotloader``) reads pods from the
-node's watch-fed cache (``agent.kube``), asks the kubelet's pod-resources which container
-holds which slots (``agent.deviceplugin``) and posts Events; each through one of these
-protocols, so that the core imports none of those adapters.
+"""How the programming pipeline sees pods, containers and events: protocols, so that the core imports none
+of the adapters (``agent.kube``, ``agent.deviceplugin``) that implement them.
 """
 
 from __future__ import annotations

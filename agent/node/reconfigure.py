@@ -1,13 +1,8 @@
 """Reconfiguration at PreStartContainer: find the pod, program what it asked for.
 
-Allocate carries only device IDs; at PreStartContainer the kubelet's pod-resources API names
-the pod and container holding them. From there: read the pod's bitstream annotation (per
-container, else the pod's) from the node's pod cache; resolve the name in the node's catalog
-(never as a path) and check every slot's platform and the file's sha256 before anything is
-touched; hand the checked request to :class:`~agent.node.slotloader.SlotLoader`, which
-programs, verifies, posts the Event, and taints and recovers a failed slot. All within a
-deadline well below the kubelet's 30 s. Also: releasing slots whose holders are gone, and
-guessing the accelerator of the pod being admitted (GetPreferredAllocation).
+The bitstream is resolved in the catalog and checked against every slot before anything is touched,
+then handed to :class:`~agent.node.slotloader.SlotLoader`. Also: releasing slots whose holders are gone,
+and guessing the accelerator of the pod being admitted (GetPreferredAllocation).
 """
 
 from __future__ import annotations
@@ -75,14 +70,11 @@ class Reconfigurer:
         metrics: AgentMetrics | None = None,
         before_programming: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``before_programming`` runs after a slot is marked as being programmed and before the
-        hardware is touched: the agent writes its checkpoint there, so that a kill half-way leaves
-        the slot's content unknown, never the old one believed."""
-        #: Pulls a declared bitstream that is not in the catalog yet (set by the wiring when the cluster's
-        #: FpgaBitstreams are watched); without it only the local catalog counts.
+        """``before_programming`` runs after a slot is marked as being programmed and before the hardware is
+        touched (the agent writes its checkpoint there)."""
+        #: Pulls a declared bitstream that is not in the catalog yet; without it only the local catalog counts.
         self.fetch_bitstream: BitstreamFetcher | None = None
-        #: The accelerator id the cluster declares for a bitstream name (None: not declared), so that a slot
-        #: already holding a declared bitstream the catalog lacks is still preferred.
+        #: The accelerator id the cluster declares for a bitstream name (None: not declared).
         self.declared_accelerator: Callable[[str], str | None] | None = None
         self._loading: Counter[str] = Counter()
         self._registry = registry
@@ -130,9 +122,8 @@ class Reconfigurer:
     ) -> None:
         """Put each bitstream into its slots (those holding it already are left alone), by ``deadline``.
 
-        Every bitstream is checked (catalog, platform, programmer) before any slot is touched: a bad
-        request changes nothing. Events go to ``pod`` when there is one. Raises the error tree's
-        exceptions, naming ``who``."""
+        Every bitstream is checked before any slot is touched: a bad request changes nothing. Events go to
+        ``pod`` when there is one. Raises the error tree's exceptions, naming ``who``."""
         names = list(wanted)
         self._loading.update(names)
         try:
@@ -146,7 +137,7 @@ class Reconfigurer:
         self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float
     ) -> None:
         """Put the whole-card image ``name`` into the card of ``slot_ids`` (every slot of it), by ``deadline``;
-        checked first as :meth:`load_many` does (an image for a slot is refused)."""
+        checked first as :meth:`load_many` does."""
         self._loading[name] += 1
         try:
             await self._fetch(pod, {name: slot_ids}, who, deadline)
@@ -211,8 +202,7 @@ class Reconfigurer:
     def _check(
         self, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
     ) -> tuple[CatalogEntry, list[Slot]]:
-        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; raises CatalogError,
-        changes nothing."""
+        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; CatalogError."""
         if self._catalog is None:
             raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
         try:
@@ -240,12 +230,8 @@ class Reconfigurer:
 
     # ----------------------------------------------------------------- release
     async def reconcile(self) -> None:
-        """Release slots whose holder is gone; learn holders the kubelet reports (device-plugin mode).
-
-        There is no Deallocate: a slot is free again when no container holds it in
-        pod-resources. The bitstream stays loaded (that is the cache). In DRA mode the
-        prepared claims hold the slots (``agent.dra.claimprep``) and this is not run.
-        """
+        """Release slots no container holds in pod-resources (their bitstream stays loaded); learn holders the
+        kubelet reports. Device-plugin mode only."""
         refs = await self._containers.list_containers()
         held: set[str] = set()
         for ref in refs:
@@ -285,12 +271,8 @@ class Reconfigurer:
 
     # ---------------------------------------------------- GetPreferredAllocation
     async def wanted_accelerator(self) -> str | None:
-        """The accelerator of the pod being admitted, when it can be told without doubt.
-
-        Candidates: this node's pending pods that request our resource and hold no slot
-        yet. The guess is trusted only when every candidate container asks for the same
-        bitstream; otherwise the neutral policy applies.
-        """
+        """The accelerator of the pod being admitted: None unless every pending pod asking for slots (and holding
+        none yet) asks for the same bitstream."""
         if self._pods is None or self._catalog is None:
             return None
 
@@ -299,8 +281,7 @@ class Reconfigurer:
 
         pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]
         if not pending:
-            # The kubelet asks only while admitting a pod that requests our slots: none known means
-            # the watch has not delivered it yet. Wait a moment for it rather than choose blind.
+            # The kubelet asks only while admitting such a pod: the watch has not delivered it yet.
             if not await self._pods.wait_until(lambda pods: any(map(asks_for_slots, pods)), PENDING_POD_WAIT_S):
                 return None  # nothing to guess: spare the kubelet a pod-resources List
             pending = [pod for pod in self._pods.pods() if asks_for_slots(pod)]

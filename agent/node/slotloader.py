@@ -1,15 +1,8 @@
 """Programming slots with a checked bitstream: what the pipeline does once it has decided.
 
-Given a catalog entry already checked against every slot (``agent.node.reconfigure``):
-
-1. a slot that already holds the accelerator is left alone (a hit: that is the cache);
-2. the others are programmed in parallel, one programming per slot at a time (a lock
-   per slot, waited for no longer than the caller's deadline);
-3. what the slot reports afterwards is read back and recorded; a Kubernetes Event is
-   posted for the pod.
-
-A failed or interrupted programming taints the slot (Unhealthy, content unknown) until a
-later programming succeeds; a background task retries that with backoff.
+A slot that already holds the accelerator is a hit; the others are programmed in parallel under a
+per-slot lock, read back and recorded, with an Event for the pod. A failed or interrupted programming
+taints the slot until a background retry (with backoff) succeeds.
 """
 
 from __future__ import annotations
@@ -111,7 +104,6 @@ class SlotLoader:
         except CatalogError as exc:
             message = f"{who}: {exc}"
             if entry.source and isinstance(exc, BitstreamHashError):
-                # A pulled file that no longer matches: taken out, so the kubelet's next attempt pulls it anew.
                 assert self._catalog is not None
                 await asyncio.to_thread(self._catalog.remove, entry)
                 message += "; it came from a pull, so it is removed from the catalog and pulled again"
@@ -119,8 +111,7 @@ class SlotLoader:
             raise type(exc)(message) from exc
 
     def holds(self, slot_id: SlotId, entry: CatalogEntry) -> bool:
-        """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under
-        way (another start may be loading something else into it: until that ends, its content is unknown)."""
+        """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under way."""
         state = self._registry.get(slot_id)
         return (
             state is not None
@@ -164,7 +155,6 @@ class SlotLoader:
                 self._start_recovery([slot], entry)
                 raise type(exc)(message) from exc
             except asyncio.CancelledError:
-                # Interrupted half-way (the agent stops, the call was cancelled): the content is unknown.
                 self._registry.taint(slot.id, f"content unknown: programming with {entry.name} was interrupted")
                 self._start_recovery([slot], entry)
                 raise
@@ -179,8 +169,7 @@ class SlotLoader:
             lock.release()
 
     async def _run_programmer(self, slot: Slot, entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
-        """The slot's programmer, given the image's bytes, or the catalog's file (just verified by reading
-        ``image``) when it hands the file to a tool."""
+        """The slot's programmer, given the image's bytes, or the catalog's file for a FileProgrammer."""
         programmer = self._programmers[slot.backend]
         try:
             if isinstance(programmer, FileProgrammer):
@@ -202,8 +191,8 @@ class SlotLoader:
             ) from None
 
     async def _verify(self, slots: Sequence[Slot], entry: CatalogEntry) -> None:
-        """Read the slots back (one rescan); a slot that reports something else, or cannot be read, is a failed
-        programming. Every slot of their cards is updated: a whole-card image or the base layout came or went."""
+        """Read the slots back (one rescan), updating every slot of their cards; ProgrammingError when a slot
+        reports something else or cannot be read."""
         try:
             fresh = {s.id: s for s in await self._read_hardware()}
         except DiscoveryError as exc:
@@ -236,9 +225,8 @@ class SlotLoader:
     async def load_card(
         self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
     ) -> None:
-        """Load the whole-card image ``entry`` into the card of ``slots`` (every slot of it) unless it holds it.
-
-        The slots' locks are taken in ID order; a failure taints every slot and retries in the background."""
+        """Load the whole-card image ``entry`` into the card of ``slots`` (every slot of it) unless it holds it;
+        a failure taints every slot and retries in the background."""
         card = slots[0].card
         if self.holds_card(slots, entry):
             await self._card_hit(pod, who, card, slots, entry)
@@ -320,8 +308,7 @@ class SlotLoader:
     async def _begin_programming(self, slot_id: SlotId, entry: CatalogEntry) -> None:
         state = self._registry.get(slot_id)
         if state is not None and state.slot.whole_card:
-            # Programming a slot of a card that holds a whole-card image restores the base layout first:
-            # what the other slots held (their part of the card's image) is gone.
+            # Programming a slot of a whole-card image restores the base layout: the other slots' content is gone.
             siblings = [s.slot.id for s in self._registry.snapshot() if s.slot.card == state.slot.card]
             self._registry.forget_contents(siblings)
         self._registry.begin_programming(slot_id, entry.name, entry.accelerator_id)
@@ -329,8 +316,7 @@ class SlotLoader:
             await self._before_programming()
 
     async def _recover(self, slots: list[Slot], entry: CatalogEntry, card: bool) -> None:
-        """Re-program tainted slots (with ``card``: their card) with the same bitstream until it succeeds or a
-        slot goes."""
+        """Re-program tainted slots (or their card) with the same bitstream until it succeeds or a slot goes."""
         what = f"card {slots[0].card}" if card else f"slot {slots[0].id}"
         delay = RECOVERY_DELAY_S
         while True:

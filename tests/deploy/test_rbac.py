@@ -4,7 +4,7 @@ The requests are read from the source of ``agent.kube`` (the only package that t
 to the API server): every kubernetes client method it calls, plus ``watch`` for each
 list method it hands to the reflector. The client's own code says which HTTP method
 and path each method sends, which gives the RBAC group, resource and verb. That must
-be the table in ``agent.kube.access``, and each component's ClusterRole must grant
+be the table in ``tests/deploy/api_access.py``, and each component's ClusterRole must grant
 exactly that component's part of it.
 """
 
@@ -22,9 +22,9 @@ from kubernetes import client
 
 import agent.kube
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
-from agent.kube.access import API_ACCESS
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_PREFIX, GRANT_RULES, grant_objects
 from agent.kube.core import CoreCalls
+from tests.deploy.api_access import API_ACCESS
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, load_documents, render
 
 Rule = tuple[str, str, str]  # (group, resource, verb)

@@ -1,16 +1,8 @@
 """Every API server request fpga-slot makes, by who makes it: the source of the RBAC rules.
 
-The ClusterRoles in ``daemonset/`` grant each component exactly the rules listed
-here for it, no more; a rule with a ``namespace`` is granted by a Role in that
-namespace instead (the agent's pull Secrets: its own namespace only).
-``tests/deploy/test_rbac.py`` keeps the three in step: it reads the source of this
-package, finds every kubernetes client method called (and every list method handed
-to the reflector, which also watches with it), maps each to the group, resource and
-verb of its request, and checks that the result is this table; then that each
-component's ClusterRole (and Roles) grant this table's rules for it.
-
-A new API call therefore fails the tests until it is listed here, and the manifest
-grants it. An entry with ``checked_on`` is a check the API server adds to a request.
+Each component's ClusterRole grants exactly its rules here; a rule with a ``namespace`` is granted by a
+Role there. ``tests/deploy/test_rbac.py`` checks this table against the calls in ``agent.kube``'s source
+and against the manifests, so a new API call must be listed here.
 """
 
 from __future__ import annotations
@@ -18,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-#: Who makes the request: the node agent (DaemonSet), the scheduler extender
-#: (Deployment), the install's certificates Job (``fpga-agent certs``), its cleanup
-#: grant Job (``fpga-agent cleanup-grant``), or a person running ``fpga-agent cluster``
-#: with their own kubeconfig.
+#: Who makes the request: the node agent, the scheduler extender, the ``fpga-agent certs`` Job, the
+#: ``fpga-agent cleanup-grant`` Job, or a person with their own kubeconfig (``fpga-agent cluster``).
 Component = Literal["agent", "extender", "certs", "grant", "operator"]
 
 
