@@ -1,17 +1,7 @@
 """Bitstreams declared once in the cluster (FpgaBitstream objects), pulled and verified on demand.
 
-* :mod:`declaration`: an FpgaBitstream as a :class:`Declaration`, and pull :class:`Credentials`;
-* :mod:`reference`: OCI references (``registry/repository:tag`` or ``@sha256:...``);
-* :mod:`registry`: the OCI distribution client (pull one layer, push one artifact);
-* :mod:`https`: files from an https:// URL;
-* :mod:`download`: streaming into a staged file (the catalog's) with size and sha256 checked on the way;
-* :mod:`cache`: the byte budget, least recently used out, never a file in use;
-* :mod:`puller`: :class:`BitstreamPuller`, which puts it together for the agent.
-
-An adapter: it talks to registries and HTTPS servers (through aiohttp) and to the node
-catalog only through the small :class:`BitstreamStore` interface, which
-``agent.programming.adoption.PulledCatalog`` implements; ``app.py`` wires the two.
-"""
+Talks to OCI registries and HTTPS servers (aiohttp), and to the node catalog only through
+:class:`BitstreamStore` (``agent.programming.adoption.PulledCatalog``); :class:`BitstreamPuller` ties it together."""
 
 from agent.bitstreams.cache import CacheBudget
 from agent.bitstreams.declaration import Credentials, Declaration, declaration_object, parse_declaration

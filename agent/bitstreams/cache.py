@@ -1,15 +1,7 @@
 """The byte budget of pulled bitstreams: least recently used first out, never one in use.
 
-Only pulled entries count and only they are evicted: a bitstream added locally
-(``catalog add``, for air-gapped nodes) belongs to the node's administrator. A
-bitstream is in use while it is being pulled or while the agent's ``in_use``
-callback names it (loaded in a slot that a live pod holds, being programmed, or
-wanted by a container start or claim in flight). Bytes of pulls in flight are
-reserved, so two concurrent pulls cannot both fit into the same free space.
-
-Pure bookkeeping, no I/O: the puller lists the catalog, asks :meth:`plan` which
-entries to evict for a new file, removes them and reserves the space.
-"""
+Only pulled entries count and are evicted; pulls in flight reserve their bytes. Pure bookkeeping,
+no I/O: the puller asks :meth:`CacheBudget.plan` what to evict for a new file."""
 
 from __future__ import annotations
 
@@ -57,12 +49,8 @@ class CacheBudget:
         return sum(f.size for f in files if f.name not in self._reserved) + sum(self._reserved.values())
 
     def plan(self, files: Sequence[CachedFile], name: str, size: int) -> list[str]:
-        """Names to evict (least recently used first) so that ``size`` more bytes for ``name`` fit.
-
-        ``files`` are the pulled entries now in the catalog; an existing entry of
-        ``name`` itself (an older version being replaced) counts as freed. Raises
-        CacheFullError naming what holds the space when no eviction can make room.
-        """
+        """Names to evict (least recently used first) so that ``size`` more bytes for ``name`` fit among the
+        pulled ``files`` (an older ``name`` counts as freed); CacheFullError when nothing can make room."""
         if size > self.budget_bytes:
             raise CacheFullError(
                 f"bitstream {name!r} is {size} bytes, more than the whole cache budget of {self.budget_bytes} bytes "

@@ -1,15 +1,7 @@
 """A bitstream as the cluster declares it (an FpgaBitstream object), and the credentials to pull it.
 
-:func:`parse_declaration` reads the object as the API server returns it (a dict) and
-checks it again as the CRD does: an apiserver that predates the CRD's validation, or
-an object written before it, must not make the agent pull something undeclared.
-Platform and accelerator ids are normalised as the node catalog stores them.
-
-An https:// source is printable ASCII without userinfo: credentials belong in the pull
-Secret, and a URL goes into logs, Events and ``kubectl get``; control characters could
-forge a log line or a terminal's output. :func:`redacted_url` is what messages show of
-any URL, declared or met on the way (a redirect's target).
-"""
+:func:`parse_declaration` checks the object again as the CRD does and normalises its ids as the
+catalog stores them; :func:`redacted_url` is what messages show of any URL."""
 
 from __future__ import annotations
 
@@ -29,8 +21,7 @@ PLURAL = "fpgabitstreams"
 MAX_ID_LEN = 256
 MAX_URL_LEN = 2048
 _PRINTABLE_ID = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
-#: spec.acceleratorId, as the CRD's pattern: printable ASCII that does not start with '-' (the
-#: id reaches a vendor tool's argv, where a leading '-' would read as an option).
+#: spec.acceleratorId, as the CRD's pattern: printable ASCII that does not start with '-' (a tool option).
 ACCELERATOR_ID_PATTERN = r"^[\x21-\x2c\x2e-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
 _ACCELERATOR_ID = re.compile(ACCELERATOR_ID_PATTERN)
 #: spec.source.https, as the CRD's pattern: host[:port] (no userinfo), then a path of printable ASCII.
@@ -109,10 +100,7 @@ def validate_secret_name(name: object) -> str:
 
 
 def normalize_id(raw: object, what: str) -> str:
-    """A platform or accelerator id as the catalog stores it (128-bit ids as 32 lower-case hex digits).
-
-    Checked as the CRD checks it (printable ASCII, no space at either end), then written as the catalog does.
-    """
+    """A platform or accelerator id checked as the CRD does, normalised as the catalog stores it; CatalogError."""
     if not isinstance(raw, str) or len(raw) > MAX_ID_LEN or not _PRINTABLE_ID.fullmatch(raw):
         raise CatalogError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable ASCII characters")
     return normalize_id128(raw) or raw

@@ -1,11 +1,6 @@
 """Stream a download into a staged file, checking size and sha256 as the bytes arrive.
 
-The staged file (``agent.files.atomic.StagedFile``, made by the catalog in its own
-directory, so adopting it is a rename on one file system) grows no larger than the
-declared size: a source that sends more is cut off at once. Writes happen in worker
-threads, a batch at a time. Its owner's ``with`` block removes the file on any failure
-or cancellation, before anything else runs: nothing half-written stays.
-"""
+A source that sends more than the declared size is cut off at once; writes happen in worker threads."""
 
 from __future__ import annotations
 

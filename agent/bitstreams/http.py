@@ -1,15 +1,5 @@
-"""What the registry and HTTPS sources share: status and transport errors as our error tree, auth headers,
-whole small bodies, and redirects that never leave HTTPS.
-
-Every aiohttp error is wrapped here once, so the rest of the package (and the agent)
-sees only SourceUnreachable, SourceAuthError and SourceNotFound, each naming the
-source and what it answered.
-
-Redirects are followed here, not by aiohttp, so that each hop is checked before it is
-requested: a source reached over HTTPS is never followed to plain ``http://`` (the
-credentials of the first request, and the promise of the declaration, would not hold),
-and the Authorization header goes to the origin it was meant for only.
-"""
+"""What the registry and HTTPS sources share: aiohttp errors wrapped as SourceUnreachable, SourceAuthError
+and SourceNotFound, auth headers, whole small bodies, and redirects checked hop by hop (never leaving HTTPS)."""
 
 from __future__ import annotations
 
@@ -58,8 +48,7 @@ def preemptive_authorization(credentials: Credentials | None) -> str | None:
 
 
 async def read_small_body(response: aiohttp.ClientResponse, what: str) -> bytes:
-    """The whole body of a small response (to its end, however many writes it came in), refused past
-    MAX_SMALL_BODY_BYTES: at once when its Content-Length says so, else as soon as that many bytes arrived."""
+    """The whole body of a small response; SourceUnreachable past MAX_SMALL_BODY_BYTES."""
     declared = response.content_length
     if declared is not None and declared > MAX_SMALL_BODY_BYTES:
         raise SourceUnreachable(f"{what}: the answer is {declared} bytes, more than {MAX_SMALL_BODY_BYTES}")
@@ -116,10 +105,8 @@ async def open_following(
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """The response to ``method url``, redirects of a GET or HEAD followed one hop at a time.
 
-    A hop from ``https://`` to anything else is refused (SourceUnreachable naming both, without
-    their userinfo) before it is requested; ``http://`` to ``http://`` is followed (a registry
-    configured as plain HTTP). The Authorization header goes only to the first request's origin,
-    and userinfo in a Location is dropped.
+    A hop from ``https://`` to anything else is refused (SourceUnreachable); the Authorization header goes
+    only to the first request's origin, and userinfo in a Location is dropped.
     """
     sent = dict(headers or {})
     origin = url.origin()
@@ -142,7 +129,7 @@ async def open_following(
             raise SourceUnreachable(f"{what}: redirected to {redacted_url(str(target))}, not an HTTP URL")
         if target.origin() != origin:
             sent.pop("Authorization", None)
-        url = target.with_user(None)  # credentials in a Location are never used
+        url = target.with_user(None)
     raise SourceUnreachable(f"{what}: more than {MAX_REDIRECTS} redirects")
 
 

@@ -1,10 +1,5 @@
-"""Bitstreams from an https:// URL, streamed with the agent's HTTP client (aiohttp).
-
-Credentials from the pull Secret go along with the first request (basic auth, or a
-bearer token): the URL is HTTPS by declaration, and redirects are followed only to
-other https:// URLs (the credentials only to the same origin), so they are never sent
-in clear. Messages name the URL without any userinfo.
-"""
+"""Bitstreams from an https:// URL, streamed with aiohttp; credentials go with the first request,
+redirects only to https:// (credentials only to the same origin)."""
 
 from __future__ import annotations
 

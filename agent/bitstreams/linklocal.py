@@ -1,13 +1,6 @@
-"""No pulls from link-local addresses (IPv4 169.254.0.0/16, IPv6 fe80::/10, and AWS's IPv6 metadata
-address fd00:ec2::254) unless allowed.
+"""No pulls from link-local addresses (and AWS's IPv6 metadata address) unless allowed.
 
-Such an address is a cloud's instance metadata service (``169.254.169.254``) or a
-neighbour on the node's own link, never a bitstream source meant for every node. The
-check is made on the address each connection is about to use (after DNS, after every
-redirect, for registries, token realms and HTTPS sources alike), so a name that resolves
-there is refused too. The FpgaBitstream CRD refuses a source written with such a literal
-address (:data:`LINK_LOCAL_SOURCE_PATTERN`); docs/security.md says why.
-"""
+Checked on the address each connection is about to use (after DNS and every redirect); docs/security.md."""
 
 from __future__ import annotations
 
@@ -18,8 +11,7 @@ import ssl
 
 import aiohttp
 
-#: A source (an https:// URL or an OCI reference) whose host is a literal link-local address, as the
-#: CRD's CEL rule matches it (the dotted IPv4 form, and IPv6 in brackets, also IPv4-mapped).
+#: A source whose host is a literal link-local address, as the CRD's CEL rule matches it.
 LINK_LOCAL_SOURCE_PATTERN = r"^(https://)?(169\.254\.|\[([fF][eE][89aAbB][0-9a-fA-F]:|::[fF]{4}:169\.254\.))"
 #: Cloud metadata services outside the link-local ranges (AWS's over IPv6).
 METADATA_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254")})

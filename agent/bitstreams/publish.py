@@ -1,11 +1,5 @@
-"""The publisher's side: push a bitstream file as an OCI artifact, and the FpgaBitstream that declares it.
-
-The artifact is what the puller expects: an OCI image manifest whose config (media
-type :data:`ARTIFACT_TYPE`) carries the name, platform and accelerator id as JSON,
-and whose one layer is the file itself, so the layer digest is the file's sha256.
-The declaration returned pins the pushed manifest by digest (``repo:tag@sha256:...``):
-every node pulls exactly these bytes, even if the tag moves later.
-"""
+"""The publisher's side: push a bitstream file as an OCI artifact (one layer: the file), and the
+FpgaBitstream that declares it, pinned by manifest digest."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """Make a declared bitstream present in the node catalog: pull, verify, adopt, within the cache budget.
 
-:meth:`BitstreamPuller.ensure` uses a catalog entry of that name when no FpgaBitstream declares
-the name or the declaration's sha256 is the entry's (a local entry that differs is a
-DeclarationConflict; a pulled one is pulled again). Otherwise it makes room in the cache
-budget (least recently used pulled files out, never one in use), streams the file from the
-OCI registry or HTTPS server into a temp file in the catalog directory, checks size and
-sha256 as the bytes arrive, and the catalog adopts it (GBS header checked) by a rename.
-
-A pull's deadline is its declared size at :data:`FLOOR_BYTES_PER_S` plus :data:`ALLOWANCE_S`
-(why these values: docs/distribution.md). Concurrent calls for one name share one pull
-(:meth:`BitstreamPuller.pull`), whose end is reported once to the owner's listener
-(:class:`PullEnded`) before any caller sees it. A failure leaves the catalog as it was.
-"""
+A catalog entry of the name is used when undeclared or the same file; otherwise room is made, the file
+streamed from its OCI registry or HTTPS server and verified, and the catalog adopts it. Concurrent calls
+for one name share one pull, whose end is reported once (:class:`PullEnded`). Deadlines: docs/distribution.md."""
 
 from __future__ import annotations
 
@@ -46,11 +37,10 @@ logger = logging.getLogger(__name__)
 
 #: The slowest average rate a pull may have: the deadline allows the declared size at this rate ...
 FLOOR_BYTES_PER_S = 1 << 20
-#: ... plus this much (connecting, the token, the manifest; about the kubelet's first three attempts).
+#: ... plus this much (connecting, the token, the manifest).
 ALLOWANCE_S = 60.0
 
-#: The credentials a pull Secret (by name) holds for a host (a registry ``host[:port]`` or a URL's host);
-#: None when there is no such Secret. (``agent.bitstreams.secret`` reads them from the Secret's data.)
+#: (pull Secret name, host) -> the credentials it holds; None when there is no such Secret.
 CredentialsLookup = Callable[[str, str], Awaitable[Credentials | None]]
 
 
@@ -174,10 +164,7 @@ class BitstreamPuller:
         return self._declarations.get(name)
 
     async def start(self, entries: Sequence[StoredBitstream] | None = None) -> None:
-        """Prepare the catalog directory (removing temp files a crash left) and seed the LRU order.
-
-        ``entries``: the catalog as the caller has just read it; None to read it here.
-        """
+        """Prepare the catalog directory and seed the LRU order; ``entries``: the catalog as just read, or None."""
         if entries is None:
             entries = await asyncio.to_thread(self.store.entries)
         await asyncio.to_thread(self.store.prepare, entries)
@@ -190,12 +177,8 @@ class BitstreamPuller:
         return await asyncio.shield(self.pull(name, platform))
 
     def pull(self, name: str, platform: str | None = None) -> asyncio.Task[StoredBitstream]:
-        """The ensure of ``name`` under way, or a new one; shared by every caller until it ends.
-
-        A caller that joins gets the first caller's result (its ``platform`` was the one
-        checked). Waiting on the task with a timeout leaves it running; cancelling it
-        cancels the ensure for everyone (:meth:`ensure` shields it).
-        """
+        """The ensure of ``name`` under way (the first caller's ``platform`` checked), or a new one; cancelling
+        it cancels the ensure for everyone."""
         running = self._pulls.get(name)
         if running is None or running.done():
             running = asyncio.create_task(self._ensure(name, platform), name=f"pull bitstream {name}")
@@ -214,7 +197,7 @@ class BitstreamPuller:
         if self._pulls.get(name) is pull:
             del self._pulls[name]
         if not pull.cancelled() and pull.exception() is not None:
-            logger.debug("pull failed: %s", pull.exception())  # retrieved: every waiter got it already
+            logger.debug("pull failed: %s", pull.exception())
 
     async def _ensure(self, name: str, platform: str | None) -> StoredBitstream:
         started = time.monotonic()
@@ -263,7 +246,6 @@ class BitstreamPuller:
         except OSError as exc:
             if isinstance(exc, TimeoutError):
                 raise
-            # The sources wrap their own errors: what is left is the node's own storage.
             raise PullStorageError(f"{what}: the node could not store it: {exc}") from exc
 
     async def _pull_into_catalog(self, declaration: Declaration, what: str) -> StoredBitstream:
@@ -313,8 +295,7 @@ class BitstreamPuller:
     async def _download(
         self, declaration: Declaration, credentials: Credentials | None, staged: StagedFile, what: str
     ) -> None:
-        """Stream the declared file into ``staged`` within :meth:`deadline_s`; SourceUnreachable naming the rate
-        when the source is slower than that."""
+        """Stream the declared file into ``staged`` within :meth:`deadline_s`; SourceUnreachable past it."""
         deadline_s = self.deadline_s(declaration.size)
         received = [0]
         started = time.monotonic()
@@ -349,8 +330,8 @@ class BitstreamPuller:
         while True:
             files = [CachedFile(e.name, e.size, e.added_at) for e in await self._pulled_entries()]
             for victim in self.budget.plan(files, declaration.name, declaration.size):
-                if victim in self.budget.in_use():  # a start took it up while the one before was removed
-                    break  # plan again, without it
+                if victim in self.budget.in_use():  # taken up meanwhile: plan again
+                    break
                 if await asyncio.to_thread(self.store.remove, victim):
                     self.budget.forget(victim)
             else:
@@ -379,6 +360,5 @@ async def _open_oci(
 
 
 def _same_file(local: StoredBitstream, declaration: Declaration) -> bool:
-    """Whether the catalog's entry is what the cluster declares: the same file (and, for a pulled one, declared for
-    the same scope: a changed scope is adopted again)."""
+    """Whether the catalog's entry is the declared file (a pulled one also of the declared scope)."""
     return local.sha256 == declaration.sha256 and (not local.source or local.scope == declaration.scope)

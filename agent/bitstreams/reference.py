@@ -1,9 +1,6 @@
-"""OCI artifact references as FpgaBitstream objects and ``catalog push`` write them.
+"""OCI references ``registry[:port]/repository(:tag|@sha256:<hex>|:tag@sha256:<hex>)``, registry explicit.
 
-``registry[:port]/repository(:tag|@sha256:<hex>|:tag@sha256:<hex>)`` with an explicit
-registry host: no implicit docker.io, so a reference means the same on every node.
-The pattern is the CRD's (daemonset/fpgabitstream-crd.yaml); a test keeps them equal.
-"""
+The pattern is the CRD's (daemonset/fpgabitstream-crd.yaml); a test keeps them equal."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """An OCI distribution client for bitstream artifacts: pull one layer, push one artifact.
 
-The OCI distribution API (manifests, blobs, a monolithic upload) over aiohttp, the blob
-streamed to the caller chunk by chunk. Authentication follows the registry's challenge
-(``Basic``, a ``Bearer`` token from the realm, or the Secret's token). HTTPS unless the
-registry is named in ``plain_http``; credentials go to a token realm over HTTPS only, and an
-HTTPS registry's redirects are followed to HTTPS only. The artifact layout and these rules:
-docs/bitstream-artifacts.md. Only the manifest's one layer is read, so an artifact pushed by
-another tool (oras) is pulled as well.
-"""
+Authentication follows the registry's challenge (Basic, or a Bearer token); HTTPS unless the registry
+is in ``plain_http``. Layout and rules: docs/bitstream-artifacts.md."""
 
 from __future__ import annotations
 
@@ -64,8 +58,7 @@ class RegistryClient:
     def __init__(self, session: aiohttp.ClientSession, plain_http: Collection[str] = ()) -> None:
         self.session = session
         self.plain_http = frozenset(plain_http)
-        # (registry, scope, credentials) -> Authorization header that the registry accepted or issued for them:
-        # a login is never reused for a declaration with other (or no) credentials
+        # (registry, scope, credentials) -> the Authorization header accepted or issued for them
         self._authorizations: dict[tuple[str, str, Credentials | None], str] = {}
 
     # ------------------------------------------------------------------ pulling
@@ -199,12 +192,10 @@ class RegistryClient:
         if credentials.username is not None:
             token_headers["Authorization"] = basic_authorization(credentials)
         service = redacted_url(realm)
-        token_url = URL(realm).update_query(query)
-        async with open_following(
-            self.session, "GET", token_url, f"{what}: token from {service}", token_headers
-        ) as response:
-            await check_status(response, f"{what}: token from {service}")
-            body = await read_small_body(response, f"{what}: token from {service}")
+        token_what = f"{what}: token from {service}"
+        async with open_following(self.session, "GET", URL(realm).update_query(query), token_what, token_headers) as r:
+            await check_status(r, token_what)
+            body = await read_small_body(r, token_what)
         try:
             answer: Any = json.loads(body or b"null")
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -1,17 +1,5 @@
-"""Pull credentials from a Secret's data, in the Secret types clusters already use for registries.
-
-* ``kubernetes.io/dockerconfigjson`` (what ``kubectl create secret docker-registry``
-  makes, and imagePullSecrets use): the entry of ``auths`` for the source's host,
-  with ``username``/``password``, ``auth`` (base64 of ``user:password``) or
-  ``registrytoken``;
-* ``kubernetes.io/basic-auth``: ``username`` and ``password``;
-* any other type (``Opaque``): ``token`` (sent as a bearer token), or ``username``
-  and ``password``.
-
-The data arrives decoded (bytes per key) from the kube adapter; nothing here talks to
-the API server. A Secret without usable credentials for the host is a CatalogError
-naming the Secret and the host, never its contents.
-"""
+"""Pull credentials from a Secret's decoded data: ``kubernetes.io/dockerconfigjson`` (the host's
+``auths`` entry), ``kubernetes.io/basic-auth``, or any other type with ``token`` or username and password."""
 
 from __future__ import annotations
 
@@ -29,7 +17,7 @@ BASIC_AUTH = "kubernetes.io/basic-auth"
 
 
 def credentials_from_secret(name: str, secret_type: str, data: Mapping[str, bytes], host: str) -> Credentials:
-    """The credentials Secret ``name`` holds for ``host`` (a registry ``host[:port]`` or a URL's host)."""
+    """The credentials Secret ``name`` holds for ``host``; CatalogError naming Secret and host, never contents."""
     try:
         if secret_type == DOCKER_CONFIG_JSON:
             return _from_docker_config(data, host)

@@ -1,9 +1,6 @@
-"""Configuration: one frozen Config, resolved once at start with one precedence.
+"""Configuration: one frozen, validated Config, resolved once at start.
 
-flag > ``FPGA_AGENT_<FLAG>`` environment variable > YAML file (``--config``) > default.
-Every value is validated here; an error names the flag and where the bad value
-came from, so nothing later has to re-check it.
-"""
+Precedence: flag > ``FPGA_AGENT_<FLAG>`` environment variable > YAML file (``--config``) > default."""
 
 from __future__ import annotations
 
@@ -40,7 +37,7 @@ BACKENDS = ("auto", "sim", "dfl", "fpga-region", "static")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 SIM_DEVICE_NODES = ("char", "file")
-#: The extender's event loops: uvloop (libuv; bench/extender_replay.py compares the two) or Python's own.
+#: The extender's event loops: uvloop (libuv) or Python's own.
 EVENT_LOOPS = ("uvloop", "asyncio")
 MODES = ("device-plugin", "dra")
 

@@ -1,10 +1,4 @@
-"""How each option's text becomes a value: the parsers behind ``agent.config.OPTIONS``.
-
-Every parser takes the option's text (from a flag, an ``FPGA_AGENT_*`` variable or the
-``--config`` file alike) and returns the value or raises ValueError with a message that
-``agent.config`` prefixes with the option's name. :class:`Choice` also tells the command
-line which values it takes.
-"""
+"""The parsers behind ``agent.config.OPTIONS``: an option's text to its value, or ValueError."""
 
 from __future__ import annotations
 
@@ -86,20 +80,19 @@ def parse_bool(raw: str) -> bool:
     raise ValueError(f"must be true or false, got {raw!r}")
 
 
-def parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
+def _load_yaml(raw: str) -> object:
     try:
-        data = yaml.safe_load(raw)
+        return yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise ValueError(f"is not valid YAML/JSON: {exc}") from None
-    return parse_static_slots(data)
+
+
+def parse_static(raw: str) -> tuple[StaticSlotSpec, ...]:
+    return parse_static_slots(_load_yaml(raw))
 
 
 def parse_commands(raw: str) -> tuple[CommandSpec, ...]:
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"is not valid YAML/JSON: {exc}") from None
-    return parse_command_programmers(data)
+    return parse_command_programmers(_load_yaml(raw))
 
 
 def parse_name(raw: str) -> str:

@@ -1,7 +1,13 @@
-"""The narrated demos behind ``fpga-agent demo`` and the stand-ins they run against.
+"""The narrated demos behind ``fpga-agent demo`` and the stand-ins they run against (:mod:`agent.demo.kubelet`,
+:mod:`agent.demo.kubeapi`), so that they run with no cluster, no root and no hardware."""
 
-One module per demo (``deviceplugin``, ``dra`` with ``draclaims``, ``extender``, ``pull`` with
-its in-process ``registry``); :mod:`agent.demo.kubelet` stands in for the kubelet (device
-manager, pod-resources, DRA side) and :mod:`agent.demo.kubeapi` for the API server. Shipped so
-that the demos run on a fresh machine with no cluster, no root and no hardware.
-"""
+import time
+
+
+def say(step: str, text: str = "") -> None:
+    """Print a demo step heading, or (with ``text``) a line of narration under it."""
+    print(f"\n== {step}" if not text else f"   {text}", flush=True)
+
+
+def ms_since(start: float) -> str:
+    return f"{(time.monotonic() - start) * 1000:.1f} ms"

@@ -1,8 +1,4 @@
-"""``fpga-agent demo``: the device-plugin lifecycle on simulated slots, narrated.
-
-Runs the real agent (sim backend) against the in-process kubelet stand-in, in a
-temporary directory, over real unix sockets. Needs no root and no cluster.
-"""
+"""``fpga-agent demo``: the device-plugin lifecycle on simulated slots, narrated, against the kubelet stand-in."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ import grpc
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent
 from agent.config import Config
+from agent.demo import ms_since, say
 from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
 from agent.deviceplugin import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION
@@ -27,14 +24,6 @@ from agent.simfpga.fabric import PLATFORM
 WAIT_S = 10.0
 DEMO_BITSTREAM = "aes-v1"
 DEMO_ACCELERATOR = "a5e0000000000000000000000000c0de"
-
-
-def say(step: str, text: str = "") -> None:
-    print(f"\n== {step}" if not text else f"   {text}", flush=True)
-
-
-def ms_since(start: float) -> str:
-    return f"{(time.monotonic() - start) * 1000:.1f} ms"
 
 
 async def run_demo(base: Config) -> int:

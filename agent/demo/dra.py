@@ -1,14 +1,7 @@
 """``fpga-agent demo dra``: the DRA mode on simulated slots, narrated.
 
-Runs the real agent in ``--mode dra`` (sim backend) in a temporary directory: the kubelet's
-DRA side (:class:`agent.demo.kubelet.DraKubelet`) registers the driver through the plugin
-registry and calls NodePrepareResources / NodeUnprepareResources over real unix sockets;
-the API server is the HTTP-level stand-in (:mod:`agent.demo.kubeapi`), which the
-agent reads and writes with the real kubernetes client. The demo plays the scheduler: it
-allocates each claim from the published ResourceSlice as the cache-aware claim of
-``daemonset/examples/dra/cached-first.yaml`` asks (a slot holding the bitstream, else any
-slot of the platform). Needs no root and no cluster.
-"""
+The real agent in ``--mode dra`` against the kubelet's DRA side (:class:`agent.demo.kubelet.DraKubelet`) and
+the API server stand-in (:mod:`agent.demo.kubeapi`); the demo plays the scheduler."""
 
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ from pathlib import Path
 
 from agent.app import Agent, connect_kube
 from agent.config import Config
+from agent.demo import ms_since, say
 from agent.demo.draclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
 from agent.demo.kubeapi import KubeApiStandIn
 from agent.demo.kubelet import DraKubelet
@@ -30,14 +24,6 @@ from agent.simfpga.fabric import PLATFORM
 NODE = "demo-node"
 BITSTREAM = "aes-v1"
 ACCELERATOR = "a5e0000000000000000000000000c0de"
-
-
-def say(step: str, text: str = "") -> None:
-    print(f"\n== {step}" if not text else f"   {text}", flush=True)
-
-
-def ms_since(start: float) -> str:
-    return f"{(time.monotonic() - start) * 1000:.1f} ms"
 
 
 async def run_dra_demo(base: Config) -> int:

@@ -1,10 +1,5 @@
 """The cluster's part in ``fpga-agent demo dra``: the published slice as the scheduler reads it, claims
-allocated from it as the cache-aware claim asks, and the kubelet's prepare and unprepare of them.
-
-What the demo shows comes from where a cluster would see it: the ResourceSlice and the Events
-from the API server stand-in, the CDI spec from the driver's spec directory, the slot holders
-from the agent's registry.
-"""
+allocated from it as the cache-aware claim asks, and the kubelet's prepare and unprepare of them."""
 
 from __future__ import annotations
 
@@ -95,8 +90,8 @@ class SliceView:
 
 
 def allocate(devices: dict[str, Attributes], bitstream: str, taken: Collection[str]) -> tuple[str, str]:
-    """(device, subrequest) as the scheduler allocates the cache-aware claim on this node: the first free
-    device of the slice that holds ``bitstream`` (``cached``), else the first free one of the platform (``any``)."""
+    """(device, subrequest) of the cache-aware claim: the first free device holding ``bitstream`` (``cached``),
+    else the first free one (``any``)."""
     selectors: dict[str, Callable[[Attributes], bool]] = {
         "cached": lambda attrs: attrs.get("bitstream") == bitstream,
         "any": lambda attrs: attrs.get("platform") == PLATFORM,
@@ -133,8 +128,7 @@ class ClaimRun:
         self.allocated: dict[str, str] = {}
 
     async def prepare(self, name: str, device: str, subrequest: str, bitstream: str) -> PreparedClaim:
-        """A pod bound to the node whose claim (cached-first, for ``bitstream``) was allocated ``device``
-        through ``subrequest``; the kubelet prepares it before the pod's container starts."""
+        """Bind a pod whose claim was allocated ``device`` through ``subrequest``, and prepare the claim."""
         pod = self.api.add_pod(f"{name}-pod", namespace=NAMESPACE, node=self.node, slots=(("main", 0),))
         kube = self.agent.kube
         assert kube is not None  # DRA mode has API access

@@ -1,10 +1,4 @@
-"""``fpga-agent demo extender``: the scheduler extender scoring a few nodes, narrated.
-
-The real extender (state table, scoring, HTTP server) on a loopback port, fed the
-FpgaNodeState objects that agents publish, answering the ``/prioritize`` and
-``/filter`` calls kube-scheduler makes. Needs no cluster: the watch is replaced by
-the nodes below.
-"""
+"""``fpga-agent demo extender``: the real scheduler extender scoring a few nodes' FpgaNodeStates, narrated."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ from typing import Any
 import aiohttp
 
 from agent.config import Config
+from agent.demo import say
 from agent.extender import NodeSlots, StateTable, read_published_state
 from agent.extender.server import Extender, bound_port, build_app, start
 from agent.output.tables import format_table
@@ -22,10 +17,6 @@ from agent.slots.published import state_object
 PLATFORM = "9a3d7c8e11114f0a8d1b0123456789ab"
 CATALOG = {"aes-v1": PLATFORM, "sha-v2": PLATFORM}
 HOUR_S = 3600
-
-
-def say(step: str, text: str = "") -> None:
-    print(f"\n== {step}" if not text else f"   {text}", flush=True)
 
 
 def _slot(sid: str, bitstream: str | None, *, free: bool = True, idle_s: int | None = None) -> dict[str, Any]:

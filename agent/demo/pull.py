@@ -1,10 +1,5 @@
-"""``fpga-agent demo pull``: a bitstream pushed to a registry, declared, pulled into a node catalog, narrated.
-
-The real push (``catalog push``), the real registry client and puller (what the agent
-runs when a pod asks for a bitstream the node lacks) and the real catalog, against an
-in-process registry on a loopback port (:mod:`agent.demo.registry`). Needs no root, no
-cluster and no registry installed.
-"""
+"""``fpga-agent demo pull``: a bitstream pushed to a registry, declared, pulled into a node catalog, narrated
+(the real client, puller and catalog against :mod:`agent.demo.registry`)."""
 
 from __future__ import annotations
 
@@ -26,6 +21,7 @@ from agent.bitstreams import (
     parse_reference,
 )
 from agent.bitstreams.publish import push_bitstream
+from agent.demo import say
 from agent.demo.registry import DemoRegistry
 from agent.errors import PullError
 from agent.output.tables import format_table
@@ -36,10 +32,6 @@ from agent.simfpga.fabric import PLATFORM
 NAME = "aes-v1"
 ACCELERATOR = "a5e0000000000000000000000000c0de"
 CACHE_BYTES = 64 << 20
-
-
-def say(step: str, text: str = "") -> None:
-    print(f"\n== {step}" if not text else f"   {text}", flush=True)
 
 
 async def run_pull_demo() -> int:

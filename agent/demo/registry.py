@@ -1,11 +1,5 @@
-"""An in-process OCI registry for ``fpga-agent demo pull``: the distribution API's few calls a bitstream
-push and pull make, in memory, on a loopback port, over plain HTTP.
-
-Not a registry to deploy (no auth, no storage, no garbage collection): the demo has no
-registry to reach, and needs none installed. The tests run the agent against the real
-CNCF distribution registry; this one keeps what the agent's client relies on: a blob
-upload is checked against its digest, a manifest is found by tag and by digest.
-"""
+"""An in-memory OCI registry for ``fpga-agent demo pull`` on a loopback port over plain HTTP: the few
+distribution API calls a push and pull make (not one to deploy: no auth, no storage)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The kubelet device-plugin protocol (v1beta1): RPC behaviour and socket lifecycle.
-
-``servicer`` answers the five RPCs from the slot registry; ``lifecycle`` serves the
-socket, registers with the kubelet, notices kubelet restarts and registers again;
-``podresources`` asks the kubelet which pod holds which slot.
-"""
+"""The kubelet device-plugin protocol (v1beta1): the RPCs (``servicer``), serving and registering
+(``lifecycle``), and which pod holds which slot (``podresources``)."""
 
 from agent.deviceplugin.constants import API_VERSION, ENDPOINT, KUBELET_SOCKET, RESOURCE_NAME
 from agent.deviceplugin.lifecycle import PluginLifecycle

@@ -23,8 +23,6 @@ SOCKET_RECHECK_S = 5.0
 #: Deadline for a pod-resources lookup made during PreStartContainer.
 POD_RESOURCES_TIMEOUT_S = 2.0
 
-#: Channel options for every channel to the kubelet or to our own socket. gRPC shares
-#: connections (subchannels) between channels to the same address, and with them the
-#: reconnect backoff of a failed attempt (1 s, growing to 2 min): a kubelet that has just
-#: come back would look absent to our next attempts. A channel of its own really connects.
+#: Options of every channel to the kubelet or our own socket: a private subchannel, so no shared
+#: reconnect backoff makes a kubelet that just came back look absent.
 FRESH_CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1),)

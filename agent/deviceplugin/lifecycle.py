@@ -1,14 +1,8 @@
-"""Serve the plugin socket, register with the kubelet, and do it again after a restart.
+"""Serve the plugin socket, register with the kubelet, and do it again after a kubelet restart.
 
-Apart from the RPC behaviour (``servicer``), this owns the socket's life: serve on
-``<dir>/<endpoint>`` (mode 0600, put in place by an atomic rename) and check that it answers
-before every registration; register with ``<dir>/kubelet.sock`` with exponential backoff;
-notice a kubelet restart (``kubelet.sock`` created again or our socket deleted, by inotify,
-or the ListAndWatch stream closed) and serve and register again; on stop, end the streams
-and remove the socket only if it is still ours. Of two agents on one node (a rolling update
-with surge) the newest wins: an older one that finds another live server on its path steps
-aside (``superseded``). Why: docs/how-it-works.md, "Kubelet restarts".
-"""
+A restart is noticed by inotify (``kubelet.sock`` created, our socket deleted) or a closed ListAndWatch
+stream. Of two agents on one node the newest wins; the older steps aside (``superseded``).
+See docs/how-it-works.md, "Kubelet restarts"."""
 
 from __future__ import annotations
 
@@ -99,18 +93,16 @@ class PluginLifecycle:
                     elif not await self._answers():
                         logger.warning("socket %s is in place but does not answer: serving again", self.where.socket)
                         await self._restart_server()
-                    # What happened until now (our socket deleted and kubelet.sock created by one restart)
-                    # is handled by this round; what happens from here on wakes the next one.
+                    # events until now are handled by this round; later ones wake the next
                     self._reasons.clear()
                     self._wake.clear()
                     if not self._socket_is_ours():
-                        continue  # deleted while we checked it (a kubelet restart): serve again first
+                        continue  # deleted while we checked it: serve again first
                     registering = True
                     await self._register()
                 except KubeletError as exc:
                     if registering and not self._socket_is_ours():
-                        # The kubelet deleted our socket while we registered: it is restarting. Serve
-                        # again and register with the new kubelet at once, never a socket that is gone.
+                        # the kubelet is restarting: serve again and register at once
                         logger.info("socket %s deleted while registering: serving again", self.where.socket)
                         continue
                     logger.warning("registration failed, retrying in %.2f s: %s", delay, exc)
@@ -143,7 +135,6 @@ class PluginLifecycle:
             self._trigger(f"{self.where.endpoint} deleted")
 
     def _on_stream_closed(self, generation: int) -> None:
-        # A stream of an older registration closes when the kubelet replaces it: expected.
         if generation == self._generation and self._servicer.active_streams(generation) == 0:
             self._trigger("ListAndWatch stream closed by the kubelet")
 
@@ -171,17 +162,14 @@ class PluginLifecycle:
         path = self.where.socket
         with contextlib.suppress(FileNotFoundError):
             path.lstat()
-            # Replaced by the rename below, never unlinked first: an agent still serving there
-            # must not see a deletion (which it would take for a kubelet restart) but a newer server.
+            # replaced by the rename below, never unlinked: an agent serving there must not see a deletion
             logger.info("replacing %s left by an earlier process", path)
         self._servicer.open_streams()
         bound_undecodable_request_logs()
         server = grpc.aio.server(interceptors=self._interceptors)
-        self._server = server  # from here on, _stop_server cleans it up whatever fails
+        self._server = server
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
-        # gRPC unlinks a server's socket path when its listener is finally torn down,
-        # which may be after stop() returned and after a new server bound the same path:
-        # bind under a name used once, then rename it into place, so that late unlink misses.
+        # gRPC may unlink a stopped server's path late: bind under a one-off name, then rename into place
         bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")
         old_umask = os.umask(0o177)  # the socket is created 0600, never briefly wider
         try:
@@ -200,14 +188,14 @@ class PluginLifecycle:
         await self._self_check()
         logger.info("serving device plugin on %s", path)
 
+    async def _ask_options(self) -> dp.DevicePluginOptions:
+        """GetDevicePluginOptions from whatever serves our socket path (grpc.aio.AioRpcError)."""
+        async with grpc.aio.insecure_channel(f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS) as ch:
+            return await dp_grpc.DevicePluginStub(ch).GetDevicePluginOptions(dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S)
+
     async def _self_check(self) -> None:
         try:
-            async with grpc.aio.insecure_channel(
-                f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
-            ) as channel:
-                options = await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
-                    dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
-                )
+            options = await self._ask_options()
         except grpc.aio.AioRpcError as exc:
             raise KubeletError(
                 f"own server on {self.where.socket} does not answer: {exc.code().name} {exc.details()}"
@@ -216,8 +204,7 @@ class PluginLifecycle:
             raise KubeletError(f"own server on {self.where.socket} answered unexpected options {options}")
 
     async def _answers(self) -> bool:
-        """Whether our own server answers on our socket: checked before every registration, so the
-        kubelet is never told about a socket that is not served."""
+        """Whether our own server answers on our socket (checked before every registration)."""
         try:
             await self._self_check()
         except KubeletError:
@@ -245,11 +232,7 @@ class PluginLifecycle:
             self._server = None
 
     async def _taken_over(self) -> bool:
-        """Whether another process now serves a device plugin on our socket path.
-
-        Asked only by an agent that has served before: at its start the newest agent
-        takes the socket over. A file left by a dead process does not answer.
-        """
+        """Whether another process now serves on our socket path (only asked once we have served)."""
         if self._server is None and not self.superseded:
             return False
         try:
@@ -258,12 +241,7 @@ class PluginLifecycle:
         except FileNotFoundError:
             return False
         try:
-            async with grpc.aio.insecure_channel(
-                f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS
-            ) as channel:
-                await dp_grpc.DevicePluginStub(channel).GetDevicePluginOptions(
-                    dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S
-                )
+            await self._ask_options()
         except grpc.aio.AioRpcError:
             return False
         return True

@@ -1,9 +1,4 @@
-"""Client of the kubelet's pod-resources API: which pod/container holds which slot.
-
-Allocate carries only device IDs; the pod-resources API is the authoritative map
-from device IDs to pods. A container holding several slots may be listed as several
-``ContainerDevices`` entries of our resource (one ID each), so entries are merged.
-"""
+"""Client of the kubelet's pod-resources API: which pod/container holds which slot."""
 
 from __future__ import annotations
 
@@ -65,9 +60,7 @@ class PodResourcesClient:
             response = await stub.List(pr.ListPodResourcesRequest(), timeout=self._timeout_s)
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.UNAVAILABLE and self._channel is channel:
-                # This channel would wait out gRPC's reconnect backoff (1 s, growing to
-                # 2 min) before trying again; a new one finds a kubelet that is back at once.
-                self._channel = None
+                self._channel = None  # a new channel skips gRPC's reconnect backoff
                 await channel.close()
             raise KubeletError(
                 f"pod-resources List on {self._socket_path} failed: {exc.code().name} {exc.details()}"

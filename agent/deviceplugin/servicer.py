@@ -1,9 +1,4 @@
-"""The five DevicePlugin RPCs, answered from the slot registry.
-
-Requests are validated as a whole before anything changes; domain errors are
-mapped to gRPC status codes here, at the edge: a bad ID is INVALID_ARGUMENT, an
-unhealthy slot FAILED_PRECONDITION, and the message names the ID.
-"""
+"""The five DevicePlugin RPCs, answered from the slot registry; domain errors become gRPC status codes here."""
 
 from __future__ import annotations
 
@@ -54,9 +49,7 @@ class ContainerHooks(Protocol):
         ...
 
 
-#: Domain errors -> gRPC status codes, most specific first.
-#: Longest status message: gRPC carries it in a header, whose size is limited (8 KiB by default), and
-#: a longer one turns the answer into RESOURCE_EXHAUSTED.
+#: Longest status message: it travels in a size-limited header (else RESOURCE_EXHAUSTED).
 MAX_STATUS_CHARS = 1024
 
 
@@ -66,6 +59,7 @@ def status_text(error: object) -> str:
     return text if len(text) <= MAX_STATUS_CHARS else f"{text[:MAX_STATUS_CHARS]}... ({len(text)} characters)"
 
 
+#: Domain errors -> gRPC status codes, most specific first.
 _STATUS: tuple[tuple[type[FpgaSlotError], grpc.StatusCode], ...] = (
     (UnhealthySlotError, grpc.StatusCode.FAILED_PRECONDITION),
     (RequestError, grpc.StatusCode.INVALID_ARGUMENT),

@@ -1,9 +1,4 @@
-"""Discovery backends: find the node's FPGA slots and keep their health current.
-
-Each backend is a :class:`DeviceSource`. ``sim`` reads simulated cards; ``dfl``,
-``fpga-region`` and ``static`` read sysfs through pyudev (only ``udev`` imports it)
-and rescan on uevents; ``auto`` runs every hardware backend side by side.
-"""
+"""Discovery backends (each a :class:`DeviceSource`): find the node's FPGA slots and keep their health current."""
 
 from agent.discovery.base import DeviceSource, Enumeration, Skipped, SlotSink
 from agent.discovery.composite import CompositeSource

@@ -16,8 +16,7 @@ class CompositeSource:
         self.sources = tuple(sources)
 
     async def enumerate(self) -> Enumeration:
-        """Each source in turn: a scan takes milliseconds, and two libudev enumerations in two threads at
-        once are what umockdev's preload library (Debian 12's 0.17) gets wrong, which the tests run under."""
+        """Each source in turn (umockdev 0.17 breaks on two libudev enumerations in parallel threads)."""
         results = [await source.enumerate() for source in self.sources]
         return Enumeration(
             slots=[slot for result in results for slot in result.slots],

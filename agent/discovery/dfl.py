@@ -1,13 +1,7 @@
 """DFL backend: Intel PAC / N3000-class cards driven by the upstream Linux DFL driver.
 
-Layout (kernel ABI): a PCI device (driver ``dfl-pci``) carries platform devices
-``dfl-fme.N`` (the FPGA management engine, node ``/dev/dfl-fme.N``, used to program)
-and ``dfl-port.N`` (one per accelerator slot, node ``/dev/dfl-port.N``, attributes
-``id`` and ``afu_id``). The partial-reconfiguration interface id of the card is the
-``compat_id`` of the FME's region (``dfl-fme-region.*/fpga_region/region*``), or
-``pr/interface_id`` of the FME with the out-of-tree OPAE driver. An id of all ``f``
-means the firmware crashed. A DFL device has at most 4 ports.
-"""
+Each ``dfl-port.N`` under a ``dfl-pci`` device is a slot, programmed through the card's ``dfl-fme.N``;
+the platform is the FME region's ``compat_id`` (or the OPAE driver's ``pr/interface_id``)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """fpga-region backend: the Linux FPGA manager framework (Zynq, Versal, SoC FPGAs).
 
-Each ``/sys/class/fpga_region/regionN`` is a slot, programmed through an FPGA
-manager (``/sys/class/fpga_manager/fpgaN``, attributes ``name`` and ``state``) whose
-``state`` drives the slot's health: ``operating`` is healthy, error states,
-``unknown`` and ``power off`` are not. Regions and managers that belong to a DFL
-card are left to the ``dfl`` backend. The framework does not report what a region
-holds, so a slot starts with nothing known loaded. A region with child regions (a base
-region, whose image defines the children) is no slot itself: its children are, and the
-card can be programmed whole there. While it holds a whole-card image, the children the
-kernel removed are reported as they were (``held``: the programmer's record), whole-card.
-"""
+Each ``fpga_region`` (not a DFL card's, not a base region with children) is a slot whose health is its
+FPGA manager's ``state``. While a base region holds a whole-card image, its removed children are
+reported as they were (``held``: the programmer's record)."""
 
 from __future__ import annotations
 
@@ -74,8 +67,8 @@ def scan_fpga_regions(held: HeldCards | None = None) -> Enumeration:
 
 
 def _parents(regions: Sequence[DeviceRecord]) -> dict[str, str]:
-    """Region sysfs path -> its base region, for child regions: the nearest ancestor that is a region, or whose
-    device holds exactly one region (a device-tree base region's children sit under its platform device)."""
+    """Region sysfs path -> its base region: the nearest ancestor that is a region, or whose device holds
+    exactly one region."""
     owners: dict[str, list[str]] = {}
     for region in regions:
         owners.setdefault(region.sys_path, []).append(region.sys_path)
@@ -84,7 +77,6 @@ def _parents(regions: Sequence[DeviceRecord]) -> dict[str, str]:
     parents: dict[str, str] = {}
     for region in regions:
         for depth, path in enumerate(region.ancestors):
-            # Regions of the region's own device are its siblings, not its base.
             found = [r for r in owners.get(path, ()) if r != region.sys_path and (depth > 0 or r == path)]
             if found:
                 if len(found) == 1:
@@ -99,12 +91,10 @@ def build_region_slots(
     pcis: dict[str, DeviceRecord],
     held: Mapping[str, Sequence[Slot]] | None = None,
 ) -> Enumeration:
-    """Turn udev records into slots; a region that cannot be used is skipped with its reason. ``held``: the base
-    regions holding a whole-card image, with their children's slots as they were."""
+    """Turn udev records into slots, skipping unusable regions; ``held``: base region -> its children's slots."""
     held = held or {}
     slots: list[Slot] = []
     skipped: list[Skipped] = []
-    # A DFL card's FME has an FPGA manager too; it programs only that card's ports.
     managers = [manager for manager in managers if not _owned_by_dfl(manager, pcis)]
     regions = [region for region in regions if not _owned_by_dfl(region, pcis)]
     parents = _parents(regions)
@@ -114,9 +104,9 @@ def build_region_slots(
             slots += _held_slots(region, held[region.sys_path], managers)
             continue
         if region.sys_path in bases:
-            continue  # its children are the slots
+            continue
         if parents.get(region.sys_path) in held:
-            continue  # reported with the other children of its card, as the whole-card image left them
+            continue
         try:
             if not managers:
                 raise ValueError("no FPGA manager on this node")

@@ -8,10 +8,7 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
 def parse_id128(raw: str | None, what: str) -> str:
-    """Normalise a 128-bit id to 32 lower-case hex digits (dashes allowed, as in UUIDs).
-
-    Raises ValueError naming ``what`` when the value is missing or malformed.
-    """
+    """A 128-bit id (dashes allowed) as 32 lower-case hex digits; ValueError naming ``what``."""
     if raw is None:
         raise ValueError(f"{what} is missing")
     value = raw.strip().lower().replace("-", "")

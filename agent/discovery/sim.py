@@ -1,9 +1,4 @@
-"""Discovery over simulated cards: the same contract as the udev backends.
-
-The fabric reports add/change/remove like udev does; the events are queued and
-applied to the sink in the event loop, so a health change reaches ListAndWatch
-without any polling.
-"""
+"""Discovery over simulated cards: the fabric's add/change/remove events applied to the sink in the loop."""
 
 from __future__ import annotations
 

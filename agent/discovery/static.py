@@ -1,11 +1,7 @@
 """static backend: slots declared in the configuration, for boards the kernel does not describe.
 
-A declared slot is healthy while all of its device nodes exist; udev events of any
-subsystem trigger a re-check, so a node that appears or vanishes is noticed
-without polling. Its ``control-node`` (optional) is what a command programmer's tool
-is told to address the card by (a PCI address, a device node); what the slot holds
-is what the wiring's ``reported`` says (a command programmer's last read-back).
-"""
+A slot is healthy while its device nodes exist (re-checked on any uevent); what it holds is what
+``reported`` says (a command programmer's last read-back)."""
 
 from __future__ import annotations
 
@@ -49,7 +45,7 @@ def _text(entry: dict[str, object], key: str, where: str) -> str:
 
 
 def _not_an_option(value: str, key: str, where: str) -> str:
-    """``value``, unless it starts with '-': a vendor tool's argv gets it, where it would read as an option."""
+    """``value``, unless it starts with '-' (a vendor tool would read it as an option)."""
     if value.startswith("-"):
         raise ValueError(f"{where}.{key} {value!r} starts with '-', which a vendor tool would read as an option")
     return value
@@ -106,8 +102,7 @@ def build_static_slots(
     reported: ReportedContent | None = None,
     whole_card: Callable[[str], bool] | None = None,
 ) -> Enumeration:
-    """Slots for the declared specs, healthy while their device nodes exist (blocking); ``whole_card`` says
-    whether a card holds a whole-card image (what its slots report is the card's)."""
+    """Slots for the declared specs, healthy while their device nodes exist (blocking)."""
     slots = []
     for spec in specs:
         missing = [device for device in spec.devices if not os.path.exists(device)]

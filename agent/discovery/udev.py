@@ -1,10 +1,5 @@
-"""The only module that talks to libudev (through pyudev).
-
-It turns udev devices into plain :class:`DeviceRecord` snapshots, so the backend
-parsers (``dfl``, ``fpga_region``, ``static``) stay pure functions over data, and
-bridges a udev netlink monitor into asyncio through its file descriptor: no thread
-per device and no polling.
-"""
+"""The only module that talks to libudev (through pyudev): devices as plain :class:`DeviceRecord`
+snapshots, and a netlink monitor bridged into asyncio."""
 
 from __future__ import annotations
 
@@ -87,11 +82,7 @@ def _record(device: pyudev.Device, attributes: Sequence[str]) -> DeviceRecord:
 def list_devices(
     subsystem: str, attributes: Sequence[str] = (), name: re.Pattern[str] | None = None
 ) -> list[DeviceRecord]:
-    """Devices of ``subsystem`` (whose sys_name matches ``name``) with the named attributes read.
-
-    Blocking: call it in a thread. Filtering by name first keeps a rescan cheap on
-    nodes with hundreds of platform devices.
-    """
+    """Devices of ``subsystem`` (whose sys_name matches ``name``) with the named attributes read (blocking)."""
     try:
         context = pyudev.Context()
         return [
@@ -129,17 +120,14 @@ class UdevMonitor:
     ) -> None:
         if self._monitor is not None and self._loop is not None:
             self._loop.remove_reader(self._monitor.fileno())
-            # pyudev has no close(); dropping the last reference closes the netlink socket.
-            self._monitor = None
+            self._monitor = None  # pyudev has no close(); the last reference closes the socket
 
     def _on_readable(self) -> None:
-        # Drain everything that is queued: an unread monitor socket fills up and loses events.
         assert self._monitor is not None
         while True:
             try:
                 device = self._monitor.poll(timeout=0)
             except OSError as exc:
-                # e.g. ENOBUFS: the kernel dropped events. Which ones is unknown, so ask for a rescan.
                 logger.warning("udev monitor read failed (%s): rescanning", exc)
                 if self._queue.empty():
                     self._queue.put_nowait(UdevEvent(RESCAN, "", "", None))

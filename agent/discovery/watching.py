@@ -1,9 +1,4 @@
-"""The watch loop shared by the udev-backed sources: scan, report, wait for uevents, rescan.
-
-A rescan of a node's FPGA devices takes milliseconds, so every batch of events
-leads to one full rescan in a worker thread; add, change and remove are then
-handled alike and nothing can drift from what sysfs says.
-"""
+"""The watch loop shared by the udev-backed sources: scan, report, wait for uevents, full rescan."""
 
 from __future__ import annotations
 
@@ -41,7 +36,6 @@ class UdevSource:
                 try:
                     enumeration = await self.enumerate()
                 except DiscoveryError as exc:
-                    # Keep the last known slots; try again on the next uevent or after a pause.
                     if not failing:
                         logger.error("backend %s: rescan failed, keeping the last known slots: %s", self.name, exc)
                     failing = True

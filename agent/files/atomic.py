@@ -1,10 +1,6 @@
 """Atomic file installation: a reader (or a crash) sees the old file or the whole new one, never a part.
 
-Write to a temp file in the target's directory, fsync it, rename it to the target,
-fsync the directory. On any failure the temp file is removed, so a failed write
-leaves nothing behind. Standard library only: the checkpoint, the DRA state and CDI
-specs, the catalog, the programmers and the pulls all write files this way.
-"""
+A temp file beside the target, fsynced and renamed into place; a failed write leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -36,11 +32,8 @@ def fsync_directory(directory: Path) -> None:
 
 
 class StagedFile:
-    """A temp file in ``directory`` (open ``w+b``, named ``prefix...``), installed under a name chosen after writing.
-
-    Use as a context manager: leaving the block without :meth:`install` (or with an
-    exception) removes the temp file.
-    """
+    """A temp file in ``directory`` (open ``w+b``), installed under a name chosen after writing; leaving its
+    ``with`` block without :meth:`install` removes it."""
 
     def __init__(self, directory: Path, mode: int = 0o644, prefix: str = TEMP_PREFIX, suffix: str = "") -> None:
         self.directory = directory
@@ -67,14 +60,9 @@ class StagedFile:
         return target
 
     def discard(self) -> None:
-        """Close and remove the temp file unless it was installed.
-
-        Closing flushes what is still buffered; on a full disk that fails again (the file
-        is closed all the same). The file is being thrown away, so that error is not
-        raised over the one that got here, and the file is removed either way.
-        """
+        """Close and remove the temp file unless it was installed (a failing close is not raised)."""
         if self._installed:
-            return  # install closed it
+            return
         with contextlib.suppress(OSError):
             self.stream.close()
         self._temp.unlink(missing_ok=True)
@@ -92,13 +80,7 @@ class StagedFile:
 
 
 def write_atomically(target: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace ``target`` with ``data`` so that a reader or a crash sees the old file or the whole new one.
-
-    The temporary file, ``.<name>.<random>.tmp`` beside the target, is created exclusively
-    (``mkstemp``: O_CREAT|O_EXCL, which refuses an existing name, a planted symbolic link
-    included), and the rename replaces the name ``target`` itself, never what a link there
-    points to. The target's directory is made when missing.
-    """
+    """Replace ``target`` (never what a link there points to) with ``data``, atomically; makes its directory."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with StagedFile(target.parent, mode, prefix=_temp_prefix(target), suffix=TEMP_SUFFIX) as staged:
         staged.stream.write(data)

@@ -1,12 +1,5 @@
-"""A bitstream's name and its file's identity, as the node catalog and the cluster's declarations share them.
-
-The catalog (``agent.programming``) and the pulls (``agent.bitstreams``) are adapters
-that may not import each other, yet must agree on what a bitstream may be called
-(pods ask for it by name, which is never used as a path), how a 128-bit platform or
-accelerator id is written, what an image may be for (its scope), and how a file's size and
-sha256 are taken. Standard
-library and the error tree only.
-"""
+"""A bitstream's name, ids, scope and file identity, as the node catalog and the pulls (which may not
+import each other) share them. Standard library and the error tree only."""
 
 from __future__ import annotations
 

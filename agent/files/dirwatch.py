@@ -1,11 +1,4 @@
-"""Watch a directory with inotify, bridged into asyncio.
-
-The kubelet signals a restart by deleting plugin sockets and creating a new
-``kubelet.sock``; ``fpga-agent catalog add`` renames a bitstream's files into the
-catalog directory. inotify tells us within microseconds, without polling.
-Standard library only (ctypes on libc), since no packaged binding is needed for
-three system calls.
-"""
+"""Watch a directory with inotify (ctypes on libc), bridged into asyncio."""
 
 from __future__ import annotations
 

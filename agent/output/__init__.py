@@ -1,3 +1,1 @@
-"""What people read: log lines (one per event, bounded, text or JSON), gRPC's undecodable-request
-records cut to one line, and the plain tables the commands and demos print.
-"""
+"""What people read: log lines, gRPC's log records cut to one line, and plain tables."""

@@ -1,11 +1,4 @@
-"""gRPC core's own log lines kept to errors, so that the agent's output is its own log lines.
-
-gRPC's C core writes its lines (``I1206 ... chttp2_transport.cc:1403] ... Got goaway``) to
-stderr itself, past Python's logging, at the verbosity GRPC_VERBOSITY gives when grpc is
-imported; gRPC knows no level between INFO and ERROR. :func:`quiet_grpc_core` sets ERROR
-before anything imports grpc (``agent.cli`` calls it first), whatever the environment says,
-unless GRPC_TRACE asks for gRPC's tracing (then the environment's verbosity is kept).
-"""
+"""gRPC core's own stderr log lines kept to errors (GRPC_VERBOSITY, set before grpc is imported)."""
 
 from __future__ import annotations
 

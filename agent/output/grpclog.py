@@ -1,16 +1,6 @@
-"""gRPC's own log record of a request it could not decode, as one bounded line.
+"""gRPC's traceback-laden log record of a request it could not decode, as one bounded warning line.
 
-grpc-python's asyncio servers (the device plugin's and the DRA plugin's) log every request
-whose bytes do not parse as the method's message with the whole traceback (about 3 KB each),
-as ``Unexpected [DecodeError] raised by servicer method [...]`` on ``grpc._cython.cygrpc``.
-Anything that can reach a socket could fill the log that way. The
-filter here rewrites such a record into one warning line naming the method (where gRPC
-says it) and what the parser said, cut to a bounded length, without the traceback; gRPC
-still answers the call with its error status. Every other record passes unchanged.
-
-:func:`bound_undecodable_request_logs` installs it once per process; each server calls
-it before it serves.
-"""
+:func:`bound_undecodable_request_logs` installs the filter; each gRPC server calls it before it serves."""
 
 from __future__ import annotations
 

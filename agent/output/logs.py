@@ -1,10 +1,4 @@
-"""Log output: one line per event, as text for people or JSON for collectors.
-
-Every record is one line of bounded length whatever it quotes: values from outside
-(device IDs, annotations) are shown quoted and cut where they are put into messages
-(``agent.errors.shown``); :class:`OneLine` is the net below that, so that no message
-can forge a log line or grow a line without bound.
-"""
+"""Log output: one bounded line per event (:class:`OneLine`), as text for people or JSON for collectors."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ MAX_MESSAGE_CHARS = 4096
 
 
 class OneLine(logging.Filter):
-    """Render each message once: cut to MAX_MESSAGE_CHARS with its length, line breaks escaped (text
-    format; JSON escapes them itself)."""
+    """Cut each message to MAX_MESSAGE_CHARS and (``escape_breaks``) escape its line breaks."""
 
     def __init__(self, escape_breaks: bool) -> None:
         super().__init__()

@@ -1,14 +1,8 @@
 """Pulled bitstreams entering and leaving the node catalog, in the catalog's own on-disk format.
 
-A puller downloads into a temp file the catalog stages in its directory
-(:meth:`PulledCatalog.stage`) and checks size and sha256 itself;
-:meth:`PulledCatalog.adopt` then checks what only the file's format tells (a GBS
-header's PR interface and accelerator id against the declaration) and installs the
-file as ``catalog add`` does (:meth:`Catalog.install`: renamed to its catalog name,
-the record written last). The record's ``source`` says where the file came from, which is
-also what marks it as the cache's to evict; a local entry (no source) is never
-removed here. Blocking: call through ``asyncio.to_thread``.
-"""
+A pull writes into a temp file staged in the catalog directory; :meth:`PulledCatalog.adopt` checks a GBS
+header against the declaration and installs the file as ``catalog add`` does. A record's ``source`` marks
+it as pulled (the cache's to evict); a local entry is never removed here. Blocking: use ``asyncio.to_thread``."""
 
 from __future__ import annotations
 
@@ -61,9 +55,8 @@ class PulledCatalog:
             return None
 
     def prepare(self, entries: Sequence[EntryFile]) -> None:
-        """Create the directory and remove what a crash left behind: the pulls' temp files (only those: a
-        ``catalog add`` running now has its own temp file here) and bitstream files no record names
-        (which no budget counts and nothing would ever remove). ``entries``: the catalog as just read."""
+        """Create the directory and remove crash leftovers: pull temp files (not ``catalog add``'s) and
+        bitstream files no record in ``entries`` (the catalog as just read) names."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for path in self.directory.glob(PULL_TEMP_PREFIX + "*"):
             path.unlink(missing_ok=True)
@@ -92,13 +85,9 @@ class PulledCatalog:
         source: str,
         scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
-        """Install the verified ``staged`` file (from :meth:`stage`) in the catalog as ``name``; all or nothing.
+        """Install the verified ``staged`` file as ``name``, all or nothing (the owner of ``staged`` removes it).
 
-        A GBS file's header must name the declared platform and accelerator id
-        (PlatformMismatch otherwise). The previous pulled entry of the name, if any, is
-        replaced; a local one is refused. On failure the catalog is as it was (the owner of
-        ``staged`` removes it).
-        """
+        PlatformMismatch if a GBS header disagrees; a previous pulled entry is replaced, a local one refused."""
         validate_name(name)
         if staged.directory != self.directory:
             raise BitstreamFileError(f"bitstream {name!r}: a file staged in {staged.directory} is not in the catalog")

@@ -13,20 +13,14 @@ class Programmer(Protocol):
     """Reconfigures slots of one backend."""
 
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
-        """Load ``image`` into ``slot``; return the seconds the hardware took.
-
-        Raises ProgrammingTimeout when ``timeout_s`` passes and ProgrammingError on
-        any other failure; in both cases the slot's content is unknown afterwards.
-        """
+        """Load ``image`` into ``slot``; the seconds the hardware took. ProgrammingTimeout past ``timeout_s``,
+        ProgrammingError otherwise; after either the slot's content is unknown."""
         ...
 
 
 @runtime_checkable
 class FileProgrammer(Protocol):
-    """A programmer that hands a tool the catalog's verified file (a path) rather than the image's bytes.
-
-    Vendor tools read the file themselves, whole (an Intel GBS file with its header, an xclbin).
-    """
+    """A programmer that hands a vendor tool the catalog's verified file (whole, GBS header included)."""
 
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
 
@@ -50,6 +44,5 @@ class CardProgrammer(Protocol):
         ...
 
     async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
-        """Load ``image`` into the card of ``slots``; as :meth:`Programmer.program` otherwise (every slot's
-        content is unknown after a failure)."""
+        """Load ``image`` into the card of ``slots``; as :meth:`Programmer.program` otherwise."""
         ...

@@ -1,11 +1,7 @@
-"""One programming operation at a time per card, different cards in parallel.
+"""One programming operation at a time per card (keyed by its control node), cards in parallel.
 
-A card is identified by the node the agent programs it through (the DFL FME device
-node, the FPGA manager's sysfs directory). The hardware calls block, so they run
-in worker threads; a thread cannot be interrupted, so when a deadline passes the
-caller gets its timeout at once but the card stays locked until the kernel
-returns from the call. Only then may the next operation on that card start.
-"""
+Blocking hardware calls run in worker threads: past a deadline the caller gets its timeout at once,
+but the card stays locked until the kernel returns from the call."""
 
 from __future__ import annotations
 
@@ -32,11 +28,8 @@ class CardLease:
         self._unlocked = False
 
     async def run_in_thread(self, call: Callable[[], T]) -> T:
-        """Run a blocking ``call`` in a worker thread; TimeoutError when the deadline passes first.
-
-        After a timeout the call keeps running in its thread and the card stays locked
-        until it returns.
-        """
+        """Run a blocking ``call`` in a worker thread; TimeoutError past the deadline (the card stays locked
+        until the call returns)."""
         future: asyncio.Future[T] = asyncio.ensure_future(asyncio.to_thread(call))
         self._pending.add(future)
         future.add_done_callback(self._call_returned)
@@ -45,8 +38,7 @@ class CardLease:
 
     def _call_returned(self, future: asyncio.Future[Any]) -> None:
         self._pending.discard(future)
-        if self._released:
-            # The caller gave up on this call (deadline or cancellation): log how it ended.
+        if self._released:  # the caller gave up on this call
             if future.cancelled():
                 logger.warning("%s: a late hardware call was cancelled", self.node)
             elif future.exception() is not None:

@@ -1,18 +1,8 @@
 """The bitstream catalog: the bitstreams this node can program, and what each one fits.
 
-One directory (``--bitstream-dir``) holds the bitstream files and, per bitstream, a
-JSON metadata record ``<name>.json``: name, file, size, sha256, platform (the PR
-interface id the bitstream fits), accelerator_id (what the slot reports once the
-bitstream is loaded) and added_at. Pods ask for a bitstream by name, so a name is
-validated and only ever used to find its record; the file a record points to is a
-plain file name inside the directory, never a path.
-
-Files are added atomically under a name derived from the bitstream's name and
-hash, and the record is written last: a reader sees the old bitstream or the new
-one, never a mix. The file's size and sha256 are checked again every time the
-image is read for programming. Reads are blocking: call them through
-``asyncio.to_thread`` from the event loop.
-"""
+One directory (``--bitstream-dir``) holds the files and a JSON record ``<name>.json`` per bitstream.
+Files are added atomically and the record written last; size and sha256 are checked again on every
+read for programming. Blocking: call through ``asyncio.to_thread``."""
 
 from __future__ import annotations
 
@@ -36,7 +26,7 @@ from agent.errors import (
 )
 from agent.files.atomic import StagedFile, fsync_directory, read_no_follow, write_atomically
 from agent.files.bitstream import copy_hashing
-from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
+from agent.files.bitstream import validate_name as validate_name
 from agent.programming.catalogentry import (
     FILE_NAME,
     INSTALLED_FILE,
@@ -80,9 +70,7 @@ class Catalog:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        # file name -> (identity of the file when it last matched, its sha256). Hashing a large
-        # bitstream costs milliseconds on every start; an unchanged file (same inode, size,
-        # mtime and ctime, which only root can fake) need not be hashed again.
+        # file name -> (file identity when it last matched, its sha256): an unchanged file is not hashed again
         self._verified: dict[str, tuple[tuple[int, ...], str]] = {}
 
     # ------------------------------------------------------------------ reading
@@ -186,12 +174,8 @@ class Catalog:
     ) -> CatalogEntry:
         """Copy ``source`` into the catalog as ``name`` and record it; all or nothing.
 
-        For an Intel GBS file, platform and accelerator id come from its header (given
-        values must agree with it); for any other file both are required. An existing
-        name is refused unless ``replace``. ``scope``: ``slot`` or ``card`` (an image for a whole
-        card). The file is stored as
-        ``<name>.<sha256 prefix>.gbs|.bin`` and the record written last, so readers see
-        the old entry or the new one; a failure leaves the catalog as it was.
+        A GBS header gives the ids (given ones must agree); other files need both given. An existing name
+        is refused unless ``replace``. ``scope``: ``slot`` or ``card`` (an image for a whole card).
         """
         validate_name(name)
         if scope not in SCOPES:
@@ -237,12 +221,8 @@ class Catalog:
         previous: CatalogEntry | None = None,
         scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
-        """Rename the checked ``staged`` file to ``<name>.<sha256 prefix><suffix>`` and write its record last.
-
-        ``previous``: the entry of ``name`` this one replaces; its file goes once the new record is
-        written. All or nothing: on failure the installed file is removed again (unless it is
-        ``previous``'s own, the same bytes), and the old record stays.
-        """
+        """Rename the checked ``staged`` file to ``<name>.<sha256 prefix><suffix>`` and write its record last;
+        all or nothing. ``previous``: the entry replaced, whose file goes once the new record is written."""
         installed = staged.install(installed_name(name, sha256, description.suffix))
         entry = CatalogEntry(
             name=name,
@@ -266,12 +246,8 @@ class Catalog:
         return entry
 
     def orphans(self, files: Mapping[str, str], older_than_s: float) -> tuple[Path, ...]:
-        """Bitstream files no record names, left by a crash between a file and its record (an install that
-        wrote the file but not yet the record, a replace or a removal that wrote the record but had not
-        yet removed the old file), given the file of each usable entry (name -> file) as just read. Only files named as
-        :meth:`install` names them, for a name that has no record or whose record names another file (a
-        record that does not parse keeps its name's files), and older than ``older_than_s`` (an install
-        running now has its file for a moment before its record)."""
+        """Installed files older than ``older_than_s`` that no record names (``files``: name -> file of each
+        usable entry), left by a crash; a record that does not parse keeps its name's files."""
         limit = time.time() - older_than_s
         found = []
         for path in self.directory.iterdir():
@@ -292,8 +268,7 @@ class Catalog:
         return tuple(sorted(found))
 
     def remove(self, entry: CatalogEntry) -> None:
-        """Take ``entry`` out of the catalog: its record first (so that it is never listed without its
-        file), then its file, then the directory made durable."""
+        """Take ``entry`` out of the catalog: its record first, then its file."""
         (self.directory / (entry.name + RECORD_SUFFIX)).unlink(missing_ok=True)
         (self.directory / entry.file).unlink(missing_ok=True)
         fsync_directory(self.directory)

@@ -1,13 +1,5 @@
-"""What the catalog holds per bitstream: its entry, the record stored for it, and its file's ids.
-
-A :class:`CatalogEntry` is one bitstream: name, file, size, sha256, platform (the PR
-interface id it fits), accelerator id (what the slot reports once it is loaded), when
-it was added, for a pulled one where from, and its scope (an image for one slot, or for a
-whole card of the platform). Its record ``<name>.json`` is parsed
-strictly (a malformed record is a problem reported by the scan, never a guess), and a
-file about to be added is described from its GBS header or from ids given by hand.
-The directory itself, adding, reading and removing are :class:`agent.programming.catalog.Catalog`.
-"""
+"""What the catalog holds per bitstream: its entry, its strictly parsed ``<name>.json`` record, and its
+file's ids (from a GBS header or given by hand). The directory itself is :class:`agent.programming.catalog.Catalog`."""
 
 from __future__ import annotations
 
@@ -27,7 +19,6 @@ from agent.files.bitstream import CARD_SCOPE as CARD_SCOPE
 from agent.files.bitstream import SCOPES as SCOPES
 from agent.files.bitstream import SLOT_SCOPE as SLOT_SCOPE
 from agent.files.bitstream import is_sha256, is_valid_name, normalize_id128
-from agent.files.bitstream import validate_name as validate_name  # the name rule, shared with the pulls
 from agent.programming.gbs import HEADER_KEYS, GbsFormatError, mismatched_id, read_gbs_header
 from agent.slots import Slot
 
@@ -52,12 +43,8 @@ def installed_name(name: str, sha256: str, suffix: str) -> str:
 
 
 def normalize_platform_id(raw: str, what: str) -> str:
-    """A platform or accelerator id as the slots report it.
-
-    128-bit ids (with or without UUID dashes) become 32 lower-case hex digits, as the
-    discovery backends report them; anything else (an FPGA manager's name, a
-    simulated accelerator) is kept as given, stripped. Raises ValueError naming ``what``.
-    """
+    """A platform or accelerator id as the slots report it: a 128-bit id as 32 lower-case hex digits,
+    anything else stripped. ValueError naming ``what``."""
     value = raw.strip() if isinstance(raw, str) else ""
     if not value or len(value) > MAX_ID_LEN or not value.isprintable():
         raise ValueError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable characters")
@@ -65,8 +52,7 @@ def normalize_platform_id(raw: str, what: str) -> str:
 
 
 def normalize_accelerator_id(raw: str, what: str) -> str:
-    """:func:`normalize_platform_id` for an accelerator id, which may not start with '-' (a vendor
-    tool's argv gets it, where it would read as an option). Raises ValueError naming ``what``."""
+    """:func:`normalize_platform_id` for an accelerator id, which may not start with '-' (a tool option)."""
     if isinstance(raw, str) and raw.strip().startswith("-"):
         raise ValueError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
     return normalize_platform_id(raw, what)
@@ -182,8 +168,7 @@ def record_bytes(entry: CatalogEntry) -> bytes:
 
 
 def normalize_given_id(value: str | None, what: str, accelerator: bool = False) -> str | None:
-    """A platform or (``accelerator``) accelerator id given by hand (None: not given), normalised;
-    CatalogError naming ``what``."""
+    """A platform or (``accelerator``) accelerator id given by hand, normalised; CatalogError naming ``what``."""
     if value is None:
         return None
     try:
@@ -195,11 +180,8 @@ def normalize_given_id(value: str | None, what: str, accelerator: bool = False) 
 def describe_bitstream(
     stream: BinaryIO, source: Path, platform: str | None, accelerator_id: str | None
 ) -> FileDescription:
-    """Platform, accelerator id and stored suffix of the bitstream file open in ``stream`` (``source``).
-
-    A GBS file's header gives both ids (``platform`` and ``accelerator_id``, normalised, must
-    agree with it when given); any other file needs both given. CatalogError naming the problem.
-    """
+    """Platform, accelerator id and stored suffix of the file open in ``stream``: from a GBS header (given ids
+    must agree), else both must be given. CatalogError or BitstreamFileError naming the problem."""
     try:
         header = read_gbs_header(stream)
     except GbsFormatError as exc:

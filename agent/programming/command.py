@@ -1,15 +1,8 @@
 """Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...).
 
-The tool's argv template comes from ``command-programmers`` (:mod:`agent.programming.commandspec`)
-and gets the catalog's verified image file. Like a built-in programmer: one operation per card
-at a time, under the programming deadline (past it the tool's process group is killed), its
-exit status and output turned into ProgrammingError / ProgrammingTimeout quoting the end of
-its output. The optional read-back command must name the accelerator just loaded, and at start
-says what the slots hold; the optional reset command runs after a failed programming. With
-``program-card`` the entry's cards can be programmed whole (DRA mode's whole cards): every slot
-then reports the card's image until one of them is programmed again, after ``restore-base``.
-See docs/command-programmer.md.
-"""
+Argv templates come from ``command-programmers`` (:mod:`agent.programming.commandspec`); one operation per
+card, under the programming deadline. Optional read-back, reset after a failure, and whole-card
+``program-card`` / ``restore-base``. See docs/command-programmer.md."""
 
 from __future__ import annotations
 
@@ -82,8 +75,7 @@ class CommandProgrammer:
         return spec if all(other is spec for other in specs) else None
 
     async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
-        """Run the entry's ``program-card`` on the image (staged in a private temp file), then its read-back on the
-        first slot; every slot reports the card's image afterwards."""
+        """Run the entry's ``program-card`` on the image, then its read-back on the first slot."""
         card = slots[0].card
         spec = self._card_spec(slots)
         if spec is None or spec.program_card is None:
@@ -157,7 +149,7 @@ class CommandProgrammer:
         try:
             async with self._cards.hold(slot.card, deadline):
                 started = True
-                self._reported.pop(slot.id, None)  # unknown from here until the read-back says
+                self._reported.pop(slot.id, None)
                 try:
                     await self._settle_owed_reset(slot.card, deadline)
                     await self._restore_base(spec, slot, deadline)
@@ -214,8 +206,7 @@ class CommandProgrammer:
 
     # ------------------------------------------------------------- at start
     async def read_back_all(self, slots: Sequence[Slot], timeout_s: float = READ_BACK_AT_START_S) -> None:
-        """Learn what the slots hold from their read-back commands (cards in parallel); a slot whose
-        read-back fails stays unknown (said once per slot)."""
+        """Learn what the slots hold from their read-back commands; a slot whose read-back fails stays unknown."""
         by_card: dict[str, list[tuple[Slot, CommandSpec]]] = {}
         for slot in slots:
             spec = self.spec_for(slot)

@@ -1,15 +1,8 @@
 """What a command programmer runs: argv templates for vendor tools, validated once at start.
 
-The ``command-programmers`` setting is a list of entries, each for some static slots or for
-every static slot of a platform: ``program`` and optional ``read-back`` (with its pattern),
-``reset``, ``program-card`` (a whole-card image into the card of the entry's slots) and
-``restore-base`` (the base layout back before a slot is programmed after one),
-``failure-pattern``, ``environment`` and ``allow-loader-variables``
-(docs/command-programmer.md, "Configuration", has an example of each). Every argument is one
-argv element (no shell ever sees it); placeholders in braces are replaced by the slot's
-values. The tool is named by its absolute path: it runs with a minimal environment, so
-nothing is looked up in a PATH.
-"""
+Each ``command-programmers`` entry is for some static slots or a platform (docs/command-programmer.md,
+"Configuration"). Every argument is one argv element (no shell); ``{placeholders}`` take the slot's
+values; the tool is an absolute path (it runs with a minimal environment)."""
 
 from __future__ import annotations
 
@@ -56,11 +49,7 @@ class ArgvTemplate:
         return self.argv[0]
 
     def render(self, values: Mapping[str, str]) -> tuple[str, ...]:
-        """The argv with every placeholder replaced (each element stays one argument).
-
-        An argument that a value turns into an option (it starts with a placeholder, and
-        the value with '-') is refused with ProgrammingError before anything runs.
-        """
+        """The argv with every placeholder replaced; ProgrammingError if a value turns an argument into an option."""
         argv = tuple(_PLACEHOLDER.sub(lambda match: values[match.group(1)], arg) for arg in self.argv)
         for template, arg in zip(self.argv[1:], argv[1:], strict=True):
             if template.startswith("{") and arg.startswith("-"):
@@ -232,8 +221,8 @@ def parse_command_programmers(data: object) -> tuple[CommandSpec, ...]:
 
 
 def check_selection(specs: Sequence[CommandSpec], slot_platforms: Mapping[str, str]) -> None:
-    """Every entry must select some declared static slot (``slot_platforms``: id -> platform), and a
-    slot may be named by one entry only; ValueError naming the entry otherwise."""
+    """ValueError naming the entry unless each selects a declared static slot (``slot_platforms``: id ->
+    platform) and no slot is named twice."""
     named: dict[str, str] = {}
     for spec in specs:
         for slot_id in spec.slots:

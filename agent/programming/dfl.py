@@ -1,17 +1,7 @@
 """DFL programmer: partial reconfiguration of one port through its card's FME.
 
-Linux DFL cards (Intel PAC, N3000, ...) are reconfigured with the
-``DFL_FPGA_FME_PORT_PR`` ioctl on the card's FME device node (``/dev/dfl-fme.N``,
-the slot's ``control_node``), naming the port (region ``port<N>``) and pointing at
-the raw bitstream in our memory (the part of a GBS file after its header). The
-kernel copies the image and blocks until the hardware is done, so the call runs in
-a worker thread under the caller's deadline; the card stays locked until the kernel
-returns, even after the caller's timeout (a thread cannot be interrupted). One
-operation at a time per FME node; different cards in parallel.
-
-The ``open_node``/``ioctl`` functions are injectable, so tests exercise everything up
-to the system call with a regular file standing in for the device node.
-"""
+Issues the ``DFL_FPGA_FME_PORT_PR`` ioctl on the FME device node (the slot's ``control_node``) for port
+``port<N>`` with the raw image, in a worker thread under the card lock. ``open_node``/``ioctl`` are injectable."""
 
 from __future__ import annotations
 
@@ -124,10 +114,7 @@ class DflProgrammer:
         return took
 
     def _reconfigure(self, node: str, port_id: int, image: bytes) -> float:
-        """Blocking: open the FME, issue the PR ioctl, close; return the ioctl's duration.
-
-        ``buffer`` holds the image at a fixed address and lives until the kernel has copied it.
-        """
+        """Blocking: open the FME, issue the PR ioctl, close; the ioctl's duration."""
         buffer = ctypes.create_string_buffer(image, len(image))
         argument = pack_port_pr(port_id, ctypes.addressof(buffer), len(image))
         fd = self._open(node)

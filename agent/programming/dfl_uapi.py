@@ -1,12 +1,6 @@
-"""The kernel's DFL partial-reconfiguration ABI (include/uapi/linux/fpga-dfl.h), in ctypes.
-
-``struct dfl_fpga_fme_port_pr {__u32 argsz, flags, port_id, buffer_size; __u64 buffer_address;}``
-passed to ``DFL_FPGA_FME_PORT_PR = _IO(0xB6, 0x80 + 0)``. The driver rejects ``argsz`` below
-the structure's size and non-zero ``flags`` with EINVAL, copies ``buffer_size`` bytes from
-``buffer_address``, and returns EIO when the hardware reports a PR error. ``_IO`` has no
-direction or size; its encoding depends on the architecture (asm-generic/ioctl.h, with the
-powerpc, mips, sparc and alpha overrides).
-"""
+"""The kernel's DFL partial-reconfiguration ABI (include/uapi/linux/fpga-dfl.h), in ctypes:
+``struct dfl_fpga_fme_port_pr`` and ``DFL_FPGA_FME_PORT_PR = _IO(0xB6, 0x80 + 0)``, whose encoding
+depends on the architecture."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """fpga-region programmer: load a bitstream through the Linux FPGA manager's sysfs interface.
 
-The FPGA manager (``/sys/class/fpga_manager/fpgaN``, the slot's ``control_node``) loads
-firmware by name, Xilinx-style: the image goes into the firmware directory under a name
-derived from the slot, ``flags`` is set (1 partial, 0 full) where the manager has it, and
-the name is written to ``firmware``. ``state`` then reads ``operating`` or an error state;
-it is polled until it settles or the deadline passes. A whole card (a base region whose
-child regions are the slots) gets a full load when its manager has a base image
-(``base_images``), which restores the base layout before the next slot is programmed; which
-base regions hold a whole-card image is kept in ``held_file`` across restarts. One operation
-at a time per manager; the firmware directory and sysfs root are injectable.
-"""
+The image goes into the firmware directory, its name is written to the manager's ``firmware`` (after
+``flags``), and ``state`` is polled until ``operating`` or an error. Whole-card images need a base image
+(``base_images``) to restore the layout; which base regions hold one is kept in ``held_file``."""
 
 from __future__ import annotations
 
@@ -92,8 +85,8 @@ class FpgaRegionProgrammer:
         self._managers = CardLocks()
         #: manager name -> the firmware (in the firmware directory) that restores its base region's child regions
         self._base_images = dict(base_images or {})
-        #: base region -> its children's slots, while it holds a whole-card image (replaced, never changed in
-        #: place: discovery reads it from a worker thread)
+        #: base region -> its children's slots while it holds a whole-card image (replaced, never changed in
+        #: place: read from a worker thread)
         self._held: dict[str, tuple[Slot, ...]] = _read_held(held_file)
         self._held_file = held_file
 
@@ -128,8 +121,7 @@ class FpgaRegionProgrammer:
         return took
 
     async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
-        """Load a whole-card image into the base region of ``slots`` (a full load); the slots are reported as they
-        were, whole-card, until one of them is programmed again."""
+        """Load a whole-card image into the base region of ``slots`` (a full load)."""
         first = slots[0]
         if not self.can_program_card(slots):
             raise ProgrammingError(
@@ -141,7 +133,6 @@ class FpgaRegionProgrammer:
         what = f"card {first.card}: programming {accelerator_id}"
 
         async def load(lease: CardLease, load: _Load) -> float:
-            # From the first write the children's content is the card's (or unknown): remembered as held.
             await lease.run_in_thread(lambda: self._keep_held({**self._held, first.parent_region: tuple(slots)}))
             name = card_firmware_name(load.manager.name)
             return await self._load(lease, load, name, image, partial=False)
@@ -151,7 +142,7 @@ class FpgaRegionProgrammer:
         return took
 
     def _keep_held(self, held: dict[str, tuple[Slot, ...]]) -> None:
-        """The new record of whole-card images, in memory and (when given) in ``held_file`` (in a worker thread)."""
+        """Record the whole-card images in memory and ``held_file`` (in a worker thread)."""
         self._held = held
         if self._held_file is not None:
             fields = ("id", "card", "region", "platform", "control_node", "parent_region")

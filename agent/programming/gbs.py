@@ -1,18 +1,6 @@
-"""Intel GBS files: a metadata header in front of the raw partial bitstream.
-
-The layout, as OPAE's packager writes it and its libraries read it::
-
-    offset 0   16 bytes  GUID 58656f6e-4650-4741-b747-425376303031, RFC 4122 byte order
-                         (the ASCII text ``XeonFPGA\\xb7GBSv001``)
-    offset 16   4 bytes  length N of the JSON metadata, unsigned little-endian
-    offset 20   N bytes  JSON: {"version": ..., "afu-image": {"interface-uuid": ...,
-                         "accelerator-clusters": [{"accelerator-type-uuid": ..., ...}], ...}}
-    offset 20+N          the raw bitstream the FME's partial-reconfiguration ioctl takes
-
-``interface-uuid`` is the PR interface id of the FPGA the bitstream fits (what the
-card reports as its region's ``compat_id``); ``accelerator-type-uuid`` of the first
-cluster is the accelerator id the port reports as ``afu_id`` once loaded.
-"""
+"""Intel GBS files: a 16-byte GUID, a little-endian u32 length N, N bytes of JSON metadata, then the raw
+bitstream. ``afu-image.interface-uuid`` is the platform; the first cluster's ``accelerator-type-uuid``
+the accelerator id."""
 
 from __future__ import annotations
 
@@ -86,10 +74,7 @@ def parse_gbs_header(data: bytes) -> GbsHeader:
 
 
 def read_gbs_header(stream: BinaryIO) -> GbsHeader | None:
-    """The header of the file open in ``stream`` (read from its start: the header only), None when not GBS.
-
-    GbsFormatError when the file starts like a GBS file but its header is unusable.
-    """
+    """The header of the file open in ``stream`` (read from its start), None when not GBS; GbsFormatError."""
     stream.seek(0)
     head = stream.read(HEADER_FIXED_LEN)
     if not is_gbs(head):

@@ -1,9 +1,5 @@
-"""The sample bitstreams in the node's catalog on simulated nodes (``--sim-sample-bitstream``).
-
-A slot image and a whole-card image (:mod:`agent.simfpga.sample`), each added at start unless
-the catalog already has an entry of that name: the same file is left as
-it is, and an operator's own entry of that name is kept (said once in the log).
-"""
+"""The sample slot and whole-card bitstreams in a simulated node's catalog (``--sim-sample-bitstream``);
+an existing entry of the same name is kept."""
 
 from __future__ import annotations
 

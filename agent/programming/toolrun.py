@@ -1,14 +1,8 @@
 """Run one vendor tool under a deadline: its own process group, a minimal environment, bounded output.
 
-The tool gets no shell, no descriptor of the agent's (stdin is /dev/null, everything
-else closed), a fresh session (so its process group is its own), a scratch working
-directory removed afterwards, and an environment of PATH and LANG plus what its entry
-names. Only the last CAPTURE_BYTES of stdout and of stderr are kept. When the deadline
-passes, or the caller is cancelled, the whole process group is killed and reaped before
-this returns; after a normal exit, whatever the tool left running in its group, or in its
-scratch directory outside the group, is killed too, so a programming never leaves a
-process behind. The exit status decides, whoever still holds the output pipes.
-"""
+No shell, no inherited descriptors, a scratch working directory; only the last CAPTURE_BYTES of each
+stream are kept. Past the deadline, on cancellation and after exit, the group and any process that
+escaped it are killed, so a programming never leaves a process behind."""
 
 from __future__ import annotations
 
@@ -112,13 +106,10 @@ def _kill_group(pgid: int) -> None:
 async def run_tool(
     argv: Sequence[str], deadline: float, what: str, environment: Mapping[str, str] | None = None
 ) -> ToolResult:
-    """Run ``argv`` until it exits or the loop time ``deadline`` passes.
+    """Run ``argv`` until it exits or the loop time ``deadline`` passes; a non-zero exit is returned.
 
-    Raises ProgrammingTimeout (the group killed) when the deadline passes and
-    ProgrammingError when the tool cannot be started or its scratch directory cannot be
-    made or removed; ``what`` names the step in each. A non-zero exit is returned, not
-    raised: the caller decides what it means. The exit status decides, not who still holds
-    the tool's output: a process that left the group (``setsid``) is killed with it.
+    ProgrammingTimeout past the deadline, ProgrammingError when the tool cannot be started or its scratch
+    directory made or removed; ``what`` names the step.
     """
     try:
         scratch = await asyncio.to_thread(_make_scratch)
@@ -143,8 +134,7 @@ def _make_scratch() -> str:
 
 
 async def _output_pipe(tail: _Tail) -> tuple[int, str, asyncio.ReadTransport, asyncio.Future[None]]:
-    """A pipe whose read end fills ``tail``: (the write end for the tool, the pipe as /proc names it, the
-    reader, its pump)."""
+    """A pipe filling ``tail``: (the tool's write end, the pipe as /proc names it, the reader, its pump)."""
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     link = f"pipe:[{os.fstat(read_end).st_ino}]"
     stream = asyncio.StreamReader()
@@ -205,14 +195,12 @@ async def _run_in(argv: Sequence[str], deadline: float, what: str, env: Mapping[
         await _reap(process, pumps, scratch)
         _close(readers, pumps)
         raise
-    # The tool is gone; anything it left behind goes too (and lets go of the pipes).
     _kill_group(process.pid)
     escaped = _kill_escaped(scratch)
     try:
         async with asyncio.timeout(min(DRAIN_AFTER_EXIT_S, max(0.0, deadline - loop.time()))):
             await asyncio.shield(asyncio.gather(*pumps))
     except TimeoutError:
-        # Something outside the group holds the output: found by the pipe it holds, and killed.
         escaped += await asyncio.to_thread(_kill_escaped, scratch, links)
         logger.warning(
             "%s: %s exited with status %d; a process that left its group still held its output", what, argv[0], status
@@ -233,9 +221,7 @@ def _close(readers: Sequence[asyncio.ReadTransport], pumps: Sequence[asyncio.Fut
 
 
 def _kill_escaped(scratch: str, pipes: Sequence[str] = ()) -> int:
-    """Kill every process whose working directory is the scratch directory or below it, or (when ``pipes``
-    are given) that holds one of the tool's output pipes: a tool's child that left its group with
-    ``setsid``. How many there were."""
+    """Kill every process working in ``scratch`` or holding one of ``pipes``; how many there were."""
     killed = 0
     try:
         pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
@@ -286,8 +272,7 @@ def _remove_scratch(scratch: str) -> str | None:
 
 
 async def _reap(process: asyncio.subprocess.Process, pumps: Sequence[asyncio.Future[None]], scratch: str) -> None:
-    """Kill the tool's whole group (and what left it) and wait until it is gone and its pipes are closed
-    (bounded)."""
+    """Kill the tool's group (and what left it); wait, bounded, until it is gone and its pipes closed."""
     _kill_group(process.pid)
     _kill_escaped(scratch)
     try:

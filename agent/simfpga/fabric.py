@@ -1,15 +1,7 @@
-"""A set of simulated FPGA cards with partially reconfigurable slots, behaving as the real backends' hardware.
+"""Simulated FPGA cards with partially reconfigurable slots, behaving as the real backends' hardware.
 
-* every slot has a device file under ``dev_dir`` (a character device with ``/dev/null``'s
-  numbers when ``device_nodes`` is set, which runtimes accept; a regular file otherwise);
-* a card reconfigures one slot at a time in ``program_s`` seconds; a failed or interrupted
-  one leaves the content unknown, like a DFL port after a failed PR;
-* a whole card can be loaded with one image (its slots then report that image as the card's);
-  programming a slot afterwards first restores the base layout, which leaves every slot empty;
-* what a slot holds survives agent restarts (``dev_dir/fabric.json``);
-* faults can be injected (health, a failing or hanging reconfiguration, a card unplugged and
-  plugged back), each change reported to subscribers as udev reports events.
-"""
+Each slot has a device file under ``dev_dir``; contents survive restarts (``dev_dir/fabric.json``);
+faults can be injected; every change is reported to subscribers as udev reports events."""
 
 from __future__ import annotations
 
@@ -112,19 +104,15 @@ class SimFabric:
 
     # ----------------------------------------------------------- reconfigure
     async def program(self, card_name: str, region: str, accelerator_id: str) -> None:
-        """Reconfigure one slot; one slot per card at a time, ``program_s`` each.
-
-        Raises OSError (as the ioctl would) when the card is gone or the injected
-        failure fires. If the operation is interrupted or fails, the slot's
-        content is unknown afterwards.
-        """
+        """Reconfigure one slot (one per card at a time, ``program_s`` each); OSError when the card is gone or
+        an injected failure fires, after which the content is unknown."""
         card = self._cards.get(card_name)
         if card is None or region not in card.slots:
             raise FileNotFoundError(f"no simulated slot {card_name}/{region}")
         async with card.lock:
             if not card.plugged:
                 raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
-            if card.image is not None:  # the base layout comes back first, with every slot empty
+            if card.image is not None:  # the base layout comes back first, every slot empty
                 card.image = None
                 self._save()
                 for other in card.slots:
@@ -133,11 +121,7 @@ class SimFabric:
             await self._reconfigure(card, [region], lambda: setattr(slot, "loaded", accelerator_id))
 
     async def program_card(self, card_name: str, accelerator_id: str) -> None:
-        """Load one image into the whole card, ``program_s``; its slots' own contents are gone afterwards.
-
-        Errors as :meth:`program` (a slot's injected failure or hang fires here too); a failed or
-        interrupted one leaves every slot's content unknown.
-        """
+        """Load one image into the whole card, ``program_s``; errors as :meth:`program`."""
         card = self._cards.get(card_name)
         if card is None:
             raise FileNotFoundError(f"no simulated card {card_name}")
@@ -148,9 +132,8 @@ class SimFabric:
             await self._reconfigure(card, list(card.slots), lambda: setattr(card, "image", accelerator_id))
 
     async def _reconfigure(self, card: _Card, regions: list[str], finish: Callable[[], None]) -> None:
-        """The regions' content is unknown while they are reconfigured (saved, also for whoever looks after a kill
-        half-way); after ``program_s`` an injected hang or failure of any of them fires, else ``finish`` records
-        the new content. The caller holds the card's lock."""
+        """Reconfigure ``regions`` (content unknown meanwhile) and call ``finish``, unless an injected hang or
+        failure fires. The caller holds the card's lock."""
         slots = [card.slots[region] for region in regions]
         for slot in slots:
             slot.loaded = None
@@ -180,11 +163,7 @@ class SimFabric:
 
     # ------------------------------------------------------- fault injection
     def set_health(self, card_name: str, region: str, healthy: bool, reason: str = "") -> None:
-        """Make a slot report (un)healthy, as a crashed or recovered region would.
-
-        An unplugged card reports nothing (udev sends no events for a gone device);
-        the new health shows when it is plugged back.
-        """
+        """Make a slot report (un)healthy; an unplugged card shows it once plugged back."""
         card = self._cards[card_name]
         slot = card.slots[region]
         slot.healthy, slot.reason = healthy, ("" if healthy else reason or "injected fault")

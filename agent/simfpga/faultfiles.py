@@ -1,15 +1,6 @@
-"""Faults injected into a running simulated node through files: for operators trying the sim overlays, and e2e.
-
-In ``<dev_dir>/faults/`` (``/var/lib/fpga-agent/sim-dev/faults/`` on the host with the shipped
-DaemonSet), one file per slot, named ``<card>-<region>`` (the slot ID, e.g. ``simcard0-slot1``)
-and a suffix:
-
-* ``.fail-next``: the slot's next reconfiguration fails with EIO (the file's text, if any, is the
-  reason); the file is consumed when the fault is armed;
-* ``.unhealthy``: the slot reports unhealthy while the file is there (its text is the reason).
-
-:func:`follow_fault_files` looks every ``POLL_S``. docs/dra.md ("Trying it on simulated slots") shows how.
-"""
+"""Faults injected into a running simulated node through ``<dev_dir>/faults/<card>-<region>.<suffix>`` files:
+``.fail-next`` (consumed) fails the next reconfiguration, ``.unhealthy`` makes the slot unhealthy while present.
+See docs/dra.md ("Trying it on simulated slots")."""
 
 from __future__ import annotations
 
@@ -57,8 +48,8 @@ def read_fault_files(directory: Path) -> tuple[dict[str, str], dict[str, str]]:
 def apply_faults(
     fabric: SimFabric, fail: dict[str, str], sick: dict[str, str], unhealthy: dict[str, str]
 ) -> dict[str, str]:
-    """On the loop: arm the failures, set health from ``sick``; ``unhealthy`` is what the files made unhealthy
-    last time (slot -> reason). Returns the new such map."""
+    """On the loop: arm the failures, set health from ``sick``; ``unhealthy`` and the result: slot -> reason
+    of what the files made unhealthy (last time, now)."""
     now: dict[str, str] = {}
     for info in fabric.slots():
         slot = f"{info.card}-{info.region}"

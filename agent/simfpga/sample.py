@@ -1,15 +1,5 @@
-"""The sample bitstreams of simulated cards, made here so that every image carries them.
-
-``aes-v1`` is an image for a slot.
-
-Its bytes are those of ``daemonset/examples/bitstreams/aes-v1.bin`` (a line of text in a
-128-byte header, then a byte pattern up to 4 KiB; the example FpgaBitstream declares their
-sha256), which a test checks.
-With ``--sim-sample-bitstream`` the agent adds it to the node's catalog at start, so that the
-sim overlays run ``daemonset/examples/pod.yaml`` with no step of the user's own.
-``sim-card-v1`` is an image for a whole card (``daemonset/examples/dra/whole-card.yaml``),
-added with it: the same header and pattern, its own text.
-"""
+"""The sample bitstreams of simulated cards: ``aes-v1`` for a slot (the bytes of
+``daemonset/examples/bitstreams/aes-v1.bin``) and ``sim-card-v1`` for a whole card."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The slot domain: what a slot is, who holds it, and which slots to hand out.
-
-Standard library only (checked by import-linter), so the policy can be imported by
-the scheduler extender and the cluster simulation without pulling in gRPC or udev.
-"""
+"""The slot domain: what a slot is, who holds it, and which slots to hand out (standard library only)."""
 
 from agent.slots.allocator import choose_preferred
 from agent.slots.eviction import eviction_key

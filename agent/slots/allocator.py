@@ -1,12 +1,7 @@
-"""Which slots to prefer for a container: the policy behind GetPreferredAllocation.
+"""Which slots to prefer for a container: the policy behind GetPreferredAllocation (pure, deterministic).
 
-Pure and deterministic. The kubelet offers ``available`` IDs, some of which it must
-include; we fill up to ``size`` preferring slots that already hold the wanted
-accelerator (no reconfiguration: the cache), keeping a multi-slot container on one
-card (then one NUMA node), then empty slots (nothing useful is evicted), then the
-least recently used, then the ID for a stable order. Without a wanted accelerator
-the policy is the neutral one.
-"""
+Prefers slots holding the wanted accelerator, then one card (then one NUMA node), then empty slots,
+then the least recently used, then the ID."""
 
 from __future__ import annotations
 
@@ -24,13 +19,8 @@ def choose_preferred(
     size: int,
     wanted: str | None = None,
 ) -> list[str]:
-    """Return exactly ``size`` IDs from ``available``, containing all of ``must_include``.
-
-    ``wanted`` is the accelerator id the container will be programmed with, when known.
-
-    Raises AllocationSizeError, UnknownSlotError or DuplicateSlotError when the
-    request cannot be met as asked.
-    """
+    """Exactly ``size`` IDs from ``available``, all of ``must_include`` among them; ``wanted``: the accelerator
+    id, when known. AllocationSizeError, UnknownSlotError or DuplicateSlotError when that cannot be met."""
     _check_request(states, available, must_include, size)
     chosen = list(must_include)
     taken = set(chosen)
@@ -67,10 +57,7 @@ def choose_preferred(
 
 
 def _anchor_card(states: Mapping[str, SlotState], candidates: Sequence[str], needed: int) -> str:
-    """The card to start on: the smallest one that fits the request, else the largest.
-
-    Best fit keeps big blocks of free slots for later multi-slot containers.
-    """
+    """The card to start on: the smallest one that fits the request (best fit), else the largest."""
     per_card = Counter(states[slot_id].slot.card for slot_id in candidates)
     fitting = [(count, card) for card, count in per_card.items() if count >= needed]
     if fitting:

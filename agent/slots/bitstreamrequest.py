@@ -1,10 +1,5 @@
-"""Which bitstream a pod, a container or a DRA claim config asks for, read one way for everyone.
-
-The admission webhook (``agent.extender.admission``) and the agent (device-plugin mode's
-``agent.node.reconfigure``, DRA mode's ``agent.dra.claimprep``) both read requests with these
-functions, so the webhook never refuses what the agent would accept. Standard library only.
-What they read is described in docs/dra.md (the admission table).
-"""
+"""Which bitstream a pod, a container or a DRA claim config asks for, read one way by the admission
+webhook and the agent (docs/dra.md, the admission table). Standard library only."""
 
 from __future__ import annotations
 
@@ -24,8 +19,7 @@ MAX_CONTAINERS = 256
 
 
 def container_bitstream(annotations: Mapping[str, object], container: str) -> tuple[str, object] | None:
-    """(annotation key, value) of what a container holding slots asks for: its own annotation, else the
-    pod's; None when neither is set (an empty value is no request)."""
+    """(annotation key, value) a container asks for: its own annotation, else the pod's; None when unset or empty."""
     for key in (f"{BITSTREAM_ANNOTATION}.{container}", BITSTREAM_ANNOTATION):
         value = annotations.get(key)
         if value is not None and value != "":
@@ -47,12 +41,8 @@ def claim_bitstream(parameters: Mapping[str, Any]) -> object | None:
 def pod_bitstreams(
     annotations: Mapping[str, object], slot_containers: Sequence[str], has_claims: bool
 ) -> list[tuple[str, object]]:
-    """(annotation key, value) of every bitstream annotation the agent reads for a pod, once each.
-
-    ``slot_containers`` are the containers that ask for slots; with ``has_claims`` (the pod has
-    ``spec.resourceClaims``) the pod's own annotation is read too. An annotation of a container
-    that asks for no slot, or the pod's when each slot container has its own, is never read.
-    """
+    """(annotation key, value) of every bitstream annotation the agent reads for a pod, once each: those of
+    ``slot_containers``, and with ``has_claims`` the pod's own."""
     found: dict[str, object] = {}
     for container in slot_containers:
         asked = container_bitstream(annotations, container)
@@ -65,8 +55,7 @@ def pod_bitstreams(
 
 
 def slots_asked(container: object) -> int:
-    """The slots a container (as a pod spec writes it) asks for: its limit of :data:`SLOT_RESOURCE`, else
-    its request (a limit is required and a request must equal it); 0 for none or a value that is no count."""
+    """The slots a container asks for: its limit of :data:`SLOT_RESOURCE`, else its request; 0 for none or no count."""
     resources = container.get("resources") if isinstance(container, Mapping) else None
     if not isinstance(resources, Mapping):
         return 0

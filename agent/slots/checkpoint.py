@@ -1,17 +1,7 @@
-"""The agent's checkpoint: what each slot holds and who holds it, across restarts.
+"""The agent's checkpoint (JSON, see :func:`encode`): what each slot holds and who holds it, across restarts.
 
-Format (JSON)::
-
-    {"version": 1, "checksum": "<sha256 of the canonical JSON of 'slots'>", "boot_id": str,
-     "slots": {"<slot id>": {"bitstream": str, "accelerator_id": str, "last_used": float,
-                             "holder": {"namespace", "pod", "container", "allocated_at"}}}}
-
-Written atomically (:func:`agent.files.atomic.write_atomically`): a crash leaves the old or the
-new file. A corrupt file, a failed checksum or an unknown version is set aside and the state
-rebuilt from the hardware and the kubelet; it never stops the agent. After a reboot (another
-``boot_id``, none from older agents) a recorded content is kept only where the slot itself
-reports that accelerator; the others are programmed again before they are used.
-"""
+Written atomically; a corrupt, mis-checksummed or unknown-version file is set aside and the state rebuilt.
+After a reboot (another ``boot_id``) a recorded content is kept only where the slot reports that accelerator."""
 
 from __future__ import annotations
 
@@ -222,11 +212,7 @@ def restore_into(registry: SlotRegistry, records: dict[SlotId, SlotRecord]) -> N
 
 
 class CheckpointFile:
-    """The checkpoint file of one registry: every write, from any thread, in registry-version order.
-
-    The periodic writer and :meth:`write_now` (before a programming starts) take snapshots at
-    different moments; a write of an older snapshot never replaces a newer one.
-    """
+    """The checkpoint file of one registry: writes from any thread; an older snapshot never replaces a newer."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -255,14 +241,8 @@ WRITE_INTERVAL_S = 0.2
 async def keep_checkpoint(
     path: Path | CheckpointFile, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True
 ) -> None:
-    """Write the checkpoint whenever the registry's state changes, until cancelled.
-
-    The file is written in a worker thread, at most every WRITE_INTERVAL_S, and only
-    when its content changed; a final write happens on cancellation, after a write
-    still running in the thread (cancelling the wait does not stop the thread) ended.
-    While ``owned()`` is False (another agent took the node over and writes the file
-    now) nothing is written, the final write included.
-    """
+    """Write the checkpoint (in a worker thread, at most every WRITE_INTERVAL_S) whenever it changes, and once
+    more on cancellation; nothing while ``owned()`` is False (another agent took the node over)."""
     file = path if isinstance(path, CheckpointFile) else CheckpointFile(path)
     path = file.path
     last: bytes | None = None
@@ -277,10 +257,9 @@ async def keep_checkpoint(
     async def write_if_changed() -> None:
         nonlocal last, in_thread
         if not owned():
-            last = None  # write again once it is ours again
+            last = None
             return
-        # The snapshot (immutable values) is taken on the loop; encoding and writing run in
-        # the thread, so that RPCs answered meanwhile do not wait behind them.
+        # snapshot on the loop; encode and write in the thread
         work = asyncio.ensure_future(asyncio.to_thread(encode_and_write, registry.snapshot(), registry.version, last))
         in_thread = work
         last = await asyncio.shield(work)
@@ -296,7 +275,7 @@ async def keep_checkpoint(
             await registry.wait_for_change(version)
     finally:
         if in_thread is not None:
-            with contextlib.suppress(OSError):  # reported above, or the final write reports its own
+            with contextlib.suppress(OSError):
                 await in_thread
         if not owned():
             logger.info("checkpoint %s left to the agent that took over", path)

@@ -1,9 +1,4 @@
-"""Value types of the slot domain.
-
-A slot is one partially reconfigurable region (or DFL port) of one FPGA card. Its ID
-is what the kubelet sees: stable across restarts and reboots, derived from the card's
-identity (PCI address, sysfs name) and the region, never from a list index.
-"""
+"""Value types of the slot domain: a slot is one reconfigurable region (or DFL port) of one FPGA card."""
 
 from __future__ import annotations
 
@@ -28,12 +23,8 @@ class Health(Enum):
 
 
 def make_slot_id(card: str, region: str) -> SlotId:
-    """Build a stable slot ID from a card identity and a region name.
-
-    Lower-cases, replaces characters outside ``[a-z0-9.-]`` with ``-`` (so PCI
-    addresses such as ``0000:3b:00.0`` stay readable) and rejects IDs longer than
-    the kubelet accepts instead of truncating them into collisions.
-    """
+    """A stable slot ID from a card identity and a region: lower case, ``[a-z0-9.-]`` (others become ``-``);
+    ValueError when longer than the kubelet accepts."""
     card_part = _ID_UNSAFE.sub("-", card.lower()).strip("-")
     region_part = _ID_UNSAFE.sub("-", region.lower()).strip("-")
     if not card_part or not region_part:
@@ -56,11 +47,8 @@ class DeviceNode:
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """One FPGA slot as a discovery backend reports it.
-
-    ``loaded`` is the accelerator the hardware reports in the slot (None when empty
-    or unknown); ``platform`` is the partial-reconfiguration interface it accepts.
-    """
+    """One FPGA slot as a discovery backend reports it; ``loaded``: the accelerator reported (None: empty or
+    unknown), ``platform``: the PR interface it accepts."""
 
     id: SlotId
     card: str
@@ -72,13 +60,11 @@ class Slot:
     health: Health
     backend: str
     reason: str = ""
-    #: Device node the agent itself uses to program the slot (e.g. the DFL FME);
-    #: never handed to containers.
+    #: Device node the agent itself programs the slot through (e.g. the DFL FME); never handed to containers.
     control_node: str = ""
     #: ``loaded`` is an image of the slot's whole card (all its slots as one region), not the slot's own.
     whole_card: bool = False
-    #: fpga-region: the sysfs path of the base region whose child region this slot is (a whole-card image is
-    #: loaded there); empty elsewhere.
+    #: fpga-region: the sysfs path of the base region this slot is a child of; empty elsewhere.
     parent_region: str = ""
 
     def __post_init__(self) -> None:
@@ -88,11 +74,7 @@ class Slot:
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """Who a slot was handed to.
-
-    Allocate carries only device IDs, so right after Allocate the pod is unknown
-    (``pod`` is None); PreStartContainer fills it in from the pod-resources API.
-    """
+    """Who a slot was handed to; ``pod`` is None until PreStartContainer fills it in."""
 
     allocated_at: float
     namespace: str | None = None

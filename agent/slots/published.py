@@ -1,10 +1,6 @@
 """The published slot state of one node: the FpgaNodeState object, written by its agent, read by the rest.
 
-One schema for the writer (``agent.node.nodestate``) and every reader (the scheduler
-extender, ``fpga-agent cluster``, the benchmarks): what the object is called, how a
-node's slots and catalog become its ``spec``, and how a ``spec`` is read back, with
-ValueError naming what is wrong. Readers ignore fields they do not know.
-"""
+One schema for the writer and every reader; readers ignore fields they do not know."""
 
 from __future__ import annotations
 
@@ -70,10 +66,7 @@ def published_slot(state: SlotState) -> PublishedSlot:
 
 
 def state_spec(node: str, states: Iterable[SlotState], bitstreams: Mapping[str, str]) -> dict[str, Any]:
-    """The ``spec`` of a node's FpgaNodeState: its slots sorted by id, its catalog sorted by name.
-
-    Past the bounds the first slots and bitstreams (by name) are kept; :func:`dropped` says how many went.
-    """
+    """The ``spec`` of a node's FpgaNodeState: slots by id, catalog by name, each cut at its bound."""
     records = sorted((published_slot(state) for state in states), key=lambda record: record["id"])
     slots = [_wire_slot(record) for record in records[:MAX_SLOTS]]
     catalog = dict(sorted(bitstreams.items())[:MAX_BITSTREAMS])
@@ -179,7 +172,6 @@ def _field(item: Mapping[str, Any], key: str, kind: type, where: str, *, require
         if required:
             raise ValueError(f"{where}: no {key!r}")
         return None
-    # JSON true/false are bools, and bool is an int in Python: keep them apart.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{where}: {key!r} is {_json_type(value)}, not {_TYPE_NAMES[kind]}")
     if isinstance(value, str) and len(value) > MAX_NAME_LEN:

@@ -1,9 +1,4 @@
-"""Quantities of ``example.com/fpga-slot`` as Kubernetes writes them: whole, non-negative counts.
-
-Pod specs say ``"2"``, ``2``, ``"2000m"`` or ``"1k"``; extended resources must be whole
-numbers (the API server rejects anything else). Shared by the pod cache and the
-scheduler extender, which both read slot requests from pods.
-"""
+"""Quantities of ``example.com/fpga-slot`` as Kubernetes writes them (``"2"``, ``2``, ``"2000m"``, ``"1k"``)."""
 
 from __future__ import annotations
 
@@ -47,7 +42,7 @@ def parse_count(value: object) -> int:
             raise ValueError(f"not a quantity: {shown(value)}")
         try:
             number = Decimal(text[:end]) * _SUFFIXES[suffix]
-        except ArithmeticError:  # decimal.InvalidOperation, Overflow, ...
+        except ArithmeticError:
             raise ValueError(f"not a quantity: {shown(value)}") from None
     else:
         raise ValueError(f"not a quantity: {shown(value)}")

@@ -1,9 +1,6 @@
 """The node's slot table: what discovery reports, merged with who holds each slot.
 
-One instance per agent, mutated only from the event loop's thread. Every change
-wakes the waiters of :meth:`SlotRegistry.wait_for_change` (ListAndWatch streams),
-so nothing polls. Requests are validated as a whole before anything is changed.
-"""
+Mutated only from the event loop's thread; every change wakes :meth:`SlotRegistry.wait_for_change`."""
 
 from __future__ import annotations
 
@@ -109,11 +106,7 @@ class SlotRegistry:
 
     @property
     def device_version(self) -> int:
-        """Increases when what the kubelet is told may change: the IDs listed, their health.
-
-        Holders and last use change with every allocation and do not count here, so
-        ListAndWatch streams are not woken by Allocate.
-        """
+        """Increases when the IDs listed or their health may change (not holders or last use)."""
         return self._device_version
 
     async def wait_for_device_change(self, seen_version: int) -> int:
@@ -124,11 +117,7 @@ class SlotRegistry:
 
     # -------------------------------------------------------------- discovery
     def replace_all(self, slots: Iterable[Slot], backend: str | None = None) -> None:
-        """Take a full enumeration: new slots appear, missing ones are removed or kept (held).
-
-        With ``backend``, only that backend's slots are replaced, so several
-        backends can report side by side.
-        """
+        """Take a full enumeration (of ``backend`` only, if given): missing slots are removed, or kept if held."""
         fresh = {slot.id: slot for slot in slots}
         changed = False
         for slot_id, known in list(self._slots.items()):
@@ -152,23 +141,15 @@ class SlotRegistry:
         self._bump()
 
     def remove(self, slot_id: SlotId) -> None:
-        """A slot's device disappeared.
-
-        A held slot stays listed as Unhealthy until it is released, so the kubelet
-        keeps track of it; a free one is removed from the list.
-        """
+        """A slot's device disappeared: a held slot stays listed (Unhealthy) until released, a free one goes."""
         if slot_id in self._slots:
             self._drop(slot_id)
             self._bump()
 
     # ------------------------------------------------------------- assignment
     def validate(self, slot_ids: Sequence[str]) -> list[Slot]:
-        """Check a request's IDs without changing anything.
-
-        Raises RequestError when it names no slot (the kubelet never sends one, and a
-        container found by nothing would match any container), else UnknownSlotError,
-        DuplicateSlotError or UnhealthySlotError naming the first offending ID.
-        """
+        """Check a request's IDs without changing anything: RequestError when it names no slot, else
+        UnknownSlotError, DuplicateSlotError or UnhealthySlotError naming the first offending ID."""
         if not slot_ids:
             raise RequestError("the request names no slot")
         seen: set[str] = set()
@@ -186,11 +167,7 @@ class SlotRegistry:
         return chosen
 
     def assign(self, groups: Sequence[Sequence[str]]) -> list[list[Slot]]:
-        """Assign each container's slots; all groups are validated before any change.
-
-        The kubelet is the authority on which slots are free: a slot we still
-        believe held (its pod may be gone a moment ago) is simply re-assigned.
-        """
+        """Assign each container's slots, all validated first; a slot still believed held is re-assigned."""
         for index, group in enumerate(groups):
             if not group:
                 raise RequestError(f"container request {index} names no slot")
@@ -226,11 +203,7 @@ class SlotRegistry:
 
     # --------------------------------------------------------------- contents
     def begin_programming(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
-        """A programming starts: the content is unknown (neither published nor preferred) until it ends.
-
-        A checkpoint written from now on says so, so an agent killed half-way believes the slot
-        holds ``bitstream`` after a restart only if the hardware reports it (see :meth:`restore`).
-        """
+        """A programming starts: the content is unknown until it ends (and after a restart unless reported)."""
         self._contents.pop(slot_id, None)
         self._programming[slot_id] = Content(bitstream, accelerator_id)
         self._bump(devices=False)
@@ -267,13 +240,8 @@ class SlotRegistry:
     ) -> bool:
         """Take a slot's state from the checkpoint; what the hardware reports wins.
 
-        A recorded bitstream whose accelerator differs from what the slot reports is
-        dropped; with ``confirmed_only`` (the node restarted since) also one the slot
-        does not report at all. Slots the hardware no longer has are ignored. A slot whose programming
-        was under way when the checkpoint was written (the agent was killed half-way)
-        holds an unknown content: the target bitstream only when the hardware's own
-        read-back reports its accelerator, else nothing known. Returns False for such a
-        slot left unknown.
+        A recorded content is dropped when the slot reports another accelerator (with ``confirmed_only``: also
+        none); an interrupted ``programming`` counts only if reported. False when that left it unknown.
         """
         slot = self._slots.get(slot_id)
         if slot is None:

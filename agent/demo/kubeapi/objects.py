@@ -279,14 +279,10 @@ def make_resource_claim(
     device_class: str = "fpga-slot",
     reserved_for: Iterable[tuple[str, str]] = (),
 ) -> JSON:
-    """A ResourceClaim as the scheduler leaves it allocated, with the spec it was allocated from.
+    """A ResourceClaim as the scheduler leaves it allocated (no ``devices`` and no pods: not allocated).
 
-    ``devices``: (request, pool, device) of ``driver`` each; a request of ``first_available``
-    (request -> its subrequests in order, e.g. ``{"fpga": ["cached", "any"]}``) names the
-    subrequest that was used (``fpga/any``), any other request is ``exactly`` one device of
-    ``device_class``. Opaque configs of the claim: ``parameters`` for every request, then
-    ``configs`` as (requests, parameters) each, for the requests named (none: every request).
-    Reserved for the pods (name, uid) given. No ``devices`` and no pods: not allocated."""
+    ``devices``: (request, pool, device) each, a ``first_available`` request naming its subrequest
+    (``fpga/any``); ``parameters`` configure every request, ``configs`` (requests, parameters) the named ones."""
     choices = {request: list(subrequests) for request, subrequests in (first_available or {}).items()}
     devices = list(devices)
     parents: dict[str, None] = {}

@@ -72,10 +72,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class KubeApiStandIn(RequestHandling):
-    """The API server stand-in; ``with KubeApiStandIn() as api:`` starts it and stops it cleanly.
-
-    Two hooks let a subclass see and refuse requests: :meth:`_received` (every request, before anything)
-    and :meth:`_admit` (an authenticated one, before it is served: raise ApiError to answer with it)."""
+    """The API server stand-in (a context manager); subclasses see requests in :meth:`_received` and may
+    refuse authenticated ones in :meth:`_admit` (raise ApiError)."""
 
     def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
         super().__init__(token=token, namespaces=namespaces)
@@ -201,7 +199,6 @@ class KubeApiStandIn(RequestHandling):
             if request.method == "GET":
                 return 200, self._list(resource, namespace, request.query)
             if request.method == "POST" and resource == "events":
-                # Without a Content-Type the API server reads its first media type, JSON.
                 content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
                 if content_type != "application/json":
                     raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
@@ -249,7 +246,6 @@ class KubeApiStandIn(RequestHandling):
             else:
                 cursor = _parse_rv(version)
                 if cursor < self._compacted_rv:
-                    # The real server answers 200 and sends the 410 as the stream's only event.
                     message = f"too old resource version: {cursor} ({self._compacted_rv})"
                     expired = {"type": "ERROR", "object": status_object(410, message, "Expired")}
                     self._start_stream(handler)

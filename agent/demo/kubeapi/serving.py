@@ -256,14 +256,8 @@ class RequestHandling(ObjectStore):
 
     @staticmethod
     def _validate_event(event: JSON) -> None:
-        """The real server's checks for a core/v1 Event, plus a few where it is laxer (marked *).
-
-        Real: name required and a DNS subdomain; kind Event; involvedObject.namespace
-        equal to the Event's (unless eventTime is set); with eventTime set,
-        reportingComponent, reportingInstance, action and reason required.
-        Stricter here (*): involvedObject kind and name, reason, a Normal/Warning
-        type, a source or reporting component, RFC 3339 timestamps, count >= 1.
-        """
+        """The real server's checks for a core/v1 Event, plus stricter ones: involvedObject kind and name,
+        reason, a Normal/Warning type, a source or reporting component, RFC 3339 timestamps, count >= 1."""
         meta = event["metadata"]
         errors: list[tuple[str, str]] = []
         name = meta.get("name") or ""

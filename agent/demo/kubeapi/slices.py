@@ -23,8 +23,7 @@ def _invalid(name: str, field: str, detail: str) -> ApiError:
 
 
 def _valid_resource_slice(body: object) -> JSON:
-    """The slice if the real server's validation takes it (the parts a driver can get wrong); else 422 naming
-    the field."""
+    """The slice if the real server's validation takes it; else 422 naming the field."""
     if not isinstance(body, dict) or body.get("kind") != "ResourceSlice" or body.get("apiVersion") != RESOURCE_API:
         raise ApiError(400, f"the body is not a {RESOURCE_API} ResourceSlice")
     obj = copy.deepcopy(body)

@@ -104,11 +104,8 @@ class ObjectStore:
             return self._store("nodes", ("", name), make_node(name, **kwargs))
 
     def put_resource_claim(self, claim: JSON) -> JSON:
-        """Create or replace a ResourceClaim given as JSON (see :func:`make_resource_claim`).
-
-        As the real server's create and update: a new claim gets a UID, a replaced one keeps its UID
-        and creation time (a body naming another UID is a 409), and either gets a new resourceVersion.
-        A claim deleted and made again (:meth:`delete_resource_claim` first) has a new UID."""
+        """Create or replace a ResourceClaim given as JSON, as the real server does (a replaced claim keeps
+        its UID; a body naming another UID is a 409)."""
         claim = copy.deepcopy(claim)
         meta = claim.setdefault("metadata", {})
         meta.setdefault("namespace", "default")

@@ -1,17 +1,6 @@
-"""The stand-in kubelet: Registration server, plugin client, pod-resources server. As the device manager:
-
-* ``Register`` validates the request, dials the plugin's socket (``Register``
-  returns only after that worked), then keeps one ListAndWatch stream per resource;
-  a new registration of the same resource replaces the old connection.
-* When a ListAndWatch stream ends, every device of that resource becomes
-  Unhealthy and the stand-in does not reconnect: the plugin must register again.
-* A pod's container is admitted with GetPreferredAllocation (when offered), then
-  Allocate (one container per call, no deadline), then PreStartContainer (30 s
-  deadline, when the plugin asked for it); the pod-resources API lists the container
-  with its devices from Allocate on.
-* ``restart()`` does what a kubelet restart does to the device-plugin directory:
-  every socket in it is deleted and a new ``kubelet.sock`` appears.
-"""
+"""The stand-in kubelet: Registration server, plugin client and pod-resources server, behaving as the
+kubelet's device manager (one ListAndWatch stream per resource, no reconnect when it ends; ``restart()``
+deletes every socket and makes a new ``kubelet.sock``)."""
 
 from __future__ import annotations
 
@@ -136,9 +125,7 @@ class KubeletStandIn:
             self.pod_resources_socket.unlink()
 
     async def _serve(self, server: grpc.aio.Server, path: Path) -> None:
-        # gRPC unlinks a server's socket path when its listener is finally torn down,
-        # possibly after restart() bound the same path again: bind under a name used
-        # once and rename it into place, so the old server's late unlink misses.
+        # gRPC may unlink a stopped server's path late: bind under a one-off name, then rename into place
         self._bind_count += 1
         bound = path.with_name(f".{path.name}.{self._bind_count}")
         server.add_insecure_port(f"unix://{bound}")
@@ -157,8 +144,7 @@ class KubeletStandIn:
             return f"invalid endpoint {request.endpoint!r}"
         async with self._register_lock:
             await self._disconnect(request.resource_name)
-            # A fresh connection per registration, as the kubelet (Go gRPC) makes: Python
-            # gRPC would share one per address, with the backoff of an earlier failed dial.
+            # a fresh connection per registration, as the kubelet makes
             channel = grpc.aio.insecure_channel(
                 f"unix://{self.plugin_dir / request.endpoint}",
                 options=(("grpc.use_local_subchannel_pool", 1),),
@@ -229,11 +215,8 @@ class KubeletStandIn:
         count: int,
         annotations: dict[str, str] | None = None,
     ) -> AdmittedContainer:
-        """Start one container that requests ``count`` devices, as the kubelet would.
-
-        With a NodePods, the pod is known there (Pending, with ``annotations``) before
-        admission starts and Running once PreStartContainer succeeded.
-        """
+        """Start one container that requests ``count`` devices, as the kubelet would (and mark its pod in
+        NodePods, if any, Pending then Running)."""
         conn = self.plugins[resource]
         if self.pods is not None and self.pods.get(namespace, pod) is None:
             self.pods.add(namespace, pod, {container: count}, annotations)

@@ -1,9 +1,5 @@
-"""The kubelet's side of a DRA driver: its plugin watcher (registration through the plugin registry) and its
-DRA client (NodePrepareResources / NodeUnprepareResources), over real unix sockets.
-
-Blocking calls, as the kubelet makes them one claim batch at a time; from async code call them through
-``asyncio.to_thread``. Used by ``fpga-agent demo dra`` and by the tests.
-"""
+"""The kubelet's side of a DRA driver: plugin registration and NodePrepare/UnprepareResources calls.
+Blocking: from async code call them through ``asyncio.to_thread``."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 
 
 class DraKubelet:
-    """The kubelet's side of a DRA plugin as v1.36 does it: it finds the registration socket, asks
-    GetInfo (1 s deadline), checks the type and picks the first advertised service it knows, says
-    whether it registered the plugin, then calls the plugin's endpoint with that API version."""
+    """The kubelet's side of a DRA plugin as v1.36 does it: GetInfo, pick the first known service version,
+    notify the registration status, then call the plugin's endpoint with that version."""
 
     KNOWN = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 

@@ -1,9 +1,4 @@
-"""What the API server would tell the agent about this node's pods, kept in memory.
-
-The demo has no cluster; this holds the pods the stand-in kubelet admits (with
-their annotations and requests) and the Events the agent posts about them. It
-offers the same two calls the agent's pod cache and event recorder offer.
-"""
+"""This node's pods and the Events the agent posts about them, in memory, for the demo (no API server)."""
 
 from __future__ import annotations
 
