@@ -219,11 +219,8 @@ class Agent:
         return (await self.backend.source.enumerate()).slots
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; the socket is removed on the way out.
-
-        The health endpoint (``--health-listen``) answers from the start to the end; in DRA mode, where the
-        new pod of an update starts beside the old one, as soon as the port is free if it is taken.
-        """
+        """Run until ``stop`` is set; the socket is removed on the way out. The health endpoint answers throughout
+        (in DRA mode, where an update's new pod starts beside the old one, once its port is free)."""
         binding: asyncio.Task[None] | None = None
         if self.health is not None:
             try:
@@ -322,8 +319,7 @@ class Agent:
         logger.info("agent stopped")
 
     async def _leave_node(self, kube: KubeAccess) -> None:
-        """After a clean stop: the node's FpgaNodeState and platform labels go when no agent pod
-        follows on this node (agent.kube.uninstall); else the next agent publishes over them."""
+        """After a clean stop: remove the node's slot state and labels when no agent pod follows on this node."""
         node = self.config.node_name
         if self._superseded():
             logger.info("slot state left on node %s: a newer agent serves it", node)
@@ -348,8 +344,7 @@ class Agent:
             await self._release_if_last(kube)
 
     async def _release_if_last(self, kube: KubeAccess) -> None:
-        """After an uninstall cleared this Node: when no Node has slot state left, release the ServiceAccount's
-        finalizer, so that the namespace (and with it the cleanup grant) can go."""
+        """After an uninstall cleared this Node: release the account's finalizer when no Node has slot state left."""
         namespace = self.config.namespace
         try:
             left = await asyncio.to_thread(node_with_state, kube.api_client)

@@ -1,10 +1,8 @@
 """The error tree of fpga-slot: the base :class:`FpgaSlotError` and a class per kind of failure.
 
-Library errors are wrapped once, where an adapter calls the library, and mapped to gRPC
-status codes or HTTP errors only at the edge (the servicer, the extender's handlers, the CLI).
-Each class's docstring says when it is raised; docs/development.md, "The error tree", draws
-the tree (tests/deploy/test_docs.py keeps it in step with these classes). The helpers
-(:func:`shown` and the rest) keep untrusted values in messages short and on one line.
+Library errors are wrapped once, where an adapter calls the library, and mapped to gRPC or HTTP errors
+only at the edge. docs/development.md ("The error tree") draws the tree. The helpers (:func:`shown`
+and the rest) keep untrusted values in messages short and on one line.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ SHOWN_ITEMS = 8
 
 
 def shown(value: object) -> str:
-    """An untrusted value as messages show it: quoted with escapes (no raw newline can forge a log
-    line), cut to SHOWN_CHARS with its original length (no message grows with its input)."""
+    """An untrusted value as messages show it: quoted with escapes, cut to SHOWN_CHARS with its original length."""
     if not isinstance(value, str):
         text = repr(value)  # already escaped: a number stays a number
         return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
@@ -39,8 +36,7 @@ def is_object_name(value: str) -> bool:
 
 
 def shown_name(value: str) -> str:
-    """A Kubernetes name from an untrusted caller: as it is when it is a valid object name, else :func:`shown`
-    (so the usual case reads plainly and anything else can neither grow a message nor forge a line)."""
+    """A Kubernetes name from an untrusted caller: as it is when a valid object name, else :func:`shown`."""
     return value if is_object_name(value) else shown(value)
 
 

@@ -1,10 +1,4 @@
-"""The command line, ``fpga-agent``: one module per subcommand, each with its own options.
-
-``main`` parses the command line and dispatches; ``flags`` holds the options and the
-parser pieces the subcommands share; ``node`` (run, discover), ``extender``, ``catalog``,
-``push``, ``certs``, ``cluster`` and ``demo`` are the subcommands (the narrated demos
-themselves are in :mod:`agent.demo`).
-"""
+"""The command line, ``fpga-agent``: ``main`` dispatching to one module per subcommand, ``flags`` shared options."""
 
 from agent.output.grpccore import quiet_grpc_core
 

@@ -1,12 +1,8 @@
-"""``fpga-agent certs``: the extender's TLS certificates, made once at install time.
+"""``fpga-agent certs``: the extender's TLS certificates, made once at install time (docs/security.md).
 
-Run as a Job by the shipped manifests (``daemonset/certs-job.yaml``): a CA, the extender's
-server certificate and the fpga-scheduler's client certificate, stored as the Secrets
-``fpga-slot-extender-tls`` and ``fpga-scheduler-extender-client`` in cert-manager's layout
-(``tls.crt``, ``tls.key``, ``ca.crt``). Idempotent: both Secrets present are left as they are;
-one alone is an error that changes nothing. ``--out-dir`` writes the two sets to files instead;
-``--webhook-configuration`` puts the CA in that ValidatingWebhookConfiguration's ``caBundle``.
-Why, and the rules in full: docs/security.md.
+A CA, the extender's server and the fpga-scheduler's client certificate, stored as two Secrets in
+cert-manager's layout: both present are left as they are, one alone is an error that changes nothing.
+``--out-dir`` writes files instead; ``--webhook-configuration`` puts the CA in that ``caBundle``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``fpga-agent cleanup-grant``: the grant that lets the agents clean their Nodes through ``kubectl delete -k``.
 
-The shipped manifests run it as a Job (``daemonset/cleanup-grant-job.yaml``), so that the
-node agents themselves need no right to create RBAC objects: it makes the ClusterRole and
-ClusterRoleBinding ``fpga-slot-agent-cleanup-<namespace UID>`` for the agent's
-ServiceAccount, owned by the Namespace (:mod:`agent.kube.cleanupgrant`). Objects that exist
-are left as they are, so the Job can run on every ``kubectl apply``.
+Run as a Job (``daemonset/cleanup-grant-job.yaml``) so that the agents need no right to create RBAC
+objects (:mod:`agent.kube.cleanupgrant`); objects that exist are left as they are.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``fpga-agent demo [device-plugin | extender | pull | dra]``: the product's halves on simulated parts, narrated.
 
-Each demo runs the real code over real sockets in a temporary directory and needs
-no root, no cluster and no hardware. Options a demo cannot honour are refused up
-front, naming the option, instead of being ignored or failing half-way.
+The real code over real sockets in a temporary directory: no root, no cluster, no hardware. Options
+a demo cannot honour are refused up front, naming the option.
 """
 
 from __future__ import annotations

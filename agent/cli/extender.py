@@ -29,8 +29,7 @@ def run_extender_command(args: argparse.Namespace) -> int:
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """The event loop ``--event-loop`` names: uvloop's (libuv: its transports, timers and callbacks are compiled;
-    ``bench/extender_replay.py`` measures it against asyncio's) or None, asyncio's own."""
+    """The event loop ``--event-loop`` names: uvloop's, or None for asyncio's own."""
     import uvloop
 
     return uvloop.new_event_loop if name == "uvloop" else None

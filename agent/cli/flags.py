@@ -1,10 +1,7 @@
 """Which configuration options each subcommand takes, grouped as its ``--help`` shows them.
 
-Every option lives once in :mod:`agent.config` (its parser, default, environment
-variable); a subcommand offers only the options it uses, in named groups, so
-``fpga-agent extender --help`` shows no kubelet paths and ``run --help`` no TLS
-files. An option set by environment or ``--config`` file still applies to every
-command (one precedence: flag > ``FPGA_AGENT_*`` > file > default, validated once).
+Every option lives once in :mod:`agent.config`; one set by environment or ``--config`` file still
+applies to every command (flag > ``FPGA_AGENT_*`` > file > default).
 """
 
 from __future__ import annotations
@@ -78,10 +75,7 @@ def add_option_groups(parser: argparse.ArgumentParser, groups: Groups) -> None:
 
 
 def command_config(args: argparse.Namespace) -> Config:
-    """The validated configuration of a command's parsed arguments; logging set up from it.
-
-    ConfigError (exit 2) names the flag and where the bad value came from.
-    """
+    """The validated configuration of parsed arguments, logging set up; ConfigError names the flag and source."""
     config = load_config(vars(args))
     setup_logging(config.log_level, config.log_format)
     return config

@@ -1,10 +1,7 @@
-"""Command line: ``fpga-agent run | discover | catalog | cluster | extender | certs | cleanup-grant | uninstall |
-demo``.
+"""Command line: ``fpga-agent <command>``, dispatched to the subcommands :data:`COMMANDS` lists.
 
-One module per subcommand, each with a pair ``add_<name>_command(commands)`` (its parser,
-with only its own options) and a runner taking the parsed arguments and returning the exit
-code; :data:`COMMANDS` lists them. Errors reach the user as one line, ``fpga-agent
-<command>: <problem>``: exit 2 for a bad option or configuration, 1 for anything else.
+Errors reach the user as one line, ``fpga-agent <command>: <problem>``: exit 2 for a bad option or
+configuration, 1 for anything else.
 """
 
 from __future__ import annotations

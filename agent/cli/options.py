@@ -1,10 +1,5 @@
-"""Every configuration option as a command-line flag, with its default and environment variable.
-
-The options themselves (name, parser, default, help) are ``agent.config.OPTIONS``; here each
-becomes an argparse flag whose default is 'not given', so that the environment and the
-``--config`` file still apply (``agent.config.load_config`` resolves them). Each
-subcommand adds only the flags it takes (``agent.cli.flags``).
-"""
+"""Every configuration option (``agent.config.OPTIONS``) as a command-line flag whose default is 'not given',
+so that the environment and the ``--config`` file still apply (``agent.config.load_config``)."""
 
 from __future__ import annotations
 
@@ -31,10 +26,8 @@ def add_config_file_argument(container: argparse._ActionsContainer) -> None:
 
 
 def add_option_argument(container: argparse._ActionsContainer, flag: str) -> None:
-    """Add the option ``--flag`` (its default 'not given', so env and file still apply); help shows default and env.
-
-    A boolean option is an on/off flag (``--cdi``, ``--no-cdi``) that still takes a value (``--cdi false``).
-    """
+    """Add the option ``--flag`` (help shows default and env); a boolean one is an on/off flag (``--cdi``,
+    ``--no-cdi``) that still takes a value (``--cdi false``)."""
     opt = _BY_FIELD[flag.replace("-", "_")]
     default = _SHOWN_DEFAULTS.get(opt.flag) or opt.default({}) or "none"
     where = f"default: {default}; env {opt.env}"

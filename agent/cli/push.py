@@ -1,13 +1,8 @@
-"""``fpga-agent catalog push``: the publisher's side of cluster-wide bitstreams (issue 14).
+"""``fpga-agent catalog push``: push a bitstream file to an OCI registry and print the FpgaBitstream declaring it.
 
-Pushes a bitstream file to an OCI registry as an artifact the agents can pull, and
-prints the FpgaBitstream object that declares it (YAML, ready for ``kubectl apply
--f -``), pinned to the pushed manifest's digest. The file's platform and accelerator
-id are read as ``catalog add`` reads them: an Intel GBS file's header gives both (a
-``--platform`` or ``--accelerator-id`` that contradicts it is refused before anything
-is pushed), a raw file needs both flags. Registry credentials come from
-``--username`` and ``FPGA_AGENT_REGISTRY_PASSWORD`` (or ``--password-stdin``), never
-from a flag value that would show in the process list.
+The object (YAML, for ``kubectl apply -f -``) is pinned to the pushed digest. Registry credentials
+come from ``--username`` and ``FPGA_AGENT_REGISTRY_PASSWORD`` (or ``--password-stdin``), never from
+a flag value that would show in the process list.
 """
 
 from __future__ import annotations
@@ -114,11 +109,8 @@ async def _push(args: argparse.Namespace) -> Declaration:
 
 
 def file_ids(path: Path, platform: str | None, accelerator_id: str | None) -> tuple[str, str]:
-    """The platform and accelerator id to declare for ``path``, as ``catalog add`` would record them.
-
-    From a GBS file's header (given values must agree with it); a raw file needs both
-    given. CatalogError naming the flag, the file and what differs.
-    """
+    """The platform and accelerator id to declare for ``path``, as ``catalog add`` would: from a GBS file's header
+    (given values must agree), both given for a raw file; CatalogError naming the flag, the file and what differs."""
     given_platform = normalize_given_id(platform, "--platform")
     given_accelerator = normalize_given_id(accelerator_id, "--accelerator-id", accelerator=True)
     try:

@@ -1,9 +1,7 @@
 """``fpga-agent uninstall``: what a plain ``kubectl delete -k`` could not finish (docs/uninstall.md).
 
-The agents clear their own Nodes when they stop, and the last one releases the finalizer
-of their ServiceAccount. A Node whose agent did not stop cleanly keeps its keys, and then
-the finalizer (and the namespace) stay. This clears the agent's keys from every Node and
-releases the finalizer, with the operator's own credentials.
+Clears the agent's keys from every Node (left by an agent that did not stop cleanly) and releases
+the finalizer of the agents' ServiceAccount, with the operator's own credentials.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Certificates for the extender's mutual TLS: one CA, the extender's server certificate, the scheduler's
-client certificate.
+"""Certificates for the extender's mutual TLS: one CA, the extender's server and the scheduler's client certificate.
 
-kube-scheduler calls the extender over HTTPS and shows a client certificate
-(``tlsConfig`` of its extender configuration); the extender answers only clients
-whose certificate the CA signed (``--tls-client-ca-file``), and the scheduler trusts
-only a server certificate the same CA signed. One CA for both directions keeps the
-install to one step: ``fpga-agent certs`` makes all three at once and discards the
-CA's key, so nothing can sign another certificate later (a new pair means a new CA:
-see docs/security.md).
-
-Keys are ECDSA P-256 (quick to make, understood by Go's and OpenSSL's TLS). Each
-certificate says what it is for (extended key usage): the server certificate
-cannot be used as a client certificate, nor the other way round.
+ECDSA P-256 keys; each certificate is for one use only (server or client auth). The CA's key is
+discarded, so a new pair means a new CA (docs/security.md).
 """
 
 from __future__ import annotations

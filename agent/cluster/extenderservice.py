@@ -1,12 +1,8 @@
-"""The scheduler extender as a service in the cluster: its watches, its state table, its servers.
+"""The scheduler extender as a service (``fpga-agent extender``): its watches, its state table, its servers.
 
-``fpga-agent extender`` runs this: a watch of the FpgaNodeStates (each node's published slot state) and
-one of the FpgaBitstream declarations feed the state table, and one of the
-ResourceClaimTemplates tells what DRA pods ask for; the scheduler's HTTP(S) port
-answers filter and prioritize from it, the probe port answers the kubelet's probes
-and serves ``/metrics``, and the webhook port (``--webhook-listen``) answers the API
-server's admission reviews of claims and pods from the same table (on a thread of its own). A flag whose
-address or files cannot be used is a ConfigError naming it, before anything listens.
+Watches of the FpgaNodeStates, FpgaBitstreams and ResourceClaimTemplates feed the tables; the scheduler's
+port, the probe port (``/healthz``, ``/metrics``) and the webhook port (own thread) answer from them. A
+flag whose address or files cannot be used is a ConfigError naming it, before anything listens.
 """
 
 from __future__ import annotations
@@ -63,8 +59,7 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
 
 
 def webhook_tls(config: Config) -> ssl.SSLContext:
-    """The webhook port's TLS context: the extender's certificate, no client certificate asked (the API server
-    shows none); ConfigError naming the flags when the files are bad."""
+    """The webhook port's TLS context (no client certificate asked); ConfigError naming the flags if files are bad."""
     if config.tls_cert_file is None or config.tls_key_file is None:
         raise ConfigError(
             "--webhook-listen: the API server calls admission webhooks over HTTPS only: give --tls-cert-file"
@@ -87,10 +82,8 @@ async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any,
 
 
 def listed(table: StateTable) -> Callable[[Sequence[WatchedNode]], None]:
-    """What a list of every FpgaNodeState does: the table takes it, and what the process then holds is frozen out of the
-    garbage collector's full passes (``gc.freeze``: at 5000 nodes each full pass would walk the node states
-    inside whatever scheduling call it fell in). One full pass first, so that no garbage with cycles is frozen;
-    the states are freed by reference counts when the next list replaces them."""
+    """On a list of every FpgaNodeState: the table takes it, then one full collection and ``gc.freeze``, so that
+    the collector's full passes no longer walk the node states inside scheduling calls."""
 
     def apply(nodes: Sequence[WatchedNode]) -> None:
         table.replace_watched(nodes)
@@ -113,10 +106,7 @@ def in_namespace(namespace: str) -> Callable[[Mapping[str, Any]], WatchedNode]:
 
 
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
-    """The scheduler extender until ``stop``: a watch of the FpgaNodeStates feeding the state table, the servers.
-
-    Without API access there is nothing to answer names from: KubeError, before anything listens.
-    """
+    """The scheduler extender until ``stop``; KubeError without API access, before anything listens."""
     tls = extender_tls(config)
     hook_tls = webhook_tls(config) if config.webhook_listen is not None else None
     api_client = connect_api(config.kubeconfig)

@@ -1,9 +1,7 @@
 """``fpga-agent cluster``: the slot map of the whole cluster, from the FpgaNodeState objects the agents publish.
 
-What an operator runs first when a pod waits: which node has which slots, what is loaded
-where, what is free, what is unhealthy. It lists the objects and the Nodes once and never
-asks the agents. A node without an object shows only with ``--all``; a malformed object
-shows as one error row naming what is wrong, and the others are listed as usual.
+The objects and the Nodes are listed once; the agents are never asked. A node without an object shows
+only with ``--all``; a malformed object shows as one error row, the others as usual.
 """
 
 from __future__ import annotations

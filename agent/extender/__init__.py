@@ -1,10 +1,8 @@
 """The kube-scheduler extender: score nodes so that pods land where their bitstream is already loaded.
 
-``fpga-agent extender`` (wired by ``agent.cluster.extenderservice``) feeds a state table from
-watches and answers kube-scheduler's calls from it: ``wire`` (parse, encode), ``ranking``
-(score every name, rank, promise), ``scoring`` and ``drascoring`` (one node's score),
-``server`` (aiohttp; the admission webhook on its own thread), imported from there so
-that the agent, which reads its options from here, never loads aiohttp. See docs/scoring.md.
+Wired by ``agent.cluster.extenderservice``: ``wire`` (parse, encode), ``ranking``, ``scoring`` and
+``drascoring`` (scores), ``server`` (aiohttp, imported from there only, so that the agent, which reads
+its options from here, never loads aiohttp). See docs/scoring.md.
 """
 
 from agent.extender.demand import ContainerDemand, PodDemand

@@ -1,12 +1,8 @@
 """The admission check: a claim, template or pod that names a bitstream nobody can provide is refused.
 
-The extender's webhook (``POST /validate``, an AdmissionReview v1) reads the bitstreams an
-object asks for with ``agent.slots.bitstreamrequest``, as the agent does, and refuses one
-that no node's published catalog holds and no FpgaBitstream declares, naming it and how to
-declare it. An UPDATE is checked only for bitstreams its old object did not name; anything
-it does not recognise is allowed, and nothing is refused before both watches have listed.
-No I/O: the answer comes from the request and the state table. What is checked, and why:
-docs/dra.md ("Unknown bitstreams are refused when applied").
+The webhook (``POST /validate``, AdmissionReview v1) answers from the request and the state table,
+no I/O; anything it does not recognise is allowed, and nothing is refused before both watches have
+listed. What is checked, and why: docs/dra.md ("Unknown bitstreams are refused when applied").
 """
 
 from __future__ import annotations
@@ -48,13 +44,11 @@ class KnownBitstreams(Protocol):
     @property
     def bitstreams_listed(self) -> bool:
         """True once both the nodes and the FpgaBitstream objects have been listed."""
-        ...
 
     def bitstream_known(self, name: str) -> bool: ...
 
     def bitstream_scope(self, name: str) -> str | None:
         """What an FpgaBitstream declares ``name`` an image for (``slot``, ``card``); None when undeclared."""
-        ...
 
 
 def parse_review(body: bytes) -> Mapping[str, Any]:
@@ -84,8 +78,7 @@ Named = tuple[str, object, str | None]
 
 
 def bitstreams_named(request: Mapping[str, Any]) -> Iterator[Named]:
-    """What the request's object names (:data:`Named`); nothing for other kinds. An UPDATE names only what its
-    old object did not (a finalizer removed from an old claim is never refused)."""
+    """What the request's object names (:data:`Named`); for an UPDATE only what its old object did not."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return
@@ -160,9 +153,8 @@ def _class_of(request: Mapping[str, Any]) -> str | None:
 
 
 def _scope_of(applies_to: object, classes: Mapping[str, frozenset[str | None]]) -> str | None:
-    """What a config's bitstream must be an image for: ``card`` when every request it applies to asks for class
-    fpga-card, ``slot`` when each asks for a shipped slot class; None otherwise (a class of the user's, of another
-    driver, both kinds, unreadable): prepare checks then."""
+    """What a config's bitstream must be an image for: ``card`` when all its requests ask for fpga-card, ``slot``
+    when all ask for shipped slot classes; None otherwise (prepare checks then)."""
     if applies_to is None or applies_to == []:
         names: list[object] = list(classes)
     elif isinstance(applies_to, list):
@@ -237,12 +229,11 @@ def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:
 
 
 def _kind_of(request: Mapping[str, Any]) -> str:
-    """The kind of a refused object: one of the three that are read (see :func:`bitstreams_named`)."""
     return str(_at(request, "kind", "kind"))
 
 
 def _name_of(request: Mapping[str, Any]) -> str:
-    """namespace/name as the request gives them (a pod made from generateName has no name yet), quoted."""
+    """namespace/name, quoted (a pod made from generateName has no name yet)."""
     namespace, name = request.get("namespace"), request.get("name") or _at(request, "object", "metadata", "name")
     return shown(f"{namespace or ''}/{name or '(generated)'}")
 

@@ -1,12 +1,8 @@
 """ResourceClaimTemplates, read for what a DRA pod asks of the slots: which bitstream, how many slots.
 
-The scheduler sends a DRA pod, not its claims' templates, so the extender keeps every template,
-fed by a list+watch, each parsed once into a :class:`ClaimTemplate`: its requests in order, each
-with its slot count (``exactly.count`` or the first ``firstAvailable`` alternative's; whole
-cards for the class ``fpga-card``), the bitstream its driver config names, and whether such a
-config applies. Every field is checked
-for type and size (``MAX_*``); a template the extender cannot read is kept with an ``error`` and
-scores its pods neutrally, logged once per template and resourceVersion. See docs/dra.md.
+Every template (fed by a list+watch) is parsed once into a :class:`ClaimTemplate`, every field checked
+for type and size (``MAX_*``); one the extender cannot read is kept with an ``error`` and scores its
+pods neutrally, logged once per resourceVersion. See docs/dra.md.
 """
 
 from __future__ import annotations
@@ -65,8 +61,8 @@ class ClaimTemplate:
 
 
 def parse_claim_template(obj: Mapping[str, Any]) -> ClaimTemplate:
-    """The template from its JSON (runs in the watch's worker thread). ValueError only for an object without
-    a name (skipped); anything wrong beyond that is a template with an ``error``, logged once."""
+    """The template from its JSON (in the watch's worker thread); ValueError only for an object without a name
+    or namespace, anything else wrong is a template with an ``error``."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     name, namespace = meta.get("name"), meta.get("namespace")
@@ -191,7 +187,7 @@ _REPORTED: dict[tuple[str, str], str] = {}
 
 
 def _report(namespace: str, name: str, version: str, error: str) -> None:
-    """A warning once per template and resourceVersion (the watch hands a template over again after a relist)."""
+    """A warning once per template and resourceVersion."""
     if _REPORTED.get((namespace, name)) == version and version:
         return
     if len(_REPORTED) >= MAX_TEMPLATES:

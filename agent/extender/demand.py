@@ -43,14 +43,12 @@ class PodDemand:
     unnamed: int = 0
     #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
     single: tuple[str, int] | None = None
-    #: A DRA pod's requests in the order the scheduler allocates them; None for a pod that asks for slots as
-    #: an extended resource (the device plugin's).
+    #: A DRA pod's requests in allocation order; None for a pod asking for the extended resource.
     dra: tuple[DraRequest, ...] | None = None
 
     @property
     def requested(self) -> int:
-        """Slots the pod requests as kube-scheduler counts them: its app containers' sum, or its largest init
-        container when that is more (what NodeResourcesFit scores with)."""
+        """Slots as NodeResourcesFit counts them: the app containers' sum, or the largest init container's."""
         app = sum(c.slots for c in self.containers if not c.init)
         return max([app, *(c.slots for c in self.containers if c.init)])
 
@@ -74,8 +72,7 @@ class PodDemand:
 
     @classmethod
     def of_claims(cls, pod: str, requests: Iterable[tuple[str, int] | DraRequest]) -> PodDemand:
-        """A DRA pod's demand: its claims' requests (bitstream, slots or whole cards) in allocation order; the
-        slots all held at once (no requests: a pod scored neutrally)."""
+        """A DRA pod's demand: its claims' requests (bitstream, slots or cards) in allocation order, held at once."""
         listed = tuple(DraRequest(*request) for request in requests if request[1] > 0)
         containers = [ContainerDemand(f"request-{index}", r.amount, r.bitstream) for index, r in enumerate(listed)]
         return dataclasses.replace(cls.of(pod, containers), dra=listed)

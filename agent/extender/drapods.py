@@ -1,10 +1,8 @@
-"""DRA pods: what a pod that holds its slots through ResourceClaims asks for.
+"""DRA pods: what a pod with ``spec.resourceClaims`` asks for, read through its templates (docs/dra.md).
 
-A pod with ``spec.resourceClaims`` is read through the templates it names (``claimtemplates``):
-with the pod annotation ``example.com/fpga-bitstream``, that bitstream in as many slots as its
-templates' FPGA requests add up to (1 when none is known); otherwise each FPGA request names its
-own bitstream, in allocation order. A claim named directly adds nothing unless annotated; a pod
-of which nothing is known scores neutrally everywhere.
+With the annotation ``example.com/fpga-bitstream``: that bitstream in as many slots as its templates'
+FPGA requests add up to (1 when none is known); otherwise each FPGA request's own bitstream, in
+allocation order. A claim named directly adds nothing unless annotated.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ class DraPod:
 
 
 def read_dra_pod(pod: str, namespace: str, spec: Mapping[str, Any], bitstream: str | None) -> DraPod | None:
-    """The pod's claims when it has any (``spec.resourceClaims``), else None. Never raises: an entry that is
-    not what the API server accepts is a claim the extender does not know."""
+    """The pod's claims (``spec.resourceClaims``), else None; never raises (a bad entry is an unknown claim)."""
     claims = spec.get("resourceClaims")
     if not isinstance(claims, list) or not claims:
         return None

@@ -1,12 +1,7 @@
 """Scores for DRA pods: what the slots the scheduler's allocator takes on a node cost.
 
-In DRA mode the scheduler's allocator walks the node's ResourceSlice in order and takes
-the first free devices that match: for each request of the pod (in allocation order),
-N free slots holding the bitstream when there are N, else the first N free slots of its
-platform in slice order (empty first, then least recently used); for a request of whole cards
-every slot of as many cards whose slots are all free, cards holding the image first. Each is valued as
-:mod:`agent.extender.scoring` values a slot; copies promised to other pods are taken off
-first. See docs/dra.md.
+:func:`dra_allocation` replays the allocator's walk of the node's ResourceSlice; each slot taken is
+valued as :mod:`agent.extender.scoring` values one. See docs/dra.md.
 """
 
 from __future__ import annotations
@@ -18,8 +13,7 @@ from agent.extender.demand import DraRequest, PodDemand
 from agent.extender.nodestate import LoadedSlot, NodeSlots, PublishedSlot
 from agent.extender.scoring import DOWNLOAD_PENALTY, MAX_SCORE, NO_VALUES, ScoreWeights, overwrite_score
 
-#: Entries an answer for a DRA pod lists: one, the best by score and then by packing (no scheduler plugin
-#: packs FPGA slots in DRA mode, and among nodes ranked equal the scheduler picks at random).
+#: Entries an answer for a DRA pod lists: one, the best by score then packing (no scheduler plugin packs DRA slots).
 DRA_ANSWER_LIMIT = 1
 
 
@@ -27,9 +21,9 @@ def dra_allocation(
     requests: Sequence[DraRequest | tuple[str, int]], node: NodeSlots, promised: int = 0
 ) -> list[tuple[PublishedSlot, str]] | None:
     """(slot, bitstream it gets) of each slot the allocator takes for ``requests`` on ``node``, in order; None
-    when a request does not fit. ``promised``: free copies of the first request's bitstream promised to
-    other pods (the first that many in order are not there). A request for whole cards takes every slot of
-    as many cards whose slots are all free, those holding the bitstream first (a cache hit)."""
+    when a request does not fit. Per request: N free slots holding the bitstream if there are N, else the
+    first N free of its platform in slice order; for whole cards, every slot of N wholly free cards, those
+    holding the bitstream first. ``promised``: free copies of the first request's bitstream not there."""
     asked = [DraRequest(*request) for request in requests]
     skip: dict[str, int] = {asked[0].bitstream: promised} if promised and asked else {}
     free: list[PublishedSlot] = []
@@ -82,8 +76,7 @@ def _cards(
 def slot_value(
     slot: PublishedSlot, bitstream: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]
 ) -> float:
-    """What giving ``slot`` to a request for ``bitstream`` is worth: ``loaded`` when it holds it, ``empty``
-    when it holds nothing, else the value of overwriting its content (``scoring.overwrite_score``)."""
+    """What ``slot`` is worth to a request for ``bitstream``: ``loaded``, ``empty``, else ``overwrite_score``."""
     if slot.bitstream == bitstream:
         return float(weights.loaded)
     if slot.bitstream is None and slot.accelerator is None:

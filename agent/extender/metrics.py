@@ -1,8 +1,4 @@
-"""Prometheus metrics of the extender: requests and latency by verb, served as ``/metrics``.
-
-The latency is what the handler takes from the request's arrival to its answer: what
-kube-scheduler waits for inside its scheduling cycle.
-"""
+"""Prometheus metrics of the extender: requests and latency (arrival to answer) by verb, on ``/metrics``."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ _BOUNDS = [*(str(bound) for bound in LATENCY_BUCKETS_S), "+Inf"]
 
 
 class ExtenderMetrics:
-    """The extender's metrics on their own registry: a few integer additions per call, made into Prometheus
-    families only when scraped. Loop-only (the loop that answers the calls also serves the scrapes)."""
+    """The extender's metrics on their own registry, made into Prometheus families only when scraped. Loop-only."""
 
     def __init__(self, verbs: dict[str, str]) -> None:
         """``verbs`` maps request paths to the verb label (``/filter`` -> ``filter``)."""

@@ -1,9 +1,4 @@
-"""A node's published slot state, built once into a frozen value that scoring only reads.
-
-:func:`read_published_state` reads a node's FpgaNodeState (schema: ``agent.slots.published``)
-and :func:`node_state` counts what scoring needs; a malformed object counts as no state,
-logged once per resourceVersion.
-"""
+"""A node's published slot state (schema: ``agent.slots.published``), built once into a frozen value for scoring."""
 
 from __future__ import annotations
 
@@ -87,8 +82,8 @@ class NodeSlots:
         return _packing(self.size, self.free, count)
 
     def declaring(self, declared: Mapping[str, str]) -> NodeSlots:
-        """This state with the cluster's declared bitstreams (name -> platform) that the node lacks but has
-        healthy slots for, as bitstreams it can pull (``downloads``); self when that changes nothing."""
+        """This state plus the declared bitstreams (name -> platform) it lacks but has healthy slots for, as
+        ``downloads``; self when that changes nothing."""
         pullable = {n: p for n, p in declared.items() if n not in self.catalog and p in self.healthy}
         if pullable.keys() == self.downloads and all(self.bitstreams[n] == p for n, p in pullable.items()):
             return self
@@ -97,8 +92,7 @@ class NodeSlots:
 
 
 def node_state(state: published.NodeState) -> NodeSlots:
-    """The one builder of a node's state: its published slots and catalog (bitstream -> platform), already
-    checked by ``agent.slots.published``, counted for scoring."""
+    """The one builder of a node's state: its checked published state, counted for scoring."""
     slots = [PublishedSlot(**record) for record in state.slots]
     name, version, platforms = state.node, state.version, state.bitstreams
     healthy: dict[str, int] = {}
@@ -172,8 +166,7 @@ MALFORMED = MalformedLog()
 
 
 def read_published_state(obj: Mapping[str, Any], *, log: MalformedLog = MALFORMED) -> tuple[str, NodeSlots | None]:
-    """A node's FpgaNodeState as the API server sends it: (node name, its state or None when unusable, logged
-    once per resourceVersion). ValueError only for an object without a name (the watch skips it)."""
+    """(name, state or None when unusable, logged once per resourceVersion); ValueError for an object without a name."""
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:

@@ -1,11 +1,8 @@
 """Free copies promised to pods the scheduler is placing, so that one copy is not offered to two pods.
 
-A node publishes a slot taken only after the kubelet admitted the pod; until then its copy
-still looks free, and a burst of pods of one bitstream would all be sent to it. So the
-node that tops a one-slot pod's answer with a free copy keeps the top alone and the copy
-is promised to that pod: for other pods that copy is not there. A promise ends when its
-node publishes a new state, when the same pod is asked about again, or after
-``PROMISE_TTL_S``. The book is bounded (``MAX_PROMISES``, oldest dropped first).
+For other pods a promised copy is not there. A promise ends when its node publishes a new state,
+when the same pod is asked about again, or after ``PROMISE_TTL_S``; at most ``MAX_PROMISES``
+(oldest dropped first). Why: docs/placement-at-scale.md.
 """
 
 from __future__ import annotations
@@ -16,10 +13,9 @@ from typing import NamedTuple
 
 from agent.extender.nodestate import NodeSlots
 
-#: How long a promise holds at most: admission on the node and the agent's publishing come well within it.
 PROMISE_TTL_S = 15.0
-#: Promises held at most (the oldest is dropped first); pod and node names are at most 317 and 253 characters.
 MAX_PROMISES = 10_000
+#: Pod and node names are at most 317 and 253 characters.
 MAX_KEY_CHARS = 320
 
 
@@ -51,8 +47,8 @@ class Promises:
         return len(self._by_pod)
 
     def taken(self, pod: str, bitstream: str, nodes: Mapping[str, NodeSlots], now: float) -> dict[str, int]:
-        """Node -> copies of ``bitstream`` promised there to pods other than ``pod``. Released first: ``pod``'s own
-        promise (the scheduler asks again: it was not placed), expired ones, those on a node with a new state."""
+        """Node -> copies of ``bitstream`` promised to pods other than ``pod``; first releases ``pod``'s own promise
+        (it was not placed), expired ones, and those on a node with a new state."""
         self.release(pod)
         self._expire(now)
         held = self._held.get(bitstream)

@@ -1,11 +1,8 @@
 """Prioritize: score every name asked, rank, cut the answer, promise the copy it offers.
 
-A node's rank is its score and its packing (kube-scheduler's MostAllocated score of its
-slots, ``NodeSlots.packing``) as one integer. The answer is shifted: the lowest score among
-the names asked becomes 0 and is left out (the scheduler counts a missing node as 0), and
-at most ``limit`` nodes are listed, the best by rank, then in the order asked. A name the
-node without (usable) published state scores neutral.
-A one-slot pod is promised the free copy its answer offers (``agent.extender.promises``).
+A node's rank is its score and its packing (``NodeSlots.packing``) as one integer. The lowest score
+asked becomes 0 and is left out; at most ``limit`` nodes are listed, the best by rank, then in the
+order asked. See docs/scoring.md.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ class NodeView(Protocol):
     def nodes(self) -> Mapping[str, NodeSlots]: ...
 
 
-#: A caller's value (0..1) of keeping a free copy of each bitstream, from the nodes and the clock (the cluster
-#: simulation's estimates; the extender has none).
+#: A caller's value (0..1) of keeping a free copy of each bitstream (the cluster simulation's; the extender has none).
 ClusterValues = Callable[[Iterable[NodeSlots], float], Mapping[str, float]]
 
 
@@ -114,8 +110,7 @@ def one_slot_ranks(
     now: float,
     taken: Mapping[str, int],
 ) -> list[int]:
-    """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), with ``score_node``'s rules
-    written out for that case; a node with copies promised to other pods is left to ``score_node``."""
+    """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), written out for speed."""
     nodes, neutral = view.nodes, weights.neutral * RANK_SCALE
     loaded, empty, evict = weights.loaded * RANK_SCALE, weights.empty * RANK_SCALE, weights.evict * RANK_SCALE
     span, horizon = (weights.empty - weights.evict) / LRU_HORIZON_S, LRU_HORIZON_S
@@ -161,9 +156,8 @@ def settle(
     taken: Mapping[str, int],
     now: float,
 ) -> Scores:
-    """The answer with its top made unique and promised to ``pod`` when a node there has a free copy no other
-    pod was promised: of the nodes at the top rank that have one, one chosen by the pod's name (as the
-    scheduler's random pick among equals would spread them); the others at the top score get one point less."""
+    """The answer with its top made unique and promised to ``pod`` when a top node has an unpromised free copy:
+    one such node chosen by the pod's name; the others at the top score get one point less."""
     top = max(ranks[name] for name, _ in answer)
 
     def has_copy(name: str) -> bool:
@@ -185,9 +179,8 @@ def settle(
 
 
 def best_ranked(names: Sequence[str], ranks: list[int], limit: int, *, pack_ties: bool = False) -> Scores:
-    """Each name's score shifted to the floor, the floor left out, at most ``limit`` entries (0: all), the best
-    by rank, ties in the order asked. ``pack_ties`` (DRA pods): when every name scores the floor but their
-    packings differ, the best packed still stand out, at 1."""
+    """Scores shifted to the floor, the floor left out, at most ``limit`` entries (0: all), best rank first, ties
+    in the order asked. ``pack_ties``: when all score the floor but packings differ, the best packed get 1."""
     if not ranks:
         return []
     order = sorted(set(ranks), reverse=True)  # few: scores x packings

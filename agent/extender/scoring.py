@@ -1,12 +1,8 @@
 """Filter and score: pure functions of a pod's demand and one node's published state.
 
-Filter fails a node only on hard facts the scheduler cannot see: its catalog cannot
-program a bitstream the pod names, or it has too few healthy slots of that platform.
-Score (0..10): each slot the pod wants is worth ``loaded`` when a free slot holds its
-bitstream, ``empty`` for a free empty slot, and for overwriting a free loaded slot
-``empty - (empty - evict) x value`` (the slot's recency, optionally mixed with a caller's
-value of its content); the node scores the mean, 0 when the pod does not fit. See
-docs/scoring.md.
+Filter fails a node only on hard facts (bitstream not programmable, too few healthy slots).
+Score (0..10): the mean over the slots the pod wants of ``loaded``, ``empty`` or, to overwrite
+a loaded slot, ``empty - (empty - evict) x recency``; 0 when the pod does not fit. See docs/scoring.md.
 """
 
 from __future__ import annotations
@@ -136,8 +132,7 @@ def score_node(
     keep: Mapping[str, float] = NO_VALUES,
     promised: int = 0,
 ) -> int:
-    """0..10 for placing the pod on this node (see the module docstring). ``promised``: free copies of the pod's
-    one bitstream that other pods were promised here (not there for this one)."""
+    """0..10 for placing the pod on this node. ``promised``: free copies of its one bitstream promised to others."""
     if node is None or not demand.by_bitstream:
         return weights.neutral
     single = demand.single
@@ -184,8 +179,7 @@ def score_node(
 
 
 def _one_slot(bitstream: str, node: NodeSlots, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
-    """:func:`score_node` of a pod asking one slot of ``bitstream`` and nothing else (nearly every pod): the same
-    result in fewer steps."""
+    """:func:`score_node` of a pod asking one slot of ``bitstream`` and nothing else, in fewer steps."""
     platform = node.bitstreams.get(bitstream)
     if platform is None:
         return 0

@@ -1,11 +1,8 @@
 """The extender's HTTP servers (aiohttp): the scheduler's port, the probe port, the webhook apart.
 
-The scheduler's port serves ``POST /filter``, ``POST /prioritize``, ``GET /healthz`` (and
-``GET /metrics``): each handler is parse -> score -> encode, with no I/O. aiohttp gives
-keep-alive, pipelining with backpressure, ``TCP_NODELAY`` and the body limit (413). Bad
-input gets a 4xx whose JSON ``Error`` says what is wrong; a bug a 500 with a one-line
-``Error``. The admission webhook (``POST /validate``) runs on its own thread with its own
-event loop, so that a large review never holds up a scheduling call's loop.
+Each handler is parse -> score -> encode, with no I/O; errors are answered with a JSON ``Error``.
+The admission webhook (``POST /validate``) runs on its own thread and event loop, so that a large
+review never holds up a scheduling call. See docs/scoring.md.
 """
 
 from __future__ import annotations
@@ -290,7 +287,7 @@ class WebhookServer:
 
 
 async def start_webhook(app: web.Application, host: str, port: int, tls: ssl.SSLContext) -> WebhookServer:
-    """The admission webhook (HTTPS, no client certificate asked: the API server shows none), on its own thread."""
+    """The admission webhook (HTTPS, no client certificate asked), on its own thread."""
     server = await WebhookServer(app, host, port, tls).start()
     logger.info("admission webhook listening on %s, https: %s (own thread)", _where(server), VALIDATE_PATH)
     return server

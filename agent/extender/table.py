@@ -1,9 +1,7 @@
-"""The state table: node name -> published state, fed from outside by a list+watch.
+"""The state table: node name -> published state, fed by a list+watch, read by the handlers.
 
-The feed is :meth:`StateTable.replace` (a whole list) and :meth:`StateTable.apply` (one
-node's new state, or None for a node without usable state); the handlers only read it.
-The table is bounded in nodes and in the bytes their states take; past either bound a
-node is left out (it scores neutral, as a node without published state) and a warning says so.
+Bounded in nodes and in the bytes their states take; past either bound a node is left out
+(it scores neutral) and a warning says so.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
 
 
 class StateTable:
-    """Node name -> published state, written on the loop by the feed; ``bitstream_known`` is safe from the webhook's
-    thread (two dict lookups, no iteration over what the loop changes)."""
+    """Node name -> published state, written on the loop; ``bitstream_known`` is safe from the webhook's thread."""
 
     def __init__(self, max_nodes: int = MAX_NODES, max_bytes: int = MAX_STATE_BYTES) -> None:
         #: Node name -> published state (read on every call: a plain attribute).
@@ -79,7 +76,7 @@ class StateTable:
 
     # --- the feed -------------------------------------------------------------------------
     def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
-        """A list of every node: name -> its state (None: no usable state). The table is these."""
+        """A list of every node: name -> its state (None: no usable state)."""
         self.nodes, self._holders, self._bytes = {}, {}, 0
         for name, state in states.items():
             self._put(name, state)
@@ -146,8 +143,7 @@ class StateTable:
         return self._scopes.get(name)
 
     def set_declared(self, declared: Mapping[str, str], scopes: Mapping[str, str] | None = None) -> None:
-        """The cluster's declared bitstreams (name -> platform), which nodes lacking them can pull, and what each
-        is an image for (name -> scope; unnamed: a slot)."""
+        """The declared bitstreams (name -> platform), pullable by nodes lacking them, and scopes (unnamed: slot)."""
         if len(declared) > MAX_DECLARED:
             logger.warning("%d FpgaBitstream objects: only the first %d are read", len(declared), MAX_DECLARED)
             declared = dict(list(declared.items())[:MAX_DECLARED])

@@ -1,10 +1,8 @@
 """The kube-scheduler extender wire format: reading a request into what scoring needs, encoding the answer.
 
-kube-scheduler marshals ``k8s.io/kube-scheduler/extender/v1`` types without JSON tags: the
-keys are the Go field names (``Pod``, ``NodeNames``, ...), matched case-insensitively at the
-top level as Go's decoder does. With ``nodeCacheCapable: true`` a request carries
-``NodeNames``; with ``false``, ``Nodes`` (whole Node objects), and the filter answer follows
-the form asked. Only the pod's name, annotations, slot requests and claims are read.
+``k8s.io/kube-scheduler/extender/v1`` types have no JSON tags: keys are the Go field names, matched
+case-insensitively at the top level as Go's decoder does. A request carries ``NodeNames``
+(``nodeCacheCapable: true``) or whole ``Nodes``, and the filter answer follows the form asked.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ class SchedulingRequest:
     node_names: Sequence[str] | None
     #: The request's Node objects as parsed (``nodeCacheCapable: false``), not copied.
     nodes: Sequence[Mapping[str, Any]] | None = None
-    #: The pod's claims when it is a DRA pod (``spec.resourceClaims``): its demand is read from their
-    #: templates (``agent.extender.drapods``), not from ``demand``.
+    #: A DRA pod's claims: its demand is read from their templates (``agent.extender.drapods``), not ``demand``.
     dra: DraPod | None = None
 
     @property
@@ -87,7 +84,6 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
 
 
 def _read_args(data: dict[str, Any]) -> SchedulingRequest:
-    """The request from a parsed body."""
     pod = _field(data, "Pod")
     if not isinstance(pod, dict):
         raise ExtenderRequestError(f"Pod must be an object, got {_kind(pod)}")
@@ -150,8 +146,7 @@ def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
 
 
 def read_pod_claims(pod: Mapping[str, Any]) -> DraPod | None:
-    """The pod's claims when it has ``spec.resourceClaims`` (a DRA pod), else None; call after
-    :func:`read_pod_demand` (which refuses a pod whose metadata, spec or annotations are not objects)."""
+    """A DRA pod's claims, else None; call after :func:`read_pod_demand` (which checks the pod's shape)."""
     spec = _object(pod.get("spec"), "Pod.spec")
     if not spec.get("resourceClaims"):
         return None
@@ -164,7 +159,7 @@ def read_pod_claims(pod: Mapping[str, Any]) -> DraPod | None:
 
 
 def _container_slots(container: Mapping[str, Any], field_name: str, index: int) -> int:
-    """The container's ``example.com/fpga-slot`` count (0: none); where it is, named only in an error."""
+    """The container's ``example.com/fpga-slot`` count (0: none)."""
     resources = container.get("resources")
     if resources is None:
         return 0
