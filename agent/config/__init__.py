@@ -11,21 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.config import values as v
 from agent.config.values import ListenAddress, read_file
-from agent.config.values import parse_base_images as _parse_base_images
-from agent.config.values import parse_bool as _parse_bool
-from agent.config.values import parse_choice as _parse_choice
-from agent.config.values import parse_commands as _parse_commands
-from agent.config.values import parse_hosts as _parse_hosts
-from agent.config.values import parse_int as _parse_int
-from agent.config.values import parse_listen as _parse_listen
-from agent.config.values import parse_name as _parse_name
-from agent.config.values import parse_namespace as _parse_namespace
-from agent.config.values import parse_optional_path as _parse_optional_path
-from agent.config.values import parse_path as _parse_path
-from agent.config.values import parse_pod_field as _parse_pod_field
-from agent.config.values import parse_required_listen as _parse_required_listen
-from agent.config.values import parse_static as _parse_static
 from agent.discovery.static import StaticSlotSpec
 from agent.errors import ConfigError
 from agent.extender.ranking import ANSWER_LIMIT
@@ -114,78 +101,78 @@ class _Option:
 OPTIONS: tuple[_Option, ...] = (
     _Option(
         "backend",
-        _parse_choice(BACKENDS),
+        v.Choice(BACKENDS),
         lambda env: "auto",
         "slot backend: auto (every hardware backend present), sim, dfl, fpga-region, static",
     ),
     _Option(
         "mode",
-        _parse_choice(MODES),
+        v.Choice(MODES),
         lambda env: "device-plugin",
         "how pods get slots: device-plugin (the extended resource example.com/fpga-slot) or dra "
         "(ResourceClaims of the DRA driver fpga.example.com; needs API access)",
     ),
     _Option(
         "device-plugin-dir",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/lib/kubelet/device-plugins",
         "kubelet device-plugin directory (holds kubelet.sock and our socket)",
     ),
     _Option(
         "pod-resources-socket",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/lib/kubelet/pod-resources/kubelet.sock",
         "kubelet pod-resources API socket",
     ),
-    _Option("state-dir", _parse_path, lambda env: "/var/lib/fpga-agent", "agent state directory"),
-    _Option("sim-cards", _parse_int(0, 64), lambda env: "2", "simulated cards"),
-    _Option("sim-slots-per-card", _parse_int(1, 64), lambda env: "4", "slots per simulated card"),
-    _Option("sim-program-ms", _parse_int(0, 600_000), lambda env: "800", "simulated reconfiguration (ms)"),
+    _Option("state-dir", v.parse_path, lambda env: "/var/lib/fpga-agent", "agent state directory"),
+    _Option("sim-cards", v.parse_int(0, 64), lambda env: "2", "simulated cards"),
+    _Option("sim-slots-per-card", v.parse_int(1, 64), lambda env: "4", "slots per simulated card"),
+    _Option("sim-program-ms", v.parse_int(0, 600_000), lambda env: "800", "simulated reconfiguration (ms)"),
     _Option(
         "sim-device-nodes",
-        _parse_choice(SIM_DEVICE_NODES),
+        v.Choice(SIM_DEVICE_NODES),
         lambda env: "char",
         "simulated slots' device files: char (device nodes a container can be given; needs root) "
         "or file (regular files: no root, but no container starts with one)",
     ),
     _Option(
         "sim-sample-bitstream",
-        _parse_bool,
+        v.parse_bool,
         lambda env: "false",
         "with --backend sim: put the sample bitstream aes-v1 (platform sim-pr-v1) in the node's catalog at start, "
         "unless it has an entry of that name",
     ),
-    _Option("node-name", _parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
-    _Option("log-level", _parse_choice(LOG_LEVELS), lambda env: "info", "log level"),
-    _Option("log-format", _parse_choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
+    _Option("node-name", v.parse_name, lambda env: env.get("NODE_NAME") or socket.gethostname(), "node name"),
+    _Option("log-level", v.Choice(LOG_LEVELS), lambda env: "info", "log level"),
+    _Option("log-format", v.Choice(LOG_FORMATS), lambda env: "text", "log format: text or json"),
     _Option(
         "dra-registry-dir",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/lib/kubelet/plugins_registry",
         "dra mode: the kubelet's plugin registration directory",
     ),
     _Option(
         "dra-plugins-dir",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/lib/kubelet/plugins",
         "dra mode: where the DRA socket goes (<dir>/fpga.example.com/dra.sock)",
     ),
     _Option(
         "cdi-dir",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/run/cdi",
         "dra mode: the container runtime's CDI spec directory (one spec per prepared claim)",
     ),
     _Option(
         "binding-conditions",
-        _parse_bool,
+        v.parse_bool,
         lambda env: "false",
         "dra mode: program a claim's slots when the scheduler allocates them and let the pod bind only once "
         "they are ready; a failed programming places the pod again (device binding conditions, Kubernetes >= 1.36)",
     ),
     _Option(
         "whole-cards",
-        _parse_bool,
+        v.parse_bool,
         lambda env: "false",
         "dra mode: offer each card whole beside its slots (never both at once; partitionable devices, Kubernetes "
         ">= 1.36), where the backend can program a whole card (sim, fpga-region with base images, command "
@@ -193,113 +180,113 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "fpga-region-base-images",
-        _parse_base_images,
+        v.parse_base_images,
         lambda env: "",
         "fpga-region: MANAGER=FIRMWARE,... the firmware (in /lib/firmware) that restores the child regions of the "
         "base region an FPGA manager programs; a manager named here can program that base region whole "
         "(--whole-cards)",
     ),
-    _Option("cdi", _parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
+    _Option("cdi", v.parse_bool, lambda env: "false", "also return CDI device names (runtime supports CDI)"),
     _Option(
         "bitstream-dir",
-        _parse_path,
+        v.parse_path,
         lambda env: "/var/lib/fpga-agent/bitstreams",
         "bitstream catalog directory (bitstreams and their metadata records)",
     ),
     _Option(
         "bitstream-cache-bytes",
-        _parse_int(1 << 20, 1 << 50),
+        v.parse_int(1 << 20, 1 << 50),
         lambda env: str(2 << 30),
         "byte budget of bitstreams pulled from the cluster's FpgaBitstream sources (least recently used "
         "evicted first, never one in use; local catalog entries do not count)",
     ),
     _Option(
         "bitstream-plain-http",
-        _parse_hosts,
+        v.parse_hosts,
         lambda env: "",
         "registries (host[:port], comma-separated) that FpgaBitstream artifacts are pulled from over plain HTTP "
         "instead of HTTPS, e.g. a registry on the node's own network",
     ),
     _Option(
         "bitstream-ca-file",
-        _parse_optional_path,
+        v.parse_optional_path,
         lambda env: "",
         "CA certificates (PEM) to trust, besides the system's, for FpgaBitstream registries and HTTPS sources",
     ),
     _Option(
         "bitstream-allow-link-local",
-        _parse_bool,
+        v.parse_bool,
         lambda env: "false",
         "pull FpgaBitstream sources at link-local addresses (169.254.0.0/16, fe80::/10: a cloud's metadata "
         "service, the node's own link), which are refused otherwise",
     ),
     _Option(
         "namespace",
-        _parse_namespace,
+        v.parse_namespace,
         lambda env: env.get("POD_NAMESPACE") or "fpga-slot",
         "the agent's own namespace (the downward API's POD_NAMESPACE): pull Secrets of FpgaBitstreams are read there",
     ),
     _Option(
         "pod-name",
-        _parse_pod_field(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a pod name"),
+        v.parse_pod_field(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", "a pod name"),
         lambda env: env.get("POD_NAME") or "",
         "the agent's own pod (the downward API's POD_NAME): on a clean stop its DaemonSet says whether another "
         "agent follows on the node; empty: not in a pod",
     ),
     _Option(
         "pod-uid",
-        _parse_pod_field(r"[0-9a-f][-0-9a-f]{0,63}", "a pod UID"),
+        v.parse_pod_field(r"[0-9a-f][-0-9a-f]{0,63}", "a pod UID"),
         lambda env: env.get("POD_UID") or "",
         "the agent pod's UID (the downward API's POD_UID): DRA mode names its sockets after it, so that an "
         "updated agent can serve beside the old one",
     ),
     _Option(
         "program-timeout-s",
-        _parse_int(1, 120),
+        v.parse_int(1, 120),
         lambda env: "25",
         "deadline for programming at PreStartContainer; the kubelet allows 30 s",
     ),
     _Option(
         "kubeconfig",
-        _parse_optional_path,
+        v.parse_optional_path,
         lambda env: "",
         "kubeconfig file for the API server, found as kubectl finds it",
     ),
     _Option(
         "static-slots",
-        _parse_static,
+        v.parse_static,
         lambda env: "[]",
         "slots of the static backend: list of {card, region, devices, numa, platform, control-node} (YAML/JSON)",
     ),
     _Option(
         "command-programmers",
-        _parse_commands,
+        v.parse_commands,
         lambda env: "[]",
         "vendor tools that program static slots: list of {slots or platform, program, read-back, "
         "read-back-pattern, reset, failure-pattern, environment} (YAML/JSON; see docs/command-programmer.md)",
     ),
     _Option(
         "health-listen",
-        _parse_listen,
+        v.parse_listen,
         lambda env: "127.0.0.1:8095",
         "HTTP address of /healthz, /readyz (the kubelet's probes) and /metrics; empty: no endpoint",
     ),
     _Option(
         "listen",
-        _parse_required_listen,
+        v.parse_required_listen,
         lambda env: "127.0.0.1:8888",
         "extender: HTTP address for kube-scheduler (/filter, /prioritize, /healthz)",
     ),
     _Option(
         "probe-listen",
-        _parse_listen,
+        v.parse_listen,
         lambda env: "",
         "extender: plain-HTTP address of /healthz and /metrics alone, for the kubelet's probes and Prometheus "
         "beside an HTTPS --listen; empty: none",
     ),
     _Option(
         "webhook-listen",
-        _parse_listen,
+        v.parse_listen,
         lambda env: "",
         "extender: HTTPS address of /validate, the admission webhook that refuses claims and pods naming a "
         "bitstream no node has and no FpgaBitstream declares (no client certificate asked; needs "
@@ -307,14 +294,14 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "tls-cert-file",
-        _parse_optional_path,
+        v.parse_optional_path,
         lambda env: "",
         "extender: serve HTTPS with this certificate (PEM; with --tls-key-file); empty: plain HTTP",
     ),
-    _Option("tls-key-file", _parse_optional_path, lambda env: "", "extender: the private key of --tls-cert-file"),
+    _Option("tls-key-file", v.parse_optional_path, lambda env: "", "extender: the private key of --tls-cert-file"),
     _Option(
         "tls-client-ca-file",
-        _parse_optional_path,
+        v.parse_optional_path,
         lambda env: "",
         "extender: require client certificates signed by this CA (kube-scheduler's tlsConfig certFile)",
     ),
@@ -327,14 +314,14 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "answer-limit",
-        _parse_int(0, 1_000_000),
+        v.parse_int(0, 1_000_000),
         lambda env: str(ANSWER_LIMIT),
         "extender: most nodes a prioritize answer lists, the best by score, then by packing (MostAllocated); "
         "the others score the call's lowest score; 0 lists every node above it",
     ),
     _Option(
         "event-loop",
-        _parse_choice(EVENT_LOOPS),
+        v.Choice(EVENT_LOOPS),
         lambda env: "uvloop",
         "extender: the event loop that serves the calls: uvloop (libuv, a little less CPU per call) or asyncio "
         "(Python's own)",

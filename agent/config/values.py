@@ -54,10 +54,6 @@ class Choice:
         return value
 
 
-def parse_choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    return Choice(choices)
-
-
 def parse_path(raw: str) -> Path:
     if not raw.strip():
         raise ValueError("must not be empty")

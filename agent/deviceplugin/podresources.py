@@ -54,7 +54,9 @@ class PodResourcesClient:
 
     async def list_containers(self) -> list[ContainerRef]:
         """All containers on the node that hold our resource."""
-        channel = self._connect()
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(f"unix://{self._socket_path}", options=FRESH_CHANNEL_OPTIONS)
+        channel = self._channel
         stub = pr_grpc.PodResourcesListerStub(channel)
         try:
             response = await stub.List(pr.ListPodResourcesRequest(), timeout=self._timeout_s)
@@ -80,8 +82,3 @@ class PodResourcesClient:
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
-
-    def _connect(self) -> grpc.aio.Channel:
-        if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(f"unix://{self._socket_path}", options=FRESH_CHANNEL_OPTIONS)
-        return self._channel

@@ -76,10 +76,7 @@ _STATUS: tuple[tuple[type[FpgaSlotError], grpc.StatusCode], ...] = (
 
 def status_for(exc: FpgaSlotError) -> grpc.StatusCode:
     """The gRPC status code a domain error is reported with."""
-    for kind, code in _STATUS:
-        if isinstance(exc, kind):
-            return code
-    return grpc.StatusCode.INTERNAL
+    return next((code for kind, code in _STATUS if isinstance(exc, kind)), grpc.StatusCode.INTERNAL)
 
 
 def device_list(states: list[SlotState]) -> dp.ListAndWatchResponse:

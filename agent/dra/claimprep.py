@@ -8,7 +8,6 @@ record and frees the slots (an unknown claim releases successfully). See docs/dr
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import time
@@ -141,6 +140,7 @@ class ClaimPreparation:
         mine, targets = await self.program(claim.uid, info, pod, who, deadline)
         slots = [slot for group in targets for slot in group]
         cdi_ids = iter(await asyncio.to_thread(self._cdi.write, claim.uid, slots))
+        states = [s for s in map(self._registry.get, (slot.id for slot in slots)) if s is not None]
         record = PreparedClaim(
             claim.namespace,
             claim.name,
@@ -148,13 +148,8 @@ class ClaimPreparation:
             tuple(s.id for s in slots),
             tuple((d.parent, d.device, next(cdi_ids)) for d, group in zip(mine, targets, strict=True) for _ in group),
             pod.name if pod is not None else info.reserved_for[0][0] if info.reserved_for else "",
+            tuple((str(s.slot.id), s.bitstream, s.accelerator_id) for s in states if s.bitstream and s.accelerator_id),
         )
-        contents = []
-        for slot in slots:
-            state = self._registry.get(slot.id)
-            if state is not None and state.bitstream and state.accelerator_id:
-                contents.append((str(slot.id), state.bitstream, state.accelerator_id))
-        record = dataclasses.replace(record, contents=tuple(contents))
         await self._record(claim.uid, record)
         self._registry.set_holder([s.id for s in slots], *record.holder)
         cdi_of: dict[tuple[str, str], list[str]] = {}
@@ -179,7 +174,11 @@ class ClaimPreparation:
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
         by_device = self.devices()
-        offered = [self._offered(by_device, d, who) for d in mine]
+        offered = []
+        for device in mine:
+            if device.device not in by_device:
+                raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot or card of this node")
+            offered.append(by_device[device.device])
         targets = [o.slots for o in offered]
         for slot in (slot for group in targets for slot in group):
             other = next((c for c in self._prepared.values() if c.uid != uid and slot.id in c.slots), None)
@@ -187,14 +186,11 @@ class ClaimPreparation:
                 raise ProgrammingError(
                     f"{who}: slot {slot.id} is already prepared for {shown_claim(other.namespace, other.name)}"
                 )
-        singles = [(d, o.slots[0]) for d, o in zip(mine, offered, strict=True) if not o.card]
+        wanted: dict[str, list[SlotId]] = {}
+        for device, o in zip(mine, offered, strict=True):
+            if not o.card and (name := self._wanted(info, device, pod, who)) is not None:
+                wanted.setdefault(name, []).append(o.slots[0].id)
         cards = [(d, o.slots) for d, o in zip(mine, offered, strict=True) if o.card]
-        wanted = {
-            name: [s.id for s in group]
-            for name, group in self._by_bitstream(
-                info, [d for d, _ in singles], [s for _, s in singles], pod, who
-            ).items()
-        }
         try:
             if wanted:
                 await self._reconfigurer.load_many(pod, wanted, who, deadline)
@@ -218,12 +214,6 @@ class ClaimPreparation:
             "or declared; delete the pod to give back its allocated slot"
         )
 
-    def _offered(self, by_device: Mapping[str, OfferedDevice], device: AllocatedDevice, who: str) -> OfferedDevice:
-        offered = by_device.get(device.device)
-        if offered is None:
-            raise PodLookupError(f"{who}: device {shown(device.device)} is not a slot or card of this node")
-        return offered
-
     def _pod(self, info: ClaimInfo) -> PodView | None:
         if self._pods is None:
             return None
@@ -232,16 +222,6 @@ class ClaimPreparation:
             if pod is not None:
                 return pod
         return None
-
-    def _by_bitstream(
-        self, info: ClaimInfo, devices: Sequence[AllocatedDevice], slots: Sequence[Slot], pod: PodView | None, who: str
-    ) -> dict[str, list[Slot]]:
-        groups: dict[str, list[Slot]] = {}
-        for device, slot in zip(devices, slots, strict=True):
-            name = self._wanted(info, device, pod, who)
-            if name is not None:
-                groups.setdefault(name, []).append(slot)
-        return groups
 
     def _wanted(self, info: ClaimInfo, device: AllocatedDevice, pod: PodView | None, who: str) -> str | None:
         """The bitstream a device asks for: the driver's parameters, else the pod's annotation."""

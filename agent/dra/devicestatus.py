@@ -39,15 +39,10 @@ class SlotContent:
     cache_hit: bool
 
     def data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"slot": self.slot, "bitstream": self.bitstream, "cacheHit": self.cache_hit}
-        for key, value in (
-            ("sha256", self.sha256),
-            ("acceleratorId", self.accelerator_id),
-            ("programmedAt", self.programmed_at),
-        ):
-            if value:
-                data[key] = value
-        return data
+        optional = {"sha256": self.sha256, "acceleratorId": self.accelerator_id, "programmedAt": self.programmed_at}
+        return {"slot": self.slot, "bitstream": self.bitstream, "cacheHit": self.cache_hit} | {
+            key: value for key, value in optional.items() if value
+        }
 
 
 class StatusWriter(Protocol):

@@ -64,19 +64,14 @@ class HealthBoard:
         """The list now, then on every change and at least every ``REPEAT_S``, until closed."""
         seen = -1  # the version last sent
         while True:
-            if self._version == seen:
-                await self._news()
+            if self._version == seen:  # wait for a change or the close, or REPEAT_S (then the list is sent again)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(REPEAT_S):
+                        await self._changed.wait()
             if self._closed:
                 return
             seen = self._version
             yield self._devices, time.time()  # the board is kept current: this is its health as of now
-
-    async def _news(self) -> None:
-        """Until the list changes or the board closes, or ``REPEAT_S`` (then the list is sent again)."""
-        changed = self._changed
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(REPEAT_S):
-                await changed.wait()
 
 
 _STATUS = {True: pb.HEALTHY, False: pb.UNHEALTHY, None: pb.UNKNOWN}

@@ -106,7 +106,7 @@ class DraCore:
         await asyncio.gather(*self._running, return_exceptions=True)
 
     async def _locked(self, call: Callable[[Sequence[_Claims]], Awaitable[_T]], claims: Sequence[_Claims]) -> _T:
-        async with self._lock, self._node_lock():
+        async with self.exclusive():
             return await call(claims)
 
     async def _to_the_end(self, call: Coroutine[Any, Any, _T]) -> _T:
@@ -119,11 +119,8 @@ class DraCore:
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
         """Held as each call is: work on the slots outside a call (programming at allocation) waits for it."""
-        async with self._lock, self._node_lock():
+        async with self._lock, contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file):
             yield
-
-    def _node_lock(self) -> contextlib.AbstractAsyncContextManager[None]:
-        return contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file)
 
     async def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}

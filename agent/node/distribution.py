@@ -80,10 +80,7 @@ PULL_RESULTS: tuple[tuple[type[CatalogError], str], ...] = (
 
 def pull_result(exc: BaseException) -> str:
     """The ``result`` label of a failed pull."""
-    for kind, label in PULL_RESULTS:
-        if isinstance(exc, kind):
-            return label
-    return "failed"
+    return next((label for kind, label in PULL_RESULTS if isinstance(exc, kind)), "failed")
 
 
 def annotated_bitstreams(pod: PodView) -> set[str]:

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 
 from agent.errors import (
     CatalogError,
@@ -124,33 +124,30 @@ class Reconfigurer:
 
         Every bitstream is checked before any slot is touched: a bad request changes nothing. Events go to
         ``pod`` when there is one. Raises the error tree's exceptions, naming ``who``."""
-        names = list(wanted)
-        self._loading.update(names)
-        try:
+        with self._wanting(wanted):
             await self._fetch(pod, wanted, who, deadline)
-            await self._check_and_load(pod, wanted, who, deadline)
-        finally:
-            self._loading.subtract(names)
-            self._loading = +self._loading
+            checked = [await self._checked(pod, name, slot_ids, who) for name, slot_ids in wanted.items()]
+            for entry, slots in checked:
+                await self.loader.load(pod, who, entry, slots, deadline)
 
     async def load_card(
         self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float
     ) -> None:
         """Put the whole-card image ``name`` into the card of ``slot_ids`` (every slot of it), by ``deadline``;
         checked first as :meth:`load_many` does."""
-        self._loading[name] += 1
-        try:
+        with self._wanting([name]):
             await self._fetch(pod, {name: slot_ids}, who, deadline)
-            try:
-                entry, slots = self._check(name, slot_ids, who, scope=CARD_SCOPE)
-                if not self.loader.can_program_card(slots):
-                    raise CatalogError(f"{who}: card {slots[0].card} cannot be programmed whole by this agent")
-            except CatalogError as exc:
-                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
-                raise
+            entry, slots = await self._checked(pod, name, slot_ids, who, CARD_SCOPE)
             await self.loader.load_card(pod, who, entry, slots, deadline)
+
+    @contextlib.contextmanager
+    def _wanting(self, names: Iterable[str]) -> Iterator[None]:
+        names = list(names)
+        self._loading.update(names)
+        try:
+            yield
         finally:
-            self._loading[name] -= 1
+            self._loading.subtract(names)
             self._loading = +self._loading
 
     def loading(self) -> set[str]:
@@ -168,18 +165,15 @@ class Reconfigurer:
             except CatalogError as exc:
                 raise type(exc)(f"{who}: {exc}") from exc
 
-    async def _check_and_load(
-        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
-    ) -> None:
-        checked = []
-        for name, slot_ids in wanted.items():
-            try:
-                checked.append(self._check(name, slot_ids, who))
-            except CatalogError as exc:
-                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
-                raise
-        for entry, slots in checked:
-            await self.loader.load(pod, who, entry, slots, deadline)
+    async def _checked(
+        self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
+    ) -> tuple[CatalogEntry, list[Slot]]:
+        """:meth:`_check`, a refusal posted to ``pod``."""
+        try:
+            return self._check(name, slot_ids, who, scope)
+        except CatalogError as exc:
+            await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+            raise
 
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
         """The container holding the slots; None only when pods cannot be read anyway."""
@@ -222,6 +216,8 @@ class Reconfigurer:
             if scope == SLOT_SCOPE and not self.loader.can_program(state.slot):
                 raise CatalogError(f"{who}: slot {slot_id} ({state.slot.backend}) cannot be programmed by this agent")
             slots.append(state.slot)
+        if scope == CARD_SCOPE and not self.loader.can_program_card(slots):
+            raise CatalogError(f"{who}: card {slots[0].card} cannot be programmed whole by this agent")
         return entry, slots
 
     async def close(self) -> None:

@@ -83,11 +83,9 @@ class SlotLoader:
             (hits if self.holds(slot.id, entry) else misses).append(slot)
         image = await self._checked_image(pod, who, entry) if misses else b""
         for slot in hits:
-            await self._hit(pod, who, slot, entry)
-        if not misses:
-            return
+            await self._hit(pod, who, [slot], entry, False)
         results = await asyncio.gather(
-            *(self._program_one(pod, who, entry, image, slot, deadline) for slot in misses),
+            *(self._program_locked(pod, who, entry, image, [slot], deadline, False) for slot in misses),
             return_exceptions=True,
         )
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -120,75 +118,100 @@ class SlotLoader:
             and state.accelerator_id == entry.accelerator_id
         )
 
-    async def _hit(self, pod: PodView | None, who: str, slot: Slot, entry: CatalogEntry) -> None:
-        self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+    def _record(self, slots: Sequence[Slot], entry: CatalogEntry) -> None:
+        for slot in slots:
+            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+
+    async def _hit(self, pod: PodView | None, who: str, slots: Sequence[Slot], entry: CatalogEntry, card: bool) -> None:
+        what = _what(slots, card)
+        self._record(slots, entry)
         self._count_lookup("hit")
-        logger.info("%s: slot %s already holds %s, not programming", who, slot.id, entry.name)
-        await self.post(pod, "FpgaSlotCacheHit", f"Slot {slot.id} already held {entry.name}")
+        logger.info("%s: %s already holds %s, not programming", who, what, entry.name)
+        await self.post(pod, "FpgaSlotCacheHit", f"{what[0].upper()}{what[1:]} already held {entry.name}")
 
     def _read_image(self, entry: CatalogEntry) -> bytes:
         assert self._catalog is not None
         return self._catalog.read_image(entry)
 
-    async def _program_one(
-        self, pod: PodView | None, who: str, entry: CatalogEntry, image: bytes, slot: Slot, deadline: float
+    async def _program_locked(
+        self,
+        pod: PodView | None,
+        who: str,
+        entry: CatalogEntry,
+        image: bytes,
+        slots: Sequence[Slot],
+        deadline: float,
+        card: bool,
     ) -> None:
-        lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
-        await self._acquire(lock, who, slot, deadline)
-        try:
-            if self.holds(slot.id, entry):  # a programming that held the lock loaded this very bitstream
-                await self._hit(pod, who, slot, entry)
+        """Program one slot, or (``card``) every slot of a card whole, under their locks; a failure taints them and
+        retries in the background."""
+        what = _what(slots, card)
+        async with self._holding(slots, who, deadline):
+            # a programming that held the locks may have loaded this very bitstream
+            if self.holds_card(slots, entry) if card else self.holds(slots[0].id, entry):
+                await self._hit(pod, who, slots, entry, card)
                 return
             self._count_lookup("miss")
-            remaining = deadline - time.monotonic()
             try:
-                if remaining <= 0:
-                    raise ProgrammingTimeout(f"slot {slot.id}: no time left before the deadline")
-                await self._begin_programming(slot.id, entry)
-                took = await self._run_programmer(slot, entry, image, remaining)
-                await self._verify([slot], entry)
+                took = await self._program(slots, entry, image, deadline - time.monotonic(), card)
             except ProgrammingError as exc:
-                self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-                message = f"{who}: programming slot {slot.id} with {entry.name} failed: {exc}"
-                self._registry.taint(slot.id, f"content unknown after failed programming: {exc}")
+                self._count_failure(exc)
+                message = f"{who}: programming {what} with {entry.name} failed: {exc}"
+                of_card = " of its card" if card else ""
+                for slot in slots:
+                    self._registry.taint(slot.id, f"content unknown after failed programming{of_card}: {exc}")
                 await self.post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
-                self._start_recovery([slot], entry)
+                self._start_recovery(slots, entry, card)
                 raise type(exc)(message) from exc
             except asyncio.CancelledError:
-                self._registry.taint(slot.id, f"content unknown: programming with {entry.name} was interrupted")
-                self._start_recovery([slot], entry)
+                its_card = "its card " if card else ""
+                for slot in slots:
+                    self._registry.taint(
+                        slot.id, f"content unknown: programming {its_card}with {entry.name} was interrupted"
+                    )
+                self._start_recovery(slots, entry, card)
                 raise
-            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            self._record(slots, entry)
             self._count_reconfiguration("programmed", took)
             await self.post(
                 pod,
-                "FpgaSlotProgrammed",
-                f"Programmed slot {slot.id} with {entry.name} in {took * 1000:.0f} ms",
+                "FpgaCardProgrammed" if card else "FpgaSlotProgrammed",
+                f"Programmed {what} with {entry.name} in {took * 1000:.0f} ms",
             )
-        finally:
-            lock.release()
 
-    async def _run_programmer(self, slot: Slot, entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
-        """The slot's programmer, given the image's bytes, or the catalog's file for a FileProgrammer."""
-        programmer = self._programmers[slot.backend]
+    async def _program(
+        self, slots: Sequence[Slot], entry: CatalogEntry, image: bytes, timeout_s: float, card: bool
+    ) -> float:
+        """Mark the slots as being programmed, run the programmer (the card's; the slot's, given the image's bytes
+        or, a FileProgrammer, the catalog's file), read every slot back."""
+        what = _what(slots, card)
+        if timeout_s <= 0:
+            raise ProgrammingTimeout(f"{what}: no time left before the deadline")
+        state = self._registry.get(slots[0].id)
+        if not card and state is not None and state.slot.whole_card:
+            # Programming a slot of a whole-card image restores the base layout: the other slots' content is gone.
+            self._registry.forget_contents(
+                [s.slot.id for s in self._registry.snapshot() if s.slot.card == state.slot.card]
+            )
+        for slot in slots:
+            self._registry.begin_programming(slot.id, entry.name, entry.accelerator_id)
+        if self._before_programming is not None:
+            await self._before_programming()
+        programmer = self._programmers[slots[0].backend]
         try:
-            if isinstance(programmer, FileProgrammer):
+            if card:
+                assert isinstance(programmer, CardProgrammer)
+                took = await programmer.program_card(slots, image, entry.accelerator_id, timeout_s)
+            elif isinstance(programmer, FileProgrammer):
                 assert self._catalog is not None
                 image_file = self._catalog.directory / entry.file
-                return await programmer.program_file(slot, image_file, entry.accelerator_id, timeout_s)
-            return await programmer.program(slot, image, entry.accelerator_id, timeout_s)
+                took = await programmer.program_file(slots[0], image_file, entry.accelerator_id, timeout_s)
+            else:
+                took = await programmer.program(slots[0], image, entry.accelerator_id, timeout_s)
         except OSError as exc:  # a programmer's own I/O (staging the image, its scratch space): a failed programming
-            raise ProgrammingError(f"slot {slot.id}: {exc}") from exc
-
-    async def _acquire(self, lock: asyncio.Lock, who: str, slot: Slot, deadline: float) -> None:
-        """Wait for the slot's lock, but not past the deadline (another start may be programming it)."""
-        try:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                await lock.acquire()
-        except TimeoutError:
-            raise ProgrammingTimeout(
-                f"{who}: slot {slot.id} is still being programmed for another start; no time left before the deadline"
-            ) from None
+            raise ProgrammingError(f"{what}: {exc}") from exc
+        await self._verify(slots, entry)
+        return took
 
     async def _verify(self, slots: Sequence[Slot], entry: CatalogEntry) -> None:
         """Read the slots back (one rescan), updating every slot of their cards; ProgrammingError when a slot
@@ -227,97 +250,41 @@ class SlotLoader:
     ) -> None:
         """Load the whole-card image ``entry`` into the card of ``slots`` (every slot of it) unless it holds it;
         a failure taints every slot and retries in the background."""
-        card = slots[0].card
         if self.holds_card(slots, entry):
-            await self._card_hit(pod, who, card, slots, entry)
+            await self._hit(pod, who, slots, entry, True)
             return
         image = await self._checked_image(pod, who, entry)
-        async with self._holding(slots, who, deadline):
-            if self.holds_card(slots, entry):
-                await self._card_hit(pod, who, card, slots, entry)
-                return
-            self._count_lookup("miss")
-            try:
-                took = await self._program_card(slots, entry, image, deadline - time.monotonic())
-            except ProgrammingError as exc:
-                self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-                message = f"{who}: programming card {card} with {entry.name} failed: {exc}"
-                for slot in slots:
-                    self._registry.taint(slot.id, f"content unknown after failed programming of its card: {exc}")
-                await self.post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
-                self._start_recovery(slots, entry, card=True)
-                raise type(exc)(message) from exc
-            except asyncio.CancelledError:
-                for slot in slots:
-                    self._registry.taint(
-                        slot.id, f"content unknown: programming its card with {entry.name} was interrupted"
-                    )
-                self._start_recovery(slots, entry, card=True)
-                raise
-        for slot in slots:
-            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-        self._count_reconfiguration("programmed", took)
-        await self.post(pod, "FpgaCardProgrammed", f"Programmed card {card} with {entry.name} in {took * 1000:.0f} ms")
+        await self._program_locked(pod, who, entry, image, slots, deadline, True)
 
     @contextlib.asynccontextmanager
     async def _holding(self, slots: Sequence[Slot], who: str, deadline: float | None) -> AsyncIterator[None]:
-        """Every slot's lock, taken in ID order (by ``deadline``, when given) and released on the way out."""
+        """Every slot's lock, taken in ID order (by ``deadline``, when given: else ProgrammingTimeout, as another
+        start may be programming it) and released on the way out."""
         async with contextlib.AsyncExitStack() as stack:
             for slot in sorted(slots, key=lambda s: s.id):
                 lock = self._slot_locks.setdefault(slot.id, asyncio.Lock())
-                if deadline is None:
-                    await lock.acquire()
-                else:
-                    await self._acquire(lock, who, slot, deadline)
+                try:
+                    async with asyncio.timeout(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                        await lock.acquire()
+                except TimeoutError:
+                    raise ProgrammingTimeout(
+                        f"{who}: slot {slot.id} is still being programmed for another start; "
+                        "no time left before the deadline"
+                    ) from None
                 stack.callback(lock.release)
             yield
 
-    async def _card_hit(
-        self, pod: PodView | None, who: str, card: str, slots: Sequence[Slot], entry: CatalogEntry
-    ) -> None:
-        for slot in slots:
-            self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
-        self._count_lookup("hit")
-        logger.info("%s: card %s already holds %s, not programming", who, card, entry.name)
-        await self.post(pod, "FpgaSlotCacheHit", f"Card {card} already held {entry.name}")
-
-    async def _program_card(self, slots: Sequence[Slot], entry: CatalogEntry, image: bytes, timeout_s: float) -> float:
-        """Mark every slot as being programmed, run the card's programmer, read every slot back."""
-        if timeout_s <= 0:
-            raise ProgrammingTimeout(f"card {slots[0].card}: no time left before the deadline")
-        for slot in slots:
-            self._registry.begin_programming(slot.id, entry.name, entry.accelerator_id)
-        if self._before_programming is not None:
-            await self._before_programming()
-        programmer = self._programmers[slots[0].backend]
-        assert isinstance(programmer, CardProgrammer)
-        try:
-            took = await programmer.program_card(slots, image, entry.accelerator_id, timeout_s)
-        except OSError as exc:
-            raise ProgrammingError(f"card {slots[0].card}: {exc}") from exc
-        await self._verify(slots, entry)
-        return took
-
     # ------------------------------------------------------------------ recovery
-    def _start_recovery(self, slots: Sequence[Slot], entry: CatalogEntry, *, card: bool = False) -> None:
+    def _start_recovery(self, slots: Sequence[Slot], entry: CatalogEntry, card: bool) -> None:
         key = min(slot.id for slot in slots)
         if key not in self._recovering or self._recovering[key].done():
-            what = f"card {slots[0].card}" if card else f"slot {key}"
-            self._recovering[key] = asyncio.create_task(self._recover(list(slots), entry, card), name=f"recover {what}")
-
-    async def _begin_programming(self, slot_id: SlotId, entry: CatalogEntry) -> None:
-        state = self._registry.get(slot_id)
-        if state is not None and state.slot.whole_card:
-            # Programming a slot of a whole-card image restores the base layout: the other slots' content is gone.
-            siblings = [s.slot.id for s in self._registry.snapshot() if s.slot.card == state.slot.card]
-            self._registry.forget_contents(siblings)
-        self._registry.begin_programming(slot_id, entry.name, entry.accelerator_id)
-        if self._before_programming is not None:
-            await self._before_programming()
+            self._recovering[key] = asyncio.create_task(
+                self._recover(list(slots), entry, card), name=f"recover {_what(slots, card)}"
+            )
 
     async def _recover(self, slots: list[Slot], entry: CatalogEntry, card: bool) -> None:
         """Re-program tainted slots (or their card) with the same bitstream until it succeeds or a slot goes."""
-        what = f"card {slots[0].card}" if card else f"slot {slots[0].id}"
+        what = _what(slots, card)
         delay = RECOVERY_DELAY_S
         while True:
             await asyncio.sleep(delay)
@@ -327,21 +294,15 @@ class SlotLoader:
             try:
                 image = await asyncio.to_thread(self._read_image, entry)
                 async with self._holding(slots, what, None):
-                    if card:
-                        took = await self._program_card(slots, entry, image, self._timeout_s)
-                    else:
-                        await self._begin_programming(slots[0].id, entry)
-                        took = await self._run_programmer(slots[0], entry, image, self._timeout_s)
-                        await self._verify(slots, entry)
+                    took = await self._program(slots, entry, image, self._timeout_s, card)
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):
-                    self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
+                    self._count_failure(exc)
                 delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
                 logger.warning("%s: recovery programming failed, retrying in %.0f s: %s", what, delay, exc)
                 continue
             self._count_reconfiguration("programmed", took)
-            for slot in slots:
-                self._registry.record_content(slot.id, entry.name, entry.accelerator_id)
+            self._record(slots, entry)
             logger.info("%s recovered: programmed with %s again, Healthy", what, entry.name)
             return
 
@@ -357,6 +318,9 @@ class SlotLoader:
         if self._metrics is not None:
             self._metrics.cache_lookups.labels(result=result).inc()
 
+    def _count_failure(self, exc: ProgrammingError) -> None:
+        self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
+
     def _count_reconfiguration(self, result: str, seconds: float | None = None) -> None:
         if self._metrics is not None:
             self._metrics.reconfigurations.labels(result=result).inc()
@@ -367,3 +331,7 @@ class SlotLoader:
     async def post(self, pod: PodView | None, reason: str, message: str, type: str = "Normal") -> None:
         if self._events is not None and pod is not None:
             await self._events.post(pod.namespace, pod.name, pod.uid, reason, message, type)
+
+
+def _what(slots: Sequence[Slot], card: bool) -> str:
+    return f"card {slots[0].card}" if card else f"slot {slots[0].id}"

@@ -34,13 +34,14 @@ async def test_busy_slot_times_out_at_the_callers_deadline_and_changes_nothing()
     version = registry.version
     try:
         with pytest.raises(ProgrammingTimeout, match="still being programmed"):
-            await reconfigurer.loader._program_one(
+            await reconfigurer.loader._program_locked(
                 None,
                 "pod ns/p container c (slots card0-slot0)",
                 entry,
                 b"x",
-                slot,
+                [slot],
                 time.monotonic() + 0.05,
+                False,
             )
     finally:
         lock.release()

@@ -38,7 +38,7 @@ async def test_an_os_error_of_the_programmer_is_a_failed_programming_that_taints
     who = "pod ns/p container c (slots card0-slot0)"
     try:
         with pytest.raises(ProgrammingError, match=r"programming slot card0-slot0 with accel failed: .*No space left"):
-            await reconfigurer.loader._program_one(None, who, entry, b"x", slot, time.monotonic() + 5)
+            await reconfigurer.loader._program_locked(None, who, entry, b"x", [slot], time.monotonic() + 5, False)
         state = registry.get(slot.id)
         assert state is not None
         assert state.taint is not None
