@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, ExitStack, aclosing, asynccontextmanager
+from contextlib import ExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -236,17 +236,15 @@ class BitstreamPuller:
                 raise PulledPlatformMismatch(
                     f"bitstream {name!r} is declared for platform {declaration.platform}, the slot has {wanted}"
                 )
-        return await self._pull(declaration)
-
-    # ------------------------------------------------------------------ pulling
-    async def _pull(self, declaration: Declaration) -> StoredBitstream:
         what = f"bitstream {declaration.name!r} from {declaration.source}"
         try:
             return await self._pull_into_catalog(declaration, what)
+        except TimeoutError:
+            raise
         except OSError as exc:
-            if isinstance(exc, TimeoutError):
-                raise
             raise PullStorageError(f"{what}: the node could not store it: {exc}") from exc
+
+    # ------------------------------------------------------------------ pulling
 
     async def _pull_into_catalog(self, declaration: Declaration, what: str) -> StoredBitstream:
         name = declaration.name
@@ -307,7 +305,12 @@ class BitstreamPuller:
 
         try:
             async with asyncio.timeout(deadline_s) as limit:
-                async with self._open(declaration, credentials) as chunks, aclosing(counted(chunks)) as counting:
+                opened = (
+                    self.https.open(str(declaration.https), credentials)
+                    if declaration.oci is None
+                    else _open_oci(self.registry, declaration, credentials)
+                )
+                async with opened as chunks, aclosing(counted(chunks)) as counting:
                     await download_verified(counting, staged.stream, declaration.size, declaration.sha256, what)
         except TimeoutError:
             if not limit.expired():
@@ -319,16 +322,10 @@ class BitstreamPuller:
                 f"{received[0]} bytes in {seconds:.0f} s ({received[0] / max(seconds, 1e-3):.0f} bytes/s)"
             ) from None
 
-    def _open(
-        self, declaration: Declaration, credentials: Credentials | None
-    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
-        if declaration.oci is None:
-            return self.https.open(str(declaration.https), credentials)
-        return _open_oci(self.registry, declaration, credentials)
-
     async def _make_room(self, declaration: Declaration) -> None:
         while True:
-            files = [CachedFile(e.name, e.size, e.added_at) for e in await self._pulled_entries()]
+            entries = await asyncio.to_thread(self.store.entries)
+            files = [CachedFile(e.name, e.size, e.added_at) for e in entries if e.source]
             for victim in self.budget.plan(files, declaration.name, declaration.size):
                 if victim in self.budget.in_use():  # taken up meanwhile: plan again
                     break
@@ -336,10 +333,6 @@ class BitstreamPuller:
                     self.budget.forget(victim)
             else:
                 return
-
-    async def _pulled_entries(self) -> list[StoredBitstream]:
-        entries = await asyncio.to_thread(self.store.entries)
-        return [entry for entry in entries if entry.source]
 
 
 @asynccontextmanager

@@ -154,7 +154,6 @@ class RegistryClient:
                 finally:
                     if body is not None and not isinstance(body, bytes):
                         body.close()
-        raise SourceAuthError(f"{what}: the registry refused the credentials")  # pragma: no cover
 
     async def _answer(
         self, challenge: str, registry: str, scope: str, credentials: Credentials | None, what: str

@@ -24,10 +24,7 @@ SUBSYSTEMS = ("platform", "pci", "fpga_region")
 
 
 def _nearest(candidates: dict[str, DeviceRecord], device: DeviceRecord) -> DeviceRecord | None:
-    for path in device.ancestors:
-        if path in candidates:
-            return candidates[path]
-    return None
+    return next((candidates[path] for path in device.ancestors if path in candidates), None)
 
 
 def _numa(pci: DeviceRecord) -> int | None:

@@ -33,13 +33,10 @@ def manager_health(manager: DeviceRecord) -> tuple[Health, str]:
 
 
 def _owned_by_dfl(region: DeviceRecord, pcis: dict[str, DeviceRecord]) -> bool:
-    for path in region.ancestors:
-        if os.path.basename(path).startswith("dfl-"):
-            return True
-        pci = pcis.get(path)
-        if pci is not None and pci.driver == "dfl-pci":
-            return True
-    return False
+    return any(
+        os.path.basename(path).startswith("dfl-") or (path in pcis and pcis[path].driver == "dfl-pci")
+        for path in region.ancestors
+    )
 
 
 def _manager_for(region: DeviceRecord, managers: list[DeviceRecord]) -> DeviceRecord:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
-_HEX32 = re.compile(r"[0-9a-f]{32}")
+from agent.files.bitstream import normalize_id128
 
 
 def parse_id128(raw: str | None, what: str) -> str:
     """A 128-bit id (dashes allowed) as 32 lower-case hex digits; ValueError naming ``what``."""
     if raw is None:
         raise ValueError(f"{what} is missing")
-    value = raw.strip().lower().replace("-", "")
-    if value.startswith("0x"):
-        value = value[2:]
-    if not _HEX32.fullmatch(value):
+    value = normalize_id128(raw)
+    if value is None:
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
         raise ValueError(f"{what} {shown!r} is not 32 hex digits")
     return value

@@ -8,7 +8,6 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 
 import pyudev
 
@@ -52,13 +51,8 @@ class UdevEvent:
 def _read_attribute(device: pyudev.Device, name: str) -> str | None:
     try:
         raw = device.attributes.get(name)
+        return None if raw is None else bytes(raw).decode("utf-8", errors="strict").strip()
     except (OSError, UnicodeDecodeError):
-        return None
-    if raw is None:
-        return None
-    try:
-        return bytes(raw).decode("utf-8", errors="strict").strip()
-    except UnicodeDecodeError:
         return None
 
 
@@ -115,9 +109,7 @@ class UdevMonitor:
         self._loop.add_reader(monitor.fileno(), self._on_readable)
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._monitor is not None and self._loop is not None:
             self._loop.remove_reader(self._monitor.fileno())
             self._monitor = None  # pyudev has no close(); the last reference closes the socket

@@ -10,7 +10,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO
 
 TEMP_PREFIX = ".tmp-"
@@ -70,12 +69,7 @@ class StagedFile:
     def __enter__(self) -> StagedFile:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.discard()
 
 

@@ -19,10 +19,8 @@ class Programmer(Protocol):
 
 
 @runtime_checkable
-class FileProgrammer(Protocol):
+class FileProgrammer(Programmer, Protocol):
     """A programmer that hands a vendor tool the catalog's verified file (whole, GBS header included)."""
-
-    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
 
     def can_program(self, slot: Slot) -> bool:
         """Whether this programmer is configured for ``slot`` (a request for another is refused up front)."""
@@ -34,10 +32,8 @@ class FileProgrammer(Protocol):
 
 
 @runtime_checkable
-class CardProgrammer(Protocol):
+class CardProgrammer(Programmer, Protocol):
     """A programmer that can also load one image into a whole card (all of its slots as one region)."""
-
-    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
 
     def can_program_card(self, slots: Sequence[Slot]) -> bool:
         """Whether ``slots``, every slot of one card, can be programmed as the whole card."""

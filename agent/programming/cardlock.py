@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+from agent.errors import ProgrammingTimeout
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -71,11 +73,17 @@ class CardLocks:
         return lock is not None and lock.locked()
 
     @asynccontextmanager
-    async def hold(self, node: str, deadline: float) -> AsyncIterator[CardLease]:
-        """Wait for the card until ``deadline`` (loop time; TimeoutError) and hold it for the block."""
+    async def hold(self, node: str, deadline: float, busy: str | None = None) -> AsyncIterator[CardLease]:
+        """Wait for the card until ``deadline`` (loop time) and hold it for the block; past the deadline
+        ProgrammingTimeout(``busy``), or TimeoutError without ``busy``."""
         lock = self._locks.setdefault(node, asyncio.Lock())
-        async with asyncio.timeout_at(deadline):
-            await lock.acquire()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await lock.acquire()
+        except TimeoutError as exc:
+            if busy is None:
+                raise
+            raise ProgrammingTimeout(busy) from exc
         lease = CardLease(node, lock, deadline)
         try:
             yield lease

@@ -292,6 +292,4 @@ def _reason(exc: OSError) -> str:
 
 
 def _no_follow_reason(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
-        return "it is a symbolic link, which is refused"
-    return str(exc.strerror or exc)
+    return "it is a symbolic link, which is refused" if exc.errno == errno.ELOOP else _reason(exc)

@@ -11,15 +11,14 @@ import contextlib
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from agent.errors import ProgrammingError, ProgrammingTimeout
+from agent.errors import ProgrammingError
 from agent.programming.cardlock import CardLocks
 from agent.programming.catalog import normalize_platform_id
 from agent.programming.commandspec import CommandSpec
-from agent.programming.toolrun import run_tool, shown_output
+from agent.programming.toolrun import ToolResult, run_tool, shown_output
 from agent.slots import Slot, SlotId
 
 logger = logging.getLogger(__name__)
@@ -116,9 +115,7 @@ class CommandProgrammer:
 
     async def _run_checked(self, spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str) -> float:
         """Run a tool of the entry; ProgrammingError on a failed exit or output the failure pattern marks."""
-        result = await run_tool(argv, deadline, what, dict(spec.environment))
-        if result.status != 0:
-            raise ProgrammingError(f"{what}: {argv[0]} {result.ended()}: {result.output()}")
+        result = await _run_ok(spec, argv, deadline, what)
         if spec.failure_pattern is not None:
             match = spec.failure_pattern.search(result.stdout + "\n" + result.stderr)
             if match is not None:
@@ -145,26 +142,20 @@ class CommandProgrammer:
             raise ProgrammingError(f"slot {slot.id}: no command programmer is configured for it")
         what = f"slot {slot.id}: programming {accelerator_id} with {os.path.basename(spec.program.tool)}"
         deadline = asyncio.get_running_loop().time() + timeout_s
-        started = False
-        try:
-            async with self._cards.hold(slot.card, deadline):
-                started = True
-                self._reported.pop(slot.id, None)
-                try:
-                    await self._settle_owed_reset(slot.card, deadline)
-                    await self._restore_base(spec, slot, deadline)
-                    took = await self._program(spec, slot, image_file, accelerator_id, deadline, what)
-                except ProgrammingError as exc:
-                    if spec.reset is not None:
-                        self._owe_reset(slot, str(exc))
-                    raise
-        except TimeoutError as exc:
-            if not started:
-                raise ProgrammingTimeout(
-                    f"slot {slot.id}: card {slot.card} was busy with another programming operation "
-                    f"for the whole {timeout_s:.1f} s deadline"
-                ) from exc
-            raise
+        busy = (
+            f"slot {slot.id}: card {slot.card} was busy with another programming operation "
+            f"for the whole {timeout_s:.1f} s deadline"
+        )
+        async with self._cards.hold(slot.card, deadline, busy):
+            self._reported.pop(slot.id, None)
+            try:
+                await self._settle_owed_reset(slot.card, deadline)
+                await self._restore_base(spec, slot, deadline)
+                took = await self._program(spec, slot, image_file, accelerator_id, deadline, what)
+            except ProgrammingError as exc:
+                if spec.reset is not None:
+                    self._owe_reset(slot, str(exc))
+                raise
         logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
         return took
 
@@ -188,9 +179,7 @@ class CommandProgrammer:
         """What the read-back command says the slot holds (None: no accelerator id in its output)."""
         assert spec.read_back is not None
         what = f"slot {slot.id}: read-back with {os.path.basename(spec.read_back.tool)}"
-        result = await run_tool(spec.read_back.render(_slot_values(slot)), deadline, what, dict(spec.environment))
-        if result.status != 0:
-            raise ProgrammingError(f"{what}: {spec.read_back.tool} {result.ended()}: {result.output()}")
+        result = await _run_ok(spec, spec.read_back.render(_slot_values(slot)), deadline, what)
         if spec.read_back_pattern is None:
             text = result.stdout.strip()
         else:
@@ -252,22 +241,27 @@ class CommandProgrammer:
         assert spec is not None
         assert spec.reset is not None
         what = f"slot {slot.id}: reset with {os.path.basename(spec.reset.tool)}"
-        started = time.monotonic()
-        result = await run_tool(spec.reset.render(_slot_values(slot)), deadline, what, dict(spec.environment))
-        if result.status != 0:
-            raise ProgrammingError(
-                f"{what} after a failed programming: {spec.reset.tool} {result.ended()}: {result.output()}"
-            )
-        del self._owed_resets[card]
-        logger.info(
-            "slot %s: reset after the failed programming in %.0f ms", slot.id, (time.monotonic() - started) * 1000
+        result = await _run_ok(
+            spec, spec.reset.render(_slot_values(slot)), deadline, what, " after a failed programming"
         )
+        del self._owed_resets[card]
+        logger.info("slot %s: reset after the failed programming in %.0f ms", slot.id, result.seconds * 1000)
 
     async def close(self) -> None:
         """Stop background resets (each kills its tool's process group)."""
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+
+
+async def _run_ok(
+    spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str, context: str = ""
+) -> ToolResult:
+    """Run a tool of the entry; ProgrammingError when it fails."""
+    result = await run_tool(argv, deadline, what, dict(spec.environment))
+    if result.status != 0:
+        raise ProgrammingError(f"{what}{context}: {argv[0]} {result.ended()}: {result.output()}")
+    return result
 
 
 def _slot_values(slot: Slot) -> dict[str, str]:

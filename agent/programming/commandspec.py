@@ -81,16 +81,14 @@ class CommandSpec:
 
     def templates(self) -> list[tuple[str, ArgvTemplate]]:
         """Every command of the entry, by its key."""
-        found = [("program", self.program)]
-        if self.read_back is not None:
-            found.append(("read-back", self.read_back))
-        if self.reset is not None:
-            found.append(("reset", self.reset))
-        if self.program_card is not None:
-            found.append(("program-card", self.program_card))
-        if self.restore_base is not None:
-            found.append(("restore-base", self.restore_base))
-        return found
+        found = (
+            ("program", self.program),
+            ("read-back", self.read_back),
+            ("reset", self.reset),
+            ("program-card", self.program_card),
+            ("restore-base", self.restore_base),
+        )
+        return [(key, template) for key, template in found if template is not None]
 
 
 def _template(entry: Mapping[str, object], key: str, where: str, allowed: frozenset[str]) -> ArgvTemplate | None:

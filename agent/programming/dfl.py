@@ -89,18 +89,15 @@ class DflProgrammer:
             raise ProgrammingError(f"slot {slot.id}: bitstream image of {len(image)} bytes exceeds 4 GiB")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        started = False
+        busy = (
+            f"slot {slot.id}: card {slot.card} was busy with another programming operation "
+            f"through {node} for the whole {timeout_s:.1f} s deadline"
+        )
         try:
-            async with self._cards.hold(node, deadline) as card:
-                started = True
+            async with self._cards.hold(node, deadline, busy) as card:
                 logger.info("slot %s: programming %s through %s port %d", slot.id, accelerator_id, node, port_id)
                 took = await card.run_in_thread(lambda: self._reconfigure(node, port_id, image))
         except TimeoutError as exc:
-            if not started:
-                raise ProgrammingTimeout(
-                    f"slot {slot.id}: card {slot.card} was busy with another programming operation "
-                    f"through {node} for the whole {timeout_s:.1f} s deadline"
-                ) from exc
             raise ProgrammingTimeout(
                 f"slot {slot.id}: programming {accelerator_id} through {node} did not finish within "
                 f"{timeout_s:.1f} s; the card stays busy until the kernel returns"

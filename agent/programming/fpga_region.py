@@ -18,7 +18,7 @@ from pathlib import Path
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.files.atomic import write_atomically
 from agent.programming.cardlock import CardLease, CardLocks
-from agent.slots import Health, Slot, SlotId
+from agent.slots import Health, Slot
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,8 @@ POLL_INTERVAL_S = 0.05
 _FAILED_STATES = ("power off",)
 PARTIAL_RECONFIG_FLAG = "1"
 FULL_RECONFIG_FLAG = "0"
+#: What the record of whole-card images keeps of each slot.
+_HELD_FIELDS = ("id", "card", "region", "platform", "control_node", "parent_region")
 
 
 def firmware_name(slot: Slot) -> str:
@@ -53,6 +55,11 @@ def _read_attribute(path: Path) -> str | None:
         return path.read_text().strip()
     except FileNotFoundError:
         return None
+
+
+def _status_detail(manager: Path) -> str:
+    status = _read_attribute(manager / "status")
+    return f"; status {status!r}" if status else ""
 
 
 @dataclass(slots=True)
@@ -145,9 +152,7 @@ class FpgaRegionProgrammer:
         """Record the whole-card images in memory and ``held_file`` (in a worker thread)."""
         self._held = held
         if self._held_file is not None:
-            fields = ("id", "card", "region", "platform", "control_node", "parent_region")
-            record = {base: [{f: getattr(slot, f) for f in fields} for slot in slots] for base, slots in held.items()}
-            self._held_file.parent.mkdir(parents=True, exist_ok=True)
+            record = {base: [{f: getattr(s, f) for f in _HELD_FIELDS} for s in slots] for base, slots in held.items()}
             write_atomically(self._held_file, json.dumps(record, sort_keys=True).encode())
 
     async def _program_slot(self, lease: CardLease, load: _Load, slot: Slot, image: bytes) -> float:
@@ -173,17 +178,14 @@ class FpgaRegionProgrammer:
         manager = self.manager_dir(slot)
         load = _Load(manager, f"{what} through FPGA manager {manager.name}")
         deadline = asyncio.get_running_loop().time() + timeout_s
-        started = False
+        busy = (
+            f"slot {slot.id}: FPGA manager {manager.name} was busy with another programming "
+            f"operation for the whole {timeout_s:.1f} s deadline"
+        )
         try:
-            async with self._managers.hold(slot.control_node, deadline) as lease:
-                started = True
+            async with self._managers.hold(slot.control_node, deadline, busy) as lease:
                 return await operation(lease, load)
         except TimeoutError as exc:
-            if not started:
-                raise ProgrammingTimeout(
-                    f"slot {slot.id}: FPGA manager {manager.name} was busy with another programming "
-                    f"operation for the whole {timeout_s:.1f} s deadline"
-                ) from exc
             raise ProgrammingTimeout(
                 f"{load.what} did not finish within {timeout_s:.1f} s (state {load.state!r}); "
                 "the manager stays busy until the kernel returns"
@@ -197,15 +199,14 @@ class FpgaRegionProgrammer:
         if image is not None:
             firmware = self._firmware_dir / name
             try:
-                await lease.run_in_thread(lambda: self._stage_firmware(firmware, image))
+                await lease.run_in_thread(lambda: write_atomically(firmware, image))
             except OSError as exc:
                 raise ProgrammingError(f"{what} failed: cannot write {firmware}: {exc.strerror or exc}") from exc
         started = time.monotonic()
         try:
             await lease.run_in_thread(lambda: self._trigger(manager, name, partial))
         except OSError as exc:
-            status = await lease.run_in_thread(lambda: _read_attribute(manager / "status"))
-            detail = f"; status {status!r}" if status else ""
+            detail = await lease.run_in_thread(lambda: _status_detail(manager))
             raise ProgrammingError(
                 f"{what} failed: writing {name!r} to {manager / 'firmware'}: {exc.strerror or exc}{detail}"
             ) from exc
@@ -215,14 +216,9 @@ class FpgaRegionProgrammer:
                 if state == OPERATING:
                     return time.monotonic() - started
                 if state is None or "error" in state or state in _FAILED_STATES:
-                    status = await lease.run_in_thread(lambda: _read_attribute(manager / "status"))
-                    detail = f"; status {status!r}" if status else ""
+                    detail = await lease.run_in_thread(lambda: _status_detail(manager))
                     raise ProgrammingError(f"{what} failed: manager state is {state!r}{detail}")
                 await self._sleep(self._poll_interval_s)
-
-    def _stage_firmware(self, firmware: Path, image: bytes) -> None:
-        firmware.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(firmware, image)
 
     def _trigger(self, manager: Path, name: str, partial: bool) -> None:
         if (manager / "flags").exists():
@@ -239,17 +235,12 @@ def _read_held(path: Path | None) -> dict[str, tuple[Slot, ...]]:
         return {
             base: tuple(
                 Slot(
-                    id=SlotId(entry["id"]),
-                    card=entry["card"],
-                    region=entry["region"],
+                    **{f: entry[f] for f in _HELD_FIELDS},
                     numa=None,
                     device_nodes=(),
-                    platform=entry["platform"],
                     loaded=None,
                     health=Health.HEALTHY,
                     backend="fpga-region",
-                    control_node=entry["control_node"],
-                    parent_region=entry["parent_region"],
                 )
                 for entry in entries
             )

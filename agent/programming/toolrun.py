@@ -85,12 +85,12 @@ class ToolResult:
 
     def output(self) -> str:
         """What it printed, for a message: 'stderr ...; stdout ...' (empty streams left out)."""
-        parts = []
-        if self.stderr.strip():
-            parts.append(f"stderr {shown_output(self.stderr, self.stderr_bytes)}")
-        if self.stdout.strip():
-            parts.append(f"stdout {shown_output(self.stdout, self.stdout_bytes)}")
-        return "; ".join(parts) or "no output"
+        return _shown_streams(self.stderr, self.stderr_bytes, self.stdout, self.stdout_bytes) or "no output"
+
+
+def _shown_streams(stderr: str, stderr_bytes: int, stdout: str, stdout_bytes: int) -> str:
+    streams = (("stderr", stderr, stderr_bytes), ("stdout", stdout, stdout_bytes))
+    return "; ".join(f"{name} {shown_output(text, total)}" for name, text, total in streams if text.strip())
 
 
 async def _pump(stream: asyncio.StreamReader, tail: _Tail) -> None:
@@ -189,7 +189,7 @@ async def _run_in(argv: Sequence[str], deadline: float, what: str, env: Mapping[
         _close(readers, pumps)
         raise ProgrammingTimeout(
             f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
-            f"(output so far: {_partial(out, err)})"
+            f"(output so far: {_shown_streams(err.text(), err.total, out.text(), out.total) or 'none'})"
         ) from None
     except BaseException:
         await _reap(process, pumps, scratch)
@@ -281,12 +281,3 @@ async def _reap(process: asyncio.subprocess.Process, pumps: Sequence[asyncio.Fut
             await asyncio.shield(asyncio.gather(*pumps))
     except TimeoutError:
         logger.error("process group %d did not go away within %.0f s of SIGKILL", process.pid, REAP_TIMEOUT_S)
-
-
-def _partial(out: _Tail, err: _Tail) -> str:
-    parts = []
-    if err.data.strip():
-        parts.append(f"stderr {shown_output(err.text(), err.total)}")
-    if out.data.strip():
-        parts.append(f"stdout {shown_output(out.text(), out.total)}")
-    return "; ".join(parts) or "none"

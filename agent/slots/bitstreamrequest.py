@@ -20,11 +20,9 @@ MAX_CONTAINERS = 256
 
 def container_bitstream(annotations: Mapping[str, object], container: str) -> tuple[str, object] | None:
     """(annotation key, value) a container asks for: its own annotation, else the pod's; None when unset or empty."""
-    for key in (f"{BITSTREAM_ANNOTATION}.{container}", BITSTREAM_ANNOTATION):
-        value = annotations.get(key)
-        if value is not None and value != "":
-            return key, value
-    return None
+    key = f"{BITSTREAM_ANNOTATION}.{container}"
+    value = annotations.get(key)
+    return pod_bitstream(annotations) if value is None or value == "" else (key, value)
 
 
 def pod_bitstream(annotations: Mapping[str, object]) -> tuple[str, object] | None:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,20 +69,11 @@ def encode(states: list[SlotState]) -> bytes:
     for state in states:
         entry: dict[str, Any] = {"last_used": state.last_used}
         if state.content is not None:
-            entry["bitstream"] = state.content.bitstream
-            entry["accelerator_id"] = state.content.accelerator_id
+            entry |= asdict(state.content)
         if state.programming is not None:
-            entry["programming"] = {
-                "bitstream": state.programming.bitstream,
-                "accelerator_id": state.programming.accelerator_id,
-            }
+            entry["programming"] = asdict(state.programming)
         if state.holder is not None:
-            entry["holder"] = {
-                "namespace": state.holder.namespace,
-                "pod": state.holder.pod,
-                "container": state.holder.container,
-                "allocated_at": state.holder.allocated_at,
-            }
+            entry["holder"] = asdict(state.holder)
         slots[state.slot.id] = entry
     checksum = hashlib.sha256(_canonical(slots)).hexdigest()
     document = {"version": VERSION, "checksum": checksum, "boot_id": current_boot_id(), "slots": slots}
@@ -101,6 +92,11 @@ def _optional_float(entry: dict[str, Any], key: str) -> float | None:
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
         raise CheckpointError(f"{key} is not a number")
     return None if value is None else float(value)
+
+
+def _content(entry: dict[str, Any]) -> Content | None:
+    bitstream, accelerator = _optional_str(entry, "bitstream"), _optional_str(entry, "accelerator_id")
+    return Content(bitstream, accelerator) if bitstream and accelerator else None
 
 
 def decode(data: bytes) -> dict[SlotId, SlotRecord]:
@@ -124,8 +120,7 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
     for slot_id, entry in slots.items():
         if not isinstance(entry, dict):
             raise CheckpointError(f"slot {slot_id!r} is not an object")
-        bitstream, accelerator = _optional_str(entry, "bitstream"), _optional_str(entry, "accelerator_id")
-        content = Content(bitstream, accelerator) if bitstream and accelerator else None
+        content = _content(entry)
         holder = None
         raw_holder = entry.get("holder")
         if raw_holder is not None:
@@ -143,13 +138,9 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
         if raw_programming is not None:
             if not isinstance(raw_programming, dict):
                 raise CheckpointError(f"slot {slot_id!r} programming is not an object")
-            target, target_accelerator = (
-                _optional_str(raw_programming, "bitstream"),
-                _optional_str(raw_programming, "accelerator_id"),
-            )
-            if not target or not target_accelerator:
+            programming = _content(raw_programming)
+            if programming is None:
                 raise CheckpointError(f"slot {slot_id!r} programming names no bitstream and accelerator")
-            programming = Content(target, target_accelerator)
         last_used = _optional_float(entry, "last_used")
         records[SlotId(slot_id)] = SlotRecord(content, holder, last_used, programming, same_boot)
     return records

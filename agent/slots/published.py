@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import UnionType
 from typing import Any, TypedDict
 
 from agent.slots.model import Health
@@ -185,12 +186,10 @@ _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", bool: "true 
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
+    kinds: tuple[tuple[type | UnionType, str], ...] = (
+        (bool, "true or false"),
+        (int | float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+    )
+    return next((name for kind, name in kinds if isinstance(value, kind)), "an object")

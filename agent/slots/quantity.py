@@ -6,22 +6,9 @@ from decimal import Decimal
 
 from agent.errors import shown
 
-_SUFFIXES = {
-    "": Decimal(1),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "m": Decimal(10) ** -3,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
+_SUFFIXES = {"": Decimal(1), "m": Decimal(10) ** -3}
+_SUFFIXES |= {prefix: Decimal(10) ** (3 * power) for power, prefix in enumerate("kMGTPE", 1)}
+_SUFFIXES |= {prefix + "i": Decimal(2) ** (10 * power) for power, prefix in enumerate("KMGTPE", 1)}
 #: Far more slots than any node has; a larger count is a mistake, not a request.
 MAX_SLOTS_PER_CONTAINER = 1 << 20
 

@@ -125,20 +125,21 @@ class SlotRegistry:
                 changed = changed or self._present.get(slot_id, False)
                 self._drop(slot_id)
         for slot in fresh.values():
-            if self._slots.get(slot.id) != slot or not self._present.get(slot.id):
-                self._slots[slot.id] = slot
-                self._present[slot.id] = True
-                changed = True
+            changed = self._put(slot) or changed
         if changed:
             self._bump()
 
     def upsert(self, slot: Slot) -> None:
         """A slot appeared or changed (health, content)."""
+        if self._put(slot):
+            self._bump()
+
+    def _put(self, slot: Slot) -> bool:
         if self._slots.get(slot.id) == slot and self._present.get(slot.id):
-            return
+            return False
         self._slots[slot.id] = slot
         self._present[slot.id] = True
-        self._bump()
+        return True
 
     def remove(self, slot_id: SlotId) -> None:
         """A slot's device disappeared: a held slot stays listed (Unhealthy) until released, a free one goes."""
@@ -291,19 +292,15 @@ class SlotRegistry:
             self._forget(slot_id)
 
     def _forget(self, slot_id: SlotId) -> None:
-        self._slots.pop(slot_id, None)
-        self._present.pop(slot_id, None)
-        self._last_used.pop(slot_id, None)
-        self._contents.pop(slot_id, None)
-        self._taints.pop(slot_id, None)
-        self._programming.pop(slot_id, None)
+        for table in (self._slots, self._present, self._last_used, self._contents, self._taints, self._programming):
+            table.pop(slot_id, None)
 
     def _bump(self, devices: bool = True) -> None:
         """Wake the waiters of every change and, with ``devices``, those of device-list changes."""
         self._version += 1
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self._changed.set()
+        self._changed = asyncio.Event()
         if devices:
             self._device_version += 1
-            changed, self._devices_changed = self._devices_changed, asyncio.Event()
-            changed.set()
+            self._devices_changed.set()
+            self._devices_changed = asyncio.Event()
