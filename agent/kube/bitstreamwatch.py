@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from agent.kube.core import CoreCalls
-from agent.kube.objectwatch import ObjectWatcher
+from agent.kube.reflector import Reflector
 
 T = TypeVar("T")
 
 
-class BitstreamWatcher(ObjectWatcher[T]):
+class BitstreamWatcher(Reflector[T]):
     """All FpgaBitstream objects (a list fails until the CRD is installed: the watcher keeps trying)."""
 
     def __init__(
@@ -21,8 +21,8 @@ class BitstreamWatcher(ObjectWatcher[T]):
     ) -> None:
         core = CoreCalls(api_client)
         super().__init__(
-            "fpgabitstreams",
-            "FpgaBitstream objects",
+            name="fpgabitstreams",
+            description="FpgaBitstream objects",
             list_func=core.list_fpga_bitstream,
             parse=parse,
             **options,

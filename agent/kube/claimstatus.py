@@ -18,7 +18,7 @@ from kubernetes.client import ApiClient
 from agent.errors import KubeError, is_object_name, shown, shown_claim
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
-from agent.kube.objectwatch import ObjectWatcher
+from agent.kube.reflector import Reflector
 
 T = TypeVar("T")
 
@@ -161,14 +161,14 @@ class ClaimStatusWriter:
                 raise KubeError(f"{who}: device status not written: {describe_api_error(exc)[1]}") from exc
 
 
-class ClaimWatcher(ObjectWatcher[T]):
+class ClaimWatcher(Reflector[T]):
     """All ResourceClaims, in every namespace (each parsed by the caller, in the worker thread)."""
 
     def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
         core = CoreCalls(api_client)
         super().__init__(
-            "resourceclaims",
-            "ResourceClaims",
+            name="resourceclaims",
+            description="ResourceClaims",
             list_func=core.list_resource_claim_for_all_namespaces,
             parse=parse,
             **options,

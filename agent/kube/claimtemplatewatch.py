@@ -11,12 +11,12 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from agent.kube.core import CoreCalls
-from agent.kube.objectwatch import ObjectWatcher
+from agent.kube.reflector import Reflector
 
 T = TypeVar("T")
 
 
-class ClaimTemplateWatcher(ObjectWatcher[T]):
+class ClaimTemplateWatcher(Reflector[T]):
     """All ResourceClaimTemplates, in every namespace."""
 
     def __init__(
@@ -24,8 +24,8 @@ class ClaimTemplateWatcher(ObjectWatcher[T]):
     ) -> None:
         core = CoreCalls(api_client)
         super().__init__(
-            "resourceclaimtemplates",
-            "ResourceClaimTemplates",
+            name="resourceclaimtemplates",
+            description="ResourceClaimTemplates",
             list_func=core.list_resource_claim_template_for_all_namespaces,
             parse=parse,
             **options,

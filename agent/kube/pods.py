@@ -49,12 +49,10 @@ class PodCache:
         self._pods: dict[PodKey, PodInfo] = {}
         self._listeners: list[PodListener] = []
         self._synced = asyncio.Event()
-        self._waiters: dict[PodKey, list[asyncio.Future[None]]] = {}
         self._last_error: str | None = None
 
     async def run(self) -> None:
         """List and watch this node's pods until cancelled (closes the watch on the way out)."""
-        logger.info("watching pods on node %s", self.node_name)
         await self._reflector.run()
 
     @property
@@ -88,22 +86,7 @@ class PodCache:
     async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodInfo | None:
         """The pod, waiting up to ``timeout_s`` for it to arrive through the watch; None if it does not."""
         key = (namespace, name)
-        pod = self._pods.get(key)
-        if pod is not None:
-            return pod
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, []).append(future)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await future
-        except TimeoutError:
-            pass
-        finally:
-            waiting = self._waiters.get(key, [])
-            if future in waiting:
-                waiting.remove(future)
-            if not waiting:
-                self._waiters.pop(key, None)
+        await self.wait_until(lambda _pods: key in self._pods, timeout_s)
         return self._pods.get(key)
 
     async def wait_until(self, predicate: Callable[[list[PodInfo]], bool], timeout_s: float) -> bool:
@@ -154,7 +137,6 @@ class PodCache:
             previous = old.get(key)
             if previous is None or previous.uid != pod.uid:
                 self._notify("ADDED", pod)
-                self._wake(key)
             elif previous != pod:
                 self._notify("MODIFIED", pod)
 
@@ -169,7 +151,6 @@ class PodCache:
         self._pods[key] = pod
         if previous is None:
             self._notify("ADDED", pod)
-            self._wake(key)
         elif previous.uid != pod.uid:  # a new pod of the same name; the old one's DELETED was missed
             self._notify("DELETED", previous.as_deleted())
             self._notify("ADDED", pod)
@@ -185,8 +166,3 @@ class PodCache:
                 listener(kind, pod)
             except Exception:
                 logger.exception("pod listener failed on %s of pod %s", kind, pod)
-
-    def _wake(self, key: PodKey) -> None:
-        for future in self._waiters.pop(key, []):
-            if not future.done():
-                future.set_result(None)

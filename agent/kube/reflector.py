@@ -80,7 +80,7 @@ class Reflector(Generic[T]):
         name: str,
         description: str,
         list_func: Callable[..., Any],
-        list_kwargs: Mapping[str, Any],
+        list_kwargs: Mapping[str, Any] | None = None,
         parse: Callable[[Mapping[str, Any]], T],
         on_replace: Callable[[list[T]], None],
         on_event: Callable[[WatchEventKind, T], None],
@@ -93,7 +93,7 @@ class Reflector(Generic[T]):
         self._name = name
         self._description = description
         self._list_func = list_func
-        self._list_kwargs = dict(list_kwargs)
+        self._list_kwargs = dict(list_kwargs or {})
         self._parse = parse
         self._on_replace = on_replace
         self._on_event = on_event
@@ -110,6 +110,7 @@ class Reflector(Generic[T]):
 
     async def run(self) -> None:
         """List and watch until cancelled; the worker thread has ended when this returns."""
+        logger.info("watching %s", self._description)
         loop = asyncio.get_running_loop()
         finished: asyncio.Future[None] = loop.create_future()
         self._stop.clear()

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from agent.kube.core import CoreCalls
-from agent.kube.objectwatch import ObjectWatcher
+from agent.kube.reflector import Reflector
 
 T = TypeVar("T")
 
 
-class NodeStateWatcher(ObjectWatcher[T]):
+class NodeStateWatcher(Reflector[T]):
     """All FpgaNodeState objects (a list fails until the CRD is installed: the watcher keeps trying)."""
 
     def __init__(
@@ -21,8 +21,8 @@ class NodeStateWatcher(ObjectWatcher[T]):
     ) -> None:
         core = CoreCalls(api_client)
         super().__init__(
-            "fpganodestates",
-            "FpgaNodeState objects",
+            name="fpganodestates",
+            description="FpgaNodeState objects",
             list_func=core.list_fpga_node_state_for_all_namespaces,
             parse=parse,
             **options,

@@ -6,7 +6,7 @@ finalizer, once no Node carries slot state). See docs/uninstall.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -57,19 +57,11 @@ def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -
     """The name of a Node that still carries slot state, heartbeat or platform labels (stops at the first);
     None when none does. KubeError when they cannot be listed."""
     calls = CoreCalls(api_client)
-    token = ""
-    try:
-        while True:
-            page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
-            for item in as_mapping(page).get("items") or []:
-                owned = owned_fields(as_mapping(item))
-                if owned.annotations or owned.labels:
-                    return str(as_mapping(as_mapping(item).get("metadata")).get("name") or "?")
-            token = str(as_mapping(as_mapping(page).get("metadata")).get("continue") or "")
-            if not token:
-                return None
-    except Exception as exc:
-        raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
+    for item in _pages(calls.list_node, page_size):
+        owned = owned_fields(item)
+        if owned.annotations or owned.labels:
+            return str(as_mapping(item.get("metadata")).get("name") or "?")
+    return None
 
 
 def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> dict[str, list[str]]:
@@ -77,27 +69,33 @@ def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) 
     KubeError naming the Node (or the list) that failed."""
     calls = CoreCalls(api_client)
     cleared: dict[str, list[str]] = {}
+    for item in _pages(calls.list_node, page_size):
+        name = str(as_mapping(item.get("metadata")).get("name") or "")
+        body = clear_body(owned_fields(item))
+        if body is None or not name:
+            continue
+        try:
+            calls.patch_node(name, body, _request_timeout=REQUEST_TIMEOUT_S)
+        except Exception as exc:
+            if api_status(exc) == 404:  # deleted meanwhile: nothing left on it
+                continue
+            raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
+        cleared[name] = sorted(keys_of(body))
+    return cleared
+
+
+def _pages(list_node: Callable[..., Any], page_size: int) -> Iterator[Mapping[str, Any]]:
+    """Every Node, a page at a time; KubeError when they cannot be listed."""
     token = ""
     while True:
         try:
-            page = calls.list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S)
+            page = as_mapping(list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S))
         except Exception as exc:
             raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
-        for item in as_mapping(page).get("items") or []:
-            name = str(as_mapping(as_mapping(item).get("metadata")).get("name") or "")
-            body = clear_body(owned_fields(as_mapping(item)))
-            if body is None or not name:
-                continue
-            try:
-                calls.patch_node(name, body, _request_timeout=REQUEST_TIMEOUT_S)
-            except Exception as exc:
-                if api_status(exc) == 404:  # deleted meanwhile: nothing left on it
-                    continue
-                raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
-            cleared[name] = sorted(keys_of(body))
-        token = str(as_mapping(as_mapping(page).get("metadata")).get("continue") or "")
+        yield from (as_mapping(item) for item in page.get("items") or [])
+        token = str(as_mapping(page.get("metadata")).get("continue") or "")
         if not token:
-            return cleared
+            return
 
 
 def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUNT) -> bool:

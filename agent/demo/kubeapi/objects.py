@@ -32,58 +32,31 @@ _REASONS = {
 }
 #: The namespaces the fake server starts with (fpga-slot: where the agents' FpgaNodeStates go).
 DEFAULT_NAMESPACES = ("default", "kube-system", "fpga-slot")
-_KINDS = {
-    "pods": "Pod",
-    "nodes": "Node",
-    "events": "Event",
-    "fpgabitstreams": "FpgaBitstream",
-    "fpganodestates": "FpgaNodeState",
-    "secrets": "Secret",
-    "daemonsets": "DaemonSet",
-    "resourceslices": "ResourceSlice",
-    "resourceclaims": "ResourceClaim",
-    "resourceclaimtemplates": "ResourceClaimTemplate",
-    "validatingwebhookconfigurations": "ValidatingWebhookConfiguration",
-    "serviceaccounts": "ServiceAccount",
-    "namespaces": "Namespace",
-    "clusterroles": "ClusterRole",
-    "clusterrolebindings": "ClusterRoleBinding",
+#: resource -> (kind, namespaced, path prefix: core/v1, the CRDs' group and version, DRA's, ...)
+_RESOURCE_TABLE = {
+    "pods": ("Pod", True, "/api/v1"),
+    "nodes": ("Node", False, "/api/v1"),
+    "events": ("Event", True, "/api/v1"),
+    "fpgabitstreams": ("FpgaBitstream", False, "/apis/example.com/v1alpha1"),
+    "fpganodestates": ("FpgaNodeState", True, "/apis/example.com/v1alpha1"),
+    "secrets": ("Secret", True, "/api/v1"),
+    "daemonsets": ("DaemonSet", True, "/apis/apps/v1"),
+    "resourceslices": ("ResourceSlice", False, "/apis/resource.k8s.io/v1"),
+    "resourceclaims": ("ResourceClaim", True, "/apis/resource.k8s.io/v1"),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", True, "/apis/resource.k8s.io/v1"),
+    "validatingwebhookconfigurations": (
+        "ValidatingWebhookConfiguration",
+        False,
+        "/apis/admissionregistration.k8s.io/v1",
+    ),
+    "serviceaccounts": ("ServiceAccount", True, "/api/v1"),
+    "namespaces": ("Namespace", False, "/api/v1"),
+    "clusterroles": ("ClusterRole", False, "/apis/rbac.authorization.k8s.io/v1"),
+    "clusterrolebindings": ("ClusterRoleBinding", False, "/apis/rbac.authorization.k8s.io/v1"),
 }
-_NAMESPACED = {
-    "pods": True,
-    "nodes": False,
-    "events": True,
-    "fpgabitstreams": False,
-    "fpganodestates": True,
-    "secrets": True,
-    "daemonsets": True,
-    "resourceslices": False,
-    "resourceclaims": True,
-    "resourceclaimtemplates": True,
-    "validatingwebhookconfigurations": False,
-    "serviceaccounts": True,
-    "namespaces": False,
-    "clusterroles": False,
-    "clusterrolebindings": False,
-}
-#: The path prefix (and apiVersion) of each resource: core/v1, the FpgaBitstream CRD's group and version, DRA's.
-_API = {
-    "pods": "/api/v1",
-    "nodes": "/api/v1",
-    "events": "/api/v1",
-    "secrets": "/api/v1",
-    "daemonsets": "/apis/apps/v1",
-    "fpgabitstreams": "/apis/example.com/v1alpha1",
-    "fpganodestates": "/apis/example.com/v1alpha1",
-    "resourceslices": "/apis/resource.k8s.io/v1",
-    "resourceclaims": "/apis/resource.k8s.io/v1",
-    "resourceclaimtemplates": "/apis/resource.k8s.io/v1",
-    "validatingwebhookconfigurations": "/apis/admissionregistration.k8s.io/v1",
-    "serviceaccounts": "/api/v1",
-    "namespaces": "/api/v1",
-    "clusterroles": "/apis/rbac.authorization.k8s.io/v1",
-    "clusterrolebindings": "/apis/rbac.authorization.k8s.io/v1",
-}
+_KINDS = {resource: kind for resource, (kind, _, _) in _RESOURCE_TABLE.items()}
+_NAMESPACED = {resource: namespaced for resource, (_, namespaced, _) in _RESOURCE_TABLE.items()}
+_API = {resource: api for resource, (_, _, api) in _RESOURCE_TABLE.items()}
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
 _RESOURCE_PATH = re.compile(

@@ -55,20 +55,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:
-        self.server.api._handle(self, "GET")
+    def _serve(self) -> None:
+        self.server.api._handle(self, self.command)
 
-    def do_POST(self) -> None:
-        self.server.api._handle(self, "POST")
-
-    def do_PATCH(self) -> None:
-        self.server.api._handle(self, "PATCH")
-
-    def do_PUT(self) -> None:
-        self.server.api._handle(self, "PUT")
-
-    def do_DELETE(self) -> None:
-        self.server.api._handle(self, "DELETE")
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
 
 class KubeApiStandIn(RequestHandling):
@@ -206,9 +196,7 @@ class KubeApiStandIn(RequestHandling):
             if request.method == "POST" and resource == "fpganodestates" and namespace is not None:
                 with self._cond:
                     return 201, self._create_node_state(namespace, request.body)
-            raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
-        match = _ITEM.match(request.path)
-        if match:
+        elif match := _ITEM.match(request.path):
             resource, namespace, name = match["res"], match["ns"], match["name"]
             self._check_scope(resource, namespace, match["api"])
             key = (namespace or "", name)
@@ -222,8 +210,9 @@ class KubeApiStandIn(RequestHandling):
                     return 200, self._remove(resource, key)
                 if request.method == "PATCH" and resource in ("pods", "nodes"):
                     return 200, self._patch(resource, key, request)
-            raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
-        raise ApiError(404, "the server could not find the requested resource")
+        else:
+            raise ApiError(404, "the server could not find the requested resource")
+        raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
 
     def _serve_watch(self, handler: _Handler, request: RecordedRequest) -> None:
         match = _COLLECTION.match(request.path)
@@ -250,8 +239,7 @@ class KubeApiStandIn(RequestHandling):
                     expired = {"type": "ERROR", "object": status_object(410, message, "Expired")}
                     self._start_stream(handler)
                     with contextlib.suppress(OSError):
-                        _write_chunk(handler, json.dumps(expired).encode() + b"\n")
-                        handler.wfile.write(b"0\r\n\r\n")
+                        _write_events(handler, [expired], end=True)
                     return
             watch.bookmarks_seen = self._bookmarks
             self._watches.append(watch)
@@ -284,8 +272,7 @@ class KubeApiStandIn(RequestHandling):
         deadline: float,
     ) -> None:
         while True:
-            for event in pending:
-                _write_chunk(handler, json.dumps(event).encode() + b"\n")
+            _write_events(handler, pending)
             pending = []
             with self._cond:
                 while True:
@@ -343,9 +330,7 @@ class KubeApiStandIn(RequestHandling):
                 with contextlib.suppress(OSError):
                     handler.connection.shutdown(socket.SHUT_RDWR)
                 return
-            for event in pending:
-                _write_chunk(handler, json.dumps(event).encode() + b"\n")
-            handler.wfile.write(b"0\r\n\r\n")
+            _write_events(handler, pending, end=True)
             return
 
     @staticmethod
@@ -373,5 +358,10 @@ def _client_gone(conn: socket.socket) -> bool:
         return True
 
 
-def _write_chunk(handler: _Handler, data: bytes) -> None:
-    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+def _write_events(handler: _Handler, events: list[JSON], *, end: bool = False) -> None:
+    """Each event as one chunk of the stream; with ``end``, the last chunk after them."""
+    for event in events:
+        data = json.dumps(event).encode() + b"\n"
+        handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    if end:
+        handler.wfile.write(b"0\r\n\r\n")

@@ -58,12 +58,7 @@ class RequestHandling(ObjectStore):
         obj = _valid_resource_slice(body)
         name = obj["metadata"].get("name", "")
         if ("", name) in self._objects["resourceslices"]:
-            raise ApiError(
-                409,
-                f'resourceslices.resource.k8s.io "{name}" already exists',
-                "AlreadyExists",
-                {"name": name, "group": "resource.k8s.io", "kind": "resourceslices"},
-            )
+            raise _already_exists("resourceslices", name, "resource.k8s.io")
         obj["metadata"]["uid"] = str(uuid.uuid4())
         obj["metadata"]["creationTimestamp"] = now_rfc3339()
         obj["metadata"].pop("resourceVersion", None)
@@ -76,11 +71,7 @@ class RequestHandling(ObjectStore):
         current = self._get("resourceslices", ("", name))
         sent = obj["metadata"].get("resourceVersion")
         if sent is not None and sent != current["metadata"]["resourceVersion"]:
-            raise ApiError(
-                409,
-                f'Operation cannot be fulfilled on resourceslices.resource.k8s.io "{name}": the object has been '
-                "modified; please apply your changes to the latest version and try again",
-            )
+            raise _conflict("resourceslices.resource.k8s.io", name)
         obj["metadata"]["uid"] = current["metadata"]["uid"]
         obj["metadata"]["creationTimestamp"] = current["metadata"]["creationTimestamp"]
         return self._store("resourceslices", ("", name), obj)
@@ -89,12 +80,7 @@ class RequestHandling(ObjectStore):
         obj = valid_node_state(body, namespace)
         key = (namespace, obj["metadata"]["name"])
         if key in self._objects["fpganodestates"]:
-            raise ApiError(
-                409,
-                f'fpganodestates.example.com "{key[1]}" already exists',
-                "AlreadyExists",
-                {"name": key[1], "group": "example.com", "kind": "fpganodestates"},
-            )
+            raise _already_exists("fpganodestates", key[1], "example.com")
         obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
         return self._store("fpganodestates", key, obj)
 
@@ -107,12 +93,7 @@ class RequestHandling(ObjectStore):
         if not version:
             raise ApiError(422, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
         if version != current["metadata"]["resourceVersion"]:
-            raise ApiError(
-                409,
-                f'Operation cannot be fulfilled on fpganodestates.example.com "{key[1]}": the object has been '
-                "modified; please apply your changes to the latest version and try again",
-                "Conflict",
-            )
+            raise _conflict("fpganodestates.example.com", key[1])
         for field in ("uid", "creationTimestamp"):
             obj["metadata"][field] = current["metadata"][field]
         changed = obj.get("spec") != current.get("spec")
@@ -197,12 +178,7 @@ class RequestHandling(ObjectStore):
                 patch.get("metadata", {}).get("resourceVersion") if isinstance(patch.get("metadata"), dict) else None
             )
             if wanted_rv is not None and wanted_rv != current["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409,
-                    f'Operation cannot be fulfilled on {resource} "{key[1]}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                    "Conflict",
-                )
+                raise _conflict(resource, key[1])
             strategic = content_type == "application/strategic-merge-patch+json"
             patched = _merge_patch(current, patch, strategic=strategic)
         else:
@@ -244,12 +220,7 @@ class RequestHandling(ObjectStore):
         key = (namespace, meta["name"])
         with self._cond:
             if key in self._objects["events"]:
-                raise ApiError(
-                    409,
-                    f'events "{meta["name"]}" already exists',
-                    "AlreadyExists",
-                    details={"name": meta["name"], "kind": "events"},
-                )
+                raise _already_exists("events", meta["name"])
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             return self._store("events", key, event)
@@ -319,3 +290,18 @@ class RequestHandling(ObjectStore):
                     "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors],
                 },
             )
+
+
+def _already_exists(resource: str, name: str, group: str = "") -> ApiError:
+    details = {"name": name, "group": group, "kind": resource} if group else {"name": name, "kind": resource}
+    what = f"{resource}.{group}" if group else resource
+    return ApiError(409, f'{what} "{name}" already exists', "AlreadyExists", details)
+
+
+def _conflict(what: str, name: str) -> ApiError:
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {what} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+        "Conflict",
+    )
