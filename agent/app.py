@@ -10,23 +10,15 @@ import contextlib
 import logging
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
 from agent.deviceplugin.lifecycle import PluginEndpoint
-from agent.dra import DRIVER_NAME, PluginSockets
-from agent.dra.binding import ClaimStatusAccess
-from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
-from agent.dra.mode import DraMode
 from agent.errors import ConfigError, FpgaSlotError, KubeError, KubeletError
 from agent.files.atomic import remove_stale_temp_files
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
-from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
-from agent.kube.claims import ClaimReader
-from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
-from agent.kube.resourceslices import ResourceSlicePublisher
 from agent.kube.uninstall import node_with_state, release_account, successor_expected
 from agent.node.backend import Backend, build_backend, log_enumeration
 from agent.node.distribution import Distribution
@@ -37,6 +29,11 @@ from agent.node.pods import EventSink, PodDirectory
 from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
 from agent.slots import Slot, SlotRegistry, checkpoint
+
+if TYPE_CHECKING:
+    from agent.dra.binding import ClaimStatusAccess
+    from agent.dra.mode import DraMode
+    from agent.kube.resourceslices import ResourceSlicePublisher
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +151,13 @@ class Agent:
         return distribution
 
     def _dra_mode(self, pods: PodDirectory | None) -> DraMode:
+        # the DRA driver's code and protocols are loaded in DRA mode only (a device-plugin agent's memory)
+        from agent.dra import DRIVER_NAME, PluginSockets
+        from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
+        from agent.dra.mode import DraMode
+        from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
+        from agent.kube.claims import ClaimReader
+
         if self.kube is None:
             raise ConfigError(
                 "--mode dra: the agent reads ResourceClaims and publishes ResourceSlices, which needs API access "
@@ -177,6 +181,10 @@ class Agent:
         )
 
     def _claim_status(self) -> ClaimStatusAccess:
+        from agent.dra import DRIVER_NAME
+        from agent.dra.binding import ClaimStatusAccess
+        from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
+
         assert self.kube is not None
         api_client = self.kube.api_client
         catalog = self.catalog
@@ -200,6 +208,9 @@ class Agent:
         return 0 if self.lifecycle is None else self.lifecycle.registrations
 
     def _slices(self, api_client: Any, node: str) -> ResourceSlicePublisher:
+        from agent.dra import DRIVER_NAME
+        from agent.kube.resourceslices import ResourceSlicePublisher
+
         publisher = ResourceSlicePublisher(api_client, DRIVER_NAME, node)
         publisher.standby = self._superseded
         return publisher
@@ -247,6 +258,8 @@ class Agent:
     def readiness(self) -> str | None:
         """None while registered with the kubelet (``/readyz``): the device plugin, or in DRA mode the driver."""
         if self.dra is not None:
+            from agent.dra import DRIVER_NAME
+
             return None if self.dra.registered() else f"the kubelet has not registered DRA driver {DRIVER_NAME}"
         assert self.lifecycle is not None  # device-plugin mode
         return None if self.lifecycle.registered.is_set() else "not registered with the kubelet"
