@@ -31,9 +31,7 @@ from agent.programming.catalog import Catalog
 from agent.slots import Slot, SlotRegistry, checkpoint
 
 if TYPE_CHECKING:
-    from agent.dra.binding import ClaimStatusAccess
     from agent.dra.mode import DraMode
-    from agent.kube.resourceslices import ResourceSlicePublisher
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +103,20 @@ class Agent:
             before_programming=self._checkpoint_before_programming,
         )
         #: Bitstreams the cluster declares (FpgaBitstream objects), pulled into the catalog; needs API access
-        self.distribution = self._distribution(pods, events)
+        self.distribution: Distribution | None = None
+        if kube is not None and catalog is not None:
+            self.distribution = Distribution(
+                config,
+                catalog=catalog,
+                api_client=kube.api_client,
+                registry=self.registry,
+                pods=pods,
+                events=events,
+                metrics=self.metrics,
+                loading=self.reconfigurer.loading,
+            )
+            self.reconfigurer.fetch_bitstream = self.distribution.fetch
+            self.reconfigurer.declared_accelerator = self.distribution.declared_accelerator
         #: The device plugin (``--mode device-plugin``): its RPCs and its socket; None in DRA mode
         self.servicer: DevicePluginServicer | None = None
         self.lifecycle: PluginLifecycle | None = None
@@ -113,81 +124,42 @@ class Agent:
         self.dra: DraMode | None = None
         if config.mode == "dra":
             self.dra = self._dra_mode(pods)
-            if self.kube is not None:  # an update's new pod publishes the node's state and the slice: not both
-                self.kube.nodes.standby = self._not_serving_dra
         else:
             self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
             self.lifecycle = PluginLifecycle(
                 PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
             )
-        self.metrics.watch_slots(self.registry, self._device_plugin_registrations)
+        self.metrics.watch_slots(self.registry, lambda: 0 if self.lifecycle is None else self.lifecycle.registrations)
         self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
         self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
         self._tasks: list[asyncio.Task[None]] = []
         #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
-        self.health = (
-            HealthServer(config.health_listen, alive=self.liveness, ready=self.readiness, shared=config.mode == "dra")
-            if config.health_listen is not None
-            else None
-        )
-        if self.health is not None:
+        self.health: HealthServer | None = None
+        if config.health_listen is not None:
+            self.health = HealthServer(
+                config.health_listen, alive=self.liveness, ready=self.readiness, shared=config.mode == "dra"
+            )
             self.health.add_routes([metrics_route(self.metrics.registry)])
-
-    def _distribution(self, pods: PodDirectory | None, events: EventSink | None) -> Distribution | None:
-        if self.kube is None or self.catalog is None:
-            return None
-        distribution = Distribution(
-            self.config,
-            catalog=self.catalog,
-            api_client=self.kube.api_client,
-            registry=self.registry,
-            pods=pods,
-            events=events,
-            metrics=self.metrics,
-            loading=self.reconfigurer.loading,
-        )
-        self.reconfigurer.fetch_bitstream = distribution.fetch
-        self.reconfigurer.declared_accelerator = distribution.declared_accelerator
-        return distribution
 
     def _dra_mode(self, pods: PodDirectory | None) -> DraMode:
         # the DRA driver's code and protocols are loaded in DRA mode only (a device-plugin agent's memory)
         from agent.dra import DRIVER_NAME, PluginSockets
+        from agent.dra.binding import ClaimStatusAccess
         from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
         from agent.dra.mode import DraMode
         from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
         from agent.kube.claims import ClaimReader
+        from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
+        from agent.kube.resourceslices import ResourceSlicePublisher
 
         if self.kube is None:
             raise ConfigError(
                 "--mode dra: the agent reads ResourceClaims and publishes ResourceSlices, which needs API access "
                 "(--kubeconfig, or the pod's service account)"
             )
-        config = self.config
-        return DraMode(
-            node=config.node_name,
-            registry=self.registry,
-            reconfigurer=self.reconfigurer,
-            pods=pods,
-            claims=ClaimReader(self.kube.api_client, DRIVER_NAME),
-            slices=self._slices(self.kube.api_client, config.node_name),
-            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME, config.pod_uid),
-            cdi_dir=config.cdi_dir,
-            state_dir=config.state_dir,
-            # The kubelet gives the whole call 45 s; reading the claim comes first.
-            timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
-            status=self._claim_status(),
-            whole_cards=config.whole_cards,
-        )
-
-    def _claim_status(self) -> ClaimStatusAccess:
-        from agent.dra import DRIVER_NAME
-        from agent.dra.binding import ClaimStatusAccess
-        from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
-
-        assert self.kube is not None
-        api_client = self.kube.api_client
-        catalog = self.catalog
+        config, api_client, catalog = self.config, self.kube.api_client, self.catalog
+        slices = ResourceSlicePublisher(api_client, DRIVER_NAME, config.node_name)
+        slices.standby = self._superseded
 
         def sha256_of(name: str) -> str:
             try:
@@ -195,29 +167,33 @@ class Agent:
             except FpgaSlotError:
                 return ""
 
-        return ClaimStatusAccess(
+        status = ClaimStatusAccess(
             prepare_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/prepare"),
             binding_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/binding"),
             watch=lambda **callbacks: ClaimWatcher(api_client, **callbacks),
             sha256_of=sha256_of,
             events=self.kube.events,
-            binding_conditions=self.config.binding_conditions,
+            binding_conditions=config.binding_conditions,
         )
-
-    def _device_plugin_registrations(self) -> int:
-        return 0 if self.lifecycle is None else self.lifecycle.registrations
-
-    def _slices(self, api_client: Any, node: str) -> ResourceSlicePublisher:
-        from agent.dra import DRIVER_NAME
-        from agent.kube.resourceslices import ResourceSlicePublisher
-
-        publisher = ResourceSlicePublisher(api_client, DRIVER_NAME, node)
-        publisher.standby = self._superseded
-        return publisher
-
-    def _not_serving_dra(self) -> bool:
-        """DRA mode: not yet registered (during an update the old pod still publishes) or superseded."""
-        return self.dra is not None and (not self.dra.server.placed or self.dra.server.superseded())
+        dra = DraMode(
+            node=config.node_name,
+            registry=self.registry,
+            reconfigurer=self.reconfigurer,
+            pods=pods,
+            claims=ClaimReader(api_client, DRIVER_NAME),
+            slices=slices,
+            sockets=PluginSockets(config.dra_registry_dir, config.dra_plugins_dir, DRIVER_NAME, config.pod_uid),
+            cdi_dir=config.cdi_dir,
+            state_dir=config.state_dir,
+            # The kubelet gives the whole call 45 s; reading the claim comes first.
+            timeout_s=min(config.program_timeout_s, KUBELET_CALL_TIMEOUT_S - CLAIM_READ_TIMEOUT_S),
+            status=status,
+            whole_cards=config.whole_cards,
+        )
+        # An update's new pod publishes the node's state and the slice, not both: the node's state waits while not
+        # yet registered (during an update the old pod still publishes) or once superseded.
+        self.kube.nodes.standby = lambda: not dra.server.placed or dra.server.superseded()
+        return dra
 
     def _superseded(self) -> bool:
         """Whether another agent serves the device-plugin socket, or registered the DRA driver after us (a rolling
@@ -283,43 +259,32 @@ class Agent:
         # The catalog as the agent starts, read once for what needs it (both need API access).
         entries = await self.catalog_reader.read() if self.kube is not None else []
         try:
+            jobs: dict[str, Coroutine[Any, Any, None]] = {
+                "discovery": source.watch(self.registry),
+                "checkpoint": checkpoint.keep_checkpoint(
+                    self.checkpoint_file, self.registry, owned=lambda: not self._superseded()
+                ),
+            }
+            if self.dra is None:
+                jobs["reconcile"] = self.reconfigurer.run_reconcile()
+            if self.distribution is not None:
+                jobs["bitstreams"] = self.distribution.run(entries)
+            if self.kube is not None:
+                self.kube.pods.add_listener(self._on_pod_change)
+                jobs["pod-cache"] = self.kube.pods.run()
+                jobs["events"] = self.kube.events.run()
+                jobs["node-publisher"] = self.kube.nodes.run()
+                jobs["node-state"] = publish_node_state(
+                    self.config.node_name, self.registry, self.catalog, self.kube.nodes, reader=self.catalog_reader
+                )
+            if self.dra is not None:
+                plugin, plugin_name = self.dra.run(stop), "dra-plugin"
+            else:
+                assert self.lifecycle is not None  # device-plugin mode
+                plugin, plugin_name = self.lifecycle.run(stop), "device-plugin"
             async with asyncio.TaskGroup() as group:
-                background = [
-                    group.create_task(source.watch(self.registry), name="discovery"),
-                    group.create_task(
-                        checkpoint.keep_checkpoint(
-                            self.checkpoint_file, self.registry, owned=lambda: not self._superseded()
-                        ),
-                        name="checkpoint",
-                    ),
-                ]
-                if self.dra is None:
-                    background.append(group.create_task(self.reconfigurer.run_reconcile(), name="reconcile"))
-                if self.distribution is not None:
-                    background.append(group.create_task(self.distribution.run(entries), name="bitstreams"))
-                if self.kube is not None:
-                    self.kube.pods.add_listener(self._on_pod_change)
-                    background.append(group.create_task(self.kube.pods.run(), name="pod-cache"))
-                    background.append(group.create_task(self.kube.events.run(), name="events"))
-                    background.append(group.create_task(self.kube.nodes.run(), name="node-publisher"))
-                    background.append(
-                        group.create_task(
-                            publish_node_state(
-                                self.config.node_name,
-                                self.registry,
-                                self.catalog,
-                                self.kube.nodes,
-                                reader=self.catalog_reader,
-                            ),
-                            name="node-state",
-                        )
-                    )
-                if self.dra is not None:
-                    plugin = group.create_task(self._serve(self.dra.run(stop), background), name="dra-plugin")
-                else:
-                    assert self.lifecycle is not None  # device-plugin mode
-                    plugin = group.create_task(self._serve(self.lifecycle.run(stop), background), name="device-plugin")
-                self._tasks = [*background, plugin]
+                background = [group.create_task(job, name=name) for name, job in jobs.items()]
+                self._tasks = [*background, group.create_task(self._serve(plugin, background), name=plugin_name)]
             if self.kube is not None:
                 await self._leave_node(self.kube)
         finally:
@@ -353,11 +318,9 @@ class Agent:
             logger.info("slot state left on node %s for the next agent: %s", node, why)
             return
         logger.info("no agent follows on node %s (%s): removing its slot state", node, why)
-        if await kube.nodes.clear() and self.config.pod_name:
-            await self._release_if_last(kube)
-
-    async def _release_if_last(self, kube: KubeAccess) -> None:
-        """After an uninstall cleared this Node: release the account's finalizer when no Node has slot state left."""
+        if not (await kube.nodes.clear() and self.config.pod_name):
+            return
+        # An uninstall cleared this Node: release the account's finalizer when no Node has slot state left.
         namespace = self.config.namespace
         try:
             left = await asyncio.to_thread(node_with_state, kube.api_client)

@@ -18,12 +18,11 @@ SHOWN_ITEMS = 8
 
 def shown(value: object) -> str:
     """An untrusted value as messages show it: quoted with escapes, cut to SHOWN_CHARS with its original length."""
-    if not isinstance(value, str):
-        text = repr(value)  # already escaped: a number stays a number
-        return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
-    if len(value) <= SHOWN_CHARS:
-        return repr(value)
-    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+    # a string is quoted with escapes; anything else is its repr, already escaped (a number stays a number)
+    text, quote = (value, repr) if isinstance(value, str) else (repr(value), str)
+    if len(text) <= SHOWN_CHARS:
+        return quote(text)
+    return f"{quote(text[:SHOWN_CHARS])}... ({len(text)} characters)"
 
 
 #: A Kubernetes object name (a DNS subdomain, at most 253 characters): shown as it is.

@@ -31,9 +31,8 @@ def client_timeout() -> aiohttp.ClientTimeout:
 
 
 def basic_authorization(credentials: Credentials) -> str:
-    user = credentials.username or ""
-    secret = credentials.password or ""
-    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+    pair = f"{credentials.username or ''}:{credentials.password or ''}"
+    return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 def preemptive_authorization(credentials: Credentials | None) -> str | None:

@@ -31,10 +31,8 @@ class HttpsSource:
         what = redacted_url(url)
         if not url.startswith("https://"):
             raise SourceUnreachable(f"{what}: only https:// URLs are pulled")
-        headers = {}
         authorization = preemptive_authorization(credentials)
-        if authorization:
-            headers["Authorization"] = authorization
+        headers = {"Authorization": authorization} if authorization else {}
         async with (
             transport_errors(what),
             open_following(self.session, "GET", URL(url), what, headers) as response,

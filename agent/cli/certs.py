@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from agent.cli.options import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
@@ -53,14 +53,13 @@ def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         metavar="NAME",
         help="a DNS name or IP address for the server certificate, instead of the Service's names (repeatable)",
     )
+    certs.add_argument("--server-secret", default=SERVER_SECRET, help="the extender's Secret (default %(default)s)")
     certs.add_argument(
-        "--server-secret", default=SERVER_SECRET, help=f"the extender's Secret (default {SERVER_SECRET})"
+        "--client-secret", default=CLIENT_SECRET, help="the fpga-scheduler's Secret (default %(default)s)"
     )
     certs.add_argument(
-        "--client-secret", default=CLIENT_SECRET, help=f"the fpga-scheduler's Secret (default {CLIENT_SECRET})"
+        "--client-name", default=CLIENT_NAME, help="client certificate's common name (default %(default)s)"
     )
-    certs.add_argument("--client-name", default=CLIENT_NAME, help=f"client certificate's common name (default "
-                       f"{CLIENT_NAME})")  # fmt: skip
     certs.add_argument("--days", type=int, default=DAYS, help=f"validity of the certificates (default {DAYS})")
     add_option_argument(certs, "kubeconfig")
     certs.add_argument(
@@ -72,14 +71,6 @@ def add_certs_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     certs.add_argument(
         "--out-dir", type=Path, help="write DIR/server/ and DIR/client/ (PEM files) instead of Secrets; no API access"
     )
-
-
-class Store(Protocol):
-    """Where the two sets go: which exist, and writing both."""
-
-    def present(self) -> dict[str, bool]: ...
-
-    def write(self, server: Mapping[str, bytes], client: Mapping[str, bytes]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +111,8 @@ class DirectoryStore:
             for part, files in (("server", server), ("client", client)):
                 staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.directory))
                 for name, data in files.items():
-                    fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(name))
+                    mode = 0o600 if name.endswith(".key") else 0o644
+                    fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
                     with os.fdopen(fd, "wb") as stream:
                         stream.write(data)
                 staging.chmod(0o700)
@@ -130,18 +122,9 @@ class DirectoryStore:
             raise ConfigError(f"--out-dir {self.directory}: cannot write: {exc.strerror or exc}") from None
 
 
-def _mode(name: str) -> int:
-    return 0o600 if name.endswith(".key") else 0o644
-
-
-def secret_data(issued: Issued) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The extender's and the scheduler's set, in cert-manager's layout."""
-    server = {"tls.crt": issued.server_cert, "tls.key": issued.server_key, "ca.crt": issued.ca_cert}
-    client = {"tls.crt": issued.client_cert, "tls.key": issued.client_key, "ca.crt": issued.ca_cert}
-    return server, client
-
-
-def make_certificates(store: Store, make: Callable[[], Issued], say: Callable[[str], None]) -> None:
+def make_certificates(
+    store: SecretStore | DirectoryStore, make: Callable[[], Issued], say: Callable[[str], None]
+) -> None:
     """Both sets made and written when neither exists; nothing done when both do; FpgaSlotError when one does."""
     present = store.present()
     if all(present.values()):
@@ -156,8 +139,11 @@ def make_certificates(store: Store, make: Callable[[], Issued], say: Callable[[s
         )
     from cryptography import x509  # loaded by this command only, not by every fpga-agent process
 
-    issued = make()
-    store.write(*secret_data(issued))
+    issued = make()  # the extender's and the scheduler's set, in cert-manager's layout
+    store.write(
+        {"tls.crt": issued.server_cert, "tls.key": issued.server_key, "ca.crt": issued.ca_cert},
+        {"tls.crt": issued.client_cert, "tls.key": issued.client_key, "ca.crt": issued.ca_cert},
+    )
     until = x509.load_pem_x509_certificate(issued.ca_cert).not_valid_after_utc
     say(f"made a CA and its server and client certificates, valid until {until:%Y-%m-%d}: {' and '.join(present)}")
 
@@ -205,17 +191,13 @@ def run_certs(args: argparse.Namespace) -> int:
         subject_names(names)
         check_days(args.days)
         check_client_name(args.client_name)
-
-        def make() -> Issued:
-            return issue(names, client_name=args.client_name, days=args.days)
-
         webhook = args.webhook_configuration
         if webhook is not None:
             _check_name("--webhook-configuration", webhook)
         if args.out_dir is not None:
             if webhook is not None:
                 raise ConfigError("--webhook-configuration: the caBundle is set from the Secrets, not with --out-dir")
-            store: Store = DirectoryStore(args.out_dir)
+            store: SecretStore | DirectoryStore = DirectoryStore(args.out_dir)
         else:
             server = _check_name("--server-secret", args.server_secret)
             client = _check_name("--client-secret", args.client_secret)
@@ -224,7 +206,7 @@ def run_certs(args: argparse.Namespace) -> int:
             store = SecretStore(
                 SecretReader(api_client, namespace), SecretWriter(api_client, namespace), server, client
             )
-        make_certificates(store, make, _say)
+        make_certificates(store, lambda: issue(names, client_name=args.client_name, days=args.days), _say)
         if webhook is not None and api_client is not None:
             reader = SecretReader(api_client, namespace)
             _say(trust_webhook(reader, args.server_secret, WebhookCaBundle(api_client), webhook))

@@ -23,7 +23,7 @@ def add_cleanup_grant_command(commands: cliflags.Subparsers) -> None:
         "the ServiceAccount when the install is deleted. Objects that exist are left as they are. Credentials are "
         "found as kubectl finds them: --kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster.",
     )
-    cliflags.add_option_groups(grant, cliflags.CLEANUP_GRANT)
+    cliflags.add_option_groups(grant, cliflags.UNINSTALL)
 
 
 def run_cleanup_grant(args: argparse.Namespace) -> int:

@@ -58,12 +58,11 @@ def run_cluster(args: argparse.Namespace) -> int:
         return 0
     rows = clusterview.file_rows(views) if args.files else clusterview.table_rows(views)
     if rows:
-        columns = clusterview.FILE_COLUMNS if args.files else clusterview.table_columns(rows)
+        notes = ["note"] if any(row.get("note") for row in rows) else []  # a note column only when some row has one
+        columns = clusterview.FILE_COLUMNS if args.files else [*clusterview.TABLE_COLUMNS, *notes]
         print(format_table(columns, rows))
-    published = {view.name for view in clusterview.cluster_views(nodes, states, include_unpublished=False)}
-    unpublished = sum(1 for node in nodes if node.name not in published)
     if not views:
         print(f"no node publishes FPGA slot state ({len(nodes)} nodes)", file=sys.stderr)
-    elif unpublished and not args.all:
+    elif not args.all and (unpublished := len({node.name for node in nodes} - {view.name for view in views})):
         print(f"nodes without published FPGA slot state: {unpublished} (--all lists them)", file=sys.stderr)
     return 0

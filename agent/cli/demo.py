@@ -48,11 +48,12 @@ def add_demo_command(commands: cliflags.Subparsers) -> None:
     cliflags.add_option_groups(demo, cliflags.DEMO)
 
 
-def check_demo_options(which: str, args: argparse.Namespace, config: Config) -> None:
+def check_demo_options(args: argparse.Namespace, config: Config) -> None:
     """Refuse what the chosen demo cannot do (ConfigError naming the option)."""
+    which = args.which
     if which not in DEMOS:
         raise ConfigError(f"no demo named {which!r}: choose from {', '.join(DEMOS)}")
-    given = [name for name in SIM_FLAGS if getattr(args, name, None) is not None]
+    given = [name for name in SIM_FLAGS if getattr(args, name) is not None]
     if which not in SIMULATING and given:
         raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin and dra demos simulate slots")
     if which == "dra" and config.sim_cards * config.sim_slots_per_card < MIN_DRA_SLOTS:
@@ -76,19 +77,15 @@ def check_demo_options(which: str, args: argparse.Namespace, config: Config) -> 
 
 def run_demo_command(args: argparse.Namespace) -> int:
     config = cliflags.command_config(args)
-    check_demo_options(args.which, args, config)
-    if args.which == "extender":
-        from agent.demo.extender import run_extender_demo
-
-        return asyncio.run(run_extender_demo(config))
+    check_demo_options(args, config)
     if args.which == "pull":
         from agent.demo.pull import run_pull_demo
 
         return asyncio.run(run_pull_demo())
-    if args.which == "dra":
-        from agent.demo.dra import run_dra_demo
-
-        return asyncio.run(run_dra_demo(config))
-    from agent.demo.deviceplugin import run_demo
-
-    return asyncio.run(run_demo(config))
+    if args.which == "extender":
+        from agent.demo.extender import run_extender_demo as run
+    elif args.which == "dra":
+        from agent.demo.dra import run_dra_demo as run
+    else:
+        from agent.demo.deviceplugin import run_demo as run
+    return asyncio.run(run(config))

@@ -39,5 +39,4 @@ async def serve_until_signal(config: Config) -> None:
     """The scheduler extender: serve until SIGTERM or SIGINT, then close connections and the watch."""
     from agent.cluster.extenderservice import run_extender  # the extender's code: loaded by this command only
 
-    stop = cliflags.stop_on_signals()
-    await run_extender(config, stop)
+    await run_extender(config, cliflags.stop_on_signals())

@@ -51,7 +51,6 @@ DISCOVER: Groups = (*HARDWARE, *LOGGING)
 CATALOG: Groups = (("catalog", ("bitstream-dir",)), *LOGGING)
 CLUSTER: Groups = (("API server", ("kubeconfig",)), *LOGGING)
 UNINSTALL: Groups = (("API server", ("kubeconfig", "namespace")), *LOGGING)
-CLEANUP_GRANT: Groups = UNINSTALL
 EXTENDER: Groups = (
     ("HTTP", ("listen", "probe-listen", "webhook-listen", "tls-cert-file", "tls-key-file", "tls-client-ca-file")),
     ("serving", ("event-loop",)),

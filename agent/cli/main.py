@@ -51,7 +51,12 @@ COMMANDS: tuple[Command, ...] = (
 
 
 class CommandParser(argparse.ArgumentParser):
-    """An ArgumentParser whose subcommands report unknown arguments with their own usage, not the top one's."""
+    """An ArgumentParser whose subcommands report unknown arguments with their own usage, not the top one's, and
+    record their prog in the parsed arguments (a subcommand's defaults win), so that errors can name the command."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.set_defaults(command_prog=self.prog)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -87,38 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = cast(Subparsers, parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
     for command in COMMANDS:
         command.add(commands)
-    _name_commands(parser)
     return parser
-
-
-def _name_commands(parser: argparse.ArgumentParser) -> None:
-    """Record each (sub)command parser's prog in the parsed arguments, so errors can name the command."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in action.choices.values():
-                child.set_defaults(command_prog=child.prog)
-                _name_commands(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    runners: dict[str, Callable[[argparse.Namespace], int]] = {command.name: command.run for command in COMMANDS}
-    prog: str = getattr(args, "command_prog", "fpga-agent")
     try:
-        return runners[args.command](args)
-    except ConfigError as exc:
-        return _fail(prog, exc, 2)
+        return {command.name: command.run for command in COMMANDS}[args.command](args)
     except FpgaSlotError as exc:
-        return _fail(prog, exc, 1)
+        print(f"{args.command_prog}: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
     except BrokenPipeError:
         # The reader (e.g. `discover | head`) went away: stop quietly, as other tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-def _fail(prog: str, exc: Any, code: int) -> int:
-    print(f"{prog}: {exc}", file=sys.stderr)
-    return code
 
 
 if __name__ == "__main__":

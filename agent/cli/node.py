@@ -15,7 +15,6 @@ from agent.node.backend import build_backend, log_enumeration
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
 from agent.programming.simsample import add_sample_bitstream
-from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +31,7 @@ def add_run_command(commands: cliflags.Subparsers) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    config = cliflags.command_config(args)
-    asyncio.run(run_agent(config))
+    asyncio.run(run_agent(cliflags.command_config(args)))
     return 0
 
 
@@ -58,30 +56,27 @@ def add_discover_command(commands: cliflags.Subparsers) -> None:
 
 
 def run_discover(args: argparse.Namespace) -> int:
-    config = cliflags.command_config(args)
-    asyncio.run(discover(config, as_json=args.json))
+    asyncio.run(discover(cliflags.command_config(args), as_json=args.json))
     return 0
-
-
-def slot_row(slot: Slot) -> dict[str, object]:
-    """One slot as the discover command prints it."""
-    return {
-        "id": slot.id,
-        "card": slot.card,
-        "numa": slot.numa,
-        "device": ",".join(node.host_path for node in slot.device_nodes),
-        "platform": slot.platform,
-        "loaded": slot.loaded,
-        "health": slot.health.value,
-        "reason": slot.reason,
-    }
 
 
 async def discover(config: Config, as_json: bool) -> None:
     """Print the node's slots (and skipped devices) once; say plainly when there are none."""
     backend = build_backend(config)
     enumeration = await backend.source.enumerate()
-    rows = [slot_row(slot) for slot in enumeration.slots]
+    rows: list[dict[str, object]] = [
+        {
+            "id": slot.id,
+            "card": slot.card,
+            "numa": slot.numa,
+            "device": ",".join(node.host_path for node in slot.device_nodes),
+            "platform": slot.platform,
+            "loaded": slot.loaded,
+            "health": slot.health.value,
+            "reason": slot.reason,
+        }
+        for slot in enumeration.slots
+    ]
     skipped = [{"device": s.device, "reason": s.reason} for s in enumeration.skipped]
     if as_json:
         print(json.dumps({"backend": backend.source.name, "slots": rows, "skipped": skipped}, indent=2))

@@ -68,18 +68,14 @@ def run_push(args: argparse.Namespace) -> int:
     try:
         declaration = asyncio.run(_push(args))
     except FpgaSlotError as exc:
-        print(f"fpga-agent catalog push: {exc}{_hint(exc, args)}", file=sys.stderr)
+        # TLS met a registry that speaks plain HTTP (OpenSSL's WRONG_VERSION_NUMBER): say what to try
+        plain = "WRONG_VERSION_NUMBER" in str(exc) and not args.plain_http
+        hint = " (the registry answers in plain HTTP, not TLS: give --plain-http)" if plain else ""
+        print(f"fpga-agent catalog push: {exc}{hint}", file=sys.stderr)
         return 1
     print(f"pushed {args.file} as {declaration.oci} ({declaration.size} bytes)", file=sys.stderr)
     print(yaml.safe_dump(declaration_object(declaration), sort_keys=False), end="")
     return 0
-
-
-def _hint(exc: FpgaSlotError, args: argparse.Namespace) -> str:
-    """What to try when TLS met a registry that speaks plain HTTP (OpenSSL's WRONG_VERSION_NUMBER)."""
-    if "WRONG_VERSION_NUMBER" in str(exc) and not args.plain_http:
-        return " (the registry answers in plain HTTP, not TLS: give --plain-http)"
-    return ""
 
 
 async def _push(args: argparse.Namespace) -> Declaration:
@@ -96,14 +92,9 @@ async def _push(args: argparse.Namespace) -> Declaration:
     plain_http = [reference.registry] if args.plain_http else []
     connector = aiohttp.TCPConnector(ssl=context)
     async with aiohttp.ClientSession(connector=connector, timeout=client_timeout()) as session:
+        client = RegistryClient(session, plain_http)
         declaration = await push_bitstream(
-            RegistryClient(session, plain_http),
-            args.file,
-            args.name,
-            platform,
-            accelerator_id,
-            reference,
-            credentials,
+            client, args.file, args.name, platform, accelerator_id, reference, credentials
         )
     return dataclasses.replace(declaration, pull_secret=args.pull_secret, prefetch=args.prefetch, scope=args.scope)
 

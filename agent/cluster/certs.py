@@ -52,12 +52,12 @@ def subject_names(names: Sequence[str]) -> list[x509.GeneralName]:
     for name in names:
         try:
             general.append(x509.IPAddress(ipaddress.ip_address(name)))
-            continue
         except ValueError:
-            pass
-        if len(name) > 253 or not _DNS_NAME.fullmatch(name):
-            raise ConfigError(f"--server-name: {shown(name)} is neither an IP address nor a lower-case DNS name")
-        general.append(x509.DNSName(name))
+            if len(name) > 253 or not _DNS_NAME.fullmatch(name):
+                raise ConfigError(
+                    f"--server-name: {shown(name)} is neither an IP address nor a lower-case DNS name"
+                ) from None
+            general.append(x509.DNSName(name))
     if not general:
         raise ConfigError("--server-name: the server certificate needs at least one name")
     return general
@@ -97,39 +97,37 @@ def issue(
         .add_extension(_key_usage(signs=True), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = _leaf(
-        ca_cert, ca_key, server_key, server_names[0], start, end, ExtendedKeyUsageOID.SERVER_AUTH
-    ).add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-    client_key = ec.generate_private_key(ec.SECP256R1())
-    client_cert = _leaf(
-        ca_cert, ca_key, client_key, client_name, start, end, ExtendedKeyUsageOID.CLIENT_AUTH
-    ).add_extension(x509.SubjectAlternativeName([x509.DNSName(client_name)]), critical=False)
-    return Issued(
-        ca_cert=_pem(ca_cert),
-        server_cert=_pem(server_cert.sign(ca_key, hashes.SHA256())),
-        server_key=_pem_key(server_key),
-        client_cert=_pem(client_cert.sign(ca_key, hashes.SHA256())),
-        client_key=_pem_key(client_key),
+    server = _leaf(ca_cert, ca_key, server_names[0], alt_names, start, end, ExtendedKeyUsageOID.SERVER_AUTH)
+    client = _leaf(
+        ca_cert, ca_key, client_name, [x509.DNSName(client_name)], start, end, ExtendedKeyUsageOID.CLIENT_AUTH
     )
+    return Issued(_pem(ca_cert), *server, *client)
 
 
 def _leaf(
     ca_cert: x509.Certificate,
     ca_key: ec.EllipticCurvePrivateKey,
-    key: ec.EllipticCurvePrivateKey,
     common_name: str,
+    alt_names: Sequence[x509.GeneralName],
     start: datetime.datetime,
     end: datetime.datetime,
     usage: x509.ObjectIdentifier,
-) -> x509.CertificateBuilder:
-    return (
+) -> tuple[bytes, bytes]:
+    """A fresh key and its certificate for one use, signed by the CA: (certificate, key) as PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
         _builder(_name(common_name), ca_cert.subject, key.public_key(), start, end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(signs=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .sign(ca_key, hashes.SHA256())
     )
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return _pem(cert), pkcs8
 
 
 def _builder(
@@ -168,12 +166,6 @@ def _name(common_name: str) -> x509.Name:
 
 def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
 
 
 def tls_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:

@@ -49,13 +49,7 @@ def extender_tls(config: Config) -> ssl.SSLContext | None:
     if config.tls_cert_file is None or config.tls_key_file is None:
         return None
     client_ca = None if config.tls_client_ca_file is None else str(config.tls_client_ca_file)
-    try:
-        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"--tls-cert-file/--tls-key-file/--tls-client-ca-file: cannot load {config.tls_cert_file}, "
-            f"{config.tls_key_file}{', ' + client_ca if client_ca else ''}: {exc}"
-        ) from None
+    return _tls(config, client_ca, "--tls-cert-file/--tls-key-file/--tls-client-ca-file")
 
 
 def webhook_tls(config: Config) -> ssl.SSLContext:
@@ -64,12 +58,15 @@ def webhook_tls(config: Config) -> ssl.SSLContext:
         raise ConfigError(
             "--webhook-listen: the API server calls admission webhooks over HTTPS only: give --tls-cert-file"
         )
+    return _tls(config, None, "--tls-cert-file/--tls-key-file")
+
+
+def _tls(config: Config, client_ca: str | None, flags: str) -> ssl.SSLContext:
     try:
-        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), None)
+        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"--tls-cert-file/--tls-key-file: cannot load {config.tls_cert_file}, {config.tls_key_file}: {exc}"
-        ) from None
+        files = ", ".join(str(name) for name in (config.tls_cert_file, config.tls_key_file, client_ca) if name)
+        raise ConfigError(f"{flags}: cannot load {files}: {exc}") from None
 
 
 async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any, _Server]) -> _Server:
@@ -79,18 +76,6 @@ async def _listen(flag: str, where: ListenAddress, starting: Coroutine[Any, Any,
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise ConfigError(f"{flag} {where}: cannot listen: {reason}") from None
-
-
-def listed(table: StateTable) -> Callable[[Sequence[WatchedNode]], None]:
-    """On a list of every FpgaNodeState: the table takes it, then one full collection and ``gc.freeze``, so that
-    the collector's full passes no longer walk the node states inside scheduling calls."""
-
-    def apply(nodes: Sequence[WatchedNode]) -> None:
-        table.replace_watched(nodes)
-        gc.collect()
-        gc.freeze()
-
-    return apply
 
 
 def in_namespace(namespace: str) -> Callable[[Mapping[str, Any]], WatchedNode]:
@@ -112,11 +97,19 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     api_client = connect_api(config.kubeconfig)
     table = StateTable()
     templates = ClaimTemplates()
+
+    def listed(nodes: Sequence[WatchedNode]) -> None:
+        """On a list of every FpgaNodeState: the table takes it, then one full collection and ``gc.freeze``, so
+        that the collector's full passes no longer walk the node states inside scheduling calls."""
+        table.replace_watched(nodes)
+        gc.collect()
+        gc.freeze()
+
     extender = Extender(table, config.score_weights, answer_limit=config.answer_limit, templates=templates)
     watcher = NodeStateWatcher(
         api_client,
         parse=in_namespace(config.namespace),
-        on_replace=listed(table),
+        on_replace=listed,
         on_event=table.apply_watched,
         on_error=table.failed,
     )
@@ -146,24 +139,21 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
     try:
         listen = config.listen
         servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))
-        if config.probe_listen is not None:
-            probe = config.probe_listen
-            probe_app = build_probe_app(extender, metrics)
-            servers.append(await _listen("--probe-listen", probe, start_probe(probe_app, probe.host, probe.port)))
-        if config.webhook_listen is not None and hook_tls is not None:
-            hook = config.webhook_listen
-            hook_app = build_webhook_app(table)
-            servers.append(
-                await _listen("--webhook-listen", hook, start_webhook(hook_app, hook.host, hook.port, hook_tls))
-            )
+        if (probe := config.probe_listen) is not None:
+            probing = start_probe(build_probe_app(extender, metrics), probe.host, probe.port)
+            servers.append(await _listen("--probe-listen", probe, probing))
+        if (hook := config.webhook_listen) is not None and hook_tls is not None:
+            hooking = start_webhook(build_webhook_app(table), hook.host, hook.port, hook_tls)
+            servers.append(await _listen("--webhook-listen", hook, hooking))
         async with asyncio.TaskGroup() as group:
-            watch = group.create_task(watcher.run(), name="node-state-watch")
-            declared = group.create_task(bitstreams.run(), name="bitstream-watch")
-            claims = group.create_task(claim_templates.run(), name="claim-template-watch")
+            watches = [
+                group.create_task(watcher.run(), name="node-state-watch"),
+                group.create_task(bitstreams.run(), name="bitstream-watch"),
+                group.create_task(claim_templates.run(), name="claim-template-watch"),
+            ]
             await stop.wait()
-            watch.cancel()
-            declared.cancel()
-            claims.cancel()
+            for watch in watches:
+                watch.cancel()
     finally:
         for server in reversed(servers):
             await server.cleanup()

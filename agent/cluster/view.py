@@ -7,7 +7,7 @@ only with ``--all``; a malformed object shows as one error row, the others as us
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.kube import NodeSummary
@@ -50,12 +50,9 @@ def cluster_views(
     nodes: Sequence[NodeSummary], states: Sequence[Mapping[str, Any]], *, include_unpublished: bool
 ) -> list[NodeView]:
     """A view per node (and per object whose Node is gone), sorted by name; nodes without state only if asked."""
-    by_name: dict[str, Mapping[str, Any]] = {}
-    for state in states:
-        metadata = state.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
-        if isinstance(name, str) and name:
-            by_name[name] = state
+    by_name = {
+        name: state for state in states if isinstance(name := _mapping(state.get("metadata")).get("name"), str) and name
+    }
     labels = {node.name: node.labels for node in nodes}
     names = sorted(set(by_name) | set(labels))
     views = [node_view(name, by_name.get(name), labels.get(name, {})) for name in names]
@@ -74,7 +71,8 @@ def table_rows(views: Sequence[NodeView]) -> list[dict[str, object]]:
                     "node": view.name,
                     "slot": slot["id"],
                     "platform": slot["platform"],
-                    "bitstream": loaded_text(slot),
+                    # the catalog name loaded; an accelerator the node's catalog does not name, in parentheses
+                    "bitstream": slot["bitstream"] or (f"({slot['accelerator']})" if slot["accelerator"] else None),
                     "state": "free" if slot["free"] else "held",
                     "health": "healthy" if slot["healthy"] else "unhealthy",
                 }
@@ -86,42 +84,13 @@ def table_rows(views: Sequence[NodeView]) -> list[dict[str, object]]:
 
 def file_rows(views: Sequence[NodeView]) -> list[dict[str, object]]:
     """One row per node: how many bitstream files its catalog holds and their names (sorted)."""
-    rows: list[dict[str, object]] = []
-    for view in views:
-        names = sorted(view.bitstreams or {})
-        rows.append({"node": view.name, "files": len(names), "bitstreams": ", ".join(names) or None})
-    return rows
-
-
-def loaded_text(slot: PublishedSlot) -> str | None:
-    """The catalog name loaded; an accelerator the node's catalog does not name, in parentheses."""
-    if slot["bitstream"]:
-        return slot["bitstream"]
-    if slot["accelerator"]:
-        return f"({slot['accelerator']})"
-    return None
-
-
-def table_columns(rows: Sequence[dict[str, object]]) -> list[str]:
-    """The table's columns: a ``note`` column only when some row has a note."""
-    return [*TABLE_COLUMNS, "note"] if any(row.get("note") for row in rows) else list(TABLE_COLUMNS)
+    names = [(view.name, sorted(view.bitstreams or {})) for view in views]
+    return [{"node": node, "files": len(files), "bitstreams": ", ".join(files) or None} for node, files in names]
 
 
 def json_document(views: Sequence[NodeView]) -> dict[str, Any]:
     """The same data as the table, as ``--json`` prints it."""
-    return {
-        "nodes": [
-            {
-                "name": view.name,
-                "published": view.published,
-                "slots": list(view.slots),
-                "bitstreams": view.bitstreams,
-                "labels": view.labels,
-                "errors": list(view.errors),
-            }
-            for view in views
-        ]
-    }
+    return {"nodes": [asdict(view) for view in views]}
 
 
 def _text(value: object) -> str | None:

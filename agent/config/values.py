@@ -148,25 +148,20 @@ def parse_pod_field(pattern: str, what: str) -> Callable[[str], str]:
     return parse
 
 
-def parse_listen(raw: str) -> ListenAddress | None:
+def parse_listen(raw: str, off: str = " (empty: off)") -> ListenAddress | None:
+    """HOST:PORT; empty is None unless ``off`` is empty (a required address)."""
     value = raw.strip()
-    if not value:
+    if not value and off:
         return None
     host, colon, port = value.rpartition(":")
     if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535 (empty: off), got {raw!r}")
+        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535{off}, got {raw!r}")
     host = host.removeprefix("[").removesuffix("]")
     return ListenAddress(host or "0.0.0.0", int(port))
 
 
-def parse_required_listen(raw: str) -> ListenAddress:
-    try:
-        address = parse_listen(raw)
-    except ValueError:
-        address = None
-    if address is None:
-        raise ValueError(f"must be HOST:PORT with a port from 0 to 65535, got {raw!r}")
-    return address
+def parse_required_listen(raw: str) -> ListenAddress | None:
+    return parse_listen(raw, "")
 
 
 def read_file(name: str | None, fields: Collection[str]) -> tuple[dict[str, str], str]:

@@ -48,14 +48,15 @@ class SliceView:
         self.api = api
         self.name = name
 
+    def _entries(self) -> list[dict[str, Any]]:
+        found = self.api.resource_slice(self.name)
+        return [] if found is None else list(found["spec"]["devices"])
+
     def devices(self) -> dict[str, Attributes]:
         """Device name -> attribute values, in slice order (the order the allocator tries them)."""
-        found = self.api.resource_slice(self.name)
-        if found is None:
-            return {}
         return {
             device["name"]: {key: next(iter(value.values())) for key, value in device.get("attributes", {}).items()}
-            for device in found["spec"]["devices"]
+            for device in self._entries()
         }
 
     def attribute(self, device: str, key: str) -> str | int | bool | None:
@@ -63,12 +64,9 @@ class SliceView:
 
     def taints(self, device: str) -> list[str]:
         """The device's taints as ``key:effect`` (what keeps the scheduler from allocating it)."""
-        found = self.api.resource_slice(self.name)
-        if found is None:
-            return []
         return [
             f"{taint['key']}:{taint['effect']}"
-            for entry in found["spec"]["devices"]
+            for entry in self._entries()
             if entry["name"] == device
             for taint in entry.get("taints") or []
         ]
@@ -157,17 +155,13 @@ class ClaimRun:
 
     def holder(self, device: str) -> str:
         """Who the agent says holds the slot of ``device`` ("nobody" when free)."""
-        for state in self.agent.registry.snapshot():
-            if state.slot.id == device:
-                return state.holder.describe() if state.holder is not None else "nobody"
-        return "unknown slot"
+        state = next((s for s in self.agent.registry.snapshot() if s.slot.id == device), None)
+        return "unknown slot" if state is None else state.holder.describe() if state.holder is not None else "nobody"
 
     def loaded(self, device: str) -> str:
         """The bitstream the agent says the slot holds ("nothing" when empty)."""
-        for state in self.agent.registry.snapshot():
-            if state.slot.id == device:
-                return state.bitstream or "nothing"
-        return "unknown slot"
+        state = next((s for s in self.agent.registry.snapshot() if s.slot.id == device), None)
+        return "unknown slot" if state is None else state.bitstream or "nothing"
 
 
 def cached_first_claim(name: str, node: str, device: str, subrequest: str, bitstream: str, pod: JSON) -> JSON:

@@ -64,14 +64,14 @@ def _pod(bitstream: str | None, count: int = 1) -> dict[str, Any]:
     }
 
 
-async def run_extender_demo(config: Config) -> int:
+async def run_extender_demo(base: Config) -> int:
     """Score the nodes above for two pods over real HTTP; returns the process exit code."""
-    extender = Extender(_table(), config.score_weights, answer_limit=config.answer_limit)
+    extender = Extender(_table(), base.score_weights, answer_limit=base.answer_limit)
     server = await start(build_app(extender), "127.0.0.1", 0)
     url = f"http://127.0.0.1:{bound_port(server)}"
     try:
         say("1. The extender, on the slot state six nodes publish (their FpgaNodeState objects)")
-        say("", f"listening on {url}; score weights {config.score_weights}")
+        say("", f"listening on {url}; score weights {base.score_weights}")
         async with aiohttp.ClientSession() as session:
             for step, bitstream in (("2", "aes-v1"), ("3", None)):
                 asked = f"bitstream {bitstream}" if bitstream else "no bitstream"

@@ -100,9 +100,7 @@ def build_region_slots(
         if region.sys_path in held:
             slots += _held_slots(region, held[region.sys_path], managers)
             continue
-        if region.sys_path in bases:
-            continue
-        if parents.get(region.sys_path) in held:
+        if region.sys_path in bases or parents.get(region.sys_path) in held:
             continue
         try:
             if not managers:
@@ -111,9 +109,8 @@ def build_region_slots(
             name = manager.attr("name")
             if not name:
                 raise ValueError(f"FPGA manager {manager.sys_name} has no name")
-            platform = name
-            if region.attr("compat_id") is not None:
-                platform = parse_id128(region.attr("compat_id"), "compat_id")
+            compat_id = region.attr("compat_id")
+            platform = name if compat_id is None else parse_id128(compat_id, "compat_id")
             health, reason = manager_health(manager)
             slot = Slot(
                 id=make_slot_id(manager.sys_name, region.sys_name),

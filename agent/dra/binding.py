@@ -231,7 +231,8 @@ class AllocationProgrammer:
         reason = type(exc).__name__.replace("Error", "Failed") if isinstance(exc, FpgaSlotError) else "Timeout"
         mine = [d for d in info.devices if d.pool == self._node]
         logger.warning("%s: programming at allocation failed (%s); the pod is placed again", who, message)
-        slots = self._slots_of([d.device for d in mine])
+        offered = self._preparation.devices()
+        slots = [str(slot.id) for d in mine if d.device in offered for slot in offered[d.device].slots]
         self._failed.mark(slots)
         failed = Condition(FAILED_CONDITION, True, reason, message)
         await self._write(info, [DeviceStatus(self._node, d.device, (failed,)) for d in mine], who)
@@ -245,10 +246,6 @@ class AllocationProgrammer:
                 "and the pod is placed again",
                 "Warning",
             )
-
-    def _slots_of(self, devices: Sequence[str]) -> list[str]:
-        offered = self._preparation.devices()
-        return [str(slot.id) for d in devices if d in offered for slot in offered[d].slots]
 
     async def _write(self, info: ClaimInfo, entries: Sequence[DeviceStatus], who: str) -> None:
         try:

@@ -7,6 +7,7 @@ it is still ours (same inode).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -138,7 +139,10 @@ class DraPluginServer:
         try:
             await asyncio.to_thread(self.remove_dead_instances)
             await self._start_one(self.sockets.dra, self._add_dra)
-            await self._start_one(self.sockets.registration, self._add_registration)
+            await self._start_one(
+                self.sockets.registration,
+                lambda server: reg_grpc.add_RegistrationServicer_to_server(self.registration, server),
+            )
         except OSError as exc:
             await self.stop()
             raise KubeletError(f"cannot serve the DRA plugin: {exc}") from exc
@@ -162,11 +166,9 @@ class DraPluginServer:
         self._servers = []
         await self._core.close()
         for path, identity in self._placed:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 if _identity(path) == identity:
                     path.unlink()
-            except FileNotFoundError:
-                pass
         self._placed = []
 
     def _add_dra(self, server: grpc.aio.Server) -> None:
@@ -174,9 +176,6 @@ class DraPluginServer:
         v1beta1_grpc.add_DRAPluginServicer_to_server(self._v1beta1, server)
         if self.health is not None:
             health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
-
-    def _add_registration(self, server: grpc.aio.Server) -> None:
-        reg_grpc.add_RegistrationServicer_to_server(self.registration, server)
 
     async def _start_one(self, path: Path, add: Callable[[grpc.aio.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

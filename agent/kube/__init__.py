@@ -8,13 +8,7 @@ from agent.kube.bitstreamwatch import BitstreamWatcher
 from agent.kube.claims import AllocatedDevice, ClaimInfo, ClaimReader, parse_claim
 from agent.kube.client import KubeconfigChoice, build_api_client, command_api, connect_api, resolve_kubeconfig
 from agent.kube.events import EventRecorder, EventType
-from agent.kube.model import (
-    SLOT_RESOURCE,
-    ContainerSlots,
-    PodEventKind,
-    PodInfo,
-    parse_pod,
-)
+from agent.kube.model import SLOT_RESOURCE, ContainerSlots, PodEventKind, PodInfo, parse_pod
 from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.kube.nodes import NodePublisher, NodeSummary, list_node_states, list_nodes, list_resource_claims
 from agent.kube.pods import PodCache, PodListener

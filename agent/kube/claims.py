@@ -126,15 +126,22 @@ class ClaimReader:
     def read(self, namespace: str, name: str, uid: str) -> ClaimInfo:
         """The claim; KubeError when it is gone, was replaced (another UID), or is not allocated."""
         who = shown_claim(namespace, name)
+        claim = parse_claim(self.read_raw(namespace, name), self._driver)
+        if claim.uid != uid:
+            raise KubeError(f"{who} was replaced: its UID is {shown(claim.uid)}, the kubelet asked for {shown(uid)}")
+        return claim
+
+    def read_raw(self, namespace: str, name: str) -> Mapping[str, Any]:
+        """The claim as the API server sends it (JSON); KubeError when it cannot exist, is gone or unreadable."""
+        who = shown_claim(namespace, name)
         if not (is_object_name(namespace) and is_object_name(name)):
             raise KubeError(f"{who} cannot exist: a namespace and a claim name are DNS names")
         try:
-            raw = self._calls.read_namespaced_resource_claim(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+            raw: Mapping[str, Any] = self._calls.read_namespaced_resource_claim(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_S
+            )
         except Exception as exc:
             if api_status(exc) == 404:
                 raise KubeError(f"{who} does not exist (any more)") from None
             raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
-        claim = parse_claim(raw, self._driver)
-        if claim.uid != uid:
-            raise KubeError(f"{who} was replaced: its UID is {shown(claim.uid)}, the kubelet asked for {shown(uid)}")
-        return claim
+        return raw

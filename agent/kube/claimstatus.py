@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from kubernetes.client import ApiClient
 
-from agent.errors import KubeError, is_object_name, shown, shown_claim
+from agent.errors import KubeError, shown, shown_claim
+from agent.kube.claims import ClaimReader
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls
 from agent.kube.reflector import Reflector
@@ -123,21 +124,15 @@ class ClaimStatusWriter:
     def __init__(self, api_client: ApiClient, driver: str, field_manager: str) -> None:
         """``field_manager``: whose fields these are (entries applied again replace only that manager's)."""
         self._calls = CoreCalls(api_client)
+        self._reader = ClaimReader(api_client, driver)
         self._driver = driver
         self._manager = field_manager
 
     def apply(self, namespace: str, name: str, uid: str, entries: Sequence[DeviceStatus]) -> None:
         """KubeError when the claim is gone, was replaced (another UID) or the write is refused."""
         who = shown_claim(namespace, name)
-        if not (is_object_name(namespace) and is_object_name(name)):
-            raise KubeError(f"{who} cannot exist: a namespace and a claim name are DNS names")
         for attempt in range(WRITE_ATTEMPTS):
-            try:
-                claim = self._calls.read_namespaced_resource_claim(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
-            except Exception as exc:
-                if api_status(exc) == 404:
-                    raise KubeError(f"{who} does not exist (any more)") from None
-                raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
+            claim = self._reader.read_raw(namespace, name)
             if (claim.get("metadata") or {}).get("uid") != uid:
                 raise KubeError(f"{who} was replaced: its UID is not {shown(uid)}")
             patch = status_patch(claim, self._driver, entries)

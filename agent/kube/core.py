@@ -46,8 +46,7 @@ class CoreCalls:
         return self._request("PATCH", "/api/v1/nodes/{name}", {"name": name}, kwargs, body)
 
     def create_namespaced_event(self, namespace: str, body: object, **kwargs: Any) -> Any:
-        path = "/api/v1/namespaces/{namespace}/events"
-        return self._request("POST", path, {"namespace": namespace}, kwargs, body)
+        return self._request("POST", "/api/v1/namespaces/{namespace}/events", {"namespace": namespace}, kwargs, body)
 
     def read_namespaced_resource_claim(self, name: str, namespace: str, **kwargs: Any) -> Any:
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
@@ -71,8 +70,7 @@ class CoreCalls:
         return self._request("POST", "/apis/resource.k8s.io/v1/resourceslices", {}, kwargs, body)
 
     def replace_resource_slice(self, name: str, body: object, **kwargs: Any) -> Any:
-        path = "/apis/resource.k8s.io/v1/resourceslices/{name}"
-        return self._request("PUT", path, {"name": name}, kwargs, body)
+        return self._request("PUT", "/apis/resource.k8s.io/v1/resourceslices/{name}", {"name": name}, kwargs, body)
 
     def delete_resource_slice(self, name: str, **kwargs: Any) -> Any:
         return self._request("DELETE", "/apis/resource.k8s.io/v1/resourceslices/{name}", {"name": name}, kwargs)
@@ -82,8 +80,7 @@ class CoreCalls:
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
     def create_namespaced_secret(self, namespace: str, body: object, **kwargs: Any) -> Any:
-        path = "/api/v1/namespaces/{namespace}/secrets"
-        return self._request("POST", path, {"namespace": namespace}, kwargs, body)
+        return self._request("POST", "/api/v1/namespaces/{namespace}/secrets", {"namespace": namespace}, kwargs, body)
 
     def read_namespaced_pod(self, name: str, namespace: str, **kwargs: Any) -> Any:
         path = "/api/v1/namespaces/{namespace}/pods/{name}"

@@ -19,6 +19,7 @@ from kubernetes import client
 from agent.kube.client import api_status, describe_api_error, is_transient
 from agent.kube.core import CoreCalls
 from agent.kube.failurelog import FailureLog
+from agent.kube.reflector import waited
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +76,7 @@ class EventRecorder:
         self.failed = 0
 
     async def post(
-        self,
-        namespace: str,
-        pod_name: str,
-        pod_uid: str,
-        reason: str,
-        message: str,
-        type: str = "Normal",
+        self, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, type: str = "Normal"
     ) -> None:
         """Queue an Event on the pod; returns at once. A ``type`` other than ``"Normal"`` is posted as Warning."""
         if type not in ("Normal", "Warning"):
@@ -112,18 +107,15 @@ class EventRecorder:
 
     async def flush(self, timeout_s: float) -> bool:
         """Wait until every queued Event was posted or given up; False on timeout."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._queue.join()
-        except TimeoutError:
-            return False
-        return True
+        return await waited(self._queue.join(), timeout_s)
 
     async def _send(self, event: PodEvent) -> None:
         body = self.event_body(event)
         for attempt in range(len(self._retry_delays_s) + 1):
             try:
-                await asyncio.to_thread(self._create, event.namespace, body)
+                await asyncio.to_thread(
+                    self._core.create_namespaced_event, event.namespace, body, _request_timeout=self._timeout_s
+                )
             except Exception as exc:
                 if attempt > 0 and api_status(exc) == 409:
                     # An earlier attempt timed out on our side but reached the server.
@@ -142,9 +134,6 @@ class EventRecorder:
                 self.posted += 1
                 logger.debug("posted %s: %s", event, event.message)
                 return
-
-    def _create(self, namespace: str, body: dict[str, Any]) -> None:
-        self._core.create_namespaced_event(namespace, body, _request_timeout=self._timeout_s)
 
     def event_body(self, event: PodEvent) -> dict[str, Any]:
         """The core/v1 Event for ``event`` as JSON (what is sent)."""

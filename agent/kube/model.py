@@ -76,14 +76,10 @@ def parse_timestamp(value: object) -> float:
     return moment.timestamp()
 
 
-def _container_slots(container: Mapping[str, Any]) -> ContainerSlots:
-    return ContainerSlots(str(container.get("name", "")), slots_asked(container))
-
-
 def _containers(value: object) -> tuple[ContainerSlots, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(_container_slots(c) for c in value if isinstance(c, Mapping))
+    return tuple(ContainerSlots(str(c.get("name", "")), slots_asked(c)) for c in value if isinstance(c, Mapping))
 
 
 def parse_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> PodInfo:

@@ -66,30 +66,22 @@ def owned_fields(node: Mapping[str, Any]) -> OwnedFields:
 def patch_body(desired: OwnedFields, current: OwnedFields) -> dict[str, Any] | None:
     """The merge patch of the owned keys that differ from ``current`` to ``desired`` (``null``: removed); None
     if equal."""
-    annotations: dict[str, str | None] = {
-        key: value for key, value in desired.annotations.items() if current.annotations.get(key) != value
+    parts = {
+        "annotations": _changes(desired.annotations, current.annotations),
+        "labels": _changes(desired.labels, current.labels),
     }
-    annotations.update({key: None for key in current.annotations if key not in desired.annotations})
-    labels: dict[str, str | None] = {
-        key: value for key, value in desired.labels.items() if current.labels.get(key) != value
-    }
-    labels.update({key: None for key in current.labels if key not in desired.labels})
-    metadata: dict[str, Any] = {}
-    if annotations:
-        metadata["annotations"] = annotations
-    if labels:
-        metadata["labels"] = labels
+    metadata = {key: changes for key, changes in parts.items() if changes}
     return {"metadata": metadata} if metadata else None
+
+
+def _changes(desired: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str | None]:
+    changed: dict[str, str | None] = {key: value for key, value in desired.items() if current.get(key) != value}
+    return changed | {key: None for key in current if key not in desired}
 
 
 def clear_body(current: OwnedFields) -> dict[str, Any] | None:
     """The merge patch that removes every owned key the Node has; None when it has none."""
-    metadata: dict[str, Any] = {}
-    if current.annotations:
-        metadata["annotations"] = dict.fromkeys(current.annotations)
-    if current.labels:
-        metadata["labels"] = dict.fromkeys(current.labels)
-    return {"metadata": metadata} if metadata else None
+    return patch_body(OwnedFields(), current)
 
 
 def keys_of(body: Mapping[str, Any]) -> list[str]:

@@ -32,7 +32,7 @@ from agent.kube.nodefields import (
     patch_body,
     platform_labels,
 )
-from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff
+from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff, waited
 from agent.kube.stateobject import StateObjects, StoredState, is_current
 
 logger = logging.getLogger(__name__)
@@ -135,19 +135,17 @@ class NodePublisher:
 
     async def wait_published(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until the latest update is published; False on timeout."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._settled.wait()
-        except TimeoutError:
-            return False
-        return True
+        return await waited(self._settled.wait(), timeout_s)
 
     async def run(self) -> None:
         """Publish until cancelled: wait for a difference, pace, write, retry with backoff."""
         attempt = 0
         while True:
             await self._wait_for_work()
-            await self._pace()
+            if self._last_patch is not None:  # pace the writes
+                delay = self._last_patch + self._min_interval_s - asyncio.get_running_loop().time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
             try:
                 await self._publish()
             except Exception as exc:
@@ -184,13 +182,10 @@ class NodePublisher:
                 return
             self._settled.set()
             self._wake.clear()
-            try:
-                # While in standby, look again every STANDBY_CHECK_S (it ends without an update).
-                async with asyncio.timeout(STANDBY_CHECK_S if self._stood_by else self._resync_s):
-                    await self._wake.wait()
-            except TimeoutError:
-                if self._desired is not None and not self._stood_by:
-                    self._current, self._stored = None, _UNREAD  # read both again and put right what differs
+            # While in standby, look again every STANDBY_CHECK_S (it ends without an update).
+            woken = await waited(self._wake.wait(), STANDBY_CHECK_S if self._stood_by else self._resync_s)
+            if not woken and self._desired is not None and not self._stood_by:
+                self._current, self._stored = None, _UNREAD  # read both again and put right what differs
 
     async def clear(self) -> bool:
         """Remove the platform labels (and old annotations) from the Node, then delete the FpgaNodeState; call it
@@ -213,13 +208,6 @@ class NodePublisher:
         logger.info("removed the platform labels and the FpgaNodeState of node %s", self.node_name)
         return True
 
-    async def _pace(self) -> None:
-        if self._last_patch is None:
-            return
-        delay = self._last_patch + self._min_interval_s - asyncio.get_running_loop().time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-
     async def _publish(self) -> None:
         """The labels and the object, each tried even when the other fails (the first failure is raised)."""
         failures: list[Exception] = []
@@ -238,36 +226,9 @@ class NodePublisher:
         desired = self._desired
         assert desired is not None
         body = patch_body(desired, self._current)
-        if body is not None:
-            self._last_patch = asyncio.get_running_loop().time()
-            await self._patch_labels(desired, body)
-
-    async def _publish_state(self) -> None:
-        if self._owner is _UNREAD:
-            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
-        if self._stored is _UNREAD:
-            self.reads += 1
-            self._stored = await asyncio.to_thread(self._objects.read)
-        spec = self._desired_spec
-        assert spec is not None
-        if not is_current(self._stored, spec, self._owner):
-            self._last_patch = asyncio.get_running_loop().time()
-            await self._write_state(spec)
-
-    async def _write_state(self, spec: Mapping[str, Any]) -> None:
-        try:
-            self._stored = await asyncio.to_thread(self._objects.write, spec, self._owner, self._stored)
-        except Exception as exc:
-            if api_status(exc) in (404, 409):  # deleted or changed since it was read: read it, then write again
-                self._stored = _UNREAD
-            raise
-        self.writes += 1
-        if self.writes == 1:
-            logger.info(
-                "published slot state of node %s as FpgaNodeState %s/%s", self.node_name, self.namespace, self.node_name
-            )
-
-    async def _patch_labels(self, desired: OwnedFields, body: dict[str, Any]) -> None:
+        if body is None:
+            return
+        self._last_patch = asyncio.get_running_loop().time()
         current = await asyncio.to_thread(self._patch, body)
         self.patches += 1
         logger.info("node %s: platform labels set (%s)", self.node_name, ", ".join(sorted(keys_of(body))))
@@ -281,6 +242,29 @@ class NodePublisher:
             )
             current = desired
         self._current = current
+
+    async def _publish_state(self) -> None:
+        if self._owner is _UNREAD:
+            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
+        if self._stored is _UNREAD:
+            self.reads += 1
+            self._stored = await asyncio.to_thread(self._objects.read)
+        spec = self._desired_spec
+        assert spec is not None
+        if is_current(self._stored, spec, self._owner):
+            return
+        self._last_patch = asyncio.get_running_loop().time()
+        try:
+            self._stored = await asyncio.to_thread(self._objects.write, spec, self._owner, self._stored)
+        except Exception as exc:
+            if api_status(exc) in (404, 409):  # deleted or changed since it was read: read it, then write again
+                self._stored = _UNREAD
+            raise
+        self.writes += 1
+        if self.writes == 1:
+            logger.info(
+                "published slot state of node %s as FpgaNodeState %s/%s", self.node_name, self.namespace, self.node_name
+            )
 
     # --- worker thread --------------------------------------------------------------
 
@@ -310,45 +294,39 @@ class NodeSummary:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def list_nodes(
-    api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
-) -> list[NodeSummary]:
+def list_nodes(api_client: client.ApiClient) -> list[NodeSummary]:
     """Every Node, sorted by name, with only the owned labels. Blocking; KubeError naming the failure."""
     core = CoreCalls(api_client)
     nodes: list[NodeSummary] = []
-    for item in _pages(core.list_node, "nodes", page_size, timeout_s):
+    for item in _pages(core.list_node, "nodes"):
         name = as_mapping(item.get("metadata")).get("name")
         if isinstance(name, str) and name:
             nodes.append(NodeSummary(name, owned_fields(item).labels))
     return sorted(nodes, key=lambda node: node.name)
 
 
-def list_node_states(
-    api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
-) -> list[Mapping[str, Any]]:
+def list_node_states(api_client: client.ApiClient) -> list[Mapping[str, Any]]:
     """Every FpgaNodeState object as the API server sends it (JSON). Blocking; KubeError naming the failure."""
     core = CoreCalls(api_client)
-    return list(_pages(core.list_fpga_node_state_for_all_namespaces, "FpgaNodeState objects", page_size, timeout_s))
+    return _pages(core.list_fpga_node_state_for_all_namespaces, "FpgaNodeState objects")
 
 
-def list_resource_claims(
-    api_client: client.ApiClient, *, page_size: int = LIST_PAGE_SIZE, timeout_s: float = LIST_TIMEOUT_S
-) -> list[Mapping[str, Any]]:
+def list_resource_claims(api_client: client.ApiClient) -> list[Mapping[str, Any]]:
     """Every ResourceClaim as the API server sends it (JSON), for what their slots hold. Blocking; KubeError."""
     core = CoreCalls(api_client)
-    return list(_pages(core.list_resource_claim_for_all_namespaces, "ResourceClaims", page_size, timeout_s))
+    return _pages(core.list_resource_claim_for_all_namespaces, "ResourceClaims")
 
 
-def _pages(list_func: Callable[..., Any], what: str, page_size: int, timeout_s: float) -> list[Mapping[str, Any]]:
+def _pages(list_func: Callable[..., Any], what: str) -> list[Mapping[str, Any]]:
     """Every item of a paged list (a large cluster's objects do not arrive as one response)."""
     items: list[Mapping[str, Any]] = []
     token = ""
     try:
         while True:
-            kwargs: dict[str, Any] = {"limit": page_size}
+            kwargs: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
             if token:
                 kwargs["_continue"] = token
-            response = list_func(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, timeout_s), **kwargs)
+            response = list_func(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, LIST_TIMEOUT_S), **kwargs)
             body = _json_object(response)
             items.extend(as_mapping(item) for item in body.get("items") or [])
             token = str(as_mapping(body.get("metadata")).get("continue") or "")

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from agent.kube.core import CoreCalls
 from agent.kube.model import PodEventKind, PodInfo, PodKey, parse_pod
-from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector
+from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector, waited
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +67,7 @@ class PodCache:
 
     async def wait_synced(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the first list; True when synced."""
-        if self._synced.is_set():
-            return True
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._synced.wait()
-        except TimeoutError:
-            return False
-        return True
+        return self._synced.is_set() or await waited(self._synced.wait(), timeout_s)
 
     def get(self, namespace: str, name: str) -> PodInfo | None:
         return self._pods.get((namespace, name))
@@ -98,17 +91,16 @@ class PodCache:
         def wake(_kind: PodEventKind, _pod: PodInfo) -> None:
             changed.set()
 
+        async def holds() -> None:
+            while not predicate(self.pods()):
+                changed.clear()
+                await changed.wait()
+
         self.add_listener(wake)
         try:
-            async with asyncio.timeout(timeout_s):
-                while not predicate(self.pods()):
-                    changed.clear()
-                    await changed.wait()
-        except TimeoutError:
-            return False
+            return await waited(holds(), timeout_s)
         finally:
             self.remove_listener(wake)
-        return True
 
     def add_listener(self, listener: PodListener) -> None:
         """Call ``listener(kind, pod)`` on the loop for every change; exceptions are logged, not raised."""

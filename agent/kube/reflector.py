@@ -14,7 +14,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -55,6 +55,16 @@ class Backoff:
 
 
 DEFAULT_BACKOFF = Backoff()
+
+
+async def waited(awaitable: Awaitable[object], timeout_s: float) -> bool:
+    """Await ``awaitable`` for up to ``timeout_s``; False on timeout."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await awaitable
+    except TimeoutError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +132,8 @@ class Reflector(Generic[T]):
             await asyncio.shield(finished)
         finally:
             self.stop()
-            if not finished.done():
-                try:
-                    async with asyncio.timeout(STOP_TIMEOUT_S):
-                        await asyncio.shield(finished)
-                except TimeoutError:
-                    logger.warning("the worker thread for %s did not stop in time", self._description)
+            if not finished.done() and not await waited(asyncio.shield(finished), STOP_TIMEOUT_S):
+                logger.warning("the worker thread for %s did not stop in time", self._description)
             if finished.done():
                 thread.join(timeout=1.0)
 

@@ -169,14 +169,13 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices
 class ResourceSlicePublisher:
     """Keeps the pool's slices equal to the devices last set."""
 
-    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float | None = None) -> None:
-        """``interval_s``: how often the slice is checked without a change (default ``CHECK_INTERVAL_S``)."""
+    def __init__(self, api_client: ApiClient, driver: str, node: str) -> None:
         self._calls = CoreCalls(api_client)
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"
         self.counters_name = f"{self.name}-counters"
-        self._interval_s = CHECK_INTERVAL_S if interval_s is None else interval_s
+        self._interval_s = CHECK_INTERVAL_S
         self._lock = threading.Lock()
         #: slice name -> spec, the devices' slice first; None until devices are set
         self._specs: dict[str, dict[str, Any]] | None = None
@@ -215,7 +214,13 @@ class ResourceSlicePublisher:
             return "left to a newer instance"
         done = [self._put(name, specs[name]) for name in sorted(specs, key=lambda n: n != self.counters_name)]
         if self.counters_name not in specs and self._counters_left:
-            if self._delete(self.counters_name):
+            try:
+                self._calls.delete_resource_slice(self.counters_name, _request_timeout=REQUEST_TIMEOUT_S)
+            except Exception as exc:
+                if api_status(exc) != 404:
+                    raise
+            else:
+                logger.info("ResourceSlice %s deleted: no counters to share", self.counters_name)
                 done.append("deleted")
             self._counters_left = False
         changed = [d for d in done if d != "unchanged"]
@@ -250,16 +255,6 @@ class ResourceSlicePublisher:
         self._calls.replace_resource_slice(name, current, _request_timeout=timeout)
         logger.info("ResourceSlice %s updated: %s", name, what)
         return "replaced"
-
-    def _delete(self, name: str) -> bool:
-        try:
-            self._calls.delete_resource_slice(name, _request_timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            if api_status(exc) != 404:
-                raise
-            return False
-        logger.info("ResourceSlice %s deleted: no counters to share", name)
-        return True
 
     def _metadata(self, name: str) -> dict[str, Any]:
         if self._owner is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from kubernetes import client
+from kubernetes.client import ApiClient
 
 from agent.kube.core import CoreCalls
 from agent.kube.reflector import Reflector
@@ -16,9 +16,7 @@ T = TypeVar("T")
 class NodeStateWatcher(Reflector[T]):
     """All FpgaNodeState objects (a list fails until the CRD is installed: the watcher keeps trying)."""
 
-    def __init__(
-        self, api_client: client.ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
-    ) -> None:
+    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
         core = CoreCalls(api_client)
         super().__init__(
             name="fpganodestates",

@@ -11,35 +11,28 @@ from google.protobuf.message import DecodeError
 
 from agent.errors import shown
 
-#: The loggers grpc-python's asyncio server reports undecodable requests on.
-GRPC_LOGGERS = ("grpc._cython.cygrpc",)
 _METHOD = re.compile(r"servicer method \[(/[!-~]{1,200})\]")
 
 
-class UndecodableRequestLine(logging.Filter):
-    """Rewrites gRPC's traceback of an undecodable request into one bounded warning line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if not isinstance(error, DecodeError):
-            return True
-        method = _METHOD.search(record.getMessage())
-        where = f" to {method.group(1)}" if method else ""
-        record.msg = "gRPC: refused an undecodable request%s: %s"
-        record.args = (where, shown(str(error)))
-        record.exc_info = None
-        record.exc_text = None
-        record.stack_info = None
-        record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+def undecodable_request_line(record: logging.LogRecord) -> bool:
+    """A logging filter: rewrites gRPC's traceback of an undecodable request into one bounded warning line."""
+    error = record.exc_info[1] if record.exc_info else None
+    if not isinstance(error, DecodeError):
         return True
-
-
-_FILTER = UndecodableRequestLine()
+    method = _METHOD.search(record.getMessage())
+    where = f" to {method.group(1)}" if method else ""
+    record.msg = "gRPC: refused an undecodable request%s: %s"
+    record.args = (where, shown(str(error)))
+    record.exc_info = None
+    record.exc_text = None
+    record.stack_info = None
+    record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+    return True
 
 
 def bound_undecodable_request_logs() -> None:
-    """Put the filter on gRPC's loggers (once; calling again changes nothing)."""
-    for name in GRPC_LOGGERS:
-        grpc_logger = logging.getLogger(name)
-        if _FILTER not in grpc_logger.filters:
-            grpc_logger.addFilter(_FILTER)
+    """Put the filter on the logger grpc-python's asyncio server reports undecodable requests on (once; calling
+    again changes nothing)."""
+    grpc_logger = logging.getLogger("grpc._cython.cygrpc")
+    if undecodable_request_line not in grpc_logger.filters:
+        grpc_logger.addFilter(undecodable_request_line)

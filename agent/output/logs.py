@@ -1,4 +1,4 @@
-"""Log output: one bounded line per event (:class:`OneLine`), as text for people or JSON for collectors."""
+"""Log output: one bounded line per event (:func:`one_line`), as text for people or JSON for collectors."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 
@@ -28,39 +29,33 @@ class JsonFormatter(logging.Formatter):
 MAX_MESSAGE_CHARS = 4096
 
 
-class OneLine(logging.Filter):
-    """Cut each message to MAX_MESSAGE_CHARS and (``escape_breaks``) escape its line breaks."""
+def one_line(escape_breaks: bool) -> Callable[[logging.LogRecord], bool]:
+    """A logging filter: cut each message to MAX_MESSAGE_CHARS and (``escape_breaks``) escape its line breaks."""
 
-    def __init__(self, escape_breaks: bool) -> None:
-        super().__init__()
-        self._escape_breaks = escape_breaks
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        breaks = self._escape_breaks and ("\n" in message or "\r" in message)
-        if breaks or len(message) > MAX_MESSAGE_CHARS:
-            if breaks:
-                message = message.replace("\r", "\\r").replace("\n", "\\n")
-            if len(message) > MAX_MESSAGE_CHARS:
-                message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters)"
+    def bound(record: logging.LogRecord) -> bool:
+        message = original = record.getMessage()
+        if escape_breaks:
+            message = message.replace("\r", "\\r").replace("\n", "\\n")
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters)"
+        if message != original:
             record.msg, record.args = message, None
         return True
+
+    return bound
 
 
 def log_handler(stream: TextIO, fmt: str) -> logging.Handler:
     """The agent's handler: one line per record on ``stream``, as ``text`` or ``json``."""
     handler = logging.StreamHandler(stream)
-    handler.addFilter(OneLine(escape_breaks=fmt != "json"))
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.addFilter(one_line(escape_breaks=fmt != "json"))
+    text = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    handler.setFormatter(JsonFormatter() if fmt == "json" else text)
     return handler
 
 
 def setup_logging(level: str, fmt: str) -> None:
     """Configure the root logger once for the process."""
-    handler = log_handler(sys.stderr, fmt)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [log_handler(sys.stderr, fmt)]
     root.setLevel(level.upper())

@@ -82,8 +82,9 @@ class CommandProgrammer:
         what = f"card {card}: programming {accelerator_id} with {os.path.basename(spec.program_card.tool)}"
         deadline = asyncio.get_running_loop().time() + timeout_s
         expected = normalize_platform_id(accelerator_id, "accelerator id")
+        busy = f"card {card} was busy with another programming operation for the whole {timeout_s:.1f} s deadline"
         with _staged(image, f"card {card}") as staged:
-            async with self._cards.hold(card, deadline):
+            async with self._cards.hold(card, deadline, busy):
                 self._card_images.pop(card, None)
                 for slot in slots:
                     self._reported.pop(slot.id, None)
@@ -151,29 +152,23 @@ class CommandProgrammer:
             try:
                 await self._settle_owed_reset(slot.card, deadline)
                 await self._restore_base(spec, slot, deadline)
-                took = await self._program(spec, slot, image_file, accelerator_id, deadline, what)
+                values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
+                took = await self._run_checked(spec, spec.program.render(values), deadline, what)
+                if spec.read_back is not None:
+                    found = await self._read_back(spec, slot, deadline)
+                    if found != normalize_platform_id(accelerator_id, "accelerator id"):
+                        raise ProgrammingError(
+                            f"{what}: the read-back reports "
+                            f"{'no accelerator' if found is None else 'accelerator ' + found} "
+                            f"after programming, expected {accelerator_id}"
+                        )
+                    self._reported[slot.id] = found
             except ProgrammingError as exc:
                 if spec.reset is not None:
                     self._owe_reset(slot, str(exc))
                 raise
         logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
         return took
-
-    async def _program(
-        self, spec: CommandSpec, slot: Slot, image_file: Path, accelerator_id: str, deadline: float, what: str
-    ) -> float:
-        values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
-        seconds = await self._run_checked(spec, spec.program.render(values), deadline, what)
-        if spec.read_back is None:
-            return seconds
-        found = await self._read_back(spec, slot, deadline)
-        if found is None or found != normalize_platform_id(accelerator_id, "accelerator id"):
-            raise ProgrammingError(
-                f"{what}: the read-back reports {'no accelerator' if found is None else 'accelerator ' + found} "
-                f"after programming, expected {accelerator_id}"
-            )
-        self._reported[slot.id] = found
-        return seconds
 
     async def _read_back(self, spec: CommandSpec, slot: Slot, deadline: float) -> str | None:
         """What the read-back command says the slot holds (None: no accelerator id in its output)."""

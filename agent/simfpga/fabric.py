@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -106,12 +106,7 @@ class SimFabric:
     async def program(self, card_name: str, region: str, accelerator_id: str) -> None:
         """Reconfigure one slot (one per card at a time, ``program_s`` each); OSError when the card is gone or
         an injected failure fires, after which the content is unknown."""
-        card = self._cards.get(card_name)
-        if card is None or region not in card.slots:
-            raise FileNotFoundError(f"no simulated slot {card_name}/{region}")
-        async with card.lock:
-            if not card.plugged:
-                raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
+        async with self._plugged(card_name, region) as card:
             if card.image is not None:  # the base layout comes back first, every slot empty
                 card.image = None
                 self._save()
@@ -122,14 +117,22 @@ class SimFabric:
 
     async def program_card(self, card_name: str, accelerator_id: str) -> None:
         """Load one image into the whole card, ``program_s``; errors as :meth:`program`."""
+        async with self._plugged(card_name) as card:
+            card.image = None
+            await self._reconfigure(card, list(card.slots), lambda: setattr(card, "image", accelerator_id))
+
+    @contextlib.asynccontextmanager
+    async def _plugged(self, card_name: str, region: str | None = None) -> AsyncIterator[_Card]:
+        """The card (that has ``region``) under its lock; FileNotFoundError without one, ENODEV while unplugged."""
         card = self._cards.get(card_name)
-        if card is None:
-            raise FileNotFoundError(f"no simulated card {card_name}")
+        if card is None or (region is not None and region not in card.slots):
+            raise FileNotFoundError(
+                f"no simulated card {card_name}" if region is None else f"no simulated slot {card_name}/{region}"
+            )
         async with card.lock:
             if not card.plugged:
                 raise OSError(19, f"simulated card {card_name} is not present")  # ENODEV
-            card.image = None
-            await self._reconfigure(card, list(card.slots), lambda: setattr(card, "image", accelerator_id))
+            yield card
 
     async def _reconfigure(self, card: _Card, regions: list[str], finish: Callable[[], None]) -> None:
         """Reconfigure ``regions`` (content unknown meanwhile) and call ``finish``, unless an injected hang or

@@ -32,12 +32,10 @@ def choose_preferred(
     cards = {states[slot_id].slot.card for slot_id in chosen}
     numas = {states[slot_id].slot.numa for slot_id in chosen}
     hits = {s for s in candidates if wanted is not None and states[s].accelerator_id == wanted}
-    if not cards:
-        if hits:  # start where most of the wanted accelerator already sits
-            per_card = Counter(states[s].slot.card for s in hits)
-            anchor = min(per_card, key=lambda card: (-per_card[card], card))
-        else:
-            anchor = _anchor_card(states, candidates, remaining)
+    if not cards:  # start where most of the wanted accelerator sits, else on the smallest card that fits
+        per_card = Counter(states[s].slot.card for s in (hits or candidates))
+        fitting = [(count, card) for card, count in per_card.items() if count >= remaining and not hits]
+        anchor = min(fitting)[1] if fitting else min(per_card, key=lambda card: (-per_card[card], card))
         cards = {anchor}
         numas = {states[s].slot.numa for s in candidates if states[s].slot.card == anchor}
 
@@ -54,15 +52,6 @@ def choose_preferred(
 
     chosen.extend(sorted(candidates, key=rank)[:remaining])
     return chosen
-
-
-def _anchor_card(states: Mapping[str, SlotState], candidates: Sequence[str], needed: int) -> str:
-    """The card to start on: the smallest one that fits the request (best fit), else the largest."""
-    per_card = Counter(states[slot_id].slot.card for slot_id in candidates)
-    fitting = [(count, card) for card, count in per_card.items() if count >= needed]
-    if fitting:
-        return min(fitting)[1]
-    return min(per_card, key=lambda card: (-per_card[card], card))
 
 
 def _check_request(

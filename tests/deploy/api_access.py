@@ -102,7 +102,9 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resource.k8s.io",
         "resourceclaims",
         frozenset({"get"}),
-        "DRA: a claim's allocated slots and configuration, at NodePrepareResources",
+        "DRA: a claim's allocated slots and configuration, at NodePrepareResources; and, for "
+        "claimstatus.ClaimStatusWriter, the claim as it is, whose status.devices the patch then changes (guarded by "
+        "its resourceVersion)",
     ),
     ApiAccess(
         "claimstatus.ClaimStatusWriter",
@@ -112,14 +114,6 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         frozenset({"patch"}),
         "DRA: what a claim's slots hold (and, with binding conditions, whether they are ready) in its "
         "status.devices, by JSON patch",
-    ),
-    ApiAccess(
-        "claimstatus.ClaimStatusWriter",
-        "agent",
-        "resource.k8s.io",
-        "resourceclaims",
-        frozenset({"get"}),
-        "DRA: the claim as it is, whose status.devices the patch then changes (guarded by its resourceVersion)",
     ),
     ApiAccess(
         "claimstatus.ClaimStatusWriter",

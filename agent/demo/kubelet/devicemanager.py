@@ -111,18 +111,14 @@ class KubeletStandIn:
     async def restart(self) -> None:
         """Stop, delete every socket in the device-plugin directory, start again."""
         await self.stop()
-        self._delete_sockets()
-        logger.info("kubelet stand-in restarted: sockets in %s deleted", self.plugin_dir)
-        await self.start()
-
-    def _delete_sockets(self) -> None:
-        """A few local unlinks; cheap enough to do on the loop."""
-        for path in self.plugin_dir.iterdir():
+        for path in self.plugin_dir.iterdir():  # a few local unlinks: cheap enough to do on the loop
             with contextlib.suppress(FileNotFoundError):
                 if stat.S_ISSOCK(path.lstat().st_mode):
                     path.unlink()
         with contextlib.suppress(FileNotFoundError):
             self.pod_resources_socket.unlink()
+        logger.info("kubelet stand-in restarted: sockets in %s deleted", self.plugin_dir)
+        await self.start()
 
     async def _serve(self, server: grpc.aio.Server, path: Path) -> None:
         # gRPC may unlink a stopped server's path late: bind under a one-off name, then rename into place
@@ -194,8 +190,7 @@ class KubeletStandIn:
         """Wait until ``predicate()`` holds; TimeoutError after ``timeout_s``."""
         async with asyncio.timeout(timeout_s):
             while not predicate():
-                changed = self._changed
-                await changed.wait()
+                await self._changed.wait()
 
     async def wait_registered(self, count: int, timeout_s: float = 5.0) -> None:
         """Wait until ``count`` registrations were accepted in total."""

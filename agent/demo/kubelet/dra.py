@@ -42,21 +42,16 @@ class DraKubelet:
         self.version, self.endpoint = chosen, info.endpoint
         return info
 
-    def _stub(self, channel: grpc.Channel) -> Any:
-        return (dra_v1_grpc if self.version == "v1.DRAPlugin" else dra_v1beta1_grpc).DRAPluginStub(channel)
-
-    def _pb(self) -> Any:
-        return dra_v1 if self.version == "v1.DRAPlugin" else dra_v1beta1
-
     def prepare(self, *claims: tuple[str, str, str]) -> Any:
         """``claims``: (namespace, uid, name) each."""
-        pb = self._pb()
-        request = pb.NodePrepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
-        with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
-            return self._stub(channel).NodePrepareResources(request, timeout=45.0)
+        return self._call("NodePrepareResources", claims)
 
     def unprepare(self, *claims: tuple[str, str, str]) -> Any:
-        pb = self._pb()
-        request = pb.NodeUnprepareResourcesRequest(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
+        return self._call("NodeUnprepareResources", claims)
+
+    def _call(self, method: str, claims: tuple[tuple[str, str, str], ...]) -> Any:
+        v1 = self.version == "v1.DRAPlugin"
+        pb, pb_grpc = (dra_v1, dra_v1_grpc) if v1 else (dra_v1beta1, dra_v1beta1_grpc)
+        request = getattr(pb, f"{method}Request")(claims=[pb.Claim(namespace=n, uid=u, name=m) for n, u, m in claims])
         with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
-            return self._stub(channel).NodeUnprepareResources(request, timeout=45.0)
+            return getattr(pb_grpc.DRAPluginStub(channel), method)(request, timeout=45.0)

@@ -13,22 +13,17 @@ from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
 Assignments = Mapping[tuple[str, str], Mapping[str, Mapping[str, list[str]]]]
 
 
+def _devices(resources: Mapping[str, list[str]]) -> list[pr.ContainerDevices]:
+    """One ContainerDevices entry per device ID, as the kubelet reports them."""
+    return [pr.ContainerDevices(resource_name=r, device_ids=[i]) for r, ids in resources.items() for i in ids]
+
+
 def pod_message(namespace: str, name: str, containers: Mapping[str, Mapping[str, list[str]]]) -> pr.PodResources:
-    """One pod as the kubelet reports it: one ContainerDevices entry per device ID, as observed."""
+    """One pod as the kubelet reports it."""
     return pr.PodResources(
         name=name,
         namespace=namespace,
-        containers=[
-            pr.ContainerResources(
-                name=container,
-                devices=[
-                    pr.ContainerDevices(resource_name=resource, device_ids=[device_id])
-                    for resource, ids in resources.items()
-                    for device_id in ids
-                ],
-            )
-            for container, resources in containers.items()
-        ],
+        containers=[pr.ContainerResources(name=c, devices=_devices(resources)) for c, resources in containers.items()],
     )
 
 
@@ -66,10 +61,4 @@ class PodResourcesServicer(pr_grpc.PodResourcesListerServicer):
         request: pr.AllocatableResourcesRequest,
         context: grpc.aio.ServicerContext[pr.AllocatableResourcesRequest, pr.AllocatableResourcesResponse],
     ) -> pr.AllocatableResourcesResponse:
-        return pr.AllocatableResourcesResponse(
-            devices=[
-                pr.ContainerDevices(resource_name=resource, device_ids=[device_id])
-                for resource, ids in self._allocatable().items()
-                for device_id in ids
-            ]
-        )
+        return pr.AllocatableResourcesResponse(devices=_devices(self._allocatable()))
