@@ -169,13 +169,14 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices
 class ResourceSlicePublisher:
     """Keeps the pool's slices equal to the devices last set."""
 
-    def __init__(self, api_client: ApiClient, driver: str, node: str) -> None:
+    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float | None = None) -> None:
+        """``interval_s``: how often the slice is checked without a change (default ``CHECK_INTERVAL_S``)."""
         self._calls = CoreCalls(api_client)
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"
         self.counters_name = f"{self.name}-counters"
-        self._interval_s = CHECK_INTERVAL_S
+        self._interval_s = CHECK_INTERVAL_S if interval_s is None else interval_s
         self._lock = threading.Lock()
         #: slice name -> spec, the devices' slice first; None until devices are set
         self._specs: dict[str, dict[str, Any]] | None = None
