@@ -94,7 +94,7 @@ def _read_args(data: dict[str, Any]) -> SchedulingRequest:
         if not isinstance(names, list):
             raise ExtenderRequestError("NodeNames must be a list of strings")
         try:
-            "".join(names)  # the cheapest C-level check that every entry is a string (3 us for 500)
+            "".join(names)  # every entry a string, checked in C
         except TypeError:
             raise ExtenderRequestError("NodeNames must be a list of strings") from None
         return SchedulingRequest(demand, names, dra=dra)

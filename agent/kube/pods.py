@@ -79,7 +79,8 @@ class PodCache:
     async def wait_pod(self, namespace: str, name: str, timeout_s: float) -> PodInfo | None:
         """The pod, waiting up to ``timeout_s`` for it to arrive through the watch; None if it does not."""
         key = (namespace, name)
-        await self.wait_until(lambda _pods: key in self._pods, timeout_s)
+        if key not in self._pods:  # the common case needs no wait, and no list of the node's pods
+            await self.wait_until(lambda _pods: key in self._pods, timeout_s)
         return self._pods.get(key)
 
     async def wait_until(self, predicate: Callable[[list[PodInfo]], bool], timeout_s: float) -> bool:
