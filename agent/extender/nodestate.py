@@ -70,8 +70,6 @@ class NodeSlots:
     catalog: Mapping[str, str] = field(default_factory=dict)
     #: Names in ``bitstreams`` that the node must pull first (declared in the cluster, not in its catalog).
     downloads: frozenset[str] = frozenset()
-    #: Platform -> the last use of its least recently used free loaded slot (0: never): the cheapest to overwrite.
-    oldest: Mapping[str, int] = field(default_factory=dict)
     #: ``packing(1)``: the packing of a one-slot pod here.
     pack1: int = 0
     #: About how many bytes the published state took (what the state table counts against its budget).
@@ -134,7 +132,6 @@ def node_state(state: published.NodeState) -> NodeSlots:
         reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
         free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s.bitstream, s.last_used, s.id))),
         weight=weight,
-        oldest={p: min(slot.last_used for slot in v) for p, v in reusable.items()},
         pack1=_packing(sum(healthy.values()), len(in_order), 1),
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from agent.extender.nodestate import NodeSlots
@@ -46,19 +47,25 @@ class Promises:
     def __len__(self) -> int:
         return len(self._by_pod)
 
-    def taken(self, pod: str, bitstream: str, nodes: Mapping[str, NodeSlots], now: float) -> dict[str, int]:
-        """Node -> copies of ``bitstream`` promised to pods other than ``pod``; first releases ``pod``'s own promise
-        (it was not placed), expired ones, and those on a node with a new state."""
+    def taken(
+        self, pod: str, bitstream: str, nodes: Mapping[str, NodeSlots], now: float, asked: AbstractSet[str]
+    ) -> dict[str, int]:
+        """Node -> copies of ``bitstream`` promised to pods other than ``pod``, for the nodes ``asked``; first
+        releases ``pod``'s own promise (it was not placed), expired ones, and those on a node with a new state."""
         self.release(pod)
         self._expire(now)
         held = self._held.get(bitstream)
         if not held:
             return {}
-        for node, entry in list(held.items()):
-            if nodes.get(node) is not entry.state:
+        taken: dict[str, int] = {}
+        for node in held.keys() & asked:
+            entry = held[node]
+            if nodes.get(node) is entry.state:
+                taken[node] = len(entry.pods)
+            else:
                 for other in list(entry.pods):
                     self.release(other)
-        return {node: len(entry.pods) for node, entry in self._held.get(bitstream, {}).items()}
+        return taken
 
     def promise(self, pod: str, bitstream: str, node: str, state: NodeSlots, now: float) -> None:
         """Promise one free copy of ``bitstream`` on ``node`` (its current ``state``) to ``pod``."""

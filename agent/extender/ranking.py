@@ -1,26 +1,30 @@
 """Prioritize: score every name asked, rank, cut the answer, promise the copy it offers.
 
-A node's rank is its score and its packing (``NodeSlots.packing``) as one integer. The lowest score
-asked becomes 0 and is left out; at most ``limit`` nodes are listed, the best by rank, then in the
-order asked. See docs/scoring.md.
+A node's rank is its score and its packing (``NodeSlots.packing``) as one integer; a one-slot pod's
+ranks are kept in the state table's memo while the node's state lasts. The lowest score asked becomes
+0 and is left out; at most ``limit`` nodes are listed, the best by rank, then in the order asked.
+See docs/scoring.md.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
 from agent.extender.promises import Promises
-from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, NO_VALUES, ScoreWeights, score_node
+from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, NO_VALUES, ScoreWeights, score_node
+from agent.extender.table import StateTable
 
 #: Entries a prioritize answer lists at most: the nodes kube-scheduler will choose among (0: every one).
 ANSWER_LIMIT = 16
 #: A node's rank as one integer: its score times this, plus its packing (0..100, below this).
 RANK_SCALE = 128
+#: Every rank as one shared int object (what the state table's memo keeps is then a reference).
+RANK_CODES = tuple(range((MAX_SCORE + 1) * RANK_SCALE))
 
 Scores = list[tuple[str, int]]
 
@@ -61,11 +65,12 @@ class Scorer:
         single = demand.single
         one_slot = single[0] if single is not None and single[1] == 1 and not demand.unnamed else None
         promises = self.promises if one_slot is not None else None
-        taken = promises.taken(demand.pod, one_slot, nodes, now) if promises is not None and one_slot else {}
-        if len(set(names)) != len(names):
+        asked = set(names)
+        if len(asked) != len(names):
             names = list(dict.fromkeys(names))  # each once: an answer must not list a node twice
+        taken = promises.taken(demand.pod, one_slot, nodes, now, asked) if promises is not None and one_slot else {}
         if one_slot is not None and demand.dra is None and not keep:
-            ranks = one_slot_ranks(demand, one_slot, names, view, weights, now, taken)
+            ranks = one_slot_ranks(one_slot, names, asked, view, weights, now, taken)
         else:
             ranks = node_ranks(demand, names, view, weights, now, keep, taken)
         if demand.dra is not None:  # the allocator, not a scheduler plugin, packs: one node, best packed
@@ -75,7 +80,7 @@ class Scorer:
             answer = best_ranked(names, ranks, self.limit)
         if promises is None or one_slot is None or not answer:
             return answer
-        return settle(promises, demand.pod, one_slot, answer, dict(zip(names, ranks, strict=True)), nodes, taken, now)
+        return settle(promises, demand.pod, one_slot, answer, nodes, taken, now)
 
 
 def node_ranks(
@@ -102,48 +107,75 @@ def node_ranks(
 
 
 def one_slot_ranks(
-    demand: PodDemand,
     bitstream: str,
     names: Sequence[str],
+    asked: set[str],
     view: NodeView,
     weights: ScoreWeights,
     now: float,
     taken: Mapping[str, int],
 ) -> list[int]:
-    """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod), written out for speed."""
-    nodes, neutral = view.nodes, weights.neutral * RANK_SCALE
-    loaded, empty, evict = weights.loaded * RANK_SCALE, weights.empty * RANK_SCALE, weights.evict * RANK_SCALE
-    span, horizon = (weights.empty - weights.evict) / LRU_HORIZON_S, LRU_HORIZON_S
-    ranks: list[int] = []
-    for name in names:
-        node = nodes.get(name)
-        if node is None:  # no published state: neutral
-            ranks.append(neutral)
-            continue
-        platform = node.bitstreams.get(bitstream)
-        if platform is None:
+    """:func:`node_ranks` for a pod asking one slot of ``bitstream`` (nearly every pod; ``asked``: the names as a
+    set, ``taken``: promised copies on some of them). The state table's memo keeps each node's rank for a
+    bitstream some node can program while the node's state lasts, unless the rank moves with time."""
+    memo = view.memo if isinstance(view, StateTable) and view.bitstream_known(bitstream) else None
+    known = memo.values((weights, bitstream)) if memo is not None else {}
+    ranks = list(map(known.get, names))
+    missing = asked.difference(known)  # not asked - known.keys(): that walks every key kept
+    if missing or taken:
+        nodes, kept = view.nodes, 0
+        where = {name: at for at, name in enumerate(names)}
+        for name in missing:  # computed now, and kept when they last
+            node = nodes.get(name)
+            if node is None:  # no published state: neutral
+                ranks[where[name]] = weights.neutral * RANK_SCALE
+                continue
+            rank, lasting = _one_slot_rank(node, bitstream, weights, now)
+            ranks[where[name]] = rank
+            if lasting:
+                known[name] = rank
+                kept += 1
+        if memo is not None:
+            memo.added(kept)
+        for name, promised in taken.items():  # copies promised to other pods: what is left of them
+            ranks[where[name]] = _one_slot_rank(nodes[name], bitstream, weights, now, promised)[0]
+    return cast(list[int], ranks)
+
+
+def _one_slot_rank(
+    node: NodeSlots, bitstream: str, weights: ScoreWeights, now: float, promised: int = 0
+) -> tuple[int, bool]:
+    """``score_node`` and packing for a one-slot pod of ``bitstream`` with ``promised`` of its free copies promised
+    to others, in fewer steps; and whether the rank lasts as long as the node's state (an overwrite's moves with the
+    slot's age, a promise ends)."""
+    platform = node.bitstreams.get(bitstream)
+    lasting = not promised
+    if platform is None or node.free <= promised:  # not programmable here, or no slot left for it
+        rank = 0
+    elif node.free_loaded.get((bitstream, platform), 0) > promised:
+        rank = weights.loaded * RANK_SCALE
+    elif platform in node.free_empty:
+        rank = weights.empty * RANK_SCALE
+    else:  # overwrite the least recently used free slot not promised: empty - (empty - evict) x recency
+        skip, last = promised, None
+        for slot in node.reusable.get(platform, ()):
+            if skip and slot.bitstream == bitstream:
+                skip -= 1
+                continue
+            last = slot.last_used
+            break
+        age = LRU_HORIZON_S if last is None or last <= 0 else now - last
+        if last is None:
             rank = 0
-        elif taken and name in taken:
-            rank = score_node(demand, node, weights, now, NO_VALUES, taken[name]) * RANK_SCALE
-        elif (bitstream, platform) in node.free_loaded:
-            rank = loaded
-        elif platform in node.free_empty:
-            rank = empty
-        else:  # overwrite the least recently used free slot: empty - (empty - evict) x recency
-            last = node.oldest.get(platform)
-            age = horizon if last is None or last <= 0 else now - last
-            if last is None:
-                rank = 0
-            elif age >= horizon:
-                rank = empty
-            elif age <= 0:
-                rank = evict
-            else:
-                rank = int(weights.evict + span * age + 0.5) * RANK_SCALE
-        if rank and node.downloads and bitstream in node.downloads and not (taken and name in taken):
-            rank -= DOWNLOAD_PENALTY * RANK_SCALE
-        ranks.append(rank + node.pack1)
-    return ranks
+        elif age >= LRU_HORIZON_S:
+            rank = weights.empty * RANK_SCALE
+        else:
+            span = (weights.empty - weights.evict) / LRU_HORIZON_S
+            rank = (weights.evict if age <= 0 else int(weights.evict + span * age + 0.5)) * RANK_SCALE
+            lasting = False
+    if rank and node.downloads and bitstream in node.downloads:
+        rank -= DOWNLOAD_PENALTY * RANK_SCALE
+    return RANK_CODES[rank + node.pack1], lasting
 
 
 def settle(
@@ -151,14 +183,16 @@ def settle(
     pod: str,
     bitstream: str,
     answer: Scores,
-    ranks: Mapping[str, int],
     nodes: Mapping[str, NodeSlots],
     taken: Mapping[str, int],
     now: float,
 ) -> Scores:
     """The answer with its top made unique and promised to ``pod`` when a top node has an unpromised free copy:
     one such node chosen by the pod's name; the others at the top score get one point less."""
-    top = max(ranks[name] for name, _ in answer)
+
+    def rank(name: str, score: int) -> int:  # the order of the ranks the answer was cut from
+        node = nodes.get(name)
+        return score * RANK_SCALE + (node.pack1 if node is not None else 0)
 
     def has_copy(name: str) -> bool:
         node = nodes.get(name)
@@ -167,12 +201,13 @@ def settle(
         platform = node.bitstreams.get(bitstream)
         return platform is not None and node.free_loaded.get((bitstream, platform), 0) > taken.get(name, 0)
 
-    tied = sorted(name for name, _ in answer if ranks[name] == top and has_copy(name))
+    top = max(rank(name, score) for name, score in answer)
+    tied = sorted(name for name, score in answer if rank(name, score) == top and has_copy(name))
     if not tied:
         return answer
     chosen = tied[zlib.crc32(pod.encode(errors="surrogatepass")) % len(tied)]
     promises.promise(pod, bitstream, chosen, nodes[chosen], now)
-    top_score = next(score for name, score in answer if ranks[name] == top)
+    top_score = top // RANK_SCALE
     lower = top_score - 1
     settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]
     return settled if lower > 0 else [entry for entry in settled if entry[1] > 0]

@@ -7,7 +7,7 @@ Bounded in nodes and in the bytes their states take; past either bound a node is
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,6 +20,9 @@ MAX_NODES = 50_000
 MAX_STATE_BYTES = 512 * 1024 * 1024
 #: Bitstreams declared by FpgaBitstream objects kept at most.
 MAX_DECLARED = 10_000
+#: Numbers the memo keeps at most (about 60 bytes each: keep them small or shared), and keys.
+MAX_MEMO_ENTRIES = 200_000
+MAX_MEMO_KEYS = 1024
 
 
 class DeclaredBitstream(Protocol):
@@ -46,12 +49,50 @@ def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
     return WatchedNode(*read_published_state(obj))
 
 
+class NodeMemo:
+    """Numbers computed from nodes' states, kept per key then node name, so that a call looks them up instead of
+    computing them again. A node's numbers go when its state changes; the least recently used key goes first past
+    ``MAX_MEMO_ENTRIES`` or ``MAX_MEMO_KEYS``."""
+
+    def __init__(self, max_entries: int = MAX_MEMO_ENTRIES, max_keys: int = MAX_MEMO_KEYS) -> None:
+        self._by_key: dict[Hashable, dict[str, int]] = {}
+        self._entries = 0
+        self._max_entries = max_entries
+        self._max_keys = max_keys
+
+    def __len__(self) -> int:
+        """The numbers kept."""
+        return self._entries
+
+    def values(self, key: Hashable) -> dict[str, int]:
+        """Node name -> the number kept for ``key``; the caller adds to it and then calls :meth:`added`."""
+        known = self._by_key.pop(key, None)
+        while self._by_key and (self._entries > self._max_entries or len(self._by_key) >= self._max_keys):
+            self._entries -= len(self._by_key.pop(next(iter(self._by_key))))
+        self._by_key[key] = known = {} if known is None else known  # the most recently used last
+        return known
+
+    def added(self, count: int) -> None:
+        self._entries += count
+
+    def forget(self, name: str) -> None:
+        """The node's state changed: its numbers are stale."""
+        for known in self._by_key.values():
+            if known.pop(name, None) is not None:
+                self._entries -= 1
+
+    def clear(self) -> None:
+        self._by_key, self._entries = {}, 0
+
+
 class StateTable:
     """Node name -> published state, written on the loop; ``bitstream_known`` is safe from the webhook's thread."""
 
     def __init__(self, max_nodes: int = MAX_NODES, max_bytes: int = MAX_STATE_BYTES) -> None:
         #: Node name -> published state (read on every call: a plain attribute).
         self.nodes: dict[str, NodeSlots] = {}
+        #: What the scorer computed from these states (``agent.extender.ranking``), kept while they last.
+        self.memo = NodeMemo()
         self._max_nodes = max_nodes
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -78,6 +119,7 @@ class StateTable:
     def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
         """A list of every node: name -> its state (None: no usable state)."""
         self.nodes, self._holders, self._bytes = {}, {}, 0
+        self.memo.clear()
         for name, state in states.items():
             self._put(name, state)
         self.last_error = None
@@ -119,6 +161,7 @@ class StateTable:
         state = self.nodes.pop(name, None)
         if state is None:
             return
+        self.memo.forget(name)
         self._bytes -= state.weight
         holders = self._holders
         for bitstream in state.catalog:
@@ -152,6 +195,7 @@ class StateTable:
             return
         self._declared = dict(declared)
         self.nodes = {name: state.declaring(self._declared) for name, state in self.nodes.items()}
+        self.memo.clear()
         logger.info("declared bitstreams: %d, pullable by nodes that lack them", len(self._declared))
 
     def replace_declared(self, declarations: Iterable[DeclaredBitstream]) -> None:

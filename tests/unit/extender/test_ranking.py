@@ -13,6 +13,7 @@ from agent.extender import PodDemand, ScoreWeights, StateTable
 from agent.extender.ranking import ANSWER_LIMIT, Scorer, node_ranks, one_slot_ranks
 from agent.extender.scoring import NO_VALUES, score_node
 from agent.extender.server import Extender
+from agent.extender.table import NodeMemo
 from agent.extender.wire import encode
 from tests.unit.extender.factories import CATALOG, demand, expected_answer, node, random_node, slot
 
@@ -36,7 +37,7 @@ def test_the_one_slot_ranks_are_the_general_ranks(seed: int) -> None:
     for bitstream in ("aes", "sha", "fft", "big", "nope"):
         pod = demand(("main", 1, bitstream))
         taken = {name: 1 for name in rng.sample(names[:120], 10)}
-        assert one_slot_ranks(pod, bitstream, names, table, W, NOW, taken) == node_ranks(
+        assert one_slot_ranks(bitstream, names, set(names), table, W, NOW, taken) == node_ranks(
             pod, names, table, W, NOW, NO_VALUES, taken
         )
 
@@ -65,6 +66,48 @@ def test_names_asked_twice_are_answered_once_and_a_node_without_state_scores_neu
     assert len(listed) == len(set(listed))
     table.apply("cannot", node("cannot", [slot("s0")], {}))  # no catalog: cannot program aes, 0
     assert Scorer(W).prioritize(table, pod, ["cannot", "ghost"], NOW) == [("ghost", W.neutral)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ranks_kept_by_the_state_table_are_the_ranks_computed_again(seed: int) -> None:
+    """The table's memo answers as computing every rank anew does, across new states, declarations and time."""
+    rng = random.Random(seed)
+    table = cluster(rng, 200)
+    names = [*rng.sample(sorted(table.nodes), 150), "u1", "never-reported"]
+    for step in range(40):
+        now = NOW + step * 97.0  # overwrite ranks move with the slots' age: never kept
+        if step % 4 == 1:  # a node publishes a new state
+            name = rng.choice(names[:150])
+            table.apply(name, random_node(rng, name, now, [dict(CATALOG), {"big": "pac_a10"}]).state)
+        if step == 20:
+            table.set_declared({"pulled": "pac_a10", "big": "pac_a10"})
+        asked = rng.sample(names, 120)
+        for bitstream in ("aes", "sha", "fft", "big", "pulled", "nope"):
+            kept = one_slot_ranks(bitstream, asked, set(asked), table, W, now, {})
+            fresh = node_ranks(demand(("main", 1, bitstream)), asked, table, W, now, NO_VALUES, {})
+            assert kept == fresh, (step, bitstream)
+    assert 0 < len(table.memo) <= 5 * 200  # kept: the known bitstreams' ranks of nodes with state
+
+
+def test_the_memo_keeps_at_most_its_entries_and_keys_and_forgets_a_node_that_changes() -> None:
+    memo = NodeMemo(max_entries=10, max_keys=3)
+    for key in "abcd":
+        known = memo.values(key)
+        known.update({f"n{i}": i for i in range(4)})
+        memo.added(4)
+    assert len(memo) == 12  # three keys of 4: the least recently used key went for the fourth
+    assert memo.values("a") == {}
+    memo.added(0)
+    assert len(memo) == 8  # b went, to make room for a again
+    assert memo.values("d") == {"n0": 0, "n1": 1, "n2": 2, "n3": 3}
+    memo.forget("n1")
+    assert len(memo) == 6
+    assert "n1" not in memo.values("d")
+    assert "n1" not in memo.values("c")
+    memo.values("e").update({f"m{i}": i for i in range(9)})
+    memo.added(9)
+    memo.values("f")  # past 10 entries: the oldest keys go first
+    assert len(memo) <= 10
 
 
 def test_a_hundred_thousand_calls_naming_new_bitstreams_leave_nothing_behind() -> None:
