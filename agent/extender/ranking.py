@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, cast
+from typing import Protocol
 
 from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
@@ -120,26 +120,29 @@ def one_slot_ranks(
     bitstream some node can program while the node's state lasts, unless the rank moves with time."""
     memo = view.memo if isinstance(view, StateTable) and view.bitstream_known(bitstream) else None
     known = memo.values((weights, bitstream)) if memo is not None else {}
-    ranks = list(map(known.get, names))
-    missing = asked.difference(known)  # not asked - known.keys(): that walks every key kept
-    if missing or taken:
-        nodes, kept = view.nodes, 0
-        where = {name: at for at, name in enumerate(names)}
-        for name in missing:  # computed now, and kept when they last
-            node = nodes.get(name)
-            if node is None:  # no published state: neutral
-                ranks[where[name]] = weights.neutral * RANK_SCALE
-                continue
-            rank, lasting = _one_slot_rank(node, bitstream, weights, now)
-            ranks[where[name]] = rank
-            if lasting:
-                known[name] = rank
-                kept += 1
-        if memo is not None:
-            memo.added(kept)
-        for name, promised in taken.items():  # copies promised to other pods: what is left of them
-            ranks[where[name]] = _one_slot_rank(nodes[name], bitstream, weights, now, promised)[0]
-    return cast(list[int], ranks)
+    before, nodes = len(known), view.nodes
+    for name in taken:  # copies promised to other pods: ranked below with what is left of them
+        known.pop(name, None)
+    passing: list[str] = []
+    for name in asked.difference(known):  # not asked - known.keys(): that walks every key kept
+        node = nodes.get(name)
+        if node is None:  # no published state: neutral
+            known[name] = weights.neutral * RANK_SCALE
+            passing.append(name)
+            continue
+        rank, lasting = _one_slot_rank(node, bitstream, weights, now, taken.get(name, 0))
+        if lasting and node.name == name:
+            known[node.name] = rank  # the state's own name object, which every bitstream's entries share
+        else:
+            known[name] = rank
+            if not lasting:
+                passing.append(name)
+    ranks = list(map(known.__getitem__, names))
+    for name in passing:  # kept for this call only
+        del known[name]
+    if memo is not None:
+        memo.added(len(known) - before)
+    return ranks
 
 
 def _one_slot_rank(
