@@ -1,7 +1,7 @@
 """Scheduler extender benchmark: latency at a fixed request rate and the most requests one core serves.
 
-Starts ``fpga-agent extender`` as its own process, pinned to one CPU, reading 5000
-Nodes with published slot state (8 slots each: two platforms, a catalog of 16
+Starts ``fpga-agent extender`` as its own process, pinned to one CPU, reading the
+FpgaNodeStates of 5000 nodes (8 slots each: two platforms, a catalog of 16
 bitstreams, some held, some unhealthy, last-used times spread over a day) through the
 real kubernetes client from the HTTP-level fake API server in this process. The load
 comes from this process too, pinned to another CPU, with aiohttp's client over
@@ -15,9 +15,9 @@ bitstream annotation and ``NodeNames`` (``nodeCacheCapable: true``).
   (the cheapest client, so that the server is the limit); the server process's CPU
   time is reported alongside, and the rate it would reach at 100% of its one core.
   Most rows send pods of one kind per call (one pod-level bitstream, one slot), as the
-  replicas of a Deployment are; each node state then remembers its answer (see
-  ``agent.extender.scoring``). The "(mixed)" rows send 256 kinds of pod (bitstream x
-  slots x slots of any content), so those answers are mostly worked out afresh.
+  replicas of a Deployment are; their ranks are then read from the state table's memo (see
+  ``agent.extender.ranking``). The "(mixed)" rows send 256 kinds of pod (bitstream x
+  slots x slots of any content), most of them scored node by node.
 
 Usage: python bench/extender.py [--rate 50 --calls 1000 --seconds 5 --connections 4]
 """
@@ -44,6 +44,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agent.slots.published import state_object  # noqa: E402
 from bench.table import Row, emit, pct  # noqa: E402
 from tests.fakeapi import FakeKubeApiServer  # noqa: E402
 
@@ -55,6 +56,8 @@ NAME_COUNTS = (100, 500, 5000)
 LISTENING = re.compile(r"scheduler extender listening on 127\.0\.0\.1:(\d+)")
 SYNCED = re.compile(r"node cache synced: (\d+) nodes")
 STARTUP_TIMEOUT_S = 120.0
+#: Where the agents of an install publish (the shipped namespace).
+NAMESPACE = "fpga-slot"
 
 
 def rss_mb(pid: int) -> float:
@@ -64,10 +67,9 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def population(rng: random.Random, now: int) -> list[tuple[str, dict[str, str], dict[str, str]]]:
-    """5000 Nodes (name, labels, annotations), each with the annotations and labels its agent publishes."""
+def population(rng: random.Random, now: int) -> list[tuple[str, dict[str, str], dict[str, Any]]]:
+    """5000 nodes (name, labels, FpgaNodeState), with the labels and the state their agents publish."""
     nodes = []
-    catalog_text = json.dumps(CATALOG, separators=(",", ":"), sort_keys=True)
     for n in range(NODES):
         platform = PLATFORMS[n % 2]
         mine = [name for name, p in CATALOG.items() if p == platform]
@@ -85,15 +87,13 @@ def population(rng: random.Random, now: int) -> list[tuple[str, dict[str, str], 
                     "accelerator": None if loaded is None else f"{abs(hash(loaded)):032x}"[:32],
                     "free": free,
                     "healthy": rng.random() > 0.02,
-                    "last_used": None if loaded is None else now - rng.randrange(86_400),
+                    "lastUsed": None if loaded is None else now - rng.randrange(86_400),
                 }
             )
-        annotations = {
-            "example.com/fpga-slots": json.dumps(slots, separators=(",", ":")),
-            "example.com/fpga-bitstreams": catalog_text,
-        }
+        name = f"worker-{n:04d}"
+        state = state_object(name, NAMESPACE, {"nodeName": name, "slots": slots, "bitstreams": dict(CATALOG)})
         labels = {"example.com/fpga-platform": platform, f"fpga-platform.example.com/{platform}": "true"}
-        nodes.append((f"worker-{n:04d}", labels, annotations))
+        nodes.append((name, labels, state))
     return nodes
 
 
@@ -256,8 +256,9 @@ async def bench(args: argparse.Namespace) -> list[tuple[str, ...]]:
     os.sched_setaffinity(0, {client_cpu})
     rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory(prefix="fs-bench-") as tmp, FakeKubeApiServer() as api:
-        for name, labels, annotations in population(rng, now):
-            api.add_node(name, labels=labels, annotations=annotations)
+        for name, labels, state in population(rng, now):
+            api.add_node(name, labels=labels)
+            api.put_node_state(state)
         kubeconfig = api.write_kubeconfig(Path(tmp) / "kubeconfig")
         server = await start_server(kubeconfig, server_cpu)
         try:

@@ -80,6 +80,7 @@ def test_the_book_is_bounded_in_entries_and_key_length() -> None:
     book.promise("x" * 10_000, "aes", "a", state, NOW)  # no such pod name exists: not kept
     assert len(book) == 3
     assert dict(book.taken("other", "aes", {"a": state}, NOW, {"a", "b"})) == {"a": 3}
+    assert book.taken("other", "aes", {"a": state}, NOW, {"b"}) == {}  # only the nodes asked about
     assert MAX_PROMISES <= 10_000
 
 
