@@ -12,9 +12,8 @@ pod's bitstream and whether the pod's node had one, then gives the pod a slot as
 agent does (one holding the bitstream, else an empty one, else the least recently
 used), which is then held for the rest of the run (no pod ends in a backlog run).
 
-Published as the agent publishes it: the Node annotations ``example.com/fpga-slots``
-and ``example.com/fpga-bitstreams`` (device-plugin mode; republished after each bind
-there, as the agent does when a slot is taken), and a ResourceSlice per node (DRA
+Published as the agent publishes it: an FpgaNodeState per node (device-plugin mode;
+republished after each bind there, as the agent does when a slot is taken), and a ResourceSlice per node (DRA
 mode; free slots listed empty first, then least recently used, as the agent lists
 them, so that the allocator's first fit is the agent's choice; held slots need no
 republishing there, the scheduler tracks its own allocations).
