@@ -67,13 +67,20 @@ class Promises:
                     self.release(other)
         return taken
 
-    def promise(self, pod: str, bitstream: str, node: str, state: NodeSlots, now: float) -> None:
-        """Promise one free copy of ``bitstream`` on ``node`` (its current ``state``) to ``pod``."""
+    def promise(self, pod: str, bitstream: str, node: str, nodes: Mapping[str, NodeSlots], now: float) -> None:
+        """Promise one free copy of ``bitstream`` on ``node`` (in its current state) to ``pod``."""
         if len(pod) > MAX_KEY_CHARS or len(node) > MAX_KEY_CHARS:
             return
         self.release(pod)
+        if len(self._by_pod) >= self._limit:  # full: first the promises that ended with a new state
+            for per_node in list(self._held.values()):
+                for name, held in list(per_node.items()):
+                    if nodes.get(name) is not held.state:
+                        for other in list(held.pods):
+                            self.release(other)
         while len(self._by_pod) >= self._limit:
             self.release(next(iter(self._by_pod)))
+        state = nodes[node]
         entry = self._held.get(bitstream, {}).get(node)
         if entry is not None and entry.state is not state:  # made on an older state: they ended with it
             for other in list(entry.pods):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress, repeat
 from typing import Protocol
 
 from agent.extender.demand import PodDemand
@@ -119,29 +120,28 @@ def one_slot_ranks(
     set, ``taken``: promised copies on some of them). The state table's memo keeps each node's rank for a
     bitstream some node can program while the node's state lasts, unless the rank moves with time."""
     memo = view.memo if isinstance(view, StateTable) and view.bitstream_known(bitstream) else None
-    known = memo.values((weights, bitstream)) if memo is not None else {}
+    known = memo.values((weights, bitstream), now) if memo is not None else {}
     before, nodes = len(known), view.nodes
-    for name in taken:  # copies promised to other pods: ranked below with what is left of them
-        known.pop(name, None)
-    passing: list[str] = []
-    for name in asked.difference(known):  # not asked - known.keys(): that walks every key kept
-        node = nodes.get(name)
-        if node is None:  # no published state: neutral
-            known[name] = weights.neutral * RANK_SCALE
-            passing.append(name)
-            continue
-        rank, lasting = _one_slot_rank(node, bitstream, weights, now, taken.get(name, 0))
-        if lasting and node.name == name:
-            known[node.name] = rank  # the state's own name object, which every bitstream's entries share
-        else:
-            known[name] = rank
+    here: dict[str, int] = {}  # ranks for this call only: never in the memo
+    try:
+        for name in asked.difference(known):  # not asked - known.keys(): that walks every key kept
+            node = nodes.get(name)
+            if node is None:  # no published state: neutral
+                here[name] = weights.neutral * RANK_SCALE
+                continue
+            rank, lasting = _one_slot_rank(node, bitstream, weights, now)
             if not lasting:
-                passing.append(name)
-    ranks = list(map(known.__getitem__, names))
-    for name in passing:  # kept for this call only
-        del known[name]
-    if memo is not None:
-        memo.added(len(known) - before)
+                here[name] = rank
+            else:  # under the state's own name object, which every bitstream's entries share
+                known[node.name if node.name == name else name] = rank
+    finally:
+        if memo is not None:
+            memo.added(len(known) - before)
+    for name, promised in taken.items():  # copies promised to other pods: what is left of them
+        here[name] = _one_slot_rank(nodes[name], bitstream, weights, now, promised)[0]
+    ranks = list(map(known.get, names, repeat(0)))
+    for at in compress(range(len(names)), map(here.__contains__, names)):
+        ranks[at] = here[names[at]]
     return ranks
 
 
@@ -209,7 +209,7 @@ def settle(
     if not tied:
         return answer
     chosen = tied[zlib.crc32(pod.encode(errors="surrogatepass")) % len(tied)]
-    promises.promise(pod, bitstream, chosen, nodes[chosen], now)
+    promises.promise(pod, bitstream, chosen, nodes, now)
     top_score = top // RANK_SCALE
     lower = top_score - 1
     settled = [(name, lower if score == top_score and name != chosen else score) for name, score in answer]

@@ -50,39 +50,50 @@ def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
 
 
 class NodeMemo:
-    """Numbers computed from nodes' states, kept per key then node name, so that a call looks them up instead of
-    computing them again. A node's numbers go when its state changes; the least recently used key goes first past
-    ``MAX_MEMO_ENTRIES`` or ``MAX_MEMO_KEYS``."""
+    """Numbers computed from nodes' states at some time, kept per key then node name, so that a call looks them up
+    instead of computing them again. A node's numbers go when its state changes, all of them when the clock goes
+    back; the least recently used key goes first past ``MAX_MEMO_ENTRIES`` numbers added or ``MAX_MEMO_KEYS``. A
+    number counts from when it is added until its key goes (a dict keeps its size when entries leave it)."""
 
     def __init__(self, max_entries: int = MAX_MEMO_ENTRIES, max_keys: int = MAX_MEMO_KEYS) -> None:
         self._by_key: dict[Hashable, dict[str, int]] = {}
+        self._added: dict[Hashable, int] = {}
         self._entries = 0
         self._max_entries = max_entries
         self._max_keys = max_keys
+        self._latest = float("-inf")
+        self._current: Hashable = None
 
     def __len__(self) -> int:
-        """The numbers kept."""
+        """The numbers counted against the bound."""
         return self._entries
 
-    def values(self, key: Hashable) -> dict[str, int]:
-        """Node name -> the number kept for ``key``; the caller adds to it and then calls :meth:`added`."""
-        known = self._by_key.pop(key, None)
+    def values(self, key: Hashable, now: float) -> dict[str, int]:
+        """Node name -> the number kept for ``key``, as of ``now``; the caller adds to it, then calls :meth:`added`."""
+        if now < self._latest:
+            self.clear()
+        self._latest = now
+        known, added = self._by_key.pop(key, None), self._added.pop(key, 0)
         while self._by_key and (self._entries > self._max_entries or len(self._by_key) >= self._max_keys):
-            self._entries -= len(self._by_key.pop(next(iter(self._by_key))))
+            oldest = next(iter(self._by_key))
+            del self._by_key[oldest]
+            self._entries -= self._added.pop(oldest)
         self._by_key[key] = known = {} if known is None else known  # the most recently used last
+        self._added[key], self._current = added, key
         return known
 
     def added(self, count: int) -> None:
+        """``count`` numbers were added to the dict :meth:`values` returned last."""
+        self._added[self._current] += count
         self._entries += count
 
     def forget(self, name: str) -> None:
         """The node's state changed: its numbers are stale."""
         for known in self._by_key.values():
-            if known.pop(name, None) is not None:
-                self._entries -= 1
+            known.pop(name, None)
 
     def clear(self) -> None:
-        self._by_key, self._entries = {}, 0
+        self._by_key, self._added, self._entries = {}, {}, 0
 
 
 class StateTable:

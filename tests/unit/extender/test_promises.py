@@ -71,13 +71,26 @@ def test_two_copies_on_one_node_are_promised_to_two_pods_then_the_node_is_taken(
     assert top(scorer.prioritize(nodes, pod("p4"), ["a", "b"], NOW)) == "a"
 
 
+def test_a_full_book_drops_the_promises_ended_by_a_new_state_before_valid_ones() -> None:
+    """Promises on a node that published a new state are void; a full book drops them first, whether or not
+    their node was asked about since (only asked nodes are checked on each call)."""
+    book = Promises(limit=2)
+    nodes = {"a": node("a", [slot("a0", bitstream="aes")]), "b": node("b", [slot("b0", bitstream="aes")])}
+    book.promise("default/p1", "aes", "b", nodes, NOW)
+    book.promise("default/p2", "aes", "a", nodes, NOW)
+    nodes["a"] = node("a", [slot("a0", bitstream="aes")], rv="2")  # a new state: p2's promise ended with it
+    nodes["c"] = node("c", [slot("c0", bitstream="aes")])
+    book.promise("default/p3", "aes", "c", nodes, NOW)  # full: p2's void promise goes, p1's valid one stays
+    assert book.taken("default/p4", "aes", nodes, NOW, {"a", "b", "c"}) == {"b": 1, "c": 1}
+
+
 def test_the_book_is_bounded_in_entries_and_key_length() -> None:
     book = Promises(limit=3)
     state = node("a", [slot("a0", bitstream="aes")])
     for number in range(10):
-        book.promise(f"default/p{number}", "aes", "a", state, NOW)
+        book.promise(f"default/p{number}", "aes", "a", {"a": state}, NOW)
     assert len(book) == 3
-    book.promise("x" * 10_000, "aes", "a", state, NOW)  # no such pod name exists: not kept
+    book.promise("x" * 10_000, "aes", "a", {"a": state}, NOW)  # no such pod name exists: not kept
     assert len(book) == 3
     assert dict(book.taken("other", "aes", {"a": state}, NOW, {"a", "b"})) == {"a": 3}
     assert book.taken("other", "aes", {"a": state}, NOW, {"b"}) == {}  # only the nodes asked about

@@ -92,22 +92,57 @@ def test_ranks_kept_by_the_state_table_are_the_ranks_computed_again(seed: int) -
 def test_the_memo_keeps_at_most_its_entries_and_keys_and_forgets_a_node_that_changes() -> None:
     memo = NodeMemo(max_entries=10, max_keys=3)
     for key in "abcd":
-        known = memo.values(key)
-        known.update({f"n{i}": i for i in range(4)})
+        memo.values(key, NOW).update({f"n{i}": i for i in range(4)})
         memo.added(4)
     assert len(memo) == 12  # three keys of 4: the least recently used key went for the fourth
-    assert memo.values("a") == {}
+    assert memo.values("a", NOW) == {}
     memo.added(0)
     assert len(memo) == 8  # b went, to make room for a again
-    assert memo.values("d") == {"n0": 0, "n1": 1, "n2": 2, "n3": 3}
+    assert memo.values("d", NOW) == {"n0": 0, "n1": 1, "n2": 2, "n3": 3}
     memo.forget("n1")
-    assert len(memo) == 6
-    assert "n1" not in memo.values("d")
-    assert "n1" not in memo.values("c")
-    memo.values("e").update({f"m{i}": i for i in range(9)})
+    assert "n1" not in memo.values("d", NOW)
+    assert "n1" not in memo.values("c", NOW)
+    assert len(memo) == 8  # what was added counts until its key goes: a dict keeps its size
+    memo.values("e", NOW).update({f"m{i}": i for i in range(9)})
     memo.added(9)
-    memo.values("f")  # past 10 entries: the oldest keys go first
+    memo.values("f", NOW)  # past 10 entries: the oldest keys go first
     assert len(memo) <= 10
+    assert memo.values("e", NOW - 1) == {}  # the clock went back: nothing kept holds
+    assert len(memo) == 0
+
+
+def test_a_clock_going_back_is_ranked_as_at_that_time() -> None:
+    """A rank kept as past the LRU horizon is not one any more when the clock steps back (an NTP correction)."""
+
+    def cluster_of_one() -> StateTable:
+        table = StateTable()
+        table.replace({"n1": node("n1", [slot("s0", bitstream="sha", last_used=int(NOW) - 3600)])})
+        return table
+
+    pod, times = demand(("main", 1, "aes")), (NOW, NOW - 1800)
+    fresh = [Scorer(W, promises=False).prioritize(cluster_of_one(), pod, ["n1", "ghost"], now) for now in times]
+    table, scorer = cluster_of_one(), Scorer(W, promises=False)
+    assert [scorer.prioritize(table, pod, ["n1", "ghost"], now) for now in times] == fresh
+    assert fresh[0] != fresh[1]
+
+
+def test_ranks_for_one_call_only_leave_no_memory_in_the_memo() -> None:
+    """Nodes without state and ranks that move with time are not kept, and the memo's dicts do not grow with them."""
+    table = StateTable()
+    recent = int(NOW) - 60  # used a minute ago: its overwrite rank moves with time
+    table.replace({f"n{i}": node(f"n{i}", [slot("s0", bitstream="sha", last_used=recent)]) for i in range(20)})
+    names = [*table.nodes, *(f"ghost-{i}" for i in range(100_000))]
+    scorer = Scorer(W, promises=False)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for bitstream in ("aes", "sha", "fft"):
+            scorer.prioritize(table, demand(("main", 1, bitstream)), names, NOW)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(table.memo) == 40  # sha (a free copy) and fft (no slot of its platform) kept; aes moves with time
+    assert grown < 256 * 1024, grown
 
 
 def test_a_hundred_thousand_calls_naming_new_bitstreams_leave_nothing_behind() -> None:
