@@ -13,10 +13,10 @@ agent does (one holding the bitstream, else an empty one, else the least recentl
 used), which is then held for the rest of the run (no pod ends in a backlog run).
 
 Published as the agent publishes it: an FpgaNodeState per node (device-plugin mode;
-republished after each bind there, as the agent does when a slot is taken), and a ResourceSlice per node (DRA
-mode; free slots listed empty first, then least recently used, as the agent lists
-them, so that the allocator's first fit is the agent's choice; held slots need no
-republishing there, the scheduler tracks its own allocations).
+republished after each bind there, as the agent does when a slot is taken), and a
+ResourceSlice per node (DRA mode; free slots listed empty first, then least recently
+used, as the agent lists them, so that the allocator's first fit is the agent's choice;
+held slots need no republishing there, the scheduler tracks its own allocations).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from agent.extender.demand import PodDemand
 from agent.extender.drascoring import DRA_ANSWER_LIMIT, score_dra
 from agent.extender.nodestate import NodeSlots
 from agent.extender.promises import Promises
-from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, MAX_SCORE, NO_VALUES, ScoreWeights, score_node
+from agent.extender.scoring import MAX_SCORE, NO_VALUES, ScoreWeights, one_slot_score, score_node
 from agent.extender.table import StateTable
 
 #: Entries a prioritize answer lists at most: the nodes kube-scheduler will choose among (0: every one).
@@ -120,7 +120,8 @@ def one_slot_ranks(
     set, ``taken``: promised copies on some of them). The state table's memo keeps each node's rank for a
     bitstream some node can program while the node's state lasts, unless the rank moves with time."""
     memo = view.memo if isinstance(view, StateTable) and view.bitstream_known(bitstream) else None
-    known = memo.values((weights, bitstream), now) if memo is not None else {}
+    key = (weights, bitstream)
+    known = memo.values(key, now) if memo is not None else {}
     before, nodes = len(known), view.nodes
     here: dict[str, int] = {}  # ranks for this call only: never in the memo
     try:
@@ -136,7 +137,7 @@ def one_slot_ranks(
                 known[node.name if node.name == name else name] = rank
     finally:
         if memo is not None:
-            memo.added(len(known) - before)
+            memo.added(key, len(known) - before)
     for name, promised in taken.items():  # copies promised to other pods: what is left of them
         here[name] = _one_slot_rank(nodes[name], bitstream, weights, now, promised)[0]
     ranks = list(map(known.get, names, repeat(0)))
@@ -148,37 +149,9 @@ def one_slot_ranks(
 def _one_slot_rank(
     node: NodeSlots, bitstream: str, weights: ScoreWeights, now: float, promised: int = 0
 ) -> tuple[int, bool]:
-    """``score_node`` and packing for a one-slot pod of ``bitstream`` with ``promised`` of its free copies promised
-    to others, in fewer steps; and whether the rank lasts as long as the node's state (an overwrite's moves with the
-    slot's age, a promise ends)."""
-    platform = node.bitstreams.get(bitstream)
-    lasting = not promised
-    if platform is None or node.free <= promised:  # not programmable here, or no slot left for it
-        rank = 0
-    elif node.free_loaded.get((bitstream, platform), 0) > promised:
-        rank = weights.loaded * RANK_SCALE
-    elif platform in node.free_empty:
-        rank = weights.empty * RANK_SCALE
-    else:  # overwrite the least recently used free slot not promised: empty - (empty - evict) x recency
-        skip, last = promised, None
-        for slot in node.reusable.get(platform, ()):
-            if skip and slot.bitstream == bitstream:
-                skip -= 1
-                continue
-            last = slot.last_used
-            break
-        age = LRU_HORIZON_S if last is None or last <= 0 else now - last
-        if last is None:
-            rank = 0
-        elif age >= LRU_HORIZON_S:
-            rank = weights.empty * RANK_SCALE
-        else:
-            span = (weights.empty - weights.evict) / LRU_HORIZON_S
-            rank = (weights.evict if age <= 0 else int(weights.evict + span * age + 0.5)) * RANK_SCALE
-            lasting = False
-    if rank and node.downloads and bitstream in node.downloads:
-        rank -= DOWNLOAD_PENALTY * RANK_SCALE
-    return RANK_CODES[rank + node.pack1], lasting
+    """:func:`one_slot_score` and packing as one rank, and whether it lasts as long as the node's state."""
+    score, lasting = one_slot_score(bitstream, node, weights, now, NO_VALUES, promised)
+    return RANK_CODES[score * RANK_SCALE + node.pack1], lasting and not promised
 
 
 def settle(

@@ -137,7 +137,7 @@ def score_node(
         return weights.neutral
     single = demand.single
     if single is not None and single[1] == 1 and not promised and not demand.unnamed:
-        return _one_slot(single[0], node, weights, now, keep)
+        return one_slot_score(single[0], node, weights, now, keep)[0]
     total = 0.0
     hits_taken: dict[str, int] = {}
     missing: dict[str, int] = {}
@@ -178,25 +178,41 @@ def score_node(
     return score
 
 
-def _one_slot(bitstream: str, node: NodeSlots, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> int:
-    """:func:`score_node` of a pod asking one slot of ``bitstream`` and nothing else, in fewer steps."""
+def one_slot_score(
+    bitstream: str,
+    node: NodeSlots,
+    weights: ScoreWeights,
+    now: float,
+    keep: Mapping[str, float] = NO_VALUES,
+    promised: int = 0,
+) -> tuple[int, bool]:
+    """:func:`score_node` of a pod asking one slot of ``bitstream`` and nothing else, ``promised`` of the node's
+    free copies of it promised to others, in fewer steps; and whether the score lasts as long as the node's state
+    (an overwrite's moves with the slot's age until the LRU horizon, and with the cluster's values)."""
     platform = node.bitstreams.get(bitstream)
-    if platform is None:
-        return 0
-    if node.free_loaded.get((bitstream, platform)):
+    if platform is None or node.free <= promised:  # not programmable here, or no slot left for it
+        return 0, True
+    lasting = True
+    if node.free_loaded.get((bitstream, platform), 0) > promised:
         score = weights.loaded
     elif node.free_empty.get(platform):
         score = weights.empty
-    else:
-        reusable = node.reusable.get(platform)
+    else:  # the free loaded slots but the promised copies, least recently used first
+        skip, reusable = promised, []
+        for slot in node.reusable.get(platform, ()):
+            if skip and slot.bitstream == bitstream:
+                skip -= 1
+            else:
+                reusable.append(slot)
         if not reusable:
-            return 0
+            return 0, True
         if keep:
-            best = max(overwrite_score(slot, weights, now, keep) for slot in reusable)
-        else:  # least recently used first: the first is the cheapest to overwrite
-            best = overwrite_score(reusable[0], weights, now, keep)
+            best, lasting = max(overwrite_score(slot, weights, now, keep) for slot in reusable), False
+        else:  # the first is the cheapest to overwrite
+            best, last = overwrite_score(reusable[0], weights, now, keep), reusable[0].last_used
+            lasting = last <= 0 or now - last >= LRU_HORIZON_S
         score = max(0, min(MAX_SCORE, math.floor(best + 0.5)))
-    return max(0, score - DOWNLOAD_PENALTY) if node.downloads and bitstream in node.downloads else score
+    return (max(0, score - DOWNLOAD_PENALTY) if node.downloads and bitstream in node.downloads else score), lasting
 
 
 def overwrite_score(slot: LoadedSlot, weights: ScoreWeights, now: float, keep: Mapping[str, float]) -> float:

@@ -62,14 +62,14 @@ class NodeMemo:
         self._max_entries = max_entries
         self._max_keys = max_keys
         self._latest = float("-inf")
-        self._current: Hashable = None
 
     def __len__(self) -> int:
         """The numbers counted against the bound."""
         return self._entries
 
     def values(self, key: Hashable, now: float) -> dict[str, int]:
-        """Node name -> the number kept for ``key``, as of ``now``; the caller adds to it, then calls :meth:`added`."""
+        """Node name -> the number kept for ``key``, as of ``now``; what the caller adds to it, it says to
+        :meth:`added`."""
         if now < self._latest:
             self.clear()
         self._latest = now
@@ -79,12 +79,12 @@ class NodeMemo:
             del self._by_key[oldest]
             self._entries -= self._added.pop(oldest)
         self._by_key[key] = known = {} if known is None else known  # the most recently used last
-        self._added[key], self._current = added, key
+        self._added[key] = added
         return known
 
-    def added(self, count: int) -> None:
-        """``count`` numbers were added to the dict :meth:`values` returned last."""
-        self._added[self._current] += count
+    def added(self, key: Hashable, count: int) -> None:
+        """``count`` numbers were added to the dict :meth:`values` returned for ``key``."""
+        self._added[key] += count
         self._entries += count
 
     def forget(self, name: str) -> None:

@@ -93,10 +93,10 @@ def test_the_memo_keeps_at_most_its_entries_and_keys_and_forgets_a_node_that_cha
     memo = NodeMemo(max_entries=10, max_keys=3)
     for key in "abcd":
         memo.values(key, NOW).update({f"n{i}": i for i in range(4)})
-        memo.added(4)
+        memo.added(key, 4)
     assert len(memo) == 12  # three keys of 4: the least recently used key went for the fourth
     assert memo.values("a", NOW) == {}
-    memo.added(0)
+    memo.added("a", 0)
     assert len(memo) == 8  # b went, to make room for a again
     assert memo.values("d", NOW) == {"n0": 0, "n1": 1, "n2": 2, "n3": 3}
     memo.forget("n1")
@@ -104,7 +104,7 @@ def test_the_memo_keeps_at_most_its_entries_and_keys_and_forgets_a_node_that_cha
     assert "n1" not in memo.values("c", NOW)
     assert len(memo) == 8  # what was added counts until its key goes: a dict keeps its size
     memo.values("e", NOW).update({f"m{i}": i for i in range(9)})
-    memo.added(9)
+    memo.added("e", 9)
     memo.values("f", NOW)  # past 10 entries: the oldest keys go first
     assert len(memo) <= 10
     assert memo.values("e", NOW - 1) == {}  # the clock went back: nothing kept holds
