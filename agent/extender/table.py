@@ -20,7 +20,7 @@ MAX_NODES = 50_000
 MAX_STATE_BYTES = 512 * 1024 * 1024
 #: Bitstreams declared by FpgaBitstream objects kept at most.
 MAX_DECLARED = 10_000
-#: Numbers the memo keeps at most (about 20-40 bytes each: shared int objects under shared names), and keys.
+#: Numbers the memo keeps at most (each a reference to a shared int under a shared name), and keys.
 MAX_MEMO_ENTRIES = 500_000
 MAX_MEMO_KEYS = 1024
 
