@@ -130,8 +130,7 @@ class Agent:
                 PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
             )
         self.metrics.watch_slots(self.registry, lambda: 0 if self.lifecycle is None else self.lifecycle.registrations)
-        self.checkpoint_path = config.state_dir / checkpoint.FILE_NAME
-        self.checkpoint_file = checkpoint.CheckpointFile(self.checkpoint_path)
+        self.checkpoint_file = checkpoint.CheckpointFile(config.state_dir / checkpoint.FILE_NAME)
         self._tasks: list[asyncio.Task[None]] = []
         #: the probes' endpoint; more routes (``add_routes``) may join it before ``run``
         self.health: HealthServer | None = None
@@ -249,8 +248,8 @@ class Agent:
             enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
-        await asyncio.to_thread(remove_stale_temp_files, self.checkpoint_path)
-        checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_path))
+        await asyncio.to_thread(remove_stale_temp_files, self.checkpoint_file.path)
+        checkpoint.restore_into(self.registry, await asyncio.to_thread(checkpoint.load, self.checkpoint_file.path))
         if self.dra is None:  # device plugin: pod-resources says who holds a slot (in DRA mode, the claims)
             try:
                 await self.reconfigurer.reconcile()
@@ -347,7 +346,7 @@ class Agent:
         except OSError as exc:
             logger.error(
                 "checkpoint %s could not record the programming under way (%s): programming anyway",
-                self.checkpoint_path,
+                self.checkpoint_file.path,
                 exc,
             )
 

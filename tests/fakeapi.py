@@ -1,4 +1,5 @@
-"""The API server stand-in (:mod:`agent.demo.kubeapi`) with what only the tests use: every request recorded,
+"""The API server stand-in (:mod:`agent.demo.kubeapi`) with what only the tests use: label selectors, every
+patch type and finalizers (:mod:`tests.fakeapi_requests`), every request recorded,
 faults injected, watches expired, ended, dropped or sent a bookmark, history compacted, objects put, changed and
 deleted directly (each a new resourceVersion watchers see), the cluster objects of :mod:`tests.fakeapi_cluster`,
 ``wait_for``/``until`` a condition instead of sleeping; and AdmissionReviews as kube-apiserver sends them to a
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +59,7 @@ class _Fault:
 
 
 class FakeKubeApiServer(ClusterObjects):
-    """The stand-in with the tests' controls; ``with FakeKubeApiServer() as api:`` starts and stops it."""
+    """The stand-in with the tests' controls; :func:`running_apiserver` starts and stops it."""
 
     def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:
         super().__init__(token=token, namespaces=namespaces)
@@ -102,6 +104,17 @@ class FakeKubeApiServer(ClusterObjects):
     def active_watches(self, resource: str = "pods") -> int:
         with self._cond:
             return sum(1 for w in self._watches if w.resource == resource and w.action is None)
+
+    def put_pod(self, pod: JSON) -> JSON:
+        """Create or replace a pod given as JSON."""
+        pod = copy.deepcopy(pod)
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        with self._cond:
+            self.namespaces.add(meta["namespace"])
+            return self._store("pods", (meta["namespace"], meta["name"]), pod)
 
     def pod(self, namespace: str, name: str) -> JSON | None:
         with self._cond:

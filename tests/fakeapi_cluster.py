@@ -10,31 +10,48 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.demo.kubeapi import JSON, ApiError, KubeApiStandIn, RecordedRequest, now_rfc3339
-from agent.demo.kubeapi.objects import _COLLECTION, _DNS_SUBDOMAIN, _ITEM, _KINDS
+from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError, RecordedRequest, now_rfc3339
+from agent.demo.kubeapi.objects import _DNS_SUBDOMAIN, PATH, RESOURCES, Kind
+from tests.fakeapi_requests import FullRequests
+
+_RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-class ClusterObjects(KubeApiStandIn):
+class ClusterObjects(FullRequests):
     """The stand-in with the cluster objects above: put and read by the test, created and patched by clients."""
 
+    resources = {
+        **RESOURCES,
+        "secrets": Kind("Secret", True, "/api/v1", ("type",)),
+        "daemonsets": Kind("DaemonSet", True, "/apis/apps/v1"),
+        "resourceclaimtemplates": Kind("ResourceClaimTemplate", True, f"/apis/{RESOURCE_API}"),
+        "validatingwebhookconfigurations": Kind(
+            "ValidatingWebhookConfiguration", False, "/apis/admissionregistration.k8s.io/v1"
+        ),
+        "serviceaccounts": Kind("ServiceAccount", True, "/api/v1"),
+        "namespaces": Kind("Namespace", False, "/api/v1", ("status.phase",)),
+        "clusterroles": Kind("ClusterRole", False, _RBAC),
+        "clusterrolebindings": Kind("ClusterRoleBinding", False, _RBAC),
+    }
+
     def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
-        collection = _COLLECTION.match(request.path)
-        if collection and request.method == "POST":
-            resource, namespace = collection["res"], collection["ns"]
+        match = PATH.match(request.path)
+        if not match or match["res"] not in self.resources:
+            return super()._route(request)
+        resource, namespace, name = match["res"], match["ns"], match["name"]
+        if name is None and request.method == "POST":
             if resource == "secrets" and namespace is not None:
-                self._check_scope(resource, namespace, collection["api"])
+                self._check_scope(resource, namespace, match["api"])
                 return 201, self._create_secret(namespace, request.body)
             if resource in ("clusterroles", "clusterrolebindings"):
-                self._check_scope(resource, namespace, collection["api"])
+                self._check_scope(resource, namespace, match["api"])
                 return 201, self._create_cluster_object(resource, request.body)
-        item = _ITEM.match(request.path)
-        if item and (request.method, item["res"]) in (
+        if name is not None and (request.method, resource) in (
             ("GET", "namespaces"),
             ("PATCH", "serviceaccounts"),
             ("PATCH", "validatingwebhookconfigurations"),
         ):
-            resource, namespace, name = item["res"], item["ns"], item["name"]
-            self._check_scope(resource, namespace, item["api"])
+            self._check_scope(resource, namespace, match["api"])
             with self._cond:
                 if resource == "namespaces":
                     return 200, self._namespace(name)
@@ -112,11 +129,11 @@ class ClusterObjects(KubeApiStandIn):
     def _create_cluster_object(self, resource: str, body: Any) -> JSON:
         """A ClusterRole or ClusterRoleBinding made by a client: 409 AlreadyExists when one of that name exists."""
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
-            raise ApiError(400, f"{_KINDS[resource]}: the body has no metadata")
+            raise ApiError(400, f"{self.resources[resource].kind}: the body has no metadata")
         obj = copy.deepcopy(body)
         name = obj["metadata"].get("name", "")
         if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
-            raise ApiError(422, f'{_KINDS[resource]} "{name}" is invalid: metadata.name: Invalid value')
+            raise ApiError(422, f'{self.resources[resource].kind} "{name}" is invalid: metadata.name: Invalid value')
         with self._cond:
             return self._store_new_cluster_object(resource, name, obj)
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,9 @@ from agent.config import Config, load_config
 from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
+from agent.dra.cdi import UID, CdiSpecs
 from agent.errors import KubeError, ProgrammingError
+from agent.files.atomic import read_no_follow
 from agent.kube.claims import ClaimInfo, parse_claim
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimFabric
@@ -38,6 +41,7 @@ __all__ = [
     "RESOURCE_NAME",
     "AgentHarness",
     "Catalog",
+    "CdiReader",
     "FakeClaimPreparer",
     "FakeClaims",
     "KubeletStandIn",
@@ -290,3 +294,20 @@ class FakeClaims:
                 f"claim {namespace}/{name} was replaced: its UID is {info.uid!r}, the kubelet asked for {uid!r}"
             )
         return info
+
+
+class CdiReader(CdiSpecs):
+    """The CDI specs as the container runtime reads them back."""
+
+    def read(self, claim_uid: str) -> dict[str, object] | None:
+        """The claim's spec as written, None when there is none (a symbolic link is never followed)."""
+        try:
+            data: dict[str, object] = json.loads(read_no_follow(self.path(claim_uid)))
+        except FileNotFoundError:
+            return None
+        return data
+
+    def claims(self) -> set[str]:
+        """The UIDs of the claims that have a spec here."""
+        uids = {p.name[len(self.driver) + 1 : -len(".json")] for p in self.directory.glob(f"{self.driver}-*.json")}
+        return {uid for uid in uids if UID.fullmatch(uid)}

@@ -5,7 +5,7 @@ Talks to OCI registries and HTTPS servers (aiohttp), and to the node catalog onl
 
 from agent.bitstreams.cache import CacheBudget
 from agent.bitstreams.declaration import Credentials, Declaration, declaration_object, parse_declaration
-from agent.bitstreams.https import HttpsSource
+from agent.bitstreams.http import HttpsSource
 from agent.bitstreams.puller import BitstreamPuller, BitstreamStore, StoredBitstream
 from agent.bitstreams.reference import Reference, parse_reference
 from agent.bitstreams.registry import RegistryClient

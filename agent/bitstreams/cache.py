@@ -61,11 +61,8 @@ class CacheBudget:
         if free >= 0:
             return []
         busy = self.in_use()
-        seen = {f.name: i for i, f in enumerate(sorted(others, key=lambda f: f.added_at))}
-        candidates = sorted(
-            (f for f in others if f.name not in busy),
-            key=lambda f: (self._last_used.get(f.name, 0), seen[f.name]),
-        )
+        unused = [f for f in others if f.name not in busy]
+        candidates = sorted(unused, key=lambda f: (self._last_used.get(f.name, 0), f.added_at))
         evict: list[str] = []
         for candidate in candidates:
             evict.append(candidate.name)

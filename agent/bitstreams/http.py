@@ -1,5 +1,5 @@
-"""What the registry and HTTPS sources share: aiohttp errors wrapped as SourceUnreachable, SourceAuthError
-and SourceNotFound, auth headers, whole small bodies, and redirects checked hop by hop (never leaving HTTPS)."""
+"""HTTP for pulls: aiohttp errors wrapped as SourceUnreachable, SourceAuthError and SourceNotFound, auth
+headers, whole small bodies, redirects checked hop by hop (never leaving HTTPS), and the HTTPS source."""
 
 from __future__ import annotations
 
@@ -137,3 +137,25 @@ async def stream_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncIte
     async with transport_errors(what):
         async for chunk in response.content.iter_chunked(CHUNK_BYTES):
             yield chunk
+
+
+class HttpsSource:
+    """GET a file from an https:// URL, chunk by chunk; credentials go with the first request, and only to its
+    origin."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+
+    @asynccontextmanager
+    async def open(self, url: str, credentials: Credentials | None) -> AsyncIterator[AsyncIterator[bytes]]:
+        what = redacted_url(url)
+        if not url.startswith("https://"):
+            raise SourceUnreachable(f"{what}: only https:// URLs are pulled")
+        authorization = preemptive_authorization(credentials)
+        headers = {"Authorization": authorization} if authorization else {}
+        async with (
+            transport_errors(what),
+            open_following(self.session, "GET", URL(url), what, headers) as response,
+        ):
+            await check_status(response, what)
+            yield stream_chunks(response, what)

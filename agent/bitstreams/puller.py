@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import ExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from agent.bitstreams.cache import CacheBudget, CachedFile
 from agent.bitstreams.declaration import Credentials, Declaration, normalize_id
-from agent.bitstreams.download import download_verified
-from agent.bitstreams.https import HttpsSource
+from agent.bitstreams.http import HttpsSource
 from agent.bitstreams.registry import RegistryClient
 from agent.errors import (
     DeclarationConflict,
@@ -39,6 +38,8 @@ logger = logging.getLogger(__name__)
 FLOOR_BYTES_PER_S = 1 << 20
 #: ... plus this much (connecting, the token, the manifest).
 ALLOWANCE_S = 60.0
+#: Bytes of a download gathered before one write (in a worker thread).
+WRITE_BATCH_BYTES = 4 << 20
 
 #: (pull Secret name, host) -> the credentials it holds; None when there is no such Secret.
 CredentialsLookup = Callable[[str, str], Awaitable[Credentials | None]]
@@ -66,8 +67,6 @@ class StoredBitstream(Protocol):
 class BitstreamStore(Protocol):
     """The node catalog, as far as pulling needs it (blocking methods; the puller calls them in threads)."""
 
-    @property
-    def directory(self) -> Path: ...
     def entries(self) -> Sequence[StoredBitstream]: ...
     def find(self, name: str) -> StoredBitstream | None: ...
     def prepare(self, entries: Sequence[StoredBitstream]) -> None: ...
@@ -355,3 +354,33 @@ async def _open_oci(
 def _same_file(local: StoredBitstream, declaration: Declaration) -> bool:
     """Whether the catalog's entry is the declared file (a pulled one also of the declared scope)."""
     return local.sha256 == declaration.sha256 and (not local.source or local.scope == declaration.scope)
+
+
+async def download_verified(chunks: AsyncIterator[bytes], stream: BinaryIO, size: int, sha256: str, what: str) -> None:
+    """Write ``chunks`` to ``stream`` in worker threads; return once they were ``size`` bytes with ``sha256``, else
+    PulledHashMismatch (at once when the source sends more than ``size``)."""
+    digest = hashlib.sha256()
+    written = 0
+    batch: list[bytes] = []
+    batched = 0
+    async for chunk in chunks:
+        written += len(chunk)
+        if written > size:
+            raise PulledHashMismatch(f"{what}: the source sends more than the declared {size} bytes")
+        batch.append(chunk)
+        batched += len(chunk)
+        if batched >= WRITE_BATCH_BYTES:
+            await asyncio.to_thread(_write, stream, digest, batch)
+            batch, batched = [], 0
+    await asyncio.to_thread(_write, stream, digest, batch)
+    if written != size:
+        raise PulledHashMismatch(f"{what}: the source sent {written} bytes, the declaration says {size}")
+    actual = digest.hexdigest()
+    if actual != sha256:
+        raise PulledHashMismatch(f"{what}: the pulled file has sha256 {actual}, the declaration says {sha256}")
+
+
+def _write(stream: BinaryIO, digest: hashlib._Hash, batch: list[bytes]) -> None:
+    for chunk in batch:
+        digest.update(chunk)
+        stream.write(chunk)

@@ -45,7 +45,6 @@ class Layer:
 
     digest: str
     size: int
-    media_type: str
 
     @property
     def sha256(self) -> str:
@@ -226,7 +225,7 @@ def parse_manifest(body: bytes, what: str) -> Layer:
         raise ArtifactFormatError(f"{what}: the layer's digest {shown(digest)} is not sha256:<64 hex digits>")
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise ArtifactFormatError(f"{what}: the layer's size {shown(size)} is not a positive integer")
-    return Layer(digest, size, str(layer.get("mediaType", "")))
+    return Layer(digest, size)
 
 
 def artifact_manifest(layer_digest: str, layer_size: int, config: bytes, title: str) -> bytes:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.cli.options import add_option_argument
+from agent.cli.flags import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.files.atomic import fsync_directory
 from agent.kube import SecretReader, SecretWriter, WebhookCaBundle, connect_api

@@ -19,13 +19,11 @@ DEMOS = {
     "pull": "a bitstream pushed to a registry, declared, and pulled into a node's catalog",
     "dra": "the DRA driver: its ResourceSlice, claims prepared and released through a kubelet stand-in",
 }
-#: The device-plugin demo's pods hold four slots at once, two of them on one card.
-MIN_SLOTS = 4
+#: The demos that run the agent on simulated slots (and so take the --sim-* options), with the slots they hold at
+#: once and what holds them: the device-plugin demo's pods four, two of them on one card; the DRA demo's claims
+#: two (one prepared, one refused on another slot).
+MIN_SLOTS = {"device-plugin": (4, "the demo's pods"), "dra": (2, "the dra demo's claims")}
 MIN_SLOTS_PER_CARD = 2
-#: The DRA demo's claims hold two slots at once (one prepared, one refused on another slot).
-MIN_DRA_SLOTS = 2
-#: The demos that run the agent on simulated slots (and so take the --sim-* options).
-SIMULATING = ("device-plugin", "dra")
 SIM_FLAGS = ("sim_cards", "sim_slots_per_card", "sim_program_ms")
 
 
@@ -54,23 +52,19 @@ def check_demo_options(args: argparse.Namespace, config: Config) -> None:
     if which not in DEMOS:
         raise ConfigError(f"no demo named {which!r}: choose from {', '.join(DEMOS)}")
     given = [name for name in SIM_FLAGS if getattr(args, name) is not None]
-    if which not in SIMULATING and given:
-        raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin and dra demos simulate slots")
-    if which == "dra" and config.sim_cards * config.sim_slots_per_card < MIN_DRA_SLOTS:
-        raise ConfigError(
-            f"--sim-cards x --sim-slots-per-card: the dra demo's claims hold {MIN_DRA_SLOTS} slots at once, "
-            f"got {config.sim_cards} x {config.sim_slots_per_card}"
-        )
-    if which != "device-plugin":
+    if which not in MIN_SLOTS:
+        if given:
+            raise ConfigError(f"--{given[0].replace('_', '-')}: only the device-plugin and dra demos simulate slots")
         return
-    if config.sim_slots_per_card < MIN_SLOTS_PER_CARD:
+    if which == "device-plugin" and config.sim_slots_per_card < MIN_SLOTS_PER_CARD:
         raise ConfigError(
             f"--sim-slots-per-card: the demo's first pod takes {MIN_SLOTS_PER_CARD} slots of one card, "
             f"got {config.sim_slots_per_card}"
         )
-    if config.sim_cards * config.sim_slots_per_card < MIN_SLOTS:
+    least, holders = MIN_SLOTS[which]
+    if config.sim_cards * config.sim_slots_per_card < least:
         raise ConfigError(
-            f"--sim-cards x --sim-slots-per-card: the demo's pods hold {MIN_SLOTS} slots at once, "
+            f"--sim-cards x --sim-slots-per-card: {holders} hold {least} slots at once, "
             f"got {config.sim_cards} x {config.sim_slots_per_card}"
         )
 

@@ -1,7 +1,8 @@
-"""Which configuration options each subcommand takes, grouped as its ``--help`` shows them.
+"""The configuration options as command-line flags, and which of them each subcommand takes, grouped as its
+``--help`` shows them.
 
-Every option lives once in :mod:`agent.config`; one set by environment or ``--config`` file still
-applies to every command (flag > ``FPGA_AGENT_*`` > file > default).
+Every option lives once in :mod:`agent.config`; a flag's default is 'not given', so that one set by
+environment or ``--config`` file still applies to every command (flag > ``FPGA_AGENT_*`` > file > default).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import asyncio
 import signal
 from typing import TypeAlias
 
-from agent.cli.options import add_config_file_argument, add_option_argument
-from agent.config import Config, load_config
+from agent.config import ENV_PREFIX, OPTIONS, Config, load_config
+from agent.config.values import Choice, parse_bool
 from agent.output.logs import setup_logging
 
 #: What a subcommand module adds its parser to (``add_<name>_command(commands)``).
@@ -62,6 +63,39 @@ DEMO: Groups = (
     ("simulated node", ("sim-cards", "sim-slots-per-card", "sim-program-ms")),
     *LOGGING,
 )
+
+
+#: Defaults that depend on the environment, said in words.
+_SHOWN_DEFAULTS = {
+    "node-name": "$NODE_NAME, else the host name",
+    "namespace": "$POD_NAMESPACE, else fpga-slot",
+    "kubeconfig": "$KUBECONFIG, else ~/.kube/config, else the pod's service account",
+}
+
+
+def add_config_file_argument(container: argparse._ActionsContainer) -> None:
+    """``--config FILE``: the YAML file read after flags and environment."""
+    container.add_argument(
+        "--config", default=None, metavar="FILE", help=f"YAML file of option values (env {ENV_PREFIX}CONFIG)"
+    )
+
+
+def add_option_argument(container: argparse._ActionsContainer, flag: str) -> None:
+    """Add the option ``--flag`` (help shows default and env); a boolean one is an on/off flag (``--cdi``,
+    ``--no-cdi``) that still takes a value (``--cdi false``)."""
+    opt = next(opt for opt in OPTIONS if opt.flag == flag)
+    default = _SHOWN_DEFAULTS.get(opt.flag) or opt.default_text({}) or "none"
+    help_text = f"{opt.help} (default: {default}; env {opt.env})".replace("%", "%%")
+    if opt.parse is parse_bool:
+        container.add_argument(
+            f"--{opt.flag}", dest=opt.field, nargs="?", const="true", default=None, metavar="BOOL", help=help_text
+        )
+        container.add_argument(
+            f"--no-{opt.flag}", dest=opt.field, action="store_const", const="false", help=f"--{opt.flag} false"
+        )
+        return
+    metavar = "{" + ",".join(opt.parse.choices) + "}" if isinstance(opt.parse, Choice) else None
+    container.add_argument(f"--{opt.flag}", dest=opt.field, default=None, metavar=metavar, help=help_text)
 
 
 def add_option_groups(parser: argparse.ArgumentParser, groups: Groups) -> None:

@@ -7,7 +7,6 @@ configuration, 1 for anything else.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -25,8 +24,6 @@ from agent.cli.flags import Subparsers
 from agent.cli.node import add_discover_command, add_run_command, run_discover, run_run
 from agent.cli.uninstall import add_uninstall_command, run_uninstall
 from agent.errors import ConfigError, FpgaSlotError
-
-logger = logging.getLogger(__name__)
 
 
 class Command(NamedTuple):

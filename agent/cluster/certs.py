@@ -40,10 +40,10 @@ class Issued:
         return "Issued(ca_cert, server_cert, server_key=<hidden>, client_cert, client_key=<hidden>)"
 
 
-def service_names(service: str, namespace: str, cluster_domain: str = "cluster.local") -> list[str]:
+def service_names(service: str, namespace: str) -> list[str]:
     """The DNS names a Service answers to inside the cluster, shortest first."""
     base = f"{service}.{namespace}"
-    return [service, base, f"{base}.svc", f"{base}.svc.{cluster_domain}"]
+    return [service, base, f"{base}.svc", f"{base}.svc.cluster.local"]
 
 
 def subject_names(names: Sequence[str]) -> list[x509.GeneralName]:
@@ -75,14 +75,7 @@ def check_client_name(name: str) -> None:
         raise ConfigError(f"--client-name: must be a lower-case DNS name of at most 63 characters, got {shown(name)}")
 
 
-def issue(
-    server_names: Sequence[str],
-    *,
-    client_name: str,
-    days: int,
-    ca_name: str = "fpga-slot extender CA",
-    now: datetime.datetime | None = None,
-) -> Issued:
+def issue(server_names: Sequence[str], *, client_name: str, days: int, now: datetime.datetime | None = None) -> Issued:
     """A fresh CA, a server certificate for ``server_names`` and a client certificate for ``client_name``."""
     check_days(days)
     check_client_name(client_name)
@@ -90,7 +83,7 @@ def issue(
     start = (now or datetime.datetime.now(datetime.UTC)) - CLOCK_SKEW
     end = start + CLOCK_SKEW + datetime.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_subject = _name(ca_name)
+    ca_subject = _name("fpga-slot extender CA")
     ca_cert = (
         _builder(ca_subject, ca_subject, ca_key.public_key(), start, end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)

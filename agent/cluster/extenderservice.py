@@ -34,9 +34,7 @@ from agent.extender.server import (
     start_webhook,
 )
 from agent.kube import connect_api
-from agent.kube.bitstreamwatch import BitstreamWatcher
-from agent.kube.claimtemplatewatch import ClaimTemplateWatcher
-from agent.kube.statewatch import NodeStateWatcher
+from agent.kube.reflector import BitstreamWatcher, ClaimTemplateWatcher, NodeStateWatcher
 from agent.node.distribution import parse_object
 
 logger = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.kube import NodeSummary
+from agent.kube.nodefields import as_mapping
 from agent.slots.published import PublishedSlot, parse_state
 
 NO_STATE = "no published state"
@@ -50,9 +51,8 @@ def cluster_views(
     nodes: Sequence[NodeSummary], states: Sequence[Mapping[str, Any]], *, include_unpublished: bool
 ) -> list[NodeView]:
     """A view per node (and per object whose Node is gone), sorted by name; nodes without state only if asked."""
-    by_name = {
-        name: state for state in states if isinstance(name := _mapping(state.get("metadata")).get("name"), str) and name
-    }
+    named = ((as_mapping(state.get("metadata")).get("name"), state) for state in states)
+    by_name = {name: state for name, state in named if isinstance(name, str) and name}
     labels = {node.name: node.labels for node in nodes}
     names = sorted(set(by_name) | set(labels))
     views = [node_view(name, by_name.get(name), labels.get(name, {})) for name in names]
@@ -97,10 +97,6 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
@@ -109,11 +105,11 @@ def claim_rows(claims: Sequence[Mapping[str, Any]]) -> list[dict[str, object]]:
     """One row per device entry of our driver in each claim's status (sorted by claim, then device)."""
     rows: list[dict[str, object]] = []
     for claim in claims:
-        metadata = _mapping(claim.get("metadata"))
-        for entry in _list(_mapping(claim.get("status")).get("devices")):
+        metadata = as_mapping(claim.get("metadata"))
+        for entry in _list(as_mapping(claim.get("status")).get("devices")):
             if not isinstance(entry, Mapping) or entry.get("driver") != DRIVER:
                 continue
-            data = _mapping(entry.get("data"))
+            data = as_mapping(entry.get("data"))
             verdicts = [
                 f"{str(c.get('type', '')).rpartition('/')[2]}={c.get('status')}"
                 for c in _list(entry.get("conditions"))

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from agent.discovery.static import StaticSlotSpec, parse_static_slots
-from agent.errors import ConfigError
 from agent.programming.commandspec import CommandSpec, parse_command_programmers
 
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -162,31 +160,3 @@ def parse_listen(raw: str, off: str = " (empty: off)") -> ListenAddress | None:
 
 def parse_required_listen(raw: str) -> ListenAddress | None:
     return parse_listen(raw, "")
-
-
-def read_file(name: str | None, fields: Collection[str]) -> tuple[dict[str, str], str]:
-    """The ``--config`` file's values by option field (each as an option's text), and its name."""
-    if not name:
-        return {}, ""
-    try:
-        data = yaml.safe_load(Path(name).read_text())
-    except OSError as exc:
-        raise ConfigError(f"--config: cannot read {name}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config: {name} is not valid YAML: {exc}") from None
-    if data is None:
-        return {}, name
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config: {name} must hold a mapping of option names to values")
-    values: dict[str, str] = {}
-    for key, value in data.items():
-        field = str(key).replace("-", "_")
-        if field not in fields:
-            raise ConfigError(f"--config: {name} has unknown key {key!r}")
-        if field in ("static_slots", "command_programmers"):
-            values[field] = json.dumps(value)
-        elif isinstance(value, dict | list) or value is None:
-            raise ConfigError(f"--config: {name} key {key!r} must be a single value")
-        else:
-            values[field] = str(value).lower() if isinstance(value, bool) else str(value)
-    return values, name

@@ -7,6 +7,7 @@ import dataclasses
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -20,29 +21,34 @@ from agent.node.reconfigure import ANNOTATION
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
+from agent.simfpga.sample import SAMPLE_ACCELERATOR, SAMPLE_NAME
 
 WAIT_S = 10.0
-DEMO_BITSTREAM = "aes-v1"
-DEMO_ACCELERATOR = "a5e0000000000000000000000000c0de"
+
+
+def sim_setup(base: Config, root: Path, **changes: Any) -> tuple[Config, Catalog]:
+    """``base`` on simulated slots with every path under ``root``, and a catalog holding the sample bitstream."""
+    config = dataclasses.replace(
+        base,
+        backend="sim",
+        sim_device_nodes="file",  # the demo needs no root and starts no container
+        device_plugin_dir=root / "device-plugins",
+        pod_resources_socket=root / "pod-resources" / "kubelet.sock",
+        state_dir=root / "state",
+        health_listen=None,  # the demo is not probed: take no port
+        **changes,
+    )
+    catalog = Catalog(root / "bitstreams")
+    image = root / f"{SAMPLE_NAME}.bin"
+    image.write_bytes(bytes(range(256)) * 64)
+    catalog.add(image, SAMPLE_NAME, platform=PLATFORM, accelerator_id=SAMPLE_ACCELERATOR)
+    return config, catalog
 
 
 async def run_demo(base: Config) -> int:
     """Run the narrated demo; returns the process exit code."""
     with tempfile.TemporaryDirectory(prefix="fpga-slot-demo-") as tmp:
-        root = Path(tmp)
-        config = dataclasses.replace(
-            base,
-            backend="sim",
-            sim_device_nodes="file",  # the demo needs no root and starts no container
-            device_plugin_dir=root / "device-plugins",
-            pod_resources_socket=root / "pod-resources" / "kubelet.sock",
-            state_dir=root / "state",
-            health_listen=None,  # the demo is not probed: take no port
-        )
-        catalog = Catalog(root / "bitstreams")
-        image = root / "aes-v1.bin"
-        image.write_bytes(bytes(range(256)) * 64)
-        catalog.add(image, DEMO_BITSTREAM, platform=PLATFORM, accelerator_id=DEMO_ACCELERATOR)
+        config, catalog = sim_setup(base, Path(tmp))
         pods = NodePods()
         kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket, pods)
         await kubelet.start()
@@ -91,14 +97,14 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, pods: 
         if state.slot.id in admitted.device_ids and state.holder is not None:
             say("", f"agent records slot {state.slot.id} held by {state.holder.describe()}")
 
-    say(f"4. A pod asks for bitstream {DEMO_BITSTREAM}: the slot is programmed before the container starts")
-    wants = {ANNOTATION: DEMO_BITSTREAM}
+    say(f"4. A pod asks for bitstream {SAMPLE_NAME}: the slot is programmed before the container starts")
+    wants = {ANNOTATION: SAMPLE_NAME}
     started = time.monotonic()
     first = await kubelet.admit("default", "aes-1", "main", RESOURCE_NAME, 1, wants)
     say("", f"pod default/aes-1 got {first.device_ids[0]}; PreStartContainer returned after {ms_since(started)}")
     _show_events(pods, "aes-1")
 
-    say(f"5. The pod ends; a second pod asks for {DEMO_BITSTREAM}: the loaded slot is preferred, nothing is programmed")
+    say(f"5. The pod ends; a second pod asks for {SAMPLE_NAME}: the loaded slot is preferred, nothing is programmed")
     kubelet.delete_pod("default", "aes-1")
     started = time.monotonic()
     second = await kubelet.admit("default", "aes-2", "main", RESOURCE_NAME, 1, wants)
@@ -145,11 +151,8 @@ async def _narrate(config: Config, kubelet: KubeletStandIn, agent: Agent, pods: 
     say("9. SIGTERM: stop serving and remove the socket")
     stop.set()
     await task
-    say(
-        "",
-        f"socket {config.device_plugin_dir / 'fpga-slot.sock'} exists: "
-        f"{(config.device_plugin_dir / 'fpga-slot.sock').exists()}",
-    )
+    socket = config.device_plugin_dir / "fpga-slot.sock"
+    say("", f"socket {socket} exists: {socket.exists()}")
     say("done")
 
 

@@ -6,7 +6,6 @@ the API server stand-in (:mod:`agent.demo.kubeapi`); the demo plays the schedule
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -14,16 +13,15 @@ from pathlib import Path
 from agent.app import Agent, connect_kube
 from agent.config import Config
 from agent.demo import ms_since, say
+from agent.demo.deviceplugin import sim_setup
 from agent.demo.draclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
 from agent.demo.kubeapi import KubeApiStandIn
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
-from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
+from agent.simfpga.sample import SAMPLE_NAME
 
 NODE = "demo-node"
-BITSTREAM = "aes-v1"
-ACCELERATOR = "a5e0000000000000000000000000c0de"
 
 
 async def run_dra_demo(base: Config) -> int:
@@ -33,26 +31,17 @@ async def run_dra_demo(base: Config) -> int:
         with tempfile.TemporaryDirectory(prefix="fpga-slot-dra-demo-") as tmp:
             root = Path(tmp)
             api.add_node(NODE)
-            config = dataclasses.replace(
+            config, catalog = sim_setup(
                 base,
+                root,
                 mode="dra",
-                backend="sim",
-                sim_device_nodes="file",  # the demo needs no root and starts no container
                 node_name=NODE,
                 kubeconfig=api.write_kubeconfig(root / "kubeconfig"),
-                device_plugin_dir=root / "device-plugins",
-                pod_resources_socket=root / "pod-resources" / "kubelet.sock",
                 dra_registry_dir=root / "plugins_registry",
                 dra_plugins_dir=root / "plugins",
                 cdi_dir=root / "cdi",
-                state_dir=root / "state",
-                health_listen=None,  # the demo is not probed: take no port
             )
             config.dra_registry_dir.mkdir(parents=True)
-            catalog = Catalog(root / "bitstreams")
-            image = root / f"{BITSTREAM}.bin"
-            image.write_bytes(bytes(range(256)) * 64)
-            catalog.add(image, BITSTREAM, platform=PLATFORM, accelerator_id=ACCELERATOR)
             agent = Agent(config, catalog=catalog, kube=connect_kube(config))
             stop = asyncio.Event()
             task = asyncio.create_task(agent.run(stop), name="agent")
@@ -92,14 +81,14 @@ async def _narrate(
 
     claims = ClaimRun(api, kubelet, agent, NODE)
     cdi = CdiView(config.cdi_dir)
-    say(f"3. A pod's claim asks for {BITSTREAM}, cached first (daemonset/examples/dra/cached-first.yaml)")
+    say(f"3. A pod's claim asks for {SAMPLE_NAME}, cached first (daemonset/examples/dra/cached-first.yaml)")
     first = await _allocate_and_prepare(claims, slices, "aes-1")
     say("", f"NodePrepareResources returned after {first.took_ms:.1f} ms: CDI device {', '.join(first.cdi_ids)}")
     for line in cdi.describe(first.uid):
         say("", line)
     await _show_events(api, "aes-1-pod")
-    await until("the bitstream in the slice", lambda: slices.attribute(first.device, "bitstream") == BITSTREAM)
-    say("", f"the slice now shows {first.device} with bitstream={BITSTREAM}")
+    await until("the bitstream in the slice", lambda: slices.attribute(first.device, "bitstream") == SAMPLE_NAME)
+    say("", f"the slice now shows {first.device} with bitstream={SAMPLE_NAME}")
 
     say("4. The pod ends: NodeUnprepareResources releases the slot; the bitstream stays loaded (the cache)")
     released = await claims.unprepare(first)
@@ -107,7 +96,7 @@ async def _narrate(
     say("", f"CDI spec exists: {cdi.exists(first.uid)}; slot {first.device} held by {claims.holder(first.device)}")
     say("", f"slot {first.device} still holds {claims.loaded(first.device)}")
 
-    say(f"5. A second pod's claim for {BITSTREAM}: the slot that holds it is allocated, nothing is programmed")
+    say(f"5. A second pod's claim for {SAMPLE_NAME}: the slot that holds it is allocated, nothing is programmed")
     second = await _allocate_and_prepare(claims, slices, "aes-2")
     say("", f"NodePrepareResources returned after {second.took_ms:.1f} ms: CDI device {', '.join(second.cdi_ids)}")
     await _show_events(api, "aes-2-pod")
@@ -154,14 +143,14 @@ def _exists(path: str) -> bool:
 
 
 async def _allocate_and_prepare(claims: ClaimRun, slices: SliceView, name: str) -> PreparedClaim:
-    device, subrequest = allocate(slices.devices(), BITSTREAM, taken=claims.allocated)
+    device, subrequest = allocate(slices.devices(), SAMPLE_NAME, taken=claims.allocated)
     say(
         "",
-        f"the allocator tries fpga/cached (bitstream == {BITSTREAM!r}), then fpga/any (platform == {PLATFORM!r}), "
+        f"the allocator tries fpga/cached (bitstream == {SAMPLE_NAME!r}), then fpga/any (platform == {PLATFORM!r}), "
         f"each of class {DEVICE_CLASS} with the driver checked first",
     )
     say("", f"claim {NAMESPACE}/{name} allocated {device} through fpga/{subrequest}")
-    prepared = await claims.prepare(name, device, subrequest, BITSTREAM)
+    prepared = await claims.prepare(name, device, subrequest, SAMPLE_NAME)
     if prepared.error:
         raise RuntimeError(f"demo: claim {name} was not prepared: {prepared.error}")
     return prepared

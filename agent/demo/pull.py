@@ -28,9 +28,8 @@ from agent.output.tables import format_table
 from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
+from agent.simfpga.sample import SAMPLE_ACCELERATOR, SAMPLE_NAME
 
-NAME = "aes-v1"
-ACCELERATOR = "a5e0000000000000000000000000c0de"
 CACHE_BYTES = 64 << 20
 
 
@@ -48,15 +47,15 @@ async def run_pull_demo() -> int:
 
 
 async def _narrate(registry: DemoRegistry, address: str, root: Path) -> None:
-    image = root / f"{NAME}.bin"
+    image = root / f"{SAMPLE_NAME}.bin"
     image.write_bytes(bytes((i * 37 + 11) % 256 for i in range(64 << 10)))
     catalog = Catalog(root / "node-catalog")
     async with aiohttp.ClientSession() as session:
         client = RegistryClient(session, [address])
         say("1. A publisher pushes a bitstream to a registry (fpga-agent catalog push)")
         say("", f"registry at {address} (in this process, plain HTTP)")
-        reference = parse_reference(f"{address}/fpga/{NAME}:1")
-        declaration = await push_bitstream(client, image, NAME, PLATFORM, ACCELERATOR, reference)
+        reference = parse_reference(f"{address}/fpga/{SAMPLE_NAME}:1")
+        declaration = await push_bitstream(client, image, SAMPLE_NAME, PLATFORM, SAMPLE_ACCELERATOR, reference)
         say("", f"pushed {image.stat().st_size} bytes as {declaration.oci}")
         say("2. ... and declares it in the cluster: the FpgaBitstream the push prints")
         obj = declaration_object(declaration)
@@ -68,7 +67,7 @@ async def _narrate(registry: DemoRegistry, address: str, root: Path) -> None:
         try:
             puller.declare(parse_declaration(obj))
             started = time.monotonic()
-            entry = await puller.ensure(NAME, platform=PLATFORM)
+            entry = await puller.ensure(SAMPLE_NAME, platform=PLATFORM)
             took_ms = (time.monotonic() - started) * 1000
             say("", f"pulled {entry.size} bytes in {took_ms:.1f} ms, size and sha256 checked on the way")
             rows: list[dict[str, object]] = [

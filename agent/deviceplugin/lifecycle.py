@@ -1,7 +1,5 @@
-"""Serve the plugin socket, register with the kubelet, and do it again after a kubelet restart.
-
-A restart is noticed by inotify (``kubelet.sock`` created, our socket deleted) or a closed ListAndWatch
-stream. Of two agents on one node the newest wins; the older steps aside (``superseded``).
+"""Serve the plugin socket, register with the kubelet, and do it again after a kubelet restart (noticed by inotify
+or a closed ListAndWatch stream); of two agents on one node the newest wins.
 See docs/how-it-works.md, "Kubelet restarts"."""
 
 from __future__ import annotations
@@ -38,12 +36,10 @@ class PluginEndpoint:
     """Where the plugin serves and whom it registers with."""
 
     directory: Path
-    endpoint: str = c.ENDPOINT
-    resource_name: str = c.RESOURCE_NAME
 
     @property
     def socket(self) -> Path:
-        return self.directory / self.endpoint
+        return self.directory / c.ENDPOINT
 
     @property
     def kubelet_socket(self) -> Path:
@@ -90,7 +86,7 @@ class PluginLifecycle:
                             await self._sleep_or_wake(stopping, None)
                             continue
                         await self._restart_server()
-                    elif not await self._answers():
+                    elif await self._self_check() is not None:
                         logger.warning("socket %s is in place but does not answer: serving again", self.where.socket)
                         await self._restart_server()
                     # events until now are handled by this round; later ones wake the next
@@ -131,8 +127,8 @@ class PluginLifecycle:
             self._trigger("device-plugin directory events lost")
         elif event is DirEvent.CREATED and name == c.KUBELET_SOCKET:
             self._trigger(f"{c.KUBELET_SOCKET} created")
-        elif event is DirEvent.DELETED and name == self.where.endpoint and not self._socket_is_ours():
-            self._trigger(f"{self.where.endpoint} deleted")
+        elif event is DirEvent.DELETED and name == c.ENDPOINT and not self._socket_is_ours():
+            self._trigger(f"{c.ENDPOINT} deleted")
 
     def _on_stream_closed(self, generation: int) -> None:
         if generation == self._generation and self._servicer.active_streams(generation) == 0:
@@ -152,7 +148,7 @@ class PluginLifecycle:
                 self._wake.clear()
                 return
             if not self._socket_is_ours():
-                self._reasons.append(f"{self.where.endpoint} replaced")
+                self._reasons.append(f"{c.ENDPOINT} replaced")
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -185,7 +181,8 @@ class PluginLifecycle:
         st = path.stat()
         self._socket_id = (st.st_dev, st.st_ino)
         self.superseded = False
-        await self._self_check()
+        if (problem := await self._self_check()) is not None:
+            raise KubeletError(problem)
         logger.info("serving device plugin on %s", path)
 
     async def _ask_options(self) -> dp.DevicePluginOptions:
@@ -193,23 +190,15 @@ class PluginLifecycle:
         async with grpc.aio.insecure_channel(f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS) as ch:
             return await dp_grpc.DevicePluginStub(ch).GetDevicePluginOptions(dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S)
 
-    async def _self_check(self) -> None:
+    async def _self_check(self) -> str | None:
+        """What is wrong with the server on our socket (checked before every registration); None: it answers."""
         try:
             options = await self._ask_options()
         except grpc.aio.AioRpcError as exc:
-            raise KubeletError(
-                f"own server on {self.where.socket} does not answer: {exc.code().name} {exc.details()}"
-            ) from exc
+            return f"own server on {self.where.socket} does not answer: {exc.code().name} {exc.details()}"
         if options != OPTIONS:
-            raise KubeletError(f"own server on {self.where.socket} answered unexpected options {options}")
-
-    async def _answers(self) -> bool:
-        """Whether our own server answers on our socket (checked before every registration)."""
-        try:
-            await self._self_check()
-        except KubeletError:
-            return False
-        return True
+            return f"own server on {self.where.socket} answered unexpected options {options}"
+        return None
 
     async def _restart_server(self) -> None:
         """Serve (again); a failure is a KubeletError so the caller retries with backoff."""
@@ -280,8 +269,8 @@ class PluginLifecycle:
         self._generation = self._servicer.begin_generation()
         request = dp.RegisterRequest(
             version=c.API_VERSION,
-            endpoint=self.where.endpoint,
-            resource_name=self.where.resource_name,
+            endpoint=c.ENDPOINT,
+            resource_name=c.RESOURCE_NAME,
             options=OPTIONS,
         )
         target = self.where.kubelet_socket
@@ -293,7 +282,7 @@ class PluginLifecycle:
         self.registrations += 1
         logger.info(
             "registered %s with the kubelet at %s (endpoint %s)",
-            self.where.resource_name,
+            c.RESOURCE_NAME,
             target,
-            self.where.endpoint,
+            c.ENDPOINT,
         )

@@ -34,19 +34,14 @@ logger = logging.getLogger(__name__)
 
 OPTIONS = dp.DevicePluginOptions(pre_start_required=True, get_preferred_allocation_available=True)
 
-StreamListener = Callable[[int], None]
-
 
 class ContainerHooks(Protocol):
-    """What the plugin asks of the rest of the agent around a container start."""
+    """What the plugin asks of the rest of the agent: in PreStartContainer, make the slots ready (find the pod,
+    program what it asked for); in GetPreferredAllocation, the accelerator the next container wants, if known."""
 
-    async def prepare(self, device_ids: list[str]) -> None:
-        """PreStartContainer: make the slots ready (find the pod, program what it asked for)."""
-        ...
+    async def prepare(self, device_ids: list[str]) -> None: ...
 
-    async def wanted_accelerator(self) -> str | None:
-        """GetPreferredAllocation: the accelerator the next container will want, if known."""
-        ...
+    async def wanted_accelerator(self) -> str | None: ...
 
 
 #: Longest status message: it travels in a size-limited header (else RESOURCE_EXHAUSTED).
@@ -114,7 +109,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         self._generation = 0
         self._streams: dict[int, int] = {}  # stream number -> registration generation
         self._next_stream = 0
-        self.on_stream_closed: StreamListener | None = None
+        self.on_stream_closed: Callable[[int], None] | None = None
 
     # ---------------------------------------------------------- lifecycle hooks
     def begin_generation(self) -> int:
@@ -149,7 +144,6 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         logger.info("ListAndWatch stream %d opened (registration %d)", stream, generation)
         closing_wait = asyncio.ensure_future(closing.wait())
         change: asyncio.Future[int] | None = None
-        ended_by_us = False
         try:
             last: dp.ListAndWatchResponse | None = None
             while True:
@@ -161,16 +155,15 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
                 change = asyncio.ensure_future(self._registry.wait_for_device_change(version))
                 done, _ = await asyncio.wait({change, closing_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if closing_wait in done:
-                    ended_by_us = True
                     return
         finally:
             closing_wait.cancel()
             if change is not None:
                 change.cancel()
             del self._streams[stream]
-            how = "ended by the plugin" if ended_by_us or closing.is_set() else "closed by the kubelet"
-            logger.info("ListAndWatch stream %d %s", stream, how)
-            if not ended_by_us and not closing.is_set() and self.on_stream_closed is not None:
+            ours = closing.is_set()  # ended by the plugin (an event is set once, never cleared), else by the kubelet
+            logger.info("ListAndWatch stream %d %s", stream, "ended by the plugin" if ours else "closed by the kubelet")
+            if not ours and self.on_stream_closed is not None:
                 self.on_stream_closed(generation)
 
     async def GetPreferredAllocation(

@@ -10,7 +10,6 @@ from collections import defaultdict
 
 from agent.discovery import udev
 from agent.discovery.base import Enumeration, Skipped
-from agent.discovery.hexid import is_all_ones, parse_id128
 from agent.discovery.udev import DeviceRecord
 from agent.discovery.watching import UdevSource
 from agent.slots import DeviceNode, Health, Slot, make_slot_id
@@ -38,22 +37,15 @@ def _numa(pci: DeviceRecord) -> int | None:
 def _interface_id(fme: DeviceRecord, regions: list[DeviceRecord]) -> str:
     for region in regions:
         if fme.sys_path in region.ancestors and region.attr("compat_id") is not None:
-            return parse_id128(region.attr("compat_id"), "compat_id of the FME region")
-    return parse_id128(fme.attr("pr/interface_id"), "PR interface id (compat_id or pr/interface_id)")
+            return region.id128("compat_id", "compat_id of the FME region")
+    return fme.id128("pr/interface_id", "PR interface id (compat_id or pr/interface_id)")
 
 
 def scan_dfl() -> Enumeration:
-    """Enumerate DFL ports through udev (blocking)."""
+    """Enumerate DFL ports through udev (blocking); a malformed device is skipped with its reason."""
     platform = udev.list_devices("platform", ("id", "afu_id", "pr/interface_id"), _PORT_OR_FME)
     pcis = {d.sys_path: d for d in udev.list_devices("pci", ("numa_node",))}
     regions = udev.list_devices("fpga_region", ("compat_id",))
-    return build_dfl_slots(platform, pcis, regions)
-
-
-def build_dfl_slots(
-    platform: list[DeviceRecord], pcis: dict[str, DeviceRecord], regions: list[DeviceRecord]
-) -> Enumeration:
-    """Turn udev records into slots; a malformed device is skipped with its reason."""
     fmes_by_card: dict[str, list[DeviceRecord]] = defaultdict(list)
     for fme in (d for d in platform if _FME.fullmatch(d.sys_name)):
         pci = _nearest(pcis, fme)
@@ -99,12 +91,12 @@ def _port_slot(
     raw_id = port.attr("id")
     if raw_id is None or not raw_id.isdigit() or int(raw_id) >= MAX_PORTS_PER_CARD:
         raise ValueError(f"port id {raw_id!r} is not a port number 0-{MAX_PORTS_PER_CARD - 1}")
-    afu_id = parse_id128(port.attr("afu_id"), "afu_id")
+    afu_id = port.id128("afu_id")
     interface_id = _interface_id(fme, regions)
     health, reason = Health.HEALTHY, ""
-    if is_all_ones(interface_id):
+    if set(interface_id) == {"f"}:  # an id of all ones: the firmware crashed
         health, reason = Health.UNHEALTHY, "firmware crashed: PR interface id is all ones"
-    elif is_all_ones(afu_id):
+    elif set(afu_id) == {"f"}:
         health, reason = Health.UNHEALTHY, "firmware crashed: afu_id is all ones"
     region = f"port{int(raw_id)}"
     return Slot(
@@ -123,5 +115,4 @@ def _port_slot(
 
 
 def dfl_source() -> UdevSource:
-    """The DFL DeviceSource."""
     return UdevSource(NAME, scan_dfl, SUBSYSTEMS)

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agent.discovery import udev
 from agent.discovery.base import Enumeration, Skipped
-from agent.discovery.hexid import parse_id128
 from agent.discovery.udev import DeviceRecord
 from agent.discovery.watching import UdevSource
 from agent.slots import Health, Slot, make_slot_id
@@ -53,16 +52,6 @@ def _manager_for(region: DeviceRecord, managers: list[DeviceRecord]) -> DeviceRe
 HeldCards = Callable[[], Mapping[str, Sequence[Slot]]]
 
 
-def scan_fpga_regions(held: HeldCards | None = None) -> Enumeration:
-    """Enumerate FPGA-manager regions through udev (blocking)."""
-    return build_region_slots(
-        regions=udev.list_devices("fpga_region", ("compat_id",)),
-        managers=udev.list_devices("fpga_manager", ("name", "state")),
-        pcis={d.sys_path: d for d in udev.list_devices("pci")},
-        held={} if held is None else held(),
-    )
-
-
 def _parents(regions: Sequence[DeviceRecord]) -> dict[str, str]:
     """Region sysfs path -> its base region: the nearest ancestor that is a region, or whose device holds
     exactly one region."""
@@ -82,18 +71,16 @@ def _parents(regions: Sequence[DeviceRecord]) -> dict[str, str]:
     return parents
 
 
-def build_region_slots(
-    regions: list[DeviceRecord],
-    managers: list[DeviceRecord],
-    pcis: dict[str, DeviceRecord],
-    held: Mapping[str, Sequence[Slot]] | None = None,
-) -> Enumeration:
-    """Turn udev records into slots, skipping unusable regions; ``held``: base region -> its children's slots."""
-    held = held or {}
+def scan_fpga_regions(held_cards: HeldCards | None = None) -> Enumeration:
+    """Enumerate FPGA-manager regions through udev (blocking), skipping unusable regions."""
+    all_regions = udev.list_devices("fpga_region", ("compat_id",))
+    all_managers = udev.list_devices("fpga_manager", ("name", "state"))
+    pcis = {d.sys_path: d for d in udev.list_devices("pci")}
+    held = {} if held_cards is None else held_cards()
     slots: list[Slot] = []
     skipped: list[Skipped] = []
-    managers = [manager for manager in managers if not _owned_by_dfl(manager, pcis)]
-    regions = [region for region in regions if not _owned_by_dfl(region, pcis)]
+    managers = [manager for manager in all_managers if not _owned_by_dfl(manager, pcis)]
+    regions = [region for region in all_regions if not _owned_by_dfl(region, pcis)]
     parents = _parents(regions)
     bases = set(parents.values())
     for region in sorted(regions, key=lambda d: d.sys_path):
@@ -109,8 +96,7 @@ def build_region_slots(
             name = manager.attr("name")
             if not name:
                 raise ValueError(f"FPGA manager {manager.sys_name} has no name")
-            compat_id = region.attr("compat_id")
-            platform = name if compat_id is None else parse_id128(compat_id, "compat_id")
+            platform = name if region.attr("compat_id") is None else region.id128("compat_id")
             health, reason = manager_health(manager)
             slot = Slot(
                 id=make_slot_id(manager.sys_name, region.sys_name),

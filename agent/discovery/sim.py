@@ -18,7 +18,6 @@ CONTAINER_DEV_DIR = "/dev/fpga-sim"
 
 
 def slot_from_sim(info: SimSlotInfo) -> Slot:
-    """Translate what the simulated hardware reports into a domain Slot."""
     slot_id = make_slot_id(info.card, info.region)
     return Slot(
         id=slot_id,
@@ -36,8 +35,6 @@ def slot_from_sim(info: SimSlotInfo) -> Slot:
 
 
 class SimSource:
-    """DeviceSource for a :class:`SimFabric`."""
-
     name = "sim"
 
     def __init__(self, fabric: SimFabric) -> None:

@@ -97,40 +97,35 @@ def parse_static_slots(data: object) -> tuple[StaticSlotSpec, ...]:
     return tuple(specs)
 
 
-def build_static_slots(
-    specs: Sequence[StaticSlotSpec],
-    reported: ReportedContent | None = None,
-    whole_card: Callable[[str], bool] | None = None,
-) -> Enumeration:
-    """Slots for the declared specs, healthy while their device nodes exist (blocking)."""
-    slots = []
-    for spec in specs:
-        missing = [device for device in spec.devices if not os.path.exists(device)]
-        slot_id = spec.slot_id
-        slots.append(
-            Slot(
-                id=slot_id,
-                card=spec.card,
-                region=spec.region,
-                numa=spec.numa,
-                device_nodes=tuple(DeviceNode(device, device) for device in spec.devices),
-                platform=spec.platform,
-                loaded=None if reported is None else reported(slot_id),
-                health=Health.UNHEALTHY if missing else Health.HEALTHY,
-                backend=NAME,
-                reason=f"device {missing[0]} is missing" if missing else "",
-                control_node=spec.control_node,
-                whole_card=whole_card is not None and whole_card(spec.card),
-            )
-        )
-    return Enumeration(slots)
-
-
 def static_source(
     specs: Sequence[StaticSlotSpec],
     reported: ReportedContent | None = None,
     whole_card: Callable[[str], bool] | None = None,
 ) -> UdevSource:
-    """The static DeviceSource; any uevent re-checks the declared device nodes."""
+    """The static DeviceSource: slots healthy while their device nodes exist, re-checked on any uevent."""
     frozen = tuple(specs)
-    return UdevSource(NAME, lambda: build_static_slots(frozen, reported, whole_card), None)
+
+    def scan() -> Enumeration:
+        return Enumeration([_static_slot(spec, reported, whole_card) for spec in frozen])
+
+    return UdevSource(NAME, scan, None)
+
+
+def _static_slot(
+    spec: StaticSlotSpec, reported: ReportedContent | None, whole_card: Callable[[str], bool] | None
+) -> Slot:
+    missing = [device for device in spec.devices if not os.path.exists(device)]
+    return Slot(
+        id=spec.slot_id,
+        card=spec.card,
+        region=spec.region,
+        numa=spec.numa,
+        device_nodes=tuple(DeviceNode(device, device) for device in spec.devices),
+        platform=spec.platform,
+        loaded=None if reported is None else reported(spec.slot_id),
+        health=Health.UNHEALTHY if missing else Health.HEALTHY,
+        backend=NAME,
+        reason=f"device {missing[0]} is missing" if missing else "",
+        control_node=spec.control_node,
+        whole_card=whole_card is not None and whole_card(spec.card),
+    )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyudev
 
 from agent.errors import DiscoveryError
+from agent.files.bitstream import normalize_id128
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,6 @@ class DeviceRecord:
 
     sys_path: str
     sys_name: str
-    subsystem: str
     driver: str | None
     device_node: str | None
     #: the requested attributes, decoded and stripped; None when absent or unreadable
@@ -32,6 +32,18 @@ class DeviceRecord:
 
     def attr(self, name: str) -> str | None:
         return self.attributes.get(name)
+
+    def id128(self, name: str, what: str = "") -> str:
+        """Attribute ``name`` as a 128-bit id (dashes allowed) in 32 lower-case hex digits; ValueError naming
+        ``what`` (default: ``name``)."""
+        raw, what = self.attributes.get(name), what or name
+        if raw is None:
+            raise ValueError(f"{what} is missing")
+        value = normalize_id128(raw)
+        if value is None:
+            shown = raw if len(raw) <= 40 else raw[:40] + "..."
+            raise ValueError(f"{what} {shown!r} is not 32 hex digits")
+        return value
 
 
 #: The action of the event the monitor makes up when uevents were lost.
@@ -44,8 +56,6 @@ class UdevEvent:
 
     action: str
     sys_path: str
-    subsystem: str
-    device_node: str | None
 
 
 def _read_attribute(device: pyudev.Device, name: str) -> str | None:
@@ -65,7 +75,6 @@ def _record(device: pyudev.Device, attributes: Sequence[str]) -> DeviceRecord:
     return DeviceRecord(
         sys_path=device.sys_path,
         sys_name=device.sys_name,
-        subsystem=device.subsystem or "",
         driver=device.driver or device.properties.get("DRIVER"),
         device_node=device.device_node,
         attributes={name: _read_attribute(device, name) for name in attributes},
@@ -122,13 +131,12 @@ class UdevMonitor:
             except OSError as exc:
                 logger.warning("udev monitor read failed (%s): rescanning", exc)
                 if self._queue.empty():
-                    self._queue.put_nowait(UdevEvent(RESCAN, "", "", None))
+                    self._queue.put_nowait(UdevEvent(RESCAN, ""))
                 return
             if device is None:
                 return
             if self._subsystems is None or device.subsystem in self._subsystems:
-                event = UdevEvent(device.action or "", device.sys_path, device.subsystem, device.device_node)
-                self._queue.put_nowait(event)
+                self._queue.put_nowait(UdevEvent(device.action or "", device.sys_path))
 
     async def next_batch(self) -> list[UdevEvent]:
         """Wait for at least one event; return it with every other event already queued."""

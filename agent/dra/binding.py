@@ -1,13 +1,11 @@
-"""Program before bind: slots are programmed when the scheduler allocates them; the pod binds once they are ready.
-
-:class:`AllocationProgrammer` programs each claim allocated to this node's pool that has no verdict yet and
-writes ``BOUND_CONDITION`` or ``FAILED_CONDITION`` on its device entries; a failure also taints the slots
-for ``FAILED_TAINT_S`` and posts an Event. See docs/dra.md, "Program before bind".
+"""Program before bind: slots are programmed when the scheduler allocates them, the verdict is written as a
+binding condition; a failure also taints the slots for a while. See docs/dra.md, "Program before bind".
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -18,7 +16,7 @@ from typing import Any
 
 from agent.dra.claimprep import ClaimPreparation
 from agent.dra.constants import DRIVER_NAME
-from agent.dra.devicestatus import ContentTracker, StatusWriter
+from agent.dra.devicestatus import ContentTracker, SlotContent, StatusWriter
 from agent.errors import FpgaSlotError, KubeError, shown_claim
 from agent.kube.claims import ClaimInfo, parse_claim
 from agent.kube.claimstatus import Condition, DeviceStatus
@@ -37,8 +35,7 @@ MAX_HANDLED = 1024
 
 @dataclass(frozen=True, slots=True)
 class ClaimStatusAccess:
-    """What DRA mode needs to write claims' device status and, with ``binding_conditions``, to program at
-    allocation."""
+    """What DRA mode needs to write claims' device status and, with ``binding_conditions``, program at allocation."""
 
     prepare_writer: StatusWriter
     binding_writer: StatusWriter
@@ -126,11 +123,9 @@ class FailedSlots:
         while True:
             self._wake.clear()
             timeout = min(self._until.values(), default=time.monotonic() + 3600.0) - time.monotonic()
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, timeout)):
                     await self._wake.wait()
-            except TimeoutError:
-                pass
             now = time.monotonic()
             expired = [s for s, until in self._until.items() if until <= now]
             for slot in expired:
@@ -187,10 +182,6 @@ class AllocationProgrammer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def settled(self) -> None:
-        """Once every claim offered so far is handled."""
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
@@ -213,7 +204,7 @@ class AllocationProgrammer:
                 await self._fail(info, pod, who, exc)
                 return
             slots = [slot for group in targets for slot in group]
-            contents = await self._tracker.contents(slots, before)
+            contents = await self._tracker.contents([slot.id for slot in slots], before)
         self._tracker.remember(info.uid, contents)
         by_slot = {c.slot: c for c in contents}
         entries = []
@@ -254,7 +245,7 @@ class AllocationProgrammer:
             logger.error("%s: binding verdict not written (%s); the scheduler times out instead", who, exc)
 
 
-def _ready_message(content: Any) -> str:
+def _ready_message(content: SlotContent | None) -> str:
     if content is None:
         return "slot handed over as it is (no bitstream asked for)"
     return f"holds {content.bitstream} ({'cache hit' if content.cache_hit else 'programmed'})"

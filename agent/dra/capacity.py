@@ -1,8 +1,5 @@
-"""Capacities a slot's device publishes, so that a claim can ask for a slot, or for a bitstream, without CEL.
-
-The bitstream's name is escaped into a C identifier (``_`` -> ``__``, ``-`` -> ``_d``, ``.`` -> ``_p``),
-as the admission policy computes it too. Why: docs/dra.md, "What a slot publishes".
-"""
+"""Capacities a slot's device publishes, so that a claim can ask for a slot, or for a bitstream, without CEL
+(docs/dra.md, "What a slot publishes")."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ MAX_IDENTIFIER = 32
 
 
 def bitstream_capacity(bitstream: str) -> str | None:
-    """``fpga.example.com/bs_<escaped name>``, the capacity a slot holding ``bitstream`` publishes; None when
-    the name escaped is too long for one."""
+    """``fpga.example.com/bs_<name as a C identifier>`` (escaped as the admission policy does); None: too long."""
     identifier = BITSTREAM_PREFIX + bitstream.replace("_", "__").replace("-", "_d").replace(".", "_p")
     if len(identifier) > MAX_IDENTIFIER:
         return None

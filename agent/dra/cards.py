@@ -1,8 +1,5 @@
-"""Whole cards beside their slots (``--whole-cards``): one card offered whole or as its slots, never both.
-
-Shared counters (one per slot, all consumed by the card device) keep the two exclusive; the card device
-carries the NoSchedule taint ``CARD_TAINT`` so only claims that tolerate it get one. Why: docs/dra.md,
-"Whole cards".
+"""Whole cards beside their slots (``--whole-cards``): one card offered whole or as its slots, never both,
+through shared counters; the card device has the NoSchedule taint ``CARD_TAINT``. See docs/dra.md, "Whole cards".
 """
 
 from __future__ import annotations
@@ -19,18 +16,16 @@ from agent.slots import Health, Slot, SlotState
 CARD_TAINT = f"{DRIVER_NAME}/whole-card"
 #: The capacity every card device has (the slot devices' is ``fpga.example.com/slot``).
 CARD_CAPACITY = f"{DRIVER_NAME}/card"
-#: How a card is named among slot IDs when device names are given out: no slot ID has a ``:``.
-CARD_PREFIX = "card:"
 
 
 def card_key(card: str) -> str:
-    """The name a card takes among slot IDs in :func:`agent.dra.device_names` (its device is ``card-<card>``)."""
-    return CARD_PREFIX + card
+    """The name a card takes among slot IDs (none has a ``:``) in :func:`agent.dra.device_names`."""
+    return f"card:{card}"
 
 
 @dataclass(frozen=True, slots=True)
 class OfferedCard:
-    """A card offered whole: its name, its slots' states (by slot ID) and what its image is, if any."""
+    """A card offered whole: its name and its slots' states (by slot ID)."""
 
     card: str
     states: tuple[SlotState, ...]
@@ -82,8 +77,7 @@ def offered(states: Sequence[SlotState], cards: Sequence[OfferedCard] = ()) -> t
 
 
 def counter_sets(cards: Sequence[OfferedCard], names: Mapping[str, str]) -> list[CounterSet]:
-    """One counter set per offered card (named as the card's device), one counter per slot (as the slot's device).
-    ``names``: slot ID or :func:`card_key` -> device name."""
+    """One counter set per offered card, one counter per slot, named as their devices (``names``)."""
     return [
         CounterSet(names[card_key(c.card)], tuple(names[s.slot.id] for s in c.states))
         for c in cards

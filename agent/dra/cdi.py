@@ -1,27 +1,23 @@
-"""CDI specs for prepared claims: what the container runtime injects for the DRA driver's devices.
-
-One spec file per claim, ``<dir>/<driver>-<claim uid>.json``, one device per slot (its device nodes and the
-environment a device-plugin container gets); written atomically, removed on release.
-"""
+"""CDI specs for prepared claims: one file per claim, ``<dir>/<driver>-<claim uid>.json``, one device per slot
+(its device nodes and the environment a device-plugin container gets)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from agent.dra.constants import DRIVER_NAME
 from agent.errors import ProgrammingError, shown
-from agent.files.atomic import read_no_follow, write_atomically
+from agent.files.atomic import write_atomically
 from agent.slots import Slot
 from agent.slots.exposure import container_env
 
 CDI_VERSION = "0.6.0"
 DEFAULT_DIR = Path("/var/run/cdi")
 #: A claim UID as the API server makes them (a UUID); anything else never reaches a file name.
-_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class CdiSpecs:
@@ -33,17 +29,13 @@ class CdiSpecs:
         self.kind = f"{driver}/slot"
 
     def path(self, claim_uid: str) -> Path:
-        if not _UID.fullmatch(claim_uid):
+        if not UID.fullmatch(claim_uid):
             raise ProgrammingError(f"claim UID {shown(claim_uid)} is not a UID")
         return self.directory / f"{self.driver}-{claim_uid}.json"
 
-    def device_id(self, claim_uid: str, slot: Slot) -> str:
-        """The fully qualified CDI device ID the runtime is given for ``slot`` in the claim."""
-        return f"{self.kind}={claim_uid}-{slot.id}"
-
     def write(self, claim_uid: str, slots: Sequence[Slot]) -> list[str]:
-        """Write the claim's spec (replacing any earlier one) and return its device IDs, in slot order; every
-        device's environment names all the claim's slots. ProgrammingError if it cannot be written."""
+        """Write the claim's spec atomically and return its device IDs, in slot order; ProgrammingError if it cannot
+        be written."""
         env = [f"{key}={value}" for key, value in container_env(slots).items()]
         devices = [
             {
@@ -64,7 +56,7 @@ class CdiSpecs:
             write_atomically(path, json.dumps(spec, indent=1).encode(), mode=0o600)
         except OSError as exc:
             raise ProgrammingError(f"cannot write the CDI spec {path}: {exc.strerror or exc}") from exc
-        return [self.device_id(claim_uid, slot) for slot in slots]
+        return [f"{self.kind}={claim_uid}-{slot.id}" for slot in slots]  # fully qualified CDI device IDs
 
     def remove(self, claim_uid: str) -> None:
         """Remove the claim's spec; nothing to do when there is none. ProgrammingError if it stays."""
@@ -74,21 +66,3 @@ class CdiSpecs:
             pass
         except OSError as exc:
             raise ProgrammingError(f"cannot remove the CDI spec of claim {claim_uid}: {exc.strerror or exc}") from exc
-
-    def read(self, claim_uid: str) -> dict[str, object] | None:
-        """The claim's spec as written, None when there is none (a symbolic link is never followed)."""
-        try:
-            data: dict[str, object] = json.loads(read_no_follow(self.path(claim_uid)))
-        except FileNotFoundError:
-            return None
-        return data
-
-    def claims(self) -> set[str]:
-        """The UIDs of the claims that have a spec here."""
-        prefix, suffix = f"{self.driver}-", ".json"
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return set()
-        uids = (name[len(prefix) : -len(suffix)] for name in names if name.startswith(prefix) and name.endswith(suffix))
-        return {uid for uid in uids if _UID.fullmatch(uid)}

@@ -1,8 +1,5 @@
-"""Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec.
-
-Each device's bitstream comes from the driver's parameters, else the pod's annotation; the claim is then
-recorded atomically in ``state_file``, the record that holds slots in DRA mode. Release removes spec and
-record and frees the slots (an unknown claim releases successfully). See docs/dra.md.
+"""Preparing a DRA claim on this node: its slots programmed with the bitstream it asks for, its CDI spec, and
+the claim recorded in ``state_file`` (what holds slots in DRA mode); release undoes it. See docs/dra.md.
 """
 
 from __future__ import annotations
@@ -93,10 +90,6 @@ class ClaimPreparation:
         #: The record file as last read or written here; another identity: another agent instance wrote it.
         self._seen = _file_identity(state_file)
 
-    @property
-    def registry(self) -> SlotRegistry:
-        return self._registry
-
     def prepared(self, uid: str) -> PreparedClaim | None:
         """The record of a prepared claim."""
         return self._prepared.get(uid)
@@ -106,8 +99,8 @@ class ClaimPreparation:
         return {slot for claim in list(self._prepared.values()) for slot in claim.slots}
 
     def restore_holders(self) -> None:
-        """On the loop, before the first call: the registry's holders become the recorded claims' (only differing
-        holders are set: setting one counts as a use of the slot)."""
+        """On the loop, before the first call: the registry's holders become the recorded claims' (only those that
+        differ: setting one counts as a use of the slot)."""
         holders = self._registry.holders()
         stale = sorted(set(holders) - self.held_slots())
         if stale:
@@ -168,8 +161,8 @@ class ClaimPreparation:
     async def program(
         self, uid: str, info: ClaimInfo, pod: PodView | None, who: str, deadline: float
     ) -> tuple[list[AllocatedDevice], list[list[Slot]]]:
-        """On the loop: the claim's devices in this node's pool and the slots of each (all of a card's for a whole
-        card), checked and programmed. Also run at allocation by ``agent.dra.binding``."""
+        """On the loop: the claim's devices in this node's pool and the slots of each (a card's: all), checked and
+        programmed. Also run at allocation by ``agent.dra.binding``."""
         mine = [d for d in info.devices if d.pool == self._node]
         if not mine:
             raise PodLookupError(f"{who}: none of its devices is in this node's pool {shown(self._node)}")
@@ -227,7 +220,8 @@ class ClaimPreparation:
         """The bitstream a device asks for: the driver's parameters, else the pod's annotation."""
         name = _bitstream(info.parameters_for(device), who)
         if name is None and pod is not None:
-            container = _container_of(pod, device.parent)
+            # the container a request serves, in a claim the scheduler made for the extended resource
+            container = (getattr(pod, "request_containers", None) or {}).get(device.parent)
             name = wanted_bitstream(pod, container) if container else _pod_bitstream(pod)
         return name
 
@@ -318,12 +312,6 @@ class ClaimPreparation:
                 continue
             claims[record.uid] = record
         return claims
-
-
-def _container_of(pod: PodView, request: str) -> str | None:
-    """The container a request serves in a claim the scheduler made for the extended resource; None otherwise."""
-    mappings: Mapping[str, str] = getattr(pod, "request_containers", None) or {}
-    return mappings.get(request)
 
 
 def _file_identity(path: Path) -> tuple[int, int, int] | None:

@@ -1,8 +1,5 @@
-"""What a claim's slots hold, written to its ``status.devices[]`` entries (``data``) for anyone to read.
-
-Written after NodePrepareResources (best effort: a refused write is logged) and, with binding
-conditions, once the slots are programmed at allocation (:mod:`agent.dra.binding`).
-"""
+"""What a claim's slots hold, written to its ``status.devices[]`` entries (``data``) after NodePrepareResources
+(best effort) and, with binding conditions, once programmed at allocation (:mod:`agent.dra.binding`)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import asyncio
 import datetime
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +15,7 @@ from agent.dra.claimprep import ClaimPreparation
 from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import FpgaSlotError, shown_claim
 from agent.kube.claimstatus import DeviceStatus
-from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots import SlotId, SlotRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +35,10 @@ class SlotContent:
     programmed_at: str
     cache_hit: bool
 
+    @property
+    def loaded(self) -> tuple[str, str]:
+        return self.bitstream, self.accelerator_id
+
     def data(self) -> dict[str, Any]:
         optional = {"sha256": self.sha256, "acceleratorId": self.accelerator_id, "programmedAt": self.programmed_at}
         return {"slot": self.slot, "bitstream": self.bitstream, "cacheHit": self.cache_hit} | {
@@ -56,8 +57,8 @@ def _now() -> str:
 
 
 class ContentTracker:
-    """Reads what slots hold before and after a claim's programming (on the agent's loop).
-    ``sha256_of(bitstream)``: the catalog entry's digest ("" when unknown; called in a thread)."""
+    """Reads what slots hold before and after a claim's programming (on the agent's loop); ``sha256_of``: the
+    catalog entry's digest ("" when unknown; called in a thread)."""
 
     def __init__(self, registry: SlotRegistry, sha256_of: Callable[[str], str]) -> None:
         self._registry = registry
@@ -70,23 +71,20 @@ class ContentTracker:
         """Slot -> accelerator ID, to compare with after a programming."""
         return {str(s.slot.id): s.accelerator_id for s in self._registry.snapshot()}
 
-    async def contents(self, slots: Sequence[Slot], before: Mapping[str, str | None]) -> list[SlotContent]:
+    async def contents(self, slot_ids: Iterable[str], before: Mapping[str, str | None]) -> list[SlotContent]:
         """Each slot's content now; a slot whose accelerator changed since ``before`` was programmed now."""
         found = []
-        for slot in slots:
-            state = self._registry.get(SlotId(str(slot.id)))
+        for slot_id in slot_ids:
+            state = self._registry.get(SlotId(slot_id))
             if state is None or not state.bitstream:
                 continue
             accelerator = state.accelerator_id or ""
-            hit = str(slot.id) in before and before[str(slot.id)] == accelerator
+            hit = slot_id in before and before[slot_id] == accelerator
             if not hit:
-                self._programmed[str(slot.id)] = _now()
+                self._programmed[slot_id] = _now()
             sha = await asyncio.to_thread(self._sha256_of, state.bitstream)
-            found.append(
-                SlotContent(
-                    str(slot.id), state.bitstream, sha, accelerator, self._programmed.get(str(slot.id), ""), hit
-                )
-            )
+            programmed_at = self._programmed.get(slot_id, "")
+            found.append(SlotContent(slot_id, state.bitstream, sha, accelerator, programmed_at, hit))
         return found
 
     def remember(self, uid: str, contents: Sequence[SlotContent]) -> None:
@@ -125,9 +123,8 @@ class ReportingPreparer:
         record = self._inner.prepared(claim.uid)
         if record is None or self._writer is None:
             return
-        slots = {str(s.slot.id): s.slot for s in self._inner.registry.snapshot()}
         earlier = {c.slot: c for c in self._tracker.remembered(claim.uid)}
-        now = {c.slot: c for c in await self._tracker.contents([slots[s] for s in record.slots if s in slots], before)}
+        now = {c.slot: c for c in await self._tracker.contents(record.slots, before)}
         entries = []
         seen = set()
         for slot_id, (_request, device, _cdi) in zip(record.slots, record.devices, strict=True):
@@ -135,7 +132,7 @@ class ReportingPreparer:
                 continue
             seen.add(device)
             content, then = now.get(slot_id), earlier.get(slot_id)
-            if then is not None and (content is None or _same(then, content)):
+            if then is not None and (content is None or then.loaded == content.loaded):
                 content = then  # as programmed at allocation: its hit and time, not prepare's "found it loaded"
             if content is not None:
                 entries.append(DeviceStatus(self._node, device, (), content.data()))
@@ -147,7 +144,3 @@ class ReportingPreparer:
             logger.warning(
                 "%s: what its slots hold not written to its status: %s", shown_claim(claim.namespace, claim.name), exc
             )
-
-
-def _same(one: SlotContent, other: SlotContent) -> bool:
-    return (one.bitstream, one.accelerator_id) == (other.bitstream, other.accelerator_id)

@@ -1,8 +1,5 @@
-"""Device health for the kubelet's DRA resource-health stream (``v1alpha1.DRAResourceHealth``).
-
-:class:`HealthBoard` holds the full device list and wakes the open streams when it changes; each stream
-also repeats the list before the kubelet's timeout, so a quiet device does not go Unknown.
-"""
+"""Device health for the kubelet's DRA resource-health stream (``v1alpha1.DRAResourceHealth``); each stream
+repeats the list before the kubelet's timeout, so a quiet device does not go Unknown."""
 
 from __future__ import annotations
 
@@ -77,21 +74,6 @@ class HealthBoard:
 _STATUS = {True: pb.HEALTHY, False: pb.UNHEALTHY, None: pb.UNKNOWN}
 
 
-def response(devices: Sequence[DeviceHealth], updated: float) -> pb.NodeWatchResourcesResponse:
-    return pb.NodeWatchResourcesResponse(
-        devices=[
-            pb.DeviceHealth(
-                device=pb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
-                health=_STATUS[d.healthy],
-                last_updated_time=int(updated),
-                health_check_timeout_seconds=HEALTH_TIMEOUT_S,
-                message=d.message,
-            )
-            for d in devices
-        ]
-    )
-
-
 class HealthServicer(pb_grpc.DRAResourceHealthServicer):
     def __init__(self, board: HealthBoard) -> None:
         self._board = board
@@ -102,4 +84,15 @@ class HealthServicer(pb_grpc.DRAResourceHealthServicer):
         context: grpc.aio.ServicerContext[pb.NodeWatchResourcesRequest, pb.NodeWatchResourcesResponse],
     ) -> AsyncIterator[pb.NodeWatchResourcesResponse]:
         async for devices, updated in self._board.follow():
-            yield response(devices, updated)
+            yield pb.NodeWatchResourcesResponse(
+                devices=[
+                    pb.DeviceHealth(
+                        device=pb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
+                        health=_STATUS[d.healthy],
+                        last_updated_time=int(updated),
+                        health_check_timeout_seconds=HEALTH_TIMEOUT_S,
+                        message=d.message,
+                    )
+                    for d in devices
+                ]
+            )

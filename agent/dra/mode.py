@@ -1,8 +1,6 @@
-"""DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com``.
+"""DRA mode: the node's slots as devices of the DRA driver ``fpga.example.com`` (docs/dra.md).
 
-Wiring between the slot registry, claim preparation, the DRA plugin server and the ResourceSlice
-publisher: the slice follows every change of the registry, device health goes to the kubelet's
-resource-health stream. See docs/dra.md.
+Wires the slot registry to claim preparation, the plugin server, the ResourceSlice and the health stream.
 """
 
 from __future__ import annotations
@@ -68,10 +66,8 @@ def slice_devices(
 ) -> list[SliceDevice]:
     """One device per slot, in :func:`eviction_order` (the allocator takes the first free match), then the cards.
 
-    Attributes: ``platform``, ``card``, ``numa`` (when known), ``bitstream`` ("" when empty, unknown or being
-    programmed) and, with ``cards``, ``kind``. An unhealthy slot carries the taint ``UNHEALTHY_TAINT``, a slot in
-    ``failed`` ``FAILED_TAINT``; capacities as :mod:`agent.dra.capacity` says. ``names``: slot ID -> device name
-    from :func:`offered` (with ``cards``, when given); ``binding``: every device has the binding conditions.
+    ``bitstream`` is "" when empty, unknown or being programmed; an unhealthy slot has ``UNHEALTHY_TAINT``, one in
+    ``failed`` ``FAILED_TAINT``. ``names``: from :func:`offered`; ``binding``: add the binding conditions.
     """
     names = offered(states, cards)[0] if names is None else names
     conditions: dict[str, tuple[str, ...]] = (
@@ -129,8 +125,7 @@ def device_health(
     names: Mapping[str, str] | None = None,
     cards: Sequence[OfferedCard] = (),
 ) -> list[DeviceHealth]:
-    """Every device's health for the kubelet's resource-health stream (a card is healthy while all its slots are).
-    ``names`` and ``cards`` as for :func:`slice_devices`."""
+    """Every device's health for the kubelet (a card is healthy while all its slots are)."""
     names = offered(states, cards)[0] if names is None else names
     healths = [(str(s.slot.id), s.health, s.reason) for s in states]
     healths += [(card_key(c.card), c.health, c.reason) for c in cards]
@@ -160,8 +155,7 @@ class DraMode:
         status: ClaimStatusAccess | None = None,
         whole_cards: bool = False,
     ) -> None:
-        """Call on the agent's event loop. With ``status`` the claims' device entries say what their slots hold (and
-        binding conditions may be on); with ``whole_cards`` cards are offered whole too."""
+        """On the agent's loop. ``status``: write what claims' slots hold (and maybe program at allocation)."""
         self.node = node
         self._whole_cards = whole_cards
         self._can_program_card = reconfigurer.loader.can_program_card
@@ -211,17 +205,18 @@ class DraMode:
         return self.server.registration.status == (True, "")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve the plugin and keep the slice and the health list until ``stop``; the sockets go on the way out.
-        The prepared claims' slots are held before anything is served."""
+        """Hold the prepared claims' slots, then serve and keep the slice and health list until ``stop``."""
         self.preparation.restore_holders()
         self._publish(self._registry.snapshot())
         await self.server.start()
         try:
             async with asyncio.TaskGroup() as group:
-                follow = group.create_task(self._follow_slots(), name="dra-slots")
-                record = group.create_task(self._follow_record(), name="dra-record")
+                background = [
+                    group.create_task(self._follow_slots(), name="dra-slots"),
+                    group.create_task(self._follow_record(), name="dra-record"),
+                    group.create_task(self.failed.run(), name="dra-failed-slots"),
+                ]
                 group.create_task(self._slices.run(stop), name="resource-slice")
-                background = [group.create_task(self.failed.run(), name="dra-failed-slots")]
                 if self.programmer is not None and self._status is not None:
                     programmer = self.programmer
                     watcher = self._status.watch(
@@ -232,8 +227,6 @@ class DraMode:
                     )
                     background.append(group.create_task(watcher.run(), name="dra-claims"))
                 await stop.wait()
-                follow.cancel()
-                record.cancel()
                 for task in background:
                     task.cancel()
         finally:
@@ -271,24 +264,15 @@ class DraMode:
 
     def _report_clashes(self, found: Sequence[NameClash]) -> None:
         """A warning for each pair of slots with one plain device name, once while it lasts."""
-        for clash in sorted(set(found) - self._clashes, key=lambda c: c.name):
-            if clash.renamed_as:
-                logger.warning(
-                    "slots %s and %s have the same DRA device name %s: slot %s is device %s",
-                    clash.kept,
-                    clash.renamed,
-                    clash.name,
-                    clash.renamed,
-                    clash.renamed_as,
-                )
+        for c in sorted(set(found) - self._clashes, key=lambda c: c.name):
+            same = f"slots {c.kept} and {c.renamed} have the same DRA device name {c.name}"
+            if c.renamed_as:
+                logger.warning("%s: slot %s is device %s", same, c.renamed, c.renamed_as)
             else:
                 logger.error(
-                    "slots %s and %s have the same DRA device name %s, and the other name of %s is taken too: "
-                    "slot %s is left out of the ResourceSlice",
-                    clash.kept,
-                    clash.renamed,
-                    clash.name,
-                    clash.renamed,
-                    clash.renamed,
+                    "%s, and the other name of %s is taken too: slot %s is left out of the ResourceSlice",
+                    same,
+                    c.renamed,
+                    c.renamed,
                 )
         self._clashes = set(found)

@@ -1,8 +1,5 @@
-"""The name of a slot as a DRA device: a DNS label, distinct per slot, depending only on the slot IDs.
-
-Characters a label forbids become ``-``; slots whose names then clash get ``-`` and 8 hex digits of the
-SHA-256 of their ID (docs/dra.md, "Slot IDs that are one device name").
-"""
+"""The name of a slot as a DRA device: a DNS label, distinct per slot, depending only on the slot IDs
+(docs/dra.md, "Slot IDs that are one device name")."""
 
 from __future__ import annotations
 
@@ -24,14 +21,12 @@ def _label(slot_id: str) -> str:
 
 
 def device_name(slot_id: str) -> str:
-    """The DRA device name of the slot ``slot_id`` when no other slot has the same one (a DNS label, never
-    empty: an ID with no letter or digit gets :func:`disambiguated_name`)."""
+    """The slot's device name when no other slot has it: forbidden characters become ``-``; never empty."""
     return _label(slot_id) or disambiguated_name(slot_id)
 
 
 def disambiguated_name(slot_id: str, attempt: int = 0) -> str:
-    """The device name of ``slot_id`` when another slot has its plain name (``attempt``: the how-manieth
-    8 hex digits of its SHA-256, when the earlier ones gave a name that is taken too)."""
+    """The slot's name when another has its plain one: ``-`` and the ``attempt``-th 8 hex digits of its SHA-256."""
     start = attempt * SUFFIX_DIGITS
     digest = hashlib.sha256(slot_id.encode()).hexdigest()[start : start + SUFFIX_DIGITS]
     stem = _label(slot_id)[: MAX_NAME - SUFFIX_DIGITS - 1].rstrip("-")

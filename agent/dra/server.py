@@ -1,8 +1,5 @@
-"""Serving the DRA plugin: the registration socket the kubelet's plugin watcher finds, and the DRA socket.
-
-Both sockets are bound under a name used once and renamed into place; on stop each is removed only while
-it is still ours (same inode).
-"""
+"""Serving the DRA plugin: the registration socket the kubelet's plugin watcher finds, and the DRA socket, each
+bound under a one-off name and renamed into place, removed on stop only while still ours (same inode)."""
 
 from __future__ import annotations
 
@@ -67,8 +64,7 @@ class PluginSockets:
 
 
 class DraPluginServer:
-    """The two gRPC servers of the DRA plugin (``grpc.aio``, on the agent's event loop), started and stopped
-    together."""
+    """The two gRPC servers of the DRA plugin (on the agent's event loop), started and stopped together."""
 
     def __init__(
         self,
@@ -77,17 +73,14 @@ class DraPluginServer:
         health: HealthBoard | None = None,
         on_registered: Callable[[], None] | None = None,
     ) -> None:
-        """With ``health``, the resource-health stream is served too; ``on_registered`` is called (on the event
-        loop) each time the kubelet registers the driver."""
+        """With ``health``, the resource-health stream is served too."""
         self.sockets = sockets or PluginSockets()
-        core = self._core = DraCore(preparer, self.sockets.lock)
+        self._core = DraCore(preparer, self.sockets.lock)
         #: The calls' lock (:meth:`DraCore.exclusive`), for work on the slots outside a call.
-        self.exclusive = core.exclusive
+        self.exclusive = self._core.exclusive
         versions = SUPPORTED_VERSIONS + ((HEALTH_SERVICE,) if health is not None else ())
         self.registration = RegistrationServicer(self.sockets.driver, str(self.sockets.dra), versions, on_registered)
         self.health = health
-        self._v1 = DraV1Servicer(core)
-        self._v1beta1 = DraV1beta1Servicer(core)
         self._servers: list[grpc.aio.Server] = []
         self._placed: list[tuple[Path, tuple[int, int]]] = []
         #: When our registration socket was placed (its mtime, ns): kept after stop, for superseded().
@@ -115,8 +108,8 @@ class DraPluginServer:
         found = self.sockets.registry_dir.glob(f"{self.sockets.driver}-*reg.sock")
         return sorted(p for p in found if p != self.sockets.registration)
 
-    def remove_dead_instances(self) -> list[Path]:
-        """Remove the sockets of the driver's other instances that refuse a connection; the removed paths."""
+    def _remove_dead_instances(self) -> None:
+        """Remove the sockets of the driver's other instances that refuse a connection."""
         removed = []
         prefix = f"{self.sockets.driver}-"
         for registration in self._other_registrations():
@@ -130,14 +123,12 @@ class DraPluginServer:
                     removed.append(path)
         if removed:
             logger.info("removed the sockets of stopped driver instances: %s", ", ".join(map(str, removed)))
-        return removed
 
     async def start(self) -> None:
-        """Serve the DRA socket, then the registration socket; KubeletError when one cannot be served (nothing is
-        left)."""
+        """Serve the DRA socket, then the registration socket; KubeletError (nothing left) when one cannot be."""
         bound_undecodable_request_logs()
         try:
-            await asyncio.to_thread(self.remove_dead_instances)
+            await asyncio.to_thread(self._remove_dead_instances)
             await self._start_one(self.sockets.dra, self._add_dra)
             await self._start_one(
                 self.sockets.registration,
@@ -172,8 +163,8 @@ class DraPluginServer:
         self._placed = []
 
     def _add_dra(self, server: grpc.aio.Server) -> None:
-        v1_grpc.add_DRAPluginServicer_to_server(self._v1, server)
-        v1beta1_grpc.add_DRAPluginServicer_to_server(self._v1beta1, server)
+        v1_grpc.add_DRAPluginServicer_to_server(DraV1Servicer(self._core), server)
+        v1beta1_grpc.add_DRAPluginServicer_to_server(DraV1beta1Servicer(self._core), server)
         if self.health is not None:
             health_grpc.add_DRAResourceHealthServicer_to_server(HealthServicer(self.health), server)
 

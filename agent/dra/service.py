@@ -1,15 +1,14 @@
-"""The DRAPlugin service (v1 and v1beta1) and plugin registration, over a :class:`ClaimPreparer`.
-
-Each claim of a call gets its own entry in the answer, with its error if it failed; a claim named
-twice in one call is prepared once.
-"""
+"""The DRAPlugin service (v1 and v1beta1) and plugin registration, over a :class:`ClaimPreparer`: each claim
+of a call gets its own answer, with its error if it failed; a claim named twice is prepared once."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+import os
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -23,12 +22,13 @@ from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from agent._proto.pluginregistration.v1 import api_pb2 as reg
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from agent.dra.constants import PLUGIN_TYPE, SUPPORTED_VERSIONS
-from agent.dra.filelock import locked
 from agent.errors import FpgaSlotError, shown, shown_claim, shown_name
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: How often a call waiting for the other instance's lock tries again (only during an update).
+LOCK_RETRY_S = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,27 @@ class ClaimPreparer(Protocol):
         ...
 
 
+@contextlib.asynccontextmanager
+async def locked(path: Path) -> AsyncIterator[None]:
+    """One DRA call at a time on the node, across agent processes (two during an update): hold the exclusive
+    ``flock`` on ``path`` (created 0600) for the block, waiting without blocking the event loop."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(LOCK_RETRY_S)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 class _Claims(Protocol):
     """The Claim message of either API version."""
 
@@ -83,8 +104,7 @@ def _refs(claims: Sequence[_Claims]) -> dict[str, ClaimRef]:
 
 
 class DraCore:
-    """Both API versions' calls on one preparer, one call at a time (with ``lock_file``, on the whole node);
-    answers as plain data."""
+    """Both API versions' calls on one preparer, one at a time (with ``lock_file``, on the whole node)."""
 
     def __init__(self, preparer: ClaimPreparer, lock_file: Path | None = None) -> None:
         self._preparer = preparer
@@ -94,20 +114,16 @@ class DraCore:
         self._running: set[asyncio.Task[Any]] = set()
 
     async def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        return await self._to_the_end(self._locked(self._prepare, claims))
+        return await self._to_the_end(self._prepare(claims))
 
     async def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        return await self._to_the_end(self._locked(self._unprepare, claims))
+        return await self._to_the_end(self._unprepare(claims))
 
     async def close(self) -> None:
         """At the stop: end the calls still running (their RPCs are gone with the server)."""
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
-
-    async def _locked(self, call: Callable[[Sequence[_Claims]], Awaitable[_T]], claims: Sequence[_Claims]) -> _T:
-        async with self.exclusive():
-            return await call(claims)
 
     async def _to_the_end(self, call: Coroutine[Any, Any, _T]) -> _T:
         """Run the call to its end even when its RPC is cancelled (cut short, a programming would taint its slot)."""
@@ -124,31 +140,33 @@ class DraCore:
 
     async def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
         answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
-        for uid, ref in _refs(claims).items():
-            if not uid:
-                answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
-                continue
-            try:
-                devices = await self._preparer.prepare(ref)
-            except FpgaSlotError as exc:
-                logger.warning("%s not prepared: %s", ref, exc)
-                answers[uid] = ((), str(exc))
-                continue
-            logger.info("%s prepared: %d device(s)", ref, len(devices))
-            answers[uid] = (devices, "")
+        async with self.exclusive():
+            for uid, ref in _refs(claims).items():
+                if not uid:
+                    answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
+                    continue
+                try:
+                    devices = await self._preparer.prepare(ref)
+                except FpgaSlotError as exc:
+                    logger.warning("%s not prepared: %s", ref, exc)
+                    answers[uid] = ((), str(exc))
+                    continue
+                logger.info("%s prepared: %d device(s)", ref, len(devices))
+                answers[uid] = (devices, "")
         return answers
 
     async def _unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
         answers: dict[str, str] = {}
-        for uid, ref in _refs(claims).items():
-            try:
-                await self._preparer.unprepare(ref)
-            except FpgaSlotError as exc:
-                logger.warning("%s not released: %s", ref, exc)
-                answers[uid] = str(exc)
-                continue
-            logger.info("%s released", ref)
-            answers[uid] = ""
+        async with self.exclusive():
+            for uid, ref in _refs(claims).items():
+                try:
+                    await self._preparer.unprepare(ref)
+                except FpgaSlotError as exc:
+                    logger.warning("%s not released: %s", ref, exc)
+                    answers[uid] = str(exc)
+                    continue
+                logger.info("%s released", ref)
+                answers[uid] = ""
         return answers
 
 
@@ -194,9 +212,8 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
         driver: str,
         endpoint: str,
         versions: Sequence[str] = SUPPORTED_VERSIONS,
-        on_registered: Callable[[], None] | None = None,
+        on_registered: Callable[[], None] | None = None,  # called (on the loop) each time the kubelet registers us
     ) -> None:
-        """``on_registered`` is called (on the event loop) each time the kubelet registers the driver."""
         self._info = reg.PluginInfo(type=PLUGIN_TYPE, name=driver, endpoint=endpoint, supported_versions=versions)
         self._on_registered = on_registered
         #: The last status the kubelet sent: None before any, else (registered, error).

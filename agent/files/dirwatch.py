@@ -62,7 +62,6 @@ class DirWatcher:
         self._loop.add_reader(fd, self._on_readable)
 
     def stop(self) -> None:
-        """Stop watching and close the inotify descriptor."""
         if self._fd >= 0:
             if self._loop is not None:
                 self._loop.remove_reader(self._fd)

@@ -54,10 +54,6 @@ class DeviceStatus:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _condition(entry: DeviceStatus, condition: Condition, at: str) -> dict[str, Any]:
     if not _REASON.fullmatch(condition.reason):
         raise KubeError(f"device {shown(entry.device)}: condition reason {shown(condition.reason)} is not CamelCase")
@@ -88,7 +84,7 @@ def render_entry(driver: str, entry: DeviceStatus, at: str) -> dict[str, Any]:
 def status_patch(claim: Mapping[str, Any], driver: str, entries: Sequence[DeviceStatus]) -> list[dict[str, Any]]:
     """The JSON patch that puts ``entries`` into ``claim`` (as read): each replaces our entry for its device (its
     conditions kept when it has none), or is added; guarded by the claim's resourceVersion."""
-    at = _now()
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     rendered = [render_entry(driver, entry, at) for entry in entries]
     metadata = claim.get("metadata") or {}
     status = claim.get("status")
@@ -100,17 +96,12 @@ def status_patch(claim: Mapping[str, Any], driver: str, entries: Sequence[Device
     existing = status.get("devices")
     if not isinstance(existing, list):
         return [*ops, {"op": "add", "path": "/status/devices", "value": rendered}]
+    # status.devices is a list map: one entry per (driver, pool, device)
+    indexes = {
+        (e.get("driver"), e.get("pool"), e.get("device")): i for i, e in enumerate(existing) if isinstance(e, dict)
+    }
     for entry in rendered:
-        index = next(
-            (
-                i
-                for i, e in enumerate(existing)
-                if isinstance(e, dict) and (e.get("driver"), e.get("pool"), e.get("device")) == (
-                    driver, entry["pool"], entry["device"]
-                )
-            ),
-            None,
-        )  # fmt: skip
+        index = indexes.get((driver, entry["pool"], entry["device"]))
         if index is None:
             ops.append({"op": "add", "path": "/status/devices/-", "value": entry})
         else:

@@ -1,6 +1,7 @@
 """Connect to the API server: a kubeconfig file (found as kubectl does), or the in-cluster service account.
 
-Also :func:`describe_api_error`, the one place that turns the client's exceptions into short log text.
+Also :func:`describe_api_error`, the one place that turns the client's exceptions into short log text, and
+:class:`FailureLog`, which says each kind of failure once, not once per retry.
 """
 
 from __future__ import annotations
@@ -106,8 +107,7 @@ def _from_kubeconfig(path: Path, origin: str) -> client.ApiClient:
             config_file=str(path), client_configuration=configuration, persist_config=False
         )
     except (ConfigException, yaml.YAMLError, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise KubeError(f"{named}: not a usable kubeconfig: {detail}") from exc
+        raise KubeError(f"{named}: not a usable kubeconfig: {_first_line(exc)}") from exc
     logger.info("API server %s (from kubeconfig %s)", configuration.host, path)
     return client.ApiClient(configuration)
 
@@ -133,6 +133,32 @@ def _in_cluster(environ: Mapping[str, str], service_account_dir: Path) -> client
         ) from exc
     logger.info("API server %s (in-cluster service account)", configuration.host)
     return client.ApiClient(configuration)
+
+
+class FailureLog:
+    """One activity's failures: the first of each kind a warning, repeats debug lines, the first success after
+    failures an info line. Not thread-safe: one owner."""
+
+    def __init__(self, logger: logging.Logger, activity: str) -> None:
+        self._logger = logger
+        self._activity = activity
+        self._seen: set[str] = set()
+        self.failures = 0
+
+    def failed(self, kind: str, text: str, consequence: str = "") -> None:
+        """Record a failure; log it as a warning only if this kind is new since the last success."""
+        self.failures += 1
+        level = logging.DEBUG if kind in self._seen else logging.WARNING
+        self._seen.add(kind)
+        suffix = f"; {consequence}" if consequence else ""
+        self._logger.log(level, "%s failed: %s%s", self._activity, text, suffix)
+
+    def succeeded(self) -> None:
+        """Record a success; after failures, say once that the activity works again."""
+        if self._seen:
+            self._logger.info("%s works again after %d failed attempts", self._activity, self.failures)
+        self._seen.clear()
+        self.failures = 0
 
 
 def describe_api_error(exc: BaseException) -> tuple[str, str]:

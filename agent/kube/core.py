@@ -5,10 +5,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+
+from agent.errors import KubeError
+from agent.kube.client import describe_api_error
+from agent.kube.nodefields import as_mapping
 
 #: keyword argument -> query parameter, as the generated client names them
 _QUERY = {
@@ -53,7 +58,6 @@ class CoreCalls:
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
     def patch_namespaced_resource_claim_status(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
-        """A patch of the claim's status (``_content_type`` says which kind: the agent sends a JSON patch)."""
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
         return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
 
@@ -162,3 +166,22 @@ class CoreCalls:
             return response.response
         response.read()
         return json.loads(response.data) if response.data else None
+
+
+def list_pages(
+    list_func: Callable[..., Any], failed: str, timeout: float | tuple[float, float], page_size: int = 500
+) -> Iterator[Mapping[str, Any]]:
+    """Every item of a paged list (a large cluster's objects do not arrive as one response, kubectl's page size);
+    KubeError ``<failed>: <why>``."""
+    token = ""
+    while True:
+        try:
+            page = list_func(limit=page_size, _continue=token or None, _request_timeout=timeout)
+        except Exception as exc:
+            raise KubeError(f"{failed}: {describe_api_error(exc)[1]}") from exc
+        if not isinstance(page, Mapping):
+            raise KubeError(f"{failed}: the API server's answer is not a JSON object")
+        yield from (as_mapping(item) for item in page.get("items") or [])
+        token = str(as_mapping(page.get("metadata")).get("continue") or "")
+        if not token:
+            return

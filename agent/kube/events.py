@@ -16,9 +16,8 @@ from typing import Any, Literal
 
 from kubernetes import client
 
-from agent.kube.client import api_status, describe_api_error, is_transient
+from agent.kube.client import FailureLog, api_status, describe_api_error, is_transient
 from agent.kube.core import CoreCalls
-from agent.kube.failurelog import FailureLog
 from agent.kube.reflector import waited
 
 logger = logging.getLogger(__name__)
@@ -60,14 +59,12 @@ class EventRecorder:
         component: str = "fpga-slot",
         *,
         queue_size: int = EVENT_QUEUE_SIZE,
-        timeout_s: float = EVENT_TIMEOUT_S,
         retry_delays_s: tuple[float, ...] = EVENT_RETRY_DELAYS_S,
     ) -> None:
         self.node_name = node_name
         self.component = component
         self._core = CoreCalls(api_client)
         self._queue: asyncio.Queue[PodEvent] = asyncio.Queue(maxsize=queue_size)
-        self._timeout_s = timeout_s
         self._retry_delays_s = retry_delays_s
         self._failures = FailureLog(logger, "posting Events")
         self._last_ns = 0
@@ -114,7 +111,7 @@ class EventRecorder:
         for attempt in range(len(self._retry_delays_s) + 1):
             try:
                 await asyncio.to_thread(
-                    self._core.create_namespaced_event, event.namespace, body, _request_timeout=self._timeout_s
+                    self._core.create_namespaced_event, event.namespace, body, _request_timeout=EVENT_TIMEOUT_S
                 )
             except Exception as exc:
                 if attempt > 0 and api_status(exc) == 409:

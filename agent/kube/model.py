@@ -49,13 +49,6 @@ class PodInfo:
     def key(self) -> PodKey:
         return (self.namespace, self.name)
 
-    @property
-    def requested_slots(self) -> int:
-        """Slots the pod holds at most at once: app containers run together, init containers one by one."""
-        app = sum(c.slots for c in self.containers)
-        init = max((c.slots for c in self.init_containers), default=0)
-        return max(app, init)
-
     def as_deleted(self) -> PodInfo:
         return dataclasses.replace(self, deleted=True)
 

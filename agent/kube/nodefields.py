@@ -79,11 +79,6 @@ def _changes(desired: Mapping[str, str], current: Mapping[str, str]) -> dict[str
     return changed | {key: None for key in current if key not in desired}
 
 
-def clear_body(current: OwnedFields) -> dict[str, Any] | None:
-    """The merge patch that removes every owned key the Node has; None when it has none."""
-    return patch_body(OwnedFields(), current)
-
-
 def keys_of(body: Mapping[str, Any]) -> list[str]:
     meta = as_mapping(body.get("metadata"))
     return [*as_mapping(meta.get("annotations")), *as_mapping(meta.get("labels"))]

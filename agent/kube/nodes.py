@@ -1,31 +1,26 @@
 """This node's published slot state: its FpgaNodeState object and its platform labels; every Node for the view.
 
 :class:`NodePublisher` writes only what differs from what the API server showed last, paced,
-retried with backoff, and reads both again every ``RESYNC_S``.
+retried with backoff, and reads both again every ``RESYNC_S``. The object is written whole (schema:
+``agent.slots.published``) and owned by the agent's DaemonSet, so the garbage collector removes it with the install.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from agent.errors import KubeError
-from agent.kube.client import api_status, describe_api_error
-from agent.kube.core import CoreCalls
-from agent.kube.failurelog import FailureLog
+from agent.kube.client import FailureLog, api_status, describe_api_error
+from agent.kube.core import CoreCalls, list_pages
 from agent.kube.nodefields import (
     MAX_LABEL_LEN,
     OwnedFields,
     as_mapping,
-    clear_body,
     is_label_name,
     keys_of,
     owned_fields,
@@ -33,7 +28,7 @@ from agent.kube.nodefields import (
     platform_labels,
 )
 from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff, waited
-from agent.kube.stateobject import StateObjects, StoredState, is_current
+from agent.slots.published import state_object
 
 logger = logging.getLogger(__name__)
 
@@ -43,16 +38,21 @@ MIN_PATCH_INTERVAL_S = 0.5
 RESYNC_S = 600.0
 #: How often a publisher in standby looks whether it still is.
 STANDBY_CHECK_S = 1.0
-#: Read timeout of one request.
-REQUEST_TIMEOUT_S = 10.0
 PUBLISH_BACKOFF = Backoff(initial_s=1.0, max_s=60.0)
-#: Nodes per page when listing every Node (as kubectl does).
-LIST_PAGE_SIZE = 500
-LIST_TIMEOUT_S = 60.0
-
-_MERGE_PATCH = "application/merge-patch+json"
+#: (connect, read) timeouts of one request, and of one page of a list.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT_S, 10.0)
+_LIST_TIMEOUT = (CONNECT_TIMEOUT_S, 60.0)
 FIELD_MANAGER = "fpga-slot"
 _UNREAD: Any = object()  # the object has not been read yet (None: read, and there is none)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """The FpgaNodeState as the API server showed it last: its spec, owners and resourceVersion."""
+
+    spec: Mapping[str, Any]
+    owners: tuple[Mapping[str, Any], ...]
+    resource_version: str
 
 
 class NodePublisher:
@@ -69,7 +69,6 @@ class NodePublisher:
         min_interval_s: float = MIN_PATCH_INTERVAL_S,
         backoff: Backoff = PUBLISH_BACKOFF,
         resync_s: float = RESYNC_S,
-        timeout_s: float = REQUEST_TIMEOUT_S,
     ) -> None:
         self.node_name = node_name
         self.namespace = namespace
@@ -77,11 +76,10 @@ class NodePublisher:
         #: While this says True, nothing is written (a newer agent on the node publishes: an update's overlap).
         self.standby: Callable[[], bool] = lambda: False
         self._core = CoreCalls(api_client)
-        self._objects = StateObjects(api_client, node_name, namespace, timeout_s)
+        self._objects = StateObjects(api_client, node_name, namespace)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
         self._resync_s = resync_s
-        self._timeout_s = timeout_s
         self._desired: OwnedFields | None = None
         self._desired_spec: Mapping[str, Any] | None = None
         #: The owned keys as the Node showed them last (GET or PATCH answer); None: read it first.
@@ -193,7 +191,7 @@ class NodePublisher:
         is left to the garbage collector."""
         try:
             current = await asyncio.to_thread(self._read)
-            body = clear_body(current)
+            body = patch_body(OwnedFields(), current)
             if body is not None:
                 await asyncio.to_thread(self._patch, body)
         except Exception as exc:
@@ -269,21 +267,96 @@ class NodePublisher:
     # --- worker thread --------------------------------------------------------------
 
     def _read(self) -> OwnedFields:
-        response = self._core.read_node(
-            self.node_name, _preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, self._timeout_s)
-        )
-        return owned_fields(_json_object(response))
+        return owned_fields(self._core.read_node(self.node_name, _request_timeout=REQUEST_TIMEOUT))
 
     def _patch(self, body: dict[str, Any]) -> OwnedFields:
-        response = self._core.patch_node(
-            self.node_name,
-            body,
-            field_manager=FIELD_MANAGER,
-            _content_type=_MERGE_PATCH,
-            _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT_S, self._timeout_s),
+        return owned_fields(
+            self._core.patch_node(self.node_name, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT)
         )
-        return owned_fields(_json_object(response))
+
+
+class StateObjects:
+    """The requests on this node's FpgaNodeState (and the agent's own pod, for its owner). Blocking."""
+
+    def __init__(self, api_client: client.ApiClient, node: str, namespace: str) -> None:
+        self._core = CoreCalls(api_client)
+        self.node = node
+        self.namespace = namespace
+
+    def daemonset_owner(self, pod_name: str) -> dict[str, Any] | None:
+        """The ownerReference of the DaemonSet that runs the agent's pod; None outside a DaemonSet's pod."""
+        if not pod_name:
+            return None
+        try:
+            pod = self._core.read_namespaced_pod(pod_name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+        except Exception as exc:
+            if api_status(exc) == 404:
+                logger.warning(
+                    "the agent's pod %s/%s is not there: its node's FpgaNodeState gets no owner",
+                    self.namespace,
+                    pod_name,
+                )
+                return None
+            raise
+        ref = controller_daemonset(pod)
+        if ref is None or not ref.get("uid"):
+            return None
+        return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ref.get("name"), "uid": ref.get("uid")}
+
+    def read(self) -> StoredState | None:
+        """The node's object, or None when there is none."""
+        try:
+            obj = self._core.read_namespaced_fpga_node_state(
+                self.node, self.namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except Exception as exc:
+            if api_status(exc) == 404:
+                return None
+            raise
+        return _stored(obj)
+
+    def write(
+        self, spec: Mapping[str, Any], owner: Mapping[str, Any] | None, current: StoredState | None
+    ) -> StoredState:
+        """Create the object, or replace the one read as ``current`` (a 409 if it changed since: read it again)."""
+        body = state_object(self.node, self.namespace, spec, owner)
+        options: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_request_timeout": REQUEST_TIMEOUT}
+        if current is None:
+            return _stored(self._core.create_namespaced_fpga_node_state(self.namespace, body, **options))
+        body["metadata"]["resourceVersion"] = current.resource_version
+        return _stored(self._core.replace_namespaced_fpga_node_state(self.node, self.namespace, body, **options))
+
+    def delete(self) -> None:
+        """Delete the node's object (none there: nothing to do)."""
+        try:
+            self._core.delete_namespaced_fpga_node_state(self.node, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+        except Exception as exc:
+            if api_status(exc) != 404:
+                raise
+
+
+def controller_daemonset(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference of the DaemonSet that controls ``pod`` (JSON); None when there is none."""
+    refs = [as_mapping(ref) for ref in as_mapping(pod.get("metadata")).get("ownerReferences") or []]
+    return next((ref for ref in refs if ref.get("kind") == "DaemonSet" and ref.get("controller")), None)
+
+
+def is_current(stored: StoredState | None, spec: Mapping[str, Any], owner: Mapping[str, Any] | None) -> bool:
+    """Whether the stored object already says ``spec`` with ``owner`` as its only owner."""
+    if stored is None or dict(stored.spec) != dict(spec):
+        return False
+    wanted = () if owner is None else (dict(owner),)
+    return tuple(_owner_key(ref) for ref in stored.owners) == tuple(_owner_key(ref) for ref in wanted)
+
+
+def _owner_key(ref: Mapping[str, Any]) -> tuple[object, object]:
+    return ref.get("kind"), ref.get("uid")
+
+
+def _stored(obj: Any) -> StoredState:
+    metadata = as_mapping(as_mapping(obj).get("metadata"))
+    owners = tuple(as_mapping(ref) for ref in metadata.get("ownerReferences") or [])
+    return StoredState(as_mapping(as_mapping(obj).get("spec")), owners, str(metadata.get("resourceVersion") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +371,7 @@ def list_nodes(api_client: client.ApiClient) -> list[NodeSummary]:
     """Every Node, sorted by name, with only the owned labels. Blocking; KubeError naming the failure."""
     core = CoreCalls(api_client)
     nodes: list[NodeSummary] = []
-    for item in _pages(core.list_node, "nodes"):
+    for item in list_pages(core.list_node, "listing nodes failed", _LIST_TIMEOUT):
         name = as_mapping(item.get("metadata")).get("name")
         if isinstance(name, str) and name:
             nodes.append(NodeSummary(name, owned_fields(item).labels))
@@ -308,42 +381,12 @@ def list_nodes(api_client: client.ApiClient) -> list[NodeSummary]:
 def list_node_states(api_client: client.ApiClient) -> list[Mapping[str, Any]]:
     """Every FpgaNodeState object as the API server sends it (JSON). Blocking; KubeError naming the failure."""
     core = CoreCalls(api_client)
-    return _pages(core.list_fpga_node_state_for_all_namespaces, "FpgaNodeState objects")
+    return list(
+        list_pages(core.list_fpga_node_state_for_all_namespaces, "listing FpgaNodeState objects failed", _LIST_TIMEOUT)
+    )
 
 
 def list_resource_claims(api_client: client.ApiClient) -> list[Mapping[str, Any]]:
     """Every ResourceClaim as the API server sends it (JSON), for what their slots hold. Blocking; KubeError."""
     core = CoreCalls(api_client)
-    return _pages(core.list_resource_claim_for_all_namespaces, "ResourceClaims")
-
-
-def _pages(list_func: Callable[..., Any], what: str) -> list[Mapping[str, Any]]:
-    """Every item of a paged list (a large cluster's objects do not arrive as one response)."""
-    items: list[Mapping[str, Any]] = []
-    token = ""
-    try:
-        while True:
-            kwargs: dict[str, Any] = {"limit": LIST_PAGE_SIZE}
-            if token:
-                kwargs["_continue"] = token
-            response = list_func(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT_S, LIST_TIMEOUT_S), **kwargs)
-            body = _json_object(response)
-            items.extend(as_mapping(item) for item in body.get("items") or [])
-            token = str(as_mapping(body.get("metadata")).get("continue") or "")
-            if not token:
-                return items
-    except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        _, text = describe_api_error(exc)
-        raise KubeError(f"listing {what} failed: {text}") from exc
-
-
-def _json_object(response: Any) -> dict[str, Any]:
-    """The JSON object of an unparsed response (``_preload_content=False``), connection released."""
-    try:
-        data = response.data
-    finally:
-        response.release_conn()
-    body = json.loads(data)
-    if not isinstance(body, dict):
-        raise ValueError("the API server's answer is not a JSON object")
-    return body
+    return list(list_pages(core.list_resource_claim_for_all_namespaces, "listing ResourceClaims failed", _LIST_TIMEOUT))

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from agent.kube.core import CoreCalls
 from agent.kube.model import PodEventKind, PodInfo, PodKey, parse_pod
-from agent.kube.reflector import DEFAULT_BACKOFF, WATCH_TIMEOUT_S, Backoff, Reflector, waited
+from agent.kube.reflector import DEFAULT_BACKOFF, Backoff, Reflector, waited
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,6 @@ class PodCache:
         node_name: str,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
-        watch_timeout_s: float = WATCH_TIMEOUT_S,
     ) -> None:
         self.node_name = node_name
         core = CoreCalls(api_client)
@@ -44,7 +43,6 @@ class PodCache:
             on_event=self._apply,
             on_error=self._failed,
             backoff=backoff,
-            watch_timeout_s=watch_timeout_s,
         )
         self._pods: dict[PodKey, PodInfo] = {}
         self._listeners: list[PodListener] = []

@@ -1,7 +1,8 @@
 """List, then watch, one kind of object in a worker thread; hand what changes to the event loop.
 
 ``410 Gone`` lists again at once, other errors after a jittered, capped backoff. Cancelling ``run()``
-shuts the open response down at the socket and waits for the thread.
+shuts the open response down at the socket and waits for the thread. Also the watchers of every
+FpgaNodeState, FpgaBitstream and ResourceClaimTemplate in the cluster.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from kubernetes import watch
+from kubernetes.client import ApiClient
 
-from agent.kube.client import api_status, describe_api_error
-from agent.kube.failurelog import FailureLog
+from agent.kube.client import FailureLog, api_status, describe_api_error
+from agent.kube.core import CoreCalls
 from agent.kube.nodefields import as_mapping
 
 logger = logging.getLogger(__name__)
@@ -96,9 +98,6 @@ class Reflector(Generic[T]):
         on_event: Callable[[WatchEventKind, T], None],
         on_error: Callable[[str], None],
         backoff: Backoff = DEFAULT_BACKOFF,
-        watch_timeout_s: float = WATCH_TIMEOUT_S,
-        list_timeout_s: float = LIST_TIMEOUT_S,
-        connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self._name = name
         self._description = description
@@ -109,9 +108,6 @@ class Reflector(Generic[T]):
         self._on_event = on_event
         self._on_error = on_error
         self._backoff = backoff
-        self._watch_timeout_s = watch_timeout_s
-        self._list_timeout_s = list_timeout_s
-        self._connect_timeout_s = connect_timeout_s
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._response: Any = None
@@ -192,7 +188,7 @@ class Reflector(Generic[T]):
     def _list(self, params: Mapping[str, str]) -> tuple[list[T], str]:
         response = self._open(
             _preload_content=False,
-            _request_timeout=(self._connect_timeout_s, self._list_timeout_s),
+            _request_timeout=(CONNECT_TIMEOUT_S, LIST_TIMEOUT_S),
             **params,
             **self._list_kwargs,
         )
@@ -218,7 +214,7 @@ class Reflector(Generic[T]):
         events = 0
         resumed = 0
         while not self._stop.is_set():
-            timeout_s = max(1, int(self._watch_timeout_s * random.uniform(1.0, 2.0)))  # noqa: S311 - spread
+            timeout_s = max(1, int(WATCH_TIMEOUT_S * random.uniform(1.0, 2.0)))  # noqa: S311 - spread
             started = time.monotonic()
             events_before = events
             lines = stream.stream(  # type: ignore[no-untyped-call]
@@ -226,7 +222,7 @@ class Reflector(Generic[T]):
                 resource_version=version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=timeout_s,
-                _request_timeout=(self._connect_timeout_s, timeout_s + WATCH_READ_MARGIN_S),
+                _request_timeout=(CONNECT_TIMEOUT_S, timeout_s + WATCH_READ_MARGIN_S),
                 **self._list_kwargs,
             )
             try:
@@ -313,3 +309,47 @@ def _shutdown(response: Any) -> None:
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+
+
+class NodeStateWatcher(Reflector[T]):
+    """All FpgaNodeState objects, for the scheduler extender (a list fails until the CRD is installed: the watcher
+    keeps trying)."""
+
+    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
+        core = CoreCalls(api_client)
+        super().__init__(
+            name="fpganodestates",
+            description="FpgaNodeState objects",
+            list_func=core.list_fpga_node_state_for_all_namespaces,
+            parse=parse,
+            **options,
+        )
+
+
+class BitstreamWatcher(Reflector[T]):
+    """All FpgaBitstream objects, cluster-scoped (a list fails until the CRD is installed: the watcher keeps
+    trying)."""
+
+    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
+        core = CoreCalls(api_client)
+        super().__init__(
+            name="fpgabitstreams",
+            description="FpgaBitstream objects",
+            list_func=core.list_fpga_bitstream,
+            parse=parse,
+            **options,
+        )
+
+
+class ClaimTemplateWatcher(Reflector[T]):
+    """All ResourceClaimTemplates, in every namespace: the extender scores a DRA pod by its claims' templates."""
+
+    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
+        core = CoreCalls(api_client)
+        super().__init__(
+            name="resourceclaimtemplates",
+            description="ResourceClaimTemplates",
+            list_func=core.list_resource_claim_template_for_all_namespaces,
+            parse=parse,
+            **options,
+        )

@@ -6,20 +6,16 @@ finalizer, once no Node carries slot state). See docs/uninstall.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
-
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.client import api_status, describe_api_error
-from agent.kube.core import CoreCalls
-from agent.kube.nodefields import as_mapping, clear_body, keys_of, owned_fields
+from agent.kube.core import CoreCalls, list_pages
+from agent.kube.nodefields import OwnedFields, as_mapping, keys_of, owned_fields, patch_body
+from agent.kube.nodes import controller_daemonset
 
 REQUEST_TIMEOUT_S = 5.0
-#: Nodes per page when looking for one that still carries slot state.
-NODE_PAGE_SIZE = 500
 
 
 def successor_expected(
@@ -31,7 +27,8 @@ def successor_expected(
         return False, "the agent does not run in a pod"
     calls = CoreCalls(api_client)
     try:
-        owner = _daemonset_owner(calls.read_namespaced_pod(pod_name, namespace, _request_timeout=REQUEST_TIMEOUT_S))
+        ref = controller_daemonset(calls.read_namespaced_pod(pod_name, namespace, _request_timeout=REQUEST_TIMEOUT_S))
+        owner = ref.get("name") if ref is not None and isinstance(ref.get("name"), str) else None
     except Exception as exc:
         if api_status(exc) != 404:
             raise KubeError(
@@ -53,25 +50,25 @@ def successor_expected(
     return True, f"DaemonSet {namespace}/{owner} starts the next agent pod here"
 
 
-def node_with_state(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> str | None:
+def node_with_state(api_client: ApiClient, *, page_size: int = 500) -> str | None:
     """The name of a Node that still carries slot state, heartbeat or platform labels (stops at the first);
     None when none does. KubeError when they cannot be listed."""
     calls = CoreCalls(api_client)
-    for item in _pages(calls.list_node, page_size):
+    for item in list_pages(calls.list_node, "cannot list nodes", REQUEST_TIMEOUT_S, page_size):
         owned = owned_fields(item)
         if owned.annotations or owned.labels:
             return str(as_mapping(item.get("metadata")).get("name") or "?")
     return None
 
 
-def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) -> dict[str, list[str]]:
+def clear_every_node(api_client: ApiClient) -> dict[str, list[str]]:
     """Remove the agent's keys from every Node that has them: Node name -> the keys removed. Blocking;
     KubeError naming the Node (or the list) that failed."""
     calls = CoreCalls(api_client)
     cleared: dict[str, list[str]] = {}
-    for item in _pages(calls.list_node, page_size):
+    for item in list_pages(calls.list_node, "cannot list nodes", REQUEST_TIMEOUT_S):
         name = str(as_mapping(item.get("metadata")).get("name") or "")
-        body = clear_body(owned_fields(item))
+        body = patch_body(OwnedFields(), owned_fields(item))
         if body is None or not name:
             continue
         try:
@@ -82,20 +79,6 @@ def clear_every_node(api_client: ApiClient, *, page_size: int = NODE_PAGE_SIZE) 
             raise KubeError(f"cannot clear node {name}: {describe_api_error(exc)[1]}") from exc
         cleared[name] = sorted(keys_of(body))
     return cleared
-
-
-def _pages(list_node: Callable[..., Any], page_size: int) -> Iterator[Mapping[str, Any]]:
-    """Every Node, a page at a time; KubeError when they cannot be listed."""
-    token = ""
-    while True:
-        try:
-            page = as_mapping(list_node(limit=page_size, _continue=token or None, _request_timeout=REQUEST_TIMEOUT_S))
-        except Exception as exc:
-            raise KubeError(f"cannot list nodes: {describe_api_error(exc)[1]}") from exc
-        yield from (as_mapping(item) for item in page.get("items") or [])
-        token = str(as_mapping(page.get("metadata")).get("continue") or "")
-        if not token:
-            return
 
 
 def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUNT) -> bool:
@@ -131,11 +114,3 @@ def release_account(api_client: ApiClient, namespace: str, account: str = ACCOUN
             ) from exc
         return True
     raise KubeError(f"ServiceAccount {namespace}/{account} kept changing while its finalizer was being removed")
-
-
-def _daemonset_owner(pod: Mapping[str, Any]) -> str | None:
-    for ref in as_mapping(pod.get("metadata")).get("ownerReferences") or []:
-        ref = as_mapping(ref)
-        if ref.get("kind") == "DaemonSet" and ref.get("controller") and isinstance(ref.get("name"), str):
-            return str(ref["name"])
-    return None

@@ -42,20 +42,6 @@ class Backend:
         return None if self.commands is None else self.commands.read_back_all
 
 
-def build_commands(config: Config) -> CommandProgrammer | None:
-    """The command programmer of the static slots; ConfigError at start when a tool is not in this image."""
-    if not config.command_programmers:
-        return None
-    for spec in config.command_programmers:
-        problem = missing_tool(spec)
-        if problem is not None:
-            raise ConfigError(
-                f"--command-programmers {spec.where}.{problem}: install the vendor tool in the agent's image "
-                "or mount it into its container"
-            )
-    return CommandProgrammer(config.command_programmers)
-
-
 def build_backend(config: Config) -> Backend:
     """The backend the configuration names; ``auto`` runs every hardware backend side by side."""
     if config.backend == "sim":
@@ -74,7 +60,14 @@ def build_backend(config: Config) -> Backend:
                 "--sim-device-nodes file makes regular files instead, which no container can be given"
             ) from None
         return Backend(SimSource(fabric), {"sim": SimProgrammer(fabric)}, fabric)
-    commands = build_commands(config)
+    for spec in config.command_programmers:  # every vendor tool must be in this image, checked at start
+        problem = missing_tool(spec)
+        if problem is not None:
+            raise ConfigError(
+                f"--command-programmers {spec.where}.{problem}: install the vendor tool in the agent's image "
+                "or mount it into its container"
+            )
+    commands = CommandProgrammer(config.command_programmers) if config.command_programmers else None
     regions = FpgaRegionProgrammer(
         base_images=dict(config.fpga_region_base_images), held_file=config.state_dir / "fpga-region-cards.json"
     )

@@ -84,7 +84,6 @@ class HealthServer:
             await asyncio.sleep(retry_s)
 
     async def stop(self) -> None:
-        """Stop listening and close open connections."""
         self.serving.clear()
         runner, self._runner = self._runner, None
         if runner is not None:

@@ -58,8 +58,6 @@ class CatalogReader:
         self._entries: list[CatalogEntry] = []
         self._reported: set[str] = set()
         self._read_at_mtime: int | None = None
-        #: whether a read has succeeded
-        self.has_read = False
 
     async def read(self, force: bool = False) -> list[CatalogEntry]:
         if self._catalog is None:
@@ -75,7 +73,6 @@ class CatalogReader:
             self._report(f"the catalog cannot be read: {exc}; publishing the bitstreams read before")
             return self._entries
         self._read_at_mtime = mtime
-        self.has_read = True
         for problem in scan.problems:
             self._report(f"skipping {problem.record}: {problem.reason}")
         self._entries = scan.entries
@@ -102,7 +99,7 @@ async def publish_node_state(
     reader = reader or CatalogReader(catalog)
     catalog_changed = asyncio.Event()
     watcher = _watch_catalog(catalog, catalog_changed)
-    rescan = not reader.has_read
+    rescan = False  # a reader that never read the catalog (or failed to) reads it anyway
     reported: set[str] = set()
     try:
         while True:

@@ -165,16 +165,6 @@ class Reconfigurer:
             except CatalogError as exc:
                 raise type(exc)(f"{who}: {exc}") from exc
 
-    async def _checked(
-        self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
-    ) -> tuple[CatalogEntry, list[Slot]]:
-        """:meth:`_check`, a refusal posted to ``pod``."""
-        try:
-            return self._check(name, slot_ids, who, scope)
-        except CatalogError as exc:
-            await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
-            raise
-
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
         """The container holding the slots; None only when pods cannot be read anyway."""
         try:
@@ -193,10 +183,18 @@ class Reconfigurer:
             raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
         return ref
 
-    def _check(
-        self, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
+    async def _checked(
+        self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
     ) -> tuple[CatalogEntry, list[Slot]]:
-        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; CatalogError."""
+        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; CatalogError, posted to
+        ``pod``."""
+        try:
+            return self._check(name, slot_ids, who, scope)
+        except CatalogError as exc:
+            await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+            raise
+
+    def _check(self, name: str, slot_ids: list[SlotId], who: str, scope: str) -> tuple[CatalogEntry, list[Slot]]:
         if self._catalog is None:
             raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
         try:
@@ -232,13 +230,9 @@ class Reconfigurer:
         held: set[str] = set()
         for ref in refs:
             held |= ref.device_ids
-            known = [SlotId(i) for i in ref.device_ids if self._registry.get(SlotId(i)) is not None]
-            states = [self._registry.get(i) for i in known]
-            if any(
-                s is not None and (s.holder is None or (s.holder.namespace, s.holder.pod) != (ref.namespace, ref.pod))
-                for s in states
-            ):
-                self._registry.set_holder(known, ref.namespace, ref.pod, ref.container)
+            states = [s for s in map(self._registry.get, map(SlotId, ref.device_ids)) if s is not None]
+            if any(s.holder is None or (s.holder.namespace, s.holder.pod) != (ref.namespace, ref.pod) for s in states):
+                self._registry.set_holder([s.slot.id for s in states], ref.namespace, ref.pod, ref.container)
         now = time.time()
         gone = [
             slot_id

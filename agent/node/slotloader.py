@@ -77,10 +77,8 @@ class SlotLoader:
     async def load(
         self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
     ) -> None:
-        hits: list[Slot] = []
-        misses: list[Slot] = []
-        for slot in slots:
-            (hits if self.holds(slot.id, entry) else misses).append(slot)
+        hits = [slot for slot in slots if self.holds(slot.id, entry)]
+        misses = [slot for slot in slots if slot not in hits]
         image = await self._checked_image(pod, who, entry) if misses else b""
         for slot in hits:
             await self._hit(pod, who, [slot], entry, False)
@@ -89,11 +87,8 @@ class SlotLoader:
             return_exceptions=True,
         )
         failures = [r for r in results if isinstance(r, BaseException)]
-        for failure in failures:
-            if not isinstance(failure, FpgaSlotError):
-                raise failure
-        if failures:
-            raise failures[0]
+        if failures:  # an error outside the tree first: it is a bug
+            raise next((f for f in failures if not isinstance(f, FpgaSlotError)), failures[0])
 
     async def _checked_image(self, pod: PodView | None, who: str, entry: CatalogEntry) -> bytes:
         """The entry's image, read and verified before anything is recorded: a bad file changes nothing."""
@@ -158,18 +153,14 @@ class SlotLoader:
                 self._count_failure(exc)
                 message = f"{who}: programming {what} with {entry.name} failed: {exc}"
                 of_card = " of its card" if card else ""
-                for slot in slots:
-                    self._registry.taint(slot.id, f"content unknown after failed programming{of_card}: {exc}")
+                self._taint(slots, entry, card, f"content unknown after failed programming{of_card}: {exc}")
                 await self.post(pod, "FpgaSlotProgrammingFailed", message, "Warning")
-                self._start_recovery(slots, entry, card)
                 raise type(exc)(message) from exc
             except asyncio.CancelledError:
                 its_card = "its card " if card else ""
-                for slot in slots:
-                    self._registry.taint(
-                        slot.id, f"content unknown: programming {its_card}with {entry.name} was interrupted"
-                    )
-                self._start_recovery(slots, entry, card)
+                self._taint(
+                    slots, entry, card, f"content unknown: programming {its_card}with {entry.name} was interrupted"
+                )
                 raise
             self._record(slots, entry)
             self._count_reconfiguration("programmed", took)
@@ -275,7 +266,10 @@ class SlotLoader:
             yield
 
     # ------------------------------------------------------------------ recovery
-    def _start_recovery(self, slots: Sequence[Slot], entry: CatalogEntry, card: bool) -> None:
+    def _taint(self, slots: Sequence[Slot], entry: CatalogEntry, card: bool, reason: str) -> None:
+        """The slots' content is unknown (Unhealthy): re-program them with ``entry`` in the background."""
+        for slot in slots:
+            self._registry.taint(slot.id, reason)
         key = min(slot.id for slot in slots)
         if key not in self._recovering or self._recovering[key].done():
             self._recovering[key] = asyncio.create_task(

@@ -43,7 +43,6 @@ from agent.programming.catalogentry import (
     entry_from_record,
     installed_name,
     normalize_given_id,
-    normalize_platform_id,
     record_bytes,
 )
 from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
@@ -52,13 +51,11 @@ from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
 __all__ = [
     "Catalog",
     "CatalogEntry",
-    "CatalogProblem",
     "CatalogScan",
     "check_platform",
     "check_scope",
     "describe_bitstream",
     "normalize_given_id",
-    "normalize_platform_id",
     "validate_name",
 ]
 
@@ -185,12 +182,7 @@ class Catalog:
         previous = self._previous_entry(name, replace)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            source_stream = source.open("rb")
-        except OSError as exc:
-            raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
-
-        try:
-            with source_stream, StagedFile(self.directory) as staged:
+            with source.open("rb") as source_stream, StagedFile(self.directory) as staged:
                 size, sha256 = copy_hashing(source_stream, staged.stream)
                 if size == 0:
                     raise BitstreamFileError(f"cannot add {source} as {name!r}: the file is empty")

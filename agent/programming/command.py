@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent.errors import ProgrammingError
 from agent.programming.cardlock import CardLocks
-from agent.programming.catalog import normalize_platform_id
+from agent.programming.catalogentry import normalize_platform_id
 from agent.programming.commandspec import CommandSpec
 from agent.programming.toolrun import ToolResult, run_tool, shown_output
 from agent.slots import Slot, SlotId
@@ -81,7 +81,6 @@ class CommandProgrammer:
             raise ProgrammingError(f"card {card}: no command programmer with program-card is configured for it")
         what = f"card {card}: programming {accelerator_id} with {os.path.basename(spec.program_card.tool)}"
         deadline = asyncio.get_running_loop().time() + timeout_s
-        expected = normalize_platform_id(accelerator_id, "accelerator id")
         busy = f"card {card} was busy with another programming operation for the whole {timeout_s:.1f} s deadline"
         with _staged(image, f"card {card}") as staged:
             async with self._cards.hold(card, deadline, busy):
@@ -92,13 +91,9 @@ class CommandProgrammer:
                 values = {"image": str(staged), "accelerator": accelerator_id, "card": card}
                 took = await self._run_checked(spec, spec.program_card.render(values), deadline, what)
                 if spec.read_back is not None:
-                    found = await self._read_back(spec, slots[0], deadline)
-                    if found != expected:
-                        raise ProgrammingError(
-                            f"{what}: the read-back reports {found or 'nothing'}, expected {expected}"
-                        )
+                    await self._check_read_back(spec, slots[0], deadline, what, accelerator_id)
                 for slot in slots:
-                    self._reported[slot.id] = expected
+                    self._reported[slot.id] = normalize_platform_id(accelerator_id, "accelerator id")
                 self._card_images[card] = tuple(slot.id for slot in slots)
         logger.info("card %s programmed with %s in %.0f ms", card, accelerator_id, took * 1000)
         return took
@@ -126,10 +121,6 @@ class CommandProgrammer:
                 )
         return result.seconds
 
-    def busy(self, card: str) -> bool:
-        """True while a tool runs for this card."""
-        return self._cards.busy(card)
-
     # --------------------------------------------------------------- programming
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
         """Program from bytes (when no catalog file is at hand): staged in a private temp file first."""
@@ -155,20 +146,25 @@ class CommandProgrammer:
                 values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
                 took = await self._run_checked(spec, spec.program.render(values), deadline, what)
                 if spec.read_back is not None:
-                    found = await self._read_back(spec, slot, deadline)
-                    if found != normalize_platform_id(accelerator_id, "accelerator id"):
-                        raise ProgrammingError(
-                            f"{what}: the read-back reports "
-                            f"{'no accelerator' if found is None else 'accelerator ' + found} "
-                            f"after programming, expected {accelerator_id}"
-                        )
-                    self._reported[slot.id] = found
+                    self._reported[slot.id] = await self._check_read_back(spec, slot, deadline, what, accelerator_id)
             except ProgrammingError as exc:
                 if spec.reset is not None:
                     self._owe_reset(slot, str(exc))
                 raise
         logger.info("slot %s programmed with %s in %.0f ms", slot.id, accelerator_id, took * 1000)
         return took
+
+    async def _check_read_back(
+        self, spec: CommandSpec, slot: Slot, deadline: float, what: str, accelerator_id: str
+    ) -> str | None:
+        """The read-back after programming ``accelerator_id``; ProgrammingError when it reports anything else."""
+        found = await self._read_back(spec, slot, deadline)
+        if found != normalize_platform_id(accelerator_id, "accelerator id"):
+            raise ProgrammingError(
+                f"{what}: the read-back reports {'no accelerator' if found is None else 'accelerator ' + found} "
+                f"after programming, expected {accelerator_id}"
+            )
+        return found
 
     async def _read_back(self, spec: CommandSpec, slot: Slot, deadline: float) -> str | None:
         """What the read-back command says the slot holds (None: no accelerator id in its output)."""
@@ -252,7 +248,6 @@ class CommandProgrammer:
 async def _run_ok(
     spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str, context: str = ""
 ) -> ToolResult:
-    """Run a tool of the entry; ProgrammingError when it fails."""
     result = await run_tool(argv, deadline, what, dict(spec.environment))
     if result.status != 0:
         raise ProgrammingError(f"{what}{context}: {argv[0]} {result.ended()}: {result.output()}")

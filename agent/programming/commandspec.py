@@ -80,7 +80,6 @@ class CommandSpec:
     restore_base: ArgvTemplate | None = None
 
     def templates(self) -> list[tuple[str, ArgvTemplate]]:
-        """Every command of the entry, by its key."""
         found = (
             ("program", self.program),
             ("read-back", self.read_back),

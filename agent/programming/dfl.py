@@ -1,7 +1,7 @@
 """DFL programmer: partial reconfiguration of one port through its card's FME.
 
 Issues the ``DFL_FPGA_FME_PORT_PR`` ioctl on the FME device node (the slot's ``control_node``) for port
-``port<N>`` with the raw image, in a worker thread under the card lock. ``open_node``/``ioctl`` are injectable."""
+``port<N>`` with the raw image, in a worker thread under the card lock. ``ioctl`` is injectable."""
 
 from __future__ import annotations
 
@@ -11,19 +11,18 @@ import errno
 import fcntl
 import logging
 import os
+import platform
 import re
 import time
 from collections.abc import Callable
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.cardlock import CardLocks
-from agent.programming.dfl_uapi import DFL_FPGA_FME_PORT_PR, pack_port_pr
 from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
 
 IoctlFunction = Callable[[int, int, bytearray], object]
-OpenFunction = Callable[[str], int]
 
 _PORT_REGION = re.compile(r"port(\d+)")
 MAX_IMAGE_BYTES = 0xFFFF_FFFF  # buffer_size is a __u32
@@ -37,10 +36,44 @@ _ERRNO_HINTS = {
     errno.EPERM: "no permission to reconfigure the card",
 }
 
+# The kernel's DFL partial-reconfiguration ABI (include/uapi/linux/fpga-dfl.h).
+DFL_FPGA_MAGIC = 0xB6
+DFL_FME_BASE = 0x80
+#: Architectures whose _IOC_NONE is 1 with a 3-bit direction field at bit 29 (elsewhere 0, at bit 30).
+_IOC_NONE_IS_ONE = ("ppc", "ppc64", "ppc64le", "powerpc", "mips", "mips64", "sparc", "sparc64", "alpha")
 
-def open_fme(path: str) -> int:
-    """Open an FME device node for the PR ioctl."""
-    return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+
+def io_request(type_: int, nr: int, machine: str | None = None) -> int:
+    """The kernel's ``_IO(type, nr)`` (no data direction or size) on ``machine`` (default: this one)."""
+    none_is_one = (machine or platform.machine()).lower().startswith(_IOC_NONE_IS_ONE)
+    return (1 << 29 if none_is_one else 0) | (type_ << 8) | nr  # _IOC_TYPESHIFT 8, _IOC_NRSHIFT 0
+
+
+DFL_FPGA_FME_PORT_PR = io_request(DFL_FPGA_MAGIC, DFL_FME_BASE + 0)
+
+
+class DflFpgaFmePortPr(ctypes.Structure):
+    """``struct dfl_fpga_fme_port_pr`` with the platform's native alignment."""
+
+    _fields_ = (
+        ("argsz", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("port_id", ctypes.c_uint32),
+        ("buffer_size", ctypes.c_uint32),
+        ("buffer_address", ctypes.c_uint64),
+    )
+
+
+def pack_port_pr(port_id: int, buffer_address: int, buffer_size: int) -> bytearray:
+    """The ioctl argument for ``DFL_FPGA_FME_PORT_PR`` as a mutable buffer."""
+    request = DflFpgaFmePortPr(
+        argsz=ctypes.sizeof(DflFpgaFmePortPr),
+        flags=0,
+        port_id=port_id,
+        buffer_size=buffer_size,
+        buffer_address=buffer_address,
+    )
+    return bytearray(bytes(request))
 
 
 def port_id_of(slot: Slot) -> int:
@@ -63,20 +96,9 @@ def describe_errno(exc: OSError) -> str:
 class DflProgrammer:
     """Programs DFL ports with the FME's partial-reconfiguration ioctl."""
 
-    def __init__(
-        self,
-        ioctl: IoctlFunction = fcntl.ioctl,
-        open_node: OpenFunction = open_fme,
-        close_node: Callable[[int], None] = os.close,
-    ) -> None:
+    def __init__(self, ioctl: IoctlFunction = fcntl.ioctl) -> None:
         self._ioctl = ioctl
-        self._open = open_node
-        self._close = close_node
         self._cards = CardLocks()
-
-    def busy(self, control_node: str) -> bool:
-        """True while an operation on this FME runs or still waits for the kernel."""
-        return self._cards.busy(control_node)
 
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
         port_id = port_id_of(slot)
@@ -114,10 +136,10 @@ class DflProgrammer:
         """Blocking: open the FME, issue the PR ioctl, close; the ioctl's duration."""
         buffer = ctypes.create_string_buffer(image, len(image))
         argument = pack_port_pr(port_id, ctypes.addressof(buffer), len(image))
-        fd = self._open(node)
+        fd = os.open(node, os.O_RDWR | os.O_CLOEXEC)
         try:
             started = time.monotonic()
             self._ioctl(fd, DFL_FPGA_FME_PORT_PR, argument)
             return time.monotonic() - started
         finally:
-            self._close(fd)
+            os.close(fd)

@@ -37,11 +37,6 @@ def firmware_name(slot: Slot) -> str:
     return f"fpga-slot-{slot.id}.bin"
 
 
-def card_firmware_name(manager: str) -> str:
-    """The firmware file name used for a whole-card image of a manager's base region."""
-    return f"fpga-slot-card-{manager}.bin"
-
-
 def _write_attribute(path: Path, value: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     try:
@@ -78,7 +73,6 @@ class FpgaRegionProgrammer:
         self,
         firmware_dir: Path = DEFAULT_FIRMWARE_DIR,
         sysfs_root: Path = Path("/"),
-        partial: bool = True,
         poll_interval_s: float = POLL_INTERVAL_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         base_images: Mapping[str, str] | None = None,
@@ -86,24 +80,15 @@ class FpgaRegionProgrammer:
     ) -> None:
         self._firmware_dir = firmware_dir
         self._sysfs_root = sysfs_root
-        self._partial = partial
         self._poll_interval_s = poll_interval_s
         self._sleep = sleep
-        self._managers = CardLocks()
+        self._cards = CardLocks()
         #: manager name -> the firmware (in the firmware directory) that restores its base region's child regions
         self._base_images = dict(base_images or {})
         #: base region -> its children's slots while it holds a whole-card image (replaced, never changed in
         #: place: read from a worker thread)
         self._held: dict[str, tuple[Slot, ...]] = _read_held(held_file)
         self._held_file = held_file
-
-    def busy(self, control_node: str) -> bool:
-        """True while an operation on this FPGA manager runs or still waits for the kernel."""
-        return self._managers.busy(control_node)
-
-    def manager_dir(self, slot: Slot) -> Path:
-        """The manager's sysfs directory under the (injectable) root."""
-        return self._sysfs_root / slot.control_node.lstrip("/")
 
     def held(self) -> Mapping[str, tuple[Slot, ...]]:
         """Base region -> its children's slots, for the base regions holding a whole-card image."""
@@ -141,7 +126,7 @@ class FpgaRegionProgrammer:
 
         async def load(lease: CardLease, load: _Load) -> float:
             await lease.run_in_thread(lambda: self._keep_held({**self._held, first.parent_region: tuple(slots)}))
-            name = card_firmware_name(load.manager.name)
+            name = f"fpga-slot-card-{load.manager.name}.bin"
             return await self._load(lease, load, name, image, partial=False)
 
         took = await self._run(first, what, timeout_s, load)
@@ -167,7 +152,7 @@ class FpgaRegionProgrammer:
             left = {k: v for k, v in self._held.items() if k != slot.parent_region}
             await lease.run_in_thread(lambda: self._keep_held(left))
             load.what = f"slot {slot.id}: programming"
-        return took + await self._load(lease, load, firmware_name(slot), image, partial=self._partial)
+        return took + await self._load(lease, load, firmware_name(slot), image, partial=True)
 
     async def _run(
         self, slot: Slot, what: str, timeout_s: float, operation: Callable[[CardLease, _Load], Awaitable[float]]
@@ -175,7 +160,7 @@ class FpgaRegionProgrammer:
         """``operation`` under the manager's lease, by the deadline; errors name the manager and its state."""
         if not slot.control_node:
             raise ProgrammingError(f"slot {slot.id}: no FPGA manager to program it through")
-        manager = self.manager_dir(slot)
+        manager = self._sysfs_root / slot.control_node.lstrip("/")
         load = _Load(manager, f"{what} through FPGA manager {manager.name}")
         deadline = asyncio.get_running_loop().time() + timeout_s
         busy = (
@@ -183,7 +168,7 @@ class FpgaRegionProgrammer:
             f"operation for the whole {timeout_s:.1f} s deadline"
         )
         try:
-            async with self._managers.hold(slot.control_node, deadline, busy) as lease:
+            async with self._cards.hold(slot.control_node, deadline, busy) as lease:
                 return await operation(lease, load)
         except TimeoutError as exc:
             raise ProgrammingTimeout(

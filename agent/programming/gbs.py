@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from agent.files.bitstream import normalize_id128
 
@@ -29,11 +29,9 @@ class GbsHeader:
     interface_id: str
     accelerator_id: str
     payload_offset: int
-    metadata: dict[str, Any]
 
 
 def is_gbs(data: bytes) -> bool:
-    """True when ``data`` starts with the GBS GUID."""
     return data[: len(GBS_GUID)] == GBS_GUID
 
 
@@ -70,7 +68,7 @@ def parse_gbs_header(data: bytes) -> GbsHeader:
     accelerator_id = normalize_id128(raw_accelerator)
     if accelerator_id is None:
         raise GbsFormatError(f'has no valid "accelerator-clusters"[0]."accelerator-type-uuid": {raw_accelerator!r}')
-    return GbsHeader(interface_id, accelerator_id, payload_offset, metadata)
+    return GbsHeader(interface_id, accelerator_id, payload_offset)
 
 
 def read_gbs_header(stream: BinaryIO) -> GbsHeader | None:

@@ -36,18 +36,16 @@ BASE_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 
 
 class _Tail:
-    """The last ``limit`` bytes of a stream and how many it had in all."""
+    """The last CAPTURE_BYTES of a stream and how many bytes it had in all."""
 
-    def __init__(self, limit: int = CAPTURE_BYTES) -> None:
-        self.limit = limit
+    def __init__(self) -> None:
         self.data = bytearray()
         self.total = 0
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
         self.data += chunk
-        if len(self.data) > self.limit:
-            del self.data[: len(self.data) - self.limit]
+        del self.data[:-CAPTURE_BYTES]
 
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")
@@ -184,16 +182,14 @@ async def _run_in(argv: Sequence[str], deadline: float, what: str, env: Mapping[
     try:
         async with asyncio.timeout_at(max(deadline, loop.time())):
             status = await process.wait()
-    except TimeoutError:
+    except BaseException as exc:
         await _reap(process, pumps, scratch)
         _close(readers, pumps)
-        raise ProgrammingTimeout(
-            f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
-            f"(output so far: {_shown_streams(err.text(), err.total, out.text(), out.total) or 'none'})"
-        ) from None
-    except BaseException:
-        await _reap(process, pumps, scratch)
-        _close(readers, pumps)
+        if isinstance(exc, TimeoutError):
+            raise ProgrammingTimeout(
+                f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
+                f"(output so far: {_shown_streams(err.text(), err.total, out.text(), out.total) or 'none'})"
+            ) from None
         raise
     _kill_group(process.pid)
     escaped = _kill_escaped(scratch)

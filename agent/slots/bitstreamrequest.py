@@ -3,7 +3,7 @@ webhook and the agent (docs/dra.md, the admission table). Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from agent.slots.quantity import parse_count
@@ -36,22 +36,6 @@ def claim_bitstream(parameters: Mapping[str, Any]) -> object | None:
     return parameters.get(BITSTREAM_PARAMETER)
 
 
-def pod_bitstreams(
-    annotations: Mapping[str, object], slot_containers: Sequence[str], has_claims: bool
-) -> list[tuple[str, object]]:
-    """(annotation key, value) of every bitstream annotation the agent reads for a pod, once each: those of
-    ``slot_containers``, and with ``has_claims`` the pod's own."""
-    found: dict[str, object] = {}
-    for container in slot_containers:
-        asked = container_bitstream(annotations, container)
-        if asked is not None:
-            found.setdefault(*asked)
-    pod_wide = pod_bitstream(annotations) if has_claims else None
-    if pod_wide is not None:
-        found.setdefault(*pod_wide)
-    return list(found.items())
-
-
 def slots_asked(container: object) -> int:
     """The slots a container asks for: its limit of :data:`SLOT_RESOURCE`, else its request; 0 for none or no count."""
     resources = container.get("resources") if isinstance(container, Mapping) else None
@@ -68,17 +52,24 @@ def slots_asked(container: object) -> int:
 
 
 def pod_spec_bitstreams(pod: Mapping[str, Any]) -> list[tuple[str, object]]:
-    """:func:`pod_bitstreams` of a pod object as the API server sends it (shapes it does not know: nothing)."""
+    """(annotation key, value) of every bitstream annotation the agent reads for a pod object as the API server
+    sends it, once each: those of the containers asking for slots, and with resource claims the pod's own (shapes
+    it does not know: nothing)."""
     metadata, spec = pod.get("metadata"), pod.get("spec")
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     if not isinstance(annotations, Mapping) or not isinstance(spec, Mapping):
         return []
-    containers: list[str] = []
+    asked: list[tuple[str, object] | None] = []
     for field in ("initContainers", "containers"):
         listed = spec.get(field)
         for container in listed[:MAX_CONTAINERS] if isinstance(listed, list) else ():
             name = container.get("name") if isinstance(container, Mapping) else None
             if isinstance(name, str) and slots_asked(container) > 0:
-                containers.append(name)
+                asked.append(container_bitstream(annotations, name))
     claims = spec.get("resourceClaims")
-    return pod_bitstreams(annotations, containers, isinstance(claims, list) and len(claims) > 0)
+    if isinstance(claims, list) and len(claims) > 0:
+        asked.append(pod_bitstream(annotations))
+    found: dict[str, object] = {}
+    for key, value in filter(None, asked):
+        found.setdefault(key, value)
+    return list(found.items())

@@ -64,7 +64,6 @@ def _canonical(slots: dict[str, Any]) -> bytes:
 
 
 def encode(states: list[SlotState]) -> bytes:
-    """Serialise the registry's slots."""
     slots: dict[str, Any] = {}
     for state in states:
         entry: dict[str, Any] = {"last_used": state.last_used}
@@ -92,6 +91,13 @@ def _optional_float(entry: dict[str, Any], key: str) -> float | None:
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
         raise CheckpointError(f"{key} is not a number")
     return None if value is None else float(value)
+
+
+def _object(entry: dict[str, Any], key: str, slot_id: str) -> dict[str, Any] | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise CheckpointError(f"slot {slot_id!r} {key} is not an object")
+    return value
 
 
 def _content(entry: dict[str, Any]) -> Content | None:
@@ -122,22 +128,15 @@ def decode(data: bytes) -> dict[SlotId, SlotRecord]:
             raise CheckpointError(f"slot {slot_id!r} is not an object")
         content = _content(entry)
         holder = None
-        raw_holder = entry.get("holder")
-        if raw_holder is not None:
-            if not isinstance(raw_holder, dict):
-                raise CheckpointError(f"slot {slot_id!r} holder is not an object")
-            allocated_at = _optional_float(raw_holder, "allocated_at")
+        if (raw_holder := _object(entry, "holder", slot_id)) is not None:
             holder = Holder(
-                allocated_at=allocated_at if allocated_at is not None else 0.0,
+                allocated_at=_optional_float(raw_holder, "allocated_at") or 0.0,
                 namespace=_optional_str(raw_holder, "namespace"),
                 pod=_optional_str(raw_holder, "pod"),
                 container=_optional_str(raw_holder, "container"),
             )
         programming = None
-        raw_programming = entry.get("programming")
-        if raw_programming is not None:
-            if not isinstance(raw_programming, dict):
-                raise CheckpointError(f"slot {slot_id!r} programming is not an object")
+        if (raw_programming := _object(entry, "programming", slot_id)) is not None:
             programming = _content(raw_programming)
             if programming is None:
                 raise CheckpointError(f"slot {slot_id!r} programming names no bitstream and accelerator")
@@ -209,16 +208,16 @@ class CheckpointFile:
         self.path = path
         self._lock = threading.Lock()
         self._written = -1
+        #: The bytes last written; None: write the next state even if it did not change.
+        self.last: bytes | None = None
 
-    def write(self, states: list[SlotState], version: int) -> bool:
-        """Write ``states`` (the registry as of ``version``) unless a newer version is written already."""
+    def write(self, states: list[SlotState], version: int) -> None:
+        """Write ``states`` (the registry as of ``version``) unless a newer version or the same bytes are written."""
         data = encode(states)
         with self._lock:
-            if version < self._written:
-                return False
-            write_atomically(self.path, data, FILE_MODE)
-            self._written = version
-        return True
+            if version >= self._written and data != self.last:
+                write_atomically(self.path, data, FILE_MODE)
+                self._written, self.last = version, data
 
     async def write_now(self, registry: SlotRegistry) -> None:
         """Write the registry as it is now, before going on (a programming must be on disk before it starts)."""
@@ -230,36 +229,21 @@ WRITE_INTERVAL_S = 0.2
 
 
 async def keep_checkpoint(
-    path: Path | CheckpointFile, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True
+    file: CheckpointFile, registry: SlotRegistry, owned: Callable[[], bool] = lambda: True
 ) -> None:
     """Write the checkpoint (in a worker thread, at most every WRITE_INTERVAL_S) whenever it changes, and once
     more on cancellation; nothing while ``owned()`` is False (another agent took the node over)."""
-    file = path if isinstance(path, CheckpointFile) else CheckpointFile(path)
     path = file.path
-    last: bytes | None = None
-    in_thread: asyncio.Future[bytes] | None = None
-
-    def encode_and_write(states: list[SlotState], version: int, previous: bytes | None) -> bytes:
-        data = encode(states)
-        if data != previous:
-            file.write(states, version)
-        return data
-
-    async def write_if_changed() -> None:
-        nonlocal last, in_thread
-        if not owned():
-            last = None
-            return
-        # snapshot on the loop; encode and write in the thread
-        work = asyncio.ensure_future(asyncio.to_thread(encode_and_write, registry.snapshot(), registry.version, last))
-        in_thread = work
-        last = await asyncio.shield(work)
-
+    in_thread: asyncio.Future[None] | None = None
     try:
         while True:
             version = registry.version
             try:
-                await write_if_changed()
+                if not owned():
+                    file.last = None  # once it is ours again, the state is written even if unchanged
+                else:  # snapshot on the loop; encode and write in the thread
+                    in_thread = asyncio.ensure_future(asyncio.to_thread(file.write, registry.snapshot(), version))
+                    await asyncio.shield(in_thread)
             except OSError as exc:
                 logger.error("checkpoint %s could not be written: %s", path, exc)
             await asyncio.sleep(WRITE_INTERVAL_S)

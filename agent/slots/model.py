@@ -25,8 +25,7 @@ class Health(Enum):
 def make_slot_id(card: str, region: str) -> SlotId:
     """A stable slot ID from a card identity and a region: lower case, ``[a-z0-9.-]`` (others become ``-``);
     ValueError when longer than the kubelet accepts."""
-    card_part = _ID_UNSAFE.sub("-", card.lower()).strip("-")
-    region_part = _ID_UNSAFE.sub("-", region.lower()).strip("-")
+    card_part, region_part = (_ID_UNSAFE.sub("-", part.lower()).strip("-") for part in (card, region))
     if not card_part or not region_part:
         raise ValueError(f"slot id needs a card and a region, got card={card!r} region={region!r}")
     slot_id = f"{card_part}-{region_part}"

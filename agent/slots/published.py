@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import UnionType
 from typing import Any, TypedDict
 
 from agent.slots.model import Health
@@ -184,12 +183,5 @@ _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", bool: "true 
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    kinds: tuple[tuple[type | UnionType, str], ...] = (
-        (bool, "true or false"),
-        (int | float, "a number"),
-        (str, "a string"),
-        (list, "a list"),
-    )
-    return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
+    kinds = ((bool, "true or false"), (int | float, "a number"), (str, "a string"), (list, "a list"))
+    return "null" if value is None else next((name for kind, name in kinds if isinstance(value, kind)), "an object")

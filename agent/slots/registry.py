@@ -95,7 +95,6 @@ class SlotRegistry:
         return [self._state(slot_id) for slot_id in sorted(self._slots)]
 
     def get(self, slot_id: SlotId) -> SlotState | None:
-        """One slot's state, or None when it is not listed."""
         return self._state(slot_id) if slot_id in self._slots else None
 
     async def wait_for_change(self, seen_version: int) -> int:
@@ -130,7 +129,6 @@ class SlotRegistry:
             self._bump()
 
     def upsert(self, slot: Slot) -> None:
-        """A slot appeared or changed (health, content)."""
         if self._put(slot):
             self._bump()
 
@@ -199,7 +197,6 @@ class SlotRegistry:
         self._bump(devices=False)
 
     def holders(self) -> dict[SlotId, Holder]:
-        """Every held slot and its holder."""
         return dict(self._holders)
 
     # --------------------------------------------------------------- contents

@@ -62,7 +62,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "the platform labels on the agent's own Node (and the annotations earlier versions left there, removed)",
     ),
     ApiAccess(
-        "stateobject.StateObjects",
+        "nodes.StateObjects",
         "agent",
         "example.com",
         "fpganodestates",
@@ -72,7 +72,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         namespace="fpga-slot",
     ),
     ApiAccess(
-        "stateobject.StateObjects",
+        "nodes.StateObjects",
         "agent",
         "",
         "pods",
@@ -136,7 +136,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "(RBAC cannot narrow this to one node's claims)",
     ),
     ApiAccess(
-        "bitstreamwatch.BitstreamWatcher",
+        "reflector.BitstreamWatcher",
         "agent",
         "example.com",
         "fpgabitstreams",
@@ -144,7 +144,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "the bitstreams the cluster declares (FpgaBitstream), which the agent pulls on demand",
     ),
     ApiAccess(
-        "bitstreamwatch.BitstreamWatcher",
+        "reflector.BitstreamWatcher",
         "extender",
         "example.com",
         "fpgabitstreams",
@@ -251,7 +251,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "limit create to names)",
     ),
     ApiAccess(
-        "claimtemplatewatch.ClaimTemplateWatcher",
+        "reflector.ClaimTemplateWatcher",
         "extender",
         "resource.k8s.io",
         "resourceclaimtemplates",
@@ -292,7 +292,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "fpga-agent cluster --claims: what each DRA claim's slots hold (its status.devices data)",
     ),
     ApiAccess(
-        "statewatch.NodeStateWatcher",
+        "reflector.NodeStateWatcher",
         "extender",
         "example.com",
         "fpganodestates",

@@ -14,7 +14,7 @@ import yaml
 
 import agent.cli.flags as cliflags
 from agent.cli.main import COMMANDS, build_parser, main, package_version
-from agent.cli.options import option_flags
+from agent.config import OPTIONS
 from tests.fakes import run_fpga_agent
 
 #: Each command line, and the options its --help must list (besides --help and --config).
@@ -87,7 +87,7 @@ def test_help_lists_only_the_commands_own_options_with_defaults(
     assert code == 0
     assert out.startswith(f"usage: fpga-agent {' '.join(words)} ")
     listed = listed_options(out)
-    config_options = set(option_flags())
+    config_options = {opt.flag for opt in OPTIONS}
     expected = OWN_OPTIONS[words]
     # --no-cdi comes with --cdi, as --no-X with every other boolean option
     booleans = {"no-cdi", "no-bitstream-allow-link-local", "no-sim-sample-bitstream", "no-binding-conditions"}
@@ -117,7 +117,7 @@ def test_every_configuration_option_is_offered_by_some_command() -> None:
     offered = {
         flag for groups in vars(cliflags).values() if _is_groups(groups) for _, flags in groups for flag in flags
     }
-    assert offered == set(option_flags())
+    assert offered == {opt.flag for opt in OPTIONS}
 
 
 def _is_groups(value: object) -> bool:

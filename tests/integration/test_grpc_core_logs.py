@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.output.grpccore import quiet_grpc_core
+from agent.cli import quiet_grpc_core
 from tests.fakes import run_fpga_agent
 
 #: A line of gRPC core: severity, date, time, thread, source file and line (``I1206 04:43:28.955938 11070 x.cc:1]``).

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.options import add_arguments
-from agent.config import load_config
+from agent.cli.flags import add_config_file_argument, add_option_argument
+from agent.config import OPTIONS, load_config
 from agent.errors import ConfigError
 
 WriteYaml = Callable[..., Path]
@@ -111,7 +111,9 @@ def test_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_flags_from_argparse(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_config_file_argument(parser)
+    for opt in OPTIONS:
+        add_option_argument(parser, opt.flag)
     args = parser.parse_args(
         [
             "--sim-cards",

@@ -1,8 +1,9 @@
 """An API server stand-in at the HTTP level, for the real ``kubernetes`` client: ``fpga-agent demo dra`` runs
 the agent against it, and the tests extend it (``tests/fakeapi.py``).
 
-It behaves as the real server where the agent depends on it (lists, watches, patches, validation);
-not emulated: ``sendInitialEvents``, server-side apply, ``$patch`` directives, TLS. docs/development.md."""
+It behaves as the real server in what the agent sends it: lists, watches, field selectors, merge patches;
+the tests' server adds label selectors, the other patch types and the real server's checks of slices and Events.
+Not emulated: ``sendInitialEvents``, server-side apply, TLS."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import datetime
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 SLOT_RESOURCE = "example.com/fpga-slot"
@@ -32,93 +33,57 @@ _REASONS = {
 }
 #: The namespaces the fake server starts with (fpga-slot: where the agents' FpgaNodeStates go).
 DEFAULT_NAMESPACES = ("default", "kube-system", "fpga-slot")
-#: resource -> (kind, namespaced, path prefix: core/v1, the CRDs' group and version, DRA's, ...)
-_RESOURCE_TABLE = {
-    "pods": ("Pod", True, "/api/v1"),
-    "nodes": ("Node", False, "/api/v1"),
-    "events": ("Event", True, "/api/v1"),
-    "fpgabitstreams": ("FpgaBitstream", False, "/apis/example.com/v1alpha1"),
-    "fpganodestates": ("FpgaNodeState", True, "/apis/example.com/v1alpha1"),
-    "secrets": ("Secret", True, "/api/v1"),
-    "daemonsets": ("DaemonSet", True, "/apis/apps/v1"),
-    "resourceslices": ("ResourceSlice", False, "/apis/resource.k8s.io/v1"),
-    "resourceclaims": ("ResourceClaim", True, "/apis/resource.k8s.io/v1"),
-    "resourceclaimtemplates": ("ResourceClaimTemplate", True, "/apis/resource.k8s.io/v1"),
-    "validatingwebhookconfigurations": (
-        "ValidatingWebhookConfiguration",
-        False,
-        "/apis/admissionregistration.k8s.io/v1",
-    ),
-    "serviceaccounts": ("ServiceAccount", True, "/api/v1"),
-    "namespaces": ("Namespace", False, "/api/v1"),
-    "clusterroles": ("ClusterRole", False, "/apis/rbac.authorization.k8s.io/v1"),
-    "clusterrolebindings": ("ClusterRoleBinding", False, "/apis/rbac.authorization.k8s.io/v1"),
-}
-_KINDS = {resource: kind for resource, (kind, _, _) in _RESOURCE_TABLE.items()}
-_NAMESPACED = {resource: namespaced for resource, (_, namespaced, _) in _RESOURCE_TABLE.items()}
-_API = {resource: api for resource, (_, _, api) in _RESOURCE_TABLE.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A resource the stand-in serves: its kind, scope, path prefix, and the fields a fieldSelector may name
+    besides ``metadata.name`` (and ``metadata.namespace`` when namespaced)."""
+
+    kind: str
+    namespaced: bool
+    api: str
+    fields: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return self.api.removeprefix("/api/").removeprefix("/apis/")
+
+    def selectable(self, field: str) -> bool:
+        return field in self.fields or field == "metadata.name" or (self.namespaced and field == "metadata.namespace")
+
+
 #: The DRA group (``/apis/resource.k8s.io/v1``): its kinds and their apiVersion.
 RESOURCE_API = "resource.k8s.io/v1"
-_RESOURCE_PATH = re.compile(
-    r"^/apis/resource\.k8s\.io/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>resourceslices|resourceclaims)"
-    r"(?:/(?P<name>[^/]+))?$"
+#: What the agent reads and writes (the tests add the cluster objects of ``fpga-agent uninstall`` and the like).
+RESOURCES = {
+    "pods": Kind("Pod", True, "/api/v1", ("spec.nodeName", "status.phase", "spec.schedulerName")),
+    "nodes": Kind("Node", False, "/api/v1", ("spec.unschedulable",)),
+    "events": Kind(
+        "Event",
+        True,
+        "/api/v1",
+        (
+            "involvedObject.kind",
+            "involvedObject.name",
+            "involvedObject.namespace",
+            "involvedObject.uid",
+            "reason",
+            "type",
+            "source",
+            "reportingComponent",
+        ),
+    ),
+    "fpgabitstreams": Kind("FpgaBitstream", False, "/apis/example.com/v1alpha1"),
+    "fpganodestates": Kind("FpgaNodeState", True, "/apis/example.com/v1alpha1"),
+    "resourceslices": Kind("ResourceSlice", False, f"/apis/{RESOURCE_API}", ("spec.nodeName", "spec.driver")),
+    "resourceclaims": Kind("ResourceClaim", True, f"/apis/{RESOURCE_API}"),
+}
+#: A collection or an object of a resource, in a namespace or not.
+PATH = re.compile(
+    r"^(?P<api>/api/v1|/apis/[^/]+/[^/]+)/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
-_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_FIELDS = {
-    "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase", "spec.schedulerName"},
-    "nodes": {"metadata.name", "spec.unschedulable"},
-    "fpgabitstreams": {"metadata.name"},
-    "fpganodestates": {"metadata.name", "metadata.namespace"},
-    "secrets": {"metadata.name", "metadata.namespace", "type"},
-    "daemonsets": {"metadata.name", "metadata.namespace"},
-    "resourceslices": {"metadata.name", "spec.nodeName", "spec.driver"},
-    "resourceclaims": {"metadata.name", "metadata.namespace"},
-    "resourceclaimtemplates": {"metadata.name", "metadata.namespace"},
-    "serviceaccounts": {"metadata.name", "metadata.namespace"},
-    "namespaces": {"metadata.name", "status.phase"},
-    "clusterroles": {"metadata.name"},
-    "clusterrolebindings": {"metadata.name"},
-    "events": {
-        "metadata.name",
-        "metadata.namespace",
-        "involvedObject.kind",
-        "involvedObject.name",
-        "involvedObject.namespace",
-        "involvedObject.uid",
-        "reason",
-        "type",
-        "source",
-        "reportingComponent",
-    },
-}
-#: Lists merged by key in a strategic merge patch (the real server knows this from the schema).
-_MERGE_KEYS = {
-    "conditions": "type",
-    "addresses": "type",
-    "containers": "name",
-    "initContainers": "name",
-    "volumes": "name",
-    "env": "name",
-}
-#: How often an idle watch checks whether its client is still there.
-_DISCONNECT_CHECK_S = 0.05
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_PREFIX = (
-    r"(?P<api>/api/v1|/apis/example\.com/v1alpha1|/apis/apps/v1|/apis/resource\.k8s\.io/v1"
-    r"|/apis/admissionregistration\.k8s\.io/v1|/apis/rbac\.authorization\.k8s\.io/v1)"
-)
-_RESOURCES = (
-    r"(?P<res>pods|nodes|events|fpgabitstreams|fpganodestates|secrets|daemonsets|resourceclaimtemplates|serviceaccounts|namespaces"
-    r"|clusterrolebindings|clusterroles|validatingwebhookconfigurations)"
-)
-_COLLECTION = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}$")
-_ITEM = re.compile(rf"^{_PREFIX}/(?:namespaces/(?P<ns>[^/]+)/)?{_RESOURCES}/(?P<name>[^/]+)$")
-
-
-def _api_version(resource: str) -> str:
-    return _API[resource].removeprefix("/api/").removeprefix("/apis/")
 
 
 def now_rfc3339() -> str:

@@ -10,27 +10,19 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from agent.demo.kubeapi.matching import _parse_rv, _selector, _watch_event
-from agent.demo.kubeapi.objects import (
-    _COLLECTION,
-    _DISCONNECT_CHECK_S,
-    _ITEM,
-    _KINDS,
-    _RESOURCE_PATH,
-    DEFAULT_NAMESPACES,
-    JSON,
-    ApiError,
-    _api_version,
-    status_object,
-)
+from agent.demo.kubeapi.matching import _parse_rv, _watch_event
+from agent.demo.kubeapi.objects import JSON, PATH, ApiError, status_object
 from agent.demo.kubeapi.serving import RequestHandling
 from agent.demo.kubeapi.store import RecordedRequest, _Watch
+
+#: How often an idle watch checks whether its client is still there.
+_DISCONNECT_CHECK_S = 0.05
 
 
 class _Server(ThreadingHTTPServer):
@@ -62,14 +54,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class KubeApiStandIn(RequestHandling):
-    """The API server stand-in (a context manager); subclasses see requests in :meth:`_received` and may
-    refuse authenticated ones in :meth:`_admit` (raise ApiError)."""
+    """The API server stand-in; subclasses see requests in :meth:`_received` and may refuse authenticated ones
+    in :meth:`_admit` (raise ApiError)."""
 
-    def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
-        super().__init__(token=token, namespaces=namespaces)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._stopping = False
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+    _stopping = False
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -101,12 +91,6 @@ class KubeApiStandIn(RequestHandling):
         assert self._thread is not None
         self._thread.join()
         self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
@@ -178,49 +162,13 @@ class KubeApiStandIn(RequestHandling):
         if self.token and request.headers.get("authorization", "") != f"Bearer {self.token}":
             raise ApiError(401, "Unauthorized")
 
-    def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
-        match = _RESOURCE_PATH.match(request.path)
-        if match:
-            return self._route_resource(request, match["res"], match["ns"], match["name"])
-        match = _COLLECTION.match(request.path)
-        if match:
-            resource, namespace = match["res"], match["ns"]
-            self._check_scope(resource, namespace, match["api"])
-            if request.method == "GET":
-                return 200, self._list(resource, namespace, request.query)
-            if request.method == "POST" and resource == "events":
-                content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
-                if content_type != "application/json":
-                    raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
-                return 201, self._create_event(namespace, request.body)
-            if request.method == "POST" and resource == "fpganodestates" and namespace is not None:
-                with self._cond:
-                    return 201, self._create_node_state(namespace, request.body)
-        elif match := _ITEM.match(request.path):
-            resource, namespace, name = match["res"], match["ns"], match["name"]
-            self._check_scope(resource, namespace, match["api"])
-            key = (namespace or "", name)
-            with self._cond:
-                if request.method == "GET":
-                    return 200, copy.deepcopy(self._get(resource, key))
-                if request.method == "PUT" and resource == "fpganodestates":
-                    return 200, self._replace_node_state(key, request.body)
-                if request.method == "DELETE" and resource == "fpganodestates":
-                    self._get(resource, key)
-                    return 200, self._remove(resource, key)
-                if request.method == "PATCH" and resource in ("pods", "nodes"):
-                    return 200, self._patch(resource, key, request)
-        else:
-            raise ApiError(404, "the server could not find the requested resource")
-        raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
-
     def _serve_watch(self, handler: _Handler, request: RecordedRequest) -> None:
-        match = _COLLECTION.match(request.path)
-        if not match:
+        match = PATH.match(request.path)
+        if not match or match["name"] or match["res"] not in self.resources:
             raise ApiError(404, "the server could not find the requested resource")
         resource, namespace = match["res"], match["ns"]
         self._check_scope(resource, namespace, match["api"])
-        matches = _selector(resource, namespace, request.query)
+        matches = self._selector(resource, namespace, request.query)
         version = request.query.get("resourceVersion", "")
         timeout_s = float(request.query.get("timeoutSeconds") or 1800)
         bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
@@ -309,17 +257,10 @@ class KubeApiStandIn(RequestHandling):
                 cursor = self._rv
                 if bookmarks and self._bookmarks > watch.bookmarks_seen:
                     watch.bookmarks_seen = self._bookmarks
-                    kind = _KINDS[watch.resource]
-                    pending.append(
-                        {
-                            "type": "BOOKMARK",
-                            "object": {
-                                "kind": kind,
-                                "apiVersion": _api_version(watch.resource),
-                                "metadata": {"resourceVersion": str(self._rv)},
-                            },
-                        }
-                    )
+                    kind = self.resources[watch.resource]
+                    meta = {"resourceVersion": str(self._rv)}
+                    bookmark = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
+                    pending.append({"type": "BOOKMARK", "object": bookmark})
                 action = watch.action
             if action is None:
                 continue

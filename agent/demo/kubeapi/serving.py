@@ -1,61 +1,59 @@
-"""What the API server stand-in does with a request once routed: lists, scope checks, patches, and the
+"""What the API server stand-in does with a request: routing, scope checks, lists, patches, and the
 objects clients create (ResourceSlices, FpgaNodeStates, Events), validated as the real server does."""
 
 from __future__ import annotations
 
 import copy
-import datetime
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.demo.kubeapi.matching import _json_patch, _merge_patch, _parse_rv, _selector
+from agent.demo.kubeapi.matching import SELECTOR_TERM, _field_test, _merge_patch, _parse_rv
 from agent.demo.kubeapi.nodestates import valid_node_state
-from agent.demo.kubeapi.objects import (
-    _API,
-    _DNS_SUBDOMAIN,
-    _KINDS,
-    _NAMESPACED,
-    JSON,
-    RESOURCE_API,
-    ApiError,
-    _api_version,
-    _Key,
-    now_rfc3339,
-)
-from agent.demo.kubeapi.slices import _valid_resource_slice
+from agent.demo.kubeapi.objects import JSON, PATH, RESOURCE_API, ApiError, _Key, now_rfc3339
 from agent.demo.kubeapi.store import ObjectStore, RecordedRequest
+
+MERGE = "application/merge-patch+json"
 
 
 class RequestHandling(ObjectStore):
-    """Lists, patches and creations over the store."""
+    """Routing, lists, patches and creations over the store."""
 
-    def _route_resource(
-        self, request: RecordedRequest, resource: str, namespace: str | None, name: str | None
-    ) -> tuple[int, JSON]:
-        self._check_scope(resource, namespace, _API[resource])
-        method = request.method
+    def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
+        match = PATH.match(request.path)
+        if not match or match["res"] not in self.resources:
+            raise ApiError(404, "the server could not find the requested resource")
+        resource, namespace, name = match["res"], match["ns"], match["name"]
+        self._check_scope(resource, namespace, match["api"])
+        method, key = request.method, (namespace or "", name or "")
         with self._cond:
             if name is None:
                 if method == "GET":
-                    listed = self._list(resource, namespace, request.query)
-                    listed["apiVersion"] = RESOURCE_API
-                    return 200, listed
+                    return 200, self._list(resource, namespace, request.query)
+                if method == "POST" and resource == "events":
+                    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+                    if content_type != "application/json":
+                        raise ApiError(415, f"unsupported media type {content_type!r} (this fake reads JSON only)")
+                    return 201, self._create_event(namespace, request.body)
+                if method == "POST" and resource == "fpganodestates" and namespace is not None:
+                    return 201, self._create_node_state(namespace, request.body)
                 if method == "POST" and resource == "resourceslices":
                     return 201, self._create_resource_slice(request.body)
-            else:
-                key = (namespace or "", name)
-                if method == "GET":
-                    return 200, copy.deepcopy(self._get(resource, key))
-                if method == "PUT" and resource == "resourceslices":
-                    return 200, self._replace_resource_slice(name, request.body)
-                if method == "DELETE" and resource == "resourceslices":
-                    self._get(resource, key)
-                    return 200, self._remove(resource, key)
+            elif method == "GET":
+                return 200, copy.deepcopy(self._get(resource, key))
+            elif method == "PUT" and resource == "fpganodestates":
+                return 200, self._replace_node_state(key, request.body)
+            elif method == "PUT" and resource == "resourceslices":
+                return 200, self._replace_resource_slice(name, request.body)
+            elif method == "DELETE" and resource in ("fpganodestates", "resourceslices"):
+                self._get(resource, key)
+                return 200, self._remove(resource, key)
+            elif method == "PATCH" and resource in ("pods", "nodes"):
+                return 200, self._patch(resource, key, request)
         raise ApiError(405, f"the server does not allow this method on the requested resource ({resource})")
 
     def _create_resource_slice(self, body: object) -> JSON:
-        obj = _valid_resource_slice(body)
+        obj = self._valid_resource_slice(body)
         name = obj["metadata"].get("name", "")
         if ("", name) in self._objects["resourceslices"]:
             raise _already_exists("resourceslices", name, "resource.k8s.io")
@@ -65,7 +63,7 @@ class RequestHandling(ObjectStore):
         return self._store("resourceslices", ("", name), obj)
 
     def _replace_resource_slice(self, name: str, body: object) -> JSON:
-        obj = _valid_resource_slice(body)
+        obj = self._valid_resource_slice(body)
         if obj["metadata"].get("name") != name:
             raise ApiError(400, f"the name of the object ({obj['metadata'].get('name')}) does not match the URL")
         current = self._get("resourceslices", ("", name))
@@ -100,10 +98,9 @@ class RequestHandling(ObjectStore):
         obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + (1 if changed else 0)
         return self._store("fpganodestates", key, obj)
 
-    def _check_scope(self, resource: str, namespace: str | None, api: str = "/api/v1") -> None:
-        if _API[resource] != api:
-            raise ApiError(404, "the server could not find the requested resource")
-        if namespace is not None and not _NAMESPACED[resource]:
+    def _check_scope(self, resource: str, namespace: str | None, api: str) -> None:
+        kind = self.resources[resource]
+        if kind.api != api or (namespace is not None and not kind.namespaced):
             raise ApiError(404, "the server could not find the requested resource")
         if resource == "events" and namespace is None:
             return
@@ -114,8 +111,23 @@ class RequestHandling(ObjectStore):
 
     # --- list and watch -----------------------------------------------------------------
 
+    def _selector(self, resource: str, namespace: str | None, query: Mapping[str, str]) -> Callable[[JSON], bool]:
+        """A predicate for the request's namespace and fieldSelector (400 when unsupported)."""
+        tests: list[Callable[[JSON], bool]] = []
+        if namespace is not None:
+            tests.append(lambda o: o["metadata"].get("namespace") == namespace)
+        for term in filter(None, query.get("fieldSelector", "").split(",")):
+            m = SELECTOR_TERM.fullmatch(term)
+            if not m:
+                raise ApiError(400, f"invalid field selector: {term!r}")
+            name, op, value = m.groups()
+            if not self.resources[resource].selectable(name):
+                raise ApiError(400, f"field label not supported: {name}")
+            tests.append(_field_test(name, op, value))
+        return lambda obj: all(t(obj) for t in tests)
+
     def _list(self, resource: str, namespace: str | None, query: Mapping[str, str]) -> JSON:
-        matches = _selector(resource, namespace, query)
+        matches = self._selector(resource, namespace, query)
         version = query.get("resourceVersion", "")
         mode = query.get("resourceVersionMatch", "")
         if mode and not version:
@@ -154,56 +166,30 @@ class RequestHandling(ObjectStore):
             if end < len(items):
                 metadata["continue"] = str(end)
             items = items[start:end]
-        return {
-            "kind": _KINDS[resource] + "List",
-            "apiVersion": _api_version(resource),
-            "metadata": metadata,
-            "items": items,
-        }
+        kind = self.resources[resource]
+        return {"kind": kind.kind + "List", "apiVersion": kind.api_version, "metadata": metadata, "items": items}
 
     # --- writes -------------------------------------------------------------------------
 
     def _patch(self, resource: str, key: _Key, request: RecordedRequest) -> JSON:
-        content_type = request.headers.get("content-type", "").split(";")[0].strip()
         current = copy.deepcopy(self._get(resource, key))
-        patch = request.body
-        if content_type == "application/json-patch+json":
-            if not isinstance(patch, list):
-                raise ApiError(400, "json patch must be a list of operations")
-            patched = _json_patch(current, patch)
-        elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-            if not isinstance(patch, dict):
-                raise ApiError(400, "patch body must be a JSON object")
-            wanted_rv = (
-                patch.get("metadata", {}).get("resourceVersion") if isinstance(patch.get("metadata"), dict) else None
-            )
-            if wanted_rv is not None and wanted_rv != current["metadata"]["resourceVersion"]:
-                raise _conflict(resource, key[1])
-            strategic = content_type == "application/strategic-merge-patch+json"
-            patched = _merge_patch(current, patch, strategic=strategic)
-        else:
-            raise ApiError(
-                415,
-                "the body of the request was in an unknown format - accepted media types include: "
-                "application/json-patch+json, application/merge-patch+json, "
-                "application/strategic-merge-patch+json",
-            )
+        patched = self._patched(request, current)
+        meta = request.body.get("metadata") if isinstance(request.body, dict) else None
+        if isinstance(meta, dict) and meta.get("resourceVersion") not in (None, current["metadata"]["resourceVersion"]):
+            raise _conflict(resource, key[1])
         if not isinstance(patched, dict) or patched.get("metadata", {}).get("name") != key[1]:
-            raise ApiError(422, f'{_KINDS[resource]} "{key[1]}" is invalid: metadata.name: Invalid value')
+            raise ApiError(422, f'{self.resources[resource].kind} "{key[1]}" is invalid: metadata.name: Invalid value')
         patched["metadata"]["uid"] = current["metadata"]["uid"]
-        before, after = current["metadata"].get("finalizers") or [], patched["metadata"].get("finalizers") or []
-        if current["metadata"].get("deletionTimestamp"):
-            added = [f for f in after if f not in before]
-            if added:
-                raise ApiError(
-                    422,
-                    f'{_KINDS[resource]} "{key[1]}" is invalid: metadata.finalizers: Forbidden: no new finalizers '
-                    f"can be added if the object is being deleted, found new finalizers {added}",
-                    "Invalid",
-                )
-            if not after:  # the last finalizer of an object being deleted went: the object goes
-                return self._remove(resource, key)
         return self._store(resource, key, patched)
+
+    def _patched(self, request: RecordedRequest, current: JSON) -> Any:
+        """``current`` as the request's patch changes it: a JSON merge patch (what the agent sends)."""
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if content_type != MERGE:
+            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types: {MERGE}")
+        if not isinstance(request.body, dict):
+            raise ApiError(400, "patch body must be a JSON object")
+        return _merge_patch(current, request.body)
 
     def _create_event(self, namespace: str | None, body: Any) -> JSON:
         assert namespace is not None
@@ -225,71 +211,16 @@ class RequestHandling(ObjectStore):
             meta["creationTimestamp"] = now_rfc3339()
             return self._store("events", key, event)
 
-    @staticmethod
-    def _validate_event(event: JSON) -> None:
-        """The real server's checks for a core/v1 Event, plus stricter ones: involvedObject kind and name,
-        reason, a Normal/Warning type, a source or reporting component, RFC 3339 timestamps, count >= 1."""
-        meta = event["metadata"]
-        errors: list[tuple[str, str]] = []
-        name = meta.get("name") or ""
-        if not name:
-            errors.append(("metadata.name", "Required value: name or generateName is required"))
-        elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            errors.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain"))
-        if event.get("kind", "Event") != "Event":
-            errors.append(("kind", f"Invalid value: {event.get('kind')!r}"))
-        involved = event.get("involvedObject")
-        if not isinstance(involved, dict):
-            errors.append(("involvedObject", "Required value"))
-            involved = {}
-        for key in ("kind", "name"):
-            if not involved.get(key):
-                errors.append((f"involvedObject.{key}", "Required value"))
-        if not event.get("eventTime"):
-            if (involved.get("namespace") or "") != meta["namespace"] and not (
-                not involved.get("namespace") and meta["namespace"] == "default"
-            ):
-                errors.append(
-                    (
-                        "involvedObject.namespace",
-                        f"Invalid value: {involved.get('namespace')!r}: does not match event.namespace",
-                    )
-                )
-        else:
-            for key in ("reportingComponent", "reportingInstance", "action"):
-                if not event.get(key):
-                    errors.append((key, "Required value"))
-        reason = event.get("reason") or ""
-        if not reason:
-            errors.append(("reason", "Required value"))
-        elif len(reason) > 128:
-            errors.append(("reason", "Too long: may not be longer than 128"))
-        if event.get("type") not in ("Normal", "Warning"):
-            errors.append(("type", f'Unsupported value: {event.get("type")!r}: supported values: "Normal", "Warning"'))
-        source = event.get("source") or {}
-        if not (isinstance(source, dict) and source.get("component")) and not event.get("reportingComponent"):
-            errors.append(("source.component", "Required value"))
-        for key in ("firstTimestamp", "lastTimestamp"):
-            value = event.get(key)
-            if value is not None:
-                try:
-                    datetime.datetime.fromisoformat(str(value))
-                except ValueError:
-                    errors.append((key, f"Invalid value: {value!r}: not an RFC 3339 time"))
-        count = event.get("count")
-        if count is not None and (not isinstance(count, int) or count < 1):
-            errors.append(("count", f"Invalid value: {count!r}"))
-        if errors:
-            text = ", ".join(f"{f}: {m}" for f, m in errors)
-            raise ApiError(
-                422,
-                f'Event "{name}" is invalid: [{text}]',
-                details={
-                    "name": name,
-                    "kind": "Event",
-                    "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors],
-                },
-            )
+    def _valid_resource_slice(self, body: object) -> JSON:
+        """The slice as sent (the tests' server checks its fields as the real server does)."""
+        if not isinstance(body, dict) or body.get("kind") != "ResourceSlice" or body.get("apiVersion") != RESOURCE_API:
+            raise ApiError(400, f"the body is not a {RESOURCE_API} ResourceSlice")
+        return copy.deepcopy(body)
+
+    def _validate_event(self, event: JSON) -> None:
+        """Only that the Event is named (the tests' server checks it as the real server does)."""
+        if not event["metadata"].get("name"):
+            raise ApiError(422, 'Event "" is invalid: metadata.name: Required value: name or generateName is required')
 
 
 def _already_exists(resource: str, name: str, group: str = "") -> ApiError:

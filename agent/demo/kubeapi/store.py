@@ -7,17 +7,17 @@ import copy
 import socket
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from agent.demo.kubeapi.objects import (
-    _KINDS,
     DEFAULT_NAMESPACES,
     JSON,
     RESOURCE_API,
+    RESOURCES,
     ApiError,
-    _api_version,
+    Kind,
     _Key,
     make_node,
     make_pod,
@@ -62,15 +62,16 @@ class _Watch:
 class ObjectStore:
     """The objects, their history and the open watches, under one lock."""
 
+    resources: ClassVar[Mapping[str, Kind]] = RESOURCES
+
     def __init__(self, *, token: str = "test-token", namespaces: Iterable[str] = DEFAULT_NAMESPACES) -> None:  # noqa: S107
         self.token = token
         self.namespaces: set[str] = set(namespaces)
         self._cond = threading.Condition(threading.RLock())
         self._rv = 1000
-        self._objects: dict[str, dict[_Key, JSON]] = {resource: {} for resource in _KINDS}
+        self._objects: dict[str, dict[_Key, JSON]] = {resource: {} for resource in self.resources}
         self._history: list[_Change] = []
-        #: History before this resourceVersion is gone: a list or watch from an older one gets 410 (as after etcd
-        #: compacts; a subclass may compact).
+        #: Lists and watches from before this resourceVersion get 410, as after etcd compacts (the tests compact).
         self._compacted_rv = 0
         #: The newest change dropped from the history (HISTORY_LIMIT); a watch behind it has missed events.
         self._dropped_rv = 0
@@ -86,15 +87,9 @@ class ObjectStore:
 
     def add_pod(self, name: str, **kwargs: Any) -> JSON:
         """Create a pod (see :func:`make_pod` for the keywords); returns it as stored."""
-        return self.put_pod(make_pod(name, **kwargs))
-
-    def put_pod(self, pod: JSON) -> JSON:
-        """Create or replace a pod given as JSON."""
-        pod = copy.deepcopy(pod)
-        meta = pod.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_rfc3339())
+        pod = make_pod(name, **kwargs)
+        meta = pod["metadata"]
+        meta["creationTimestamp"] = now_rfc3339()
         with self._cond:
             self.namespaces.add(meta["namespace"])
             return self._store("pods", (meta["namespace"], meta["name"]), pod)
@@ -144,8 +139,8 @@ class ObjectStore:
     def _store(self, resource: str, key: _Key, obj: JSON) -> JSON:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
-        obj.setdefault("kind", _KINDS[resource])
-        obj.setdefault("apiVersion", _api_version(resource))
+        obj.setdefault("kind", self.resources[resource].kind)
+        obj.setdefault("apiVersion", self.resources[resource].api_version)
         old = self._objects[resource].get(key)
         self._objects[resource][key] = obj
         self._record(_Change(rv, resource, key, copy.deepcopy(old), copy.deepcopy(obj)))

@@ -47,7 +47,6 @@ class PluginConnection:
     task: asyncio.Task[None] | None = None
 
     def healthy(self) -> list[str]:
-        """IDs currently advertised Healthy."""
         return sorted(i for i, d in self.devices.items() if d.health == "Healthy")
 
 
@@ -75,8 +74,6 @@ class KubeletStandIn:
         self.plugins: dict[str, PluginConnection] = {}
         # (namespace, pod) -> container -> resource -> device IDs
         self.assignments: dict[tuple[str, str], dict[str, dict[str, list[str]]]] = {}
-        #: pod-resources List and Get calls answered
-        self.pod_resources_reads = 0
         self._servers: list[grpc.aio.Server] = []
         self._bind_count = 0
         self._register_lock = asyncio.Lock()
@@ -84,7 +81,6 @@ class KubeletStandIn:
 
     # ---------------------------------------------------------------- running
     async def start(self) -> None:
-        """Create kubelet.sock and the pod-resources socket."""
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         self.pod_resources_socket.parent.mkdir(parents=True, exist_ok=True)
         registration = grpc.aio.server()
@@ -97,7 +93,7 @@ class KubeletStandIn:
         await self._serve(pod_resources, self.pod_resources_socket)
 
     def _read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
-        self.pod_resources_reads += 1
+        """What pod-resources List and Get report."""
         return self.assignments
 
     async def stop(self) -> None:

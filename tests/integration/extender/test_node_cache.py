@@ -18,8 +18,7 @@ from kubernetes import client
 from agent.cluster.extenderservice import in_namespace
 from agent.extender import StateTable, WatchedNode, parse_watched_state
 from agent.kube import Backoff
-from agent.kube.reflector import WatchEventKind
-from agent.kube.statewatch import NodeStateWatcher
+from agent.kube.reflector import NodeStateWatcher, WatchEventKind
 from tests.fakeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
 from tests.unit.extender.factories import slot, state_object_of

@@ -13,8 +13,7 @@ from kubernetes import client
 from agent.bitstreams import Declaration, parse_declaration
 from agent.errors import CatalogError
 from agent.kube import Backoff
-from agent.kube.bitstreamwatch import BitstreamWatcher
-from agent.kube.reflector import WatchEventKind
+from agent.kube.reflector import BitstreamWatcher, WatchEventKind
 from tests.fakeapi import FakeKubeApiServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")

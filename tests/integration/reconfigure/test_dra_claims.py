@@ -11,11 +11,10 @@ import pytest
 
 from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cards import OfferedCard
-from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimPreparation
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
 from agent.slots import SlotState
-from tests.fakes import JSON, AgentHarness, FakeClaims, NodePods
+from tests.fakes import JSON, AgentHarness, CdiReader, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state
 
 POOL = "node-a"
@@ -24,7 +23,7 @@ POOL = "node-a"
 class Node:
     def __init__(self, harness: AgentHarness, root: Path, claims: FakeClaims, pods: NodePods) -> None:
         self.harness, self.claims, self.pods = harness, claims, pods
-        self.cdi = CdiSpecs(root / "cdi")
+        self.cdi = CdiReader(root / "cdi")
         self.state_file = root / "state" / "claims.json"
         self.preparation = self.make()
 

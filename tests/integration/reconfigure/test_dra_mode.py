@@ -61,7 +61,7 @@ class DraNode:
     kubelet: DraKubelet
     agent: Agent
     #: the kubelet's device-plugin side (registration and pod-resources), which DRA mode leaves alone
-    device_plugins: KubeletStandIn
+    device_plugins: CountingKubelet
 
     @property
     def sockets(self) -> PluginSockets:
@@ -121,10 +121,20 @@ async def agent_running(config: Config, bitstreams: Bitstreams) -> AsyncIterator
             await task
 
 
+class CountingKubelet(KubeletStandIn):
+    """The stand-in counting the pod-resources List and Get calls it answered."""
+
+    pod_resources_reads = 0
+
+    def _read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
+        self.pod_resources_reads += 1
+        return super()._read_assignments()
+
+
 @contextlib.asynccontextmanager
-async def device_plugin_kubelet(config: Config) -> AsyncIterator[KubeletStandIn]:
+async def device_plugin_kubelet(config: Config) -> AsyncIterator[CountingKubelet]:
     """The kubelet's device-plugin registration and pod-resources sockets (a real kubelet serves them in any mode)."""
-    kubelet = KubeletStandIn(config.device_plugin_dir, config.pod_resources_socket)
+    kubelet = CountingKubelet(config.device_plugin_dir, config.pod_resources_socket)
     await kubelet.start()
     try:
         yield kubelet
@@ -339,7 +349,7 @@ def rewrite_slot_checkpoint(stopped: Agent, *, release: list[str], hold: list[st
     """The stopped agent's slot checkpoint with ``release`` free and ``hold`` held by a device-plugin container."""
     stopped.registry.release([SlotId(s) for s in release])
     stopped.registry.set_holder([SlotId(s) for s in hold], NS, "web", "main")
-    stopped.checkpoint_path.write_bytes(checkpoint.encode(stopped.registry.snapshot()))
+    stopped.checkpoint_file.path.write_bytes(checkpoint.encode(stopped.registry.snapshot()))
 
 
 async def test_a_claims_bitstream_that_only_the_cluster_declares_is_pulled_at_prepare(

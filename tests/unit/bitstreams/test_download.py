@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.bitstreams.download import download_verified
+from agent.bitstreams.puller import download_verified
 from agent.errors import PulledHashMismatch
 from agent.files.atomic import StagedFile
 

@@ -35,7 +35,6 @@ def test_parse_pod_keeps_what_the_agent_needs(sample: dict[str, Any]) -> None:
     assert pod.annotations["example.com/fpga-bitstream.sidecar"] == "crc32"
     assert pod.containers == (ContainerSlots("main", 2), ContainerSlots("sidecar", 1), ContainerSlots("metrics", 0))
     assert pod.init_containers == (ContainerSlots("selftest", 1),)
-    assert pod.requested_slots == 3
     assert pod.deleted is False
     assert pod.key == ("ml", "fpga-inference-7c9d5b6f8-x2l4q")
     assert str(pod) == "ml/fpga-inference-7c9d5b6f8-x2l4q"
@@ -153,31 +152,6 @@ def test_parse_pod_fills_missing_fields_with_neutral_values(obj: dict[str, Any],
 def test_parse_pod_rejects_objects_without_a_name(obj: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"metadata\.name"):
         parse_pod(obj)
-
-
-@pytest.mark.parametrize(
-    ("containers", "init", "expected"),
-    [
-        pytest.param((("a", 1), ("b", 2)), (), 3, id="app-containers-add-up"),
-        pytest.param((("a", 1),), (("i1", 2), ("i2", 3)), 3, id="largest-init-container"),
-        pytest.param((("a", 2), ("b", 2)), (("i", 3),), 4, id="app-sum-wins"),
-        pytest.param((), (), 0, id="none"),
-    ],
-)
-def test_requested_slots(
-    containers: tuple[tuple[str, int], ...], init: tuple[tuple[str, int], ...], expected: int
-) -> None:
-    pod = PodInfo(
-        namespace="n",
-        name="p",
-        uid="u",
-        node_name="node",
-        phase="Pending",
-        created=0.0,
-        containers=tuple(ContainerSlots(*c) for c in containers),
-        init_containers=tuple(ContainerSlots(*c) for c in init),
-    )
-    assert pod.requested_slots == expected
 
 
 @pytest.mark.parametrize(

@@ -62,13 +62,13 @@ async def test_command_programmer_card_busy_for_the_whole_deadline_is_a_timeout(
             if await asyncio.to_thread(started.exists):
                 break
             await asyncio.sleep(0.01)
-    assert tool.busy("c0")
+    assert tool._cards.busy("c0")
     with pytest.raises(ProgrammingTimeout, match="card c0 was busy with another programming operation"):
         await tool.program_file(slot("c0", "r1"), tmp_path / "x", ACCEL, 0.2)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    assert not tool.busy("c0")
+    assert not tool._cards.busy("c0")
 
 
 @pytest.mark.parametrize(

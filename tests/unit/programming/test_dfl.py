@@ -215,7 +215,7 @@ async def test_timeout_keeps_the_card_busy_until_the_kernel_returns(fme: Path, n
     )
     with pytest.raises(ProgrammingTimeout, match=expected):
         await programmer.program(first, IMAGE, ACCELERATOR, 0.05)
-    assert programmer.busy(str(fme))
+    assert programmer._cards.busy(str(fme))
 
     later = asyncio.create_task(programmer.program(second, IMAGE, ACCELERATOR, 5.0))
     for _ in range(10):
@@ -227,7 +227,7 @@ async def test_timeout_keeps_the_card_busy_until_the_kernel_returns(fme: Path, n
     await later
     assert [(kind, port) for kind, _, port in kernel.events] == [("enter", 0), ("exit", 0), ("enter", 1), ("exit", 1)]
     assert kernel.overlaps == 0
-    assert not programmer.busy(str(fme))
+    assert not programmer._cards.busy(str(fme))
 
 
 async def test_waiting_for_a_busy_card_counts_against_the_deadline(fme: Path, no_fd_leak: None) -> None:
@@ -280,7 +280,7 @@ async def test_different_cards_in_parallel(fme_nodes: list[Path], no_fd_leak: No
     tasks = [asyncio.create_task(programmer.program(slot, IMAGE, ACCELERATOR, 30.0)) for slot in slots]
     # Both cards are inside the kernel at the same time before either is released.
     await asyncio.gather(*(kernel.entered(node, 0).wait() for node in fme_nodes))
-    assert all(programmer.busy(str(node)) for node in fme_nodes)
+    assert all(programmer._cards.busy(str(node)) for node in fme_nodes)
     kernel.gate.set()
     await asyncio.gather(*tasks)
     assert sorted(call.device for call in kernel.calls) == sorted(device_of(node) for node in fme_nodes)

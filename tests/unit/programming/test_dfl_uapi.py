@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.programming.dfl_uapi import DFL_FPGA_FME_PORT_PR, DflFpgaFmePortPr, io_request, pack_port_pr
+from agent.programming.dfl import DFL_FPGA_FME_PORT_PR, DflFpgaFmePortPr, io_request, pack_port_pr
 
 FIELDS = ("argsz", "flags", "port_id", "buffer_size", "buffer_address")
 SAMPLE = {"port_id": 3, "buffer_address": 0x1122334455667788, "buffer_size": 0x0A0B0C0D}

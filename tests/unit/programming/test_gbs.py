@@ -32,7 +32,6 @@ def test_parses_ids_and_payload_offset() -> None:
     assert data[header.payload_offset :] == PAYLOAD
     (length,) = struct.unpack_from("<I", data, 16)
     assert header.payload_offset == 20 + length
-    assert header.metadata["platform-name"] == "pac_a10"
 
 
 @pytest.mark.parametrize(

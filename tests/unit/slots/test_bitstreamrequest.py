@@ -10,7 +10,7 @@ from agent.dra.claimprep import _bitstream, _pod_bitstream
 from agent.extender.admission import bitstreams_named
 from agent.kube.model import parse_pod
 from agent.node.reconfigure import wanted_bitstream
-from agent.slots.bitstreamrequest import container_bitstream, pod_bitstreams, slots_asked
+from agent.slots.bitstreamrequest import container_bitstream, pod_spec_bitstreams, slots_asked
 
 SLOTS = {"limits": {"example.com/fpga-slot": "1"}}
 
@@ -100,7 +100,7 @@ def test_a_claim_config_is_read_alike(parameters: dict[str, Any], expected: str 
 def test_reading_helpers() -> None:
     assert container_bitstream({BITSTREAM: "p", f"{BITSTREAM}.c": ""}, "c") == (BITSTREAM, "p")
     assert container_bitstream({}, "c") is None
-    assert pod_bitstreams({BITSTREAM: "p"}, [], has_claims=False) == []
+    assert pod_spec_bitstreams(pod({BITSTREAM: "p"}, {"name": "main"})) == []
     assert slots_asked({"resources": {"limits": {"example.com/fpga-slot": "2"}, "requests": {}}}) == 2
     assert slots_asked({"resources": {"limits": {"example.com/fpga-slot": "lots"}}}) == 0
     assert slots_asked("not a container") == 0

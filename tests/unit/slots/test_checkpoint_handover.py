@@ -56,7 +56,9 @@ async def test_no_write_once_taken_over_not_even_the_final_one(
     registry = SlotRegistry()
     registry.replace_all([slot])
     ours = True
-    writer = asyncio.create_task(checkpoint.keep_checkpoint(path, registry, owned=lambda: ours))
+    writer = asyncio.create_task(
+        checkpoint.keep_checkpoint(checkpoint.CheckpointFile(path), registry, owned=lambda: ours)
+    )
     registry.set_holder([slot.id], "default", "before", "main")
     await writes.wait_count(1)
     assert writes.pods == ["before"]
@@ -77,7 +79,9 @@ async def test_final_write_only_while_ours(tmp_path: Path, owned: bool) -> None:
     registry = SlotRegistry()
     registry.replace_all([slot])
     started = asyncio.Event()
-    writer = asyncio.create_task(checkpoint.keep_checkpoint(path, registry, owned=lambda: started.set() or owned))
+    writer = asyncio.create_task(
+        checkpoint.keep_checkpoint(checkpoint.CheckpointFile(path), registry, owned=lambda: started.set() or owned)
+    )
     await asyncio.wait_for(started.wait(), WAIT_S)  # a task cancelled before its first step runs nothing
     await stop(writer)
     assert path.exists() is owned

@@ -50,7 +50,7 @@ async def test_final_write_is_not_overtaken_by_a_write_still_in_its_thread(
             thread_done.set()
 
     monkeypatch.setattr(checkpoint, "write_atomically", slow_write_atomic)
-    writer = asyncio.create_task(checkpoint.keep_checkpoint(path, registry))
+    writer = asyncio.create_task(checkpoint.keep_checkpoint(checkpoint.CheckpointFile(path), registry))
     async with asyncio.timeout(WAIT_S):
         await thread_writing.wait()
     # The state changes while that (older) write is still on its way, then the agent stops.

@@ -1,28 +1,27 @@
-"""ResourceSlices as the API server stand-in validates them: the parts a driver can get wrong, refused with 422
-naming the field as the real server does (devices, their attributes, taints and counter uses; shared counters)."""
+"""What the tests' API server checks of the objects the agent writes, as the real server does (refused with 422
+naming the field): ResourceSlices (devices, their attributes, taints and counter uses; shared counters) and
+core/v1 Events."""
 
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 from typing import Any
 
-from agent.demo.kubeapi.objects import (
-    _C_IDENTIFIER,
-    _DNS_LABEL,
-    _DNS_SUBDOMAIN,
-    _QUALIFIED_NAME,
-    JSON,
-    RESOURCE_API,
-    ApiError,
-)
+from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError
+from agent.demo.kubeapi.objects import _DNS_SUBDOMAIN
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 def _invalid(name: str, field: str, detail: str) -> ApiError:
     return ApiError(422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: {field}: {detail}')
 
 
-def _valid_resource_slice(body: object) -> JSON:
+def valid_resource_slice(body: object) -> JSON:
     """The slice if the real server's validation takes it; else 422 naming the field."""
     if not isinstance(body, dict) or body.get("kind") != "ResourceSlice" or body.get("apiVersion") != RESOURCE_API:
         raise ApiError(400, f"the body is not a {RESOURCE_API} ResourceSlice")
@@ -102,3 +101,69 @@ def _check_counter_sets(name: str, counter_sets: list[Any]) -> None:
             raise _invalid(name, f"{where}.counters", "Invalid value: 1 to 32 counters")
         if not all(_DNS_LABEL.match(c) for c in counters):
             raise _invalid(name, f"{where}.counters", "Invalid value: counter names are lowercase RFC 1123 labels")
+
+
+def validate_event(event: JSON) -> None:
+    """The real server's checks for a core/v1 Event, plus stricter ones: involvedObject kind and name,
+    reason, a Normal/Warning type, a source or reporting component, RFC 3339 timestamps, count >= 1."""
+    meta = event["metadata"]
+    errors: list[tuple[str, str]] = []
+    name = meta.get("name") or ""
+    if not name:
+        errors.append(("metadata.name", "Required value: name or generateName is required"))
+    elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        errors.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain"))
+    if event.get("kind", "Event") != "Event":
+        errors.append(("kind", f"Invalid value: {event.get('kind')!r}"))
+    involved = event.get("involvedObject")
+    if not isinstance(involved, dict):
+        errors.append(("involvedObject", "Required value"))
+        involved = {}
+    for key in ("kind", "name"):
+        if not involved.get(key):
+            errors.append((f"involvedObject.{key}", "Required value"))
+    if not event.get("eventTime"):
+        if (involved.get("namespace") or "") != meta["namespace"] and not (
+            not involved.get("namespace") and meta["namespace"] == "default"
+        ):
+            errors.append(
+                (
+                    "involvedObject.namespace",
+                    f"Invalid value: {involved.get('namespace')!r}: does not match event.namespace",
+                )
+            )
+    else:
+        for key in ("reportingComponent", "reportingInstance", "action"):
+            if not event.get(key):
+                errors.append((key, "Required value"))
+    reason = event.get("reason") or ""
+    if not reason:
+        errors.append(("reason", "Required value"))
+    elif len(reason) > 128:
+        errors.append(("reason", "Too long: may not be longer than 128"))
+    if event.get("type") not in ("Normal", "Warning"):
+        errors.append(("type", f'Unsupported value: {event.get("type")!r}: supported values: "Normal", "Warning"'))
+    source = event.get("source") or {}
+    if not (isinstance(source, dict) and source.get("component")) and not event.get("reportingComponent"):
+        errors.append(("source.component", "Required value"))
+    for key in ("firstTimestamp", "lastTimestamp"):
+        value = event.get(key)
+        if value is not None:
+            try:
+                datetime.datetime.fromisoformat(str(value))
+            except ValueError:
+                errors.append((key, f"Invalid value: {value!r}: not an RFC 3339 time"))
+    count = event.get("count")
+    if count is not None and (not isinstance(count, int) or count < 1):
+        errors.append(("count", f"Invalid value: {count!r}"))
+    if errors:
+        text = ", ".join(f"{f}: {m}" for f, m in errors)
+        raise ApiError(
+            422,
+            f'Event "{name}" is invalid: [{text}]',
+            details={
+                "name": name,
+                "kind": "Event",
+                "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors],
+            },
+        )
