@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from agent.config import Config
 from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
 from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
-from agent.deviceplugin.lifecycle import PluginEndpoint
 from agent.errors import ConfigError, FpgaSlotError, KubeError, KubeletError
 from agent.files.atomic import remove_stale_temp_files
 from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
@@ -127,7 +126,7 @@ class Agent:
         else:
             self.servicer = DevicePluginServicer(self.registry, self.reconfigurer, config.cdi)
             self.lifecycle = PluginLifecycle(
-                PluginEndpoint(config.device_plugin_dir), self.servicer, interceptors=[RpcTimer(self.metrics)]
+                config.device_plugin_dir, self.servicer, interceptors=[RpcTimer(self.metrics)]
             )
         self.metrics.watch_slots(self.registry, lambda: 0 if self.lifecycle is None else self.lifecycle.registrations)
         self.checkpoint_file = checkpoint.CheckpointFile(config.state_dir / checkpoint.FILE_NAME)
@@ -242,9 +241,8 @@ class Agent:
     async def _run(self, stop: asyncio.Event) -> None:
         source = self.backend.source
         enumeration = await source.enumerate()
-        learn = self.backend.learn_contents
-        if learn is not None:  # what the vendor tools read back is what the slots report from now on
-            await learn(enumeration.slots)
+        if self.backend.commands is not None:  # what the vendor tools read back is what the slots report from now on
+            await self.backend.commands.read_back_all(enumeration.slots)
             enumeration = await source.enumerate()
         log_enumeration(source, enumeration)
         self.registry.replace_all(enumeration.slots)
@@ -287,7 +285,7 @@ class Agent:
             if self.kube is not None:
                 await self._leave_node(self.kube)
         finally:
-            await self.reconfigurer.close()
+            await self.reconfigurer.loader.close()
             if self.backend.commands is not None:
                 await self.backend.commands.close()
             await self.pod_resources.close()

@@ -23,11 +23,10 @@ from typing import Any
 
 import yaml
 
-from agent.dra.capacity import bitstream_capacity
 from agent.dra.cards import counter_sets, offered_cards
 from agent.dra.cards import offered as offered_names
 from agent.dra.constants import DRIVER_NAME
-from agent.dra.mode import slice_devices
+from agent.dra.mode import bitstream_capacity, slice_devices
 from agent.kube.resourceslices import GROUP_VERSION, counters_spec, slice_spec
 from agent.slots import Health, Slot, SlotId, SlotState
 from agent.slots.registry import Content

@@ -35,7 +35,7 @@ from agent.app import Agent, connect_kube  # noqa: E402
 from agent.bitstreams import declaration_object  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
-from agent.programming import Catalog  # noqa: E402
+from agent.programming.catalog import Catalog  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.fakeapi import DEFAULT_NODE, running_apiserver  # noqa: E402

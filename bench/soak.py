@@ -53,8 +53,8 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
 from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_published_state  # noqa: E402
+from agent.files.bitstream import validate_name  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
-from agent.programming.catalog import validate_name  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
 from agent.slots import Health, checkpoint  # noqa: E402

@@ -1,7 +1,8 @@
-"""The API server stand-in (:mod:`agent.demo.kubeapi`) with what only the tests use: label selectors, every
-patch type and finalizers (:mod:`tests.fakeapi_requests`), every request recorded,
-faults injected, watches expired, ended, dropped or sent a bookmark, history compacted, objects put, changed and
-deleted directly (each a new resourceVersion watchers see), the cluster objects of :mod:`tests.fakeapi_cluster`,
+"""The API server stand-in (:mod:`agent.demo.kubeapi`) with what only the tests use: pods as the server returns
+them (:func:`make_pod`), ResourceClaims as the scheduler leaves them (:func:`make_resource_claim`), label
+selectors, every patch type and finalizers (:mod:`tests.fakeapi_requests`), every request recorded, faults
+injected, watches expired, ended, dropped or sent a bookmark, history compacted, objects put, changed and deleted
+directly (each a new resourceVersion watchers see), the cluster objects of :mod:`tests.fakeapi_cluster`,
 ``wait_for``/``until`` a condition instead of sleeping; and AdmissionReviews as kube-apiserver sends them to a
 validating webhook (the stand-in calls no webhook itself)."""
 
@@ -11,20 +12,17 @@ import asyncio
 import contextlib
 import copy
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agent.demo.kubeapi import (
-    DEFAULT_NODE,
     JSON,
     RESOURCE_API,
     SLOT_RESOURCE,
     ApiError,
     RecordedRequest,
     make_node,
-    make_pod,
-    make_resource_claim,
     now_rfc3339,
     status_object,
 )
@@ -49,6 +47,123 @@ __all__ = [
 ]
 
 
+DEFAULT_NODE = "node-a"
+
+
+def make_pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    node: str | None = DEFAULT_NODE,
+    slots: Mapping[str, int] | Iterable[tuple[str, int]] = (("main", 1),),
+    init_slots: Mapping[str, int] | Iterable[tuple[str, int]] = (),
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    phase: str = "Pending",
+    uid: str | None = None,
+) -> JSON:
+    """A Pod shaped as the API server returns it (the fields a real pod has, not only ours)."""
+
+    def container(cname: str, count: int) -> JSON:
+        limits: JSON = {"cpu": "500m", "memory": "256Mi"}
+        requests: JSON = {"cpu": "250m", "memory": "128Mi"}
+        if count:
+            limits[SLOT_RESOURCE] = str(count)
+            requests[SLOT_RESOURCE] = str(count)
+        return {
+            "name": cname,
+            "image": "registry.example/fpga-app:1.0",
+            "resources": {"limits": limits, "requests": requests},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        }
+
+    pairs = list(slots.items()) if isinstance(slots, Mapping) else list(slots)
+    init_pairs = list(init_slots.items()) if isinstance(init_slots, Mapping) else list(init_slots)
+    spec: JSON = {
+        "containers": [container(c, n) for c, n in pairs],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "schedulerName": "default-scheduler",
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            }
+        ],
+        "priority": 0,
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
+    if init_pairs:
+        spec["initContainers"] = [container(c, n) for c, n in init_pairs]
+    if node:
+        spec["nodeName"] = node
+    meta: JSON = {"name": name, "namespace": namespace, "uid": uid or str(uuid.uuid4())}
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    status: JSON = {"phase": phase, "qosClass": "Burstable"}
+    if node:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def make_resource_claim(
+    name: str,
+    *,
+    namespace: str = "default",
+    driver: str,
+    devices: Iterable[tuple[str, str, str]] = (),
+    parameters: Mapping[str, Any] | None = None,
+    configs: Iterable[tuple[Sequence[str], Mapping[str, Any]]] = (),
+    first_available: Mapping[str, Sequence[str]] | None = None,
+    device_class: str = "fpga-slot",
+    reserved_for: Iterable[tuple[str, str]] = (),
+) -> JSON:
+    """A ResourceClaim as the scheduler leaves it allocated (no ``devices`` and no pods: not allocated).
+
+    ``devices``: (request, pool, device) each, a ``first_available`` request naming its subrequest
+    (``fpga/any``); ``parameters`` configure every request, ``configs`` (requests, parameters) the named ones."""
+    choices = {request: list(subrequests) for request, subrequests in (first_available or {}).items()}
+    devices = list(devices)
+    parents: dict[str, None] = {}
+    for request, _, _ in devices:
+        parent, _, subrequest = request.partition("/")
+        if (subrequest or parent in choices) and subrequest not in choices.get(parent, ()):
+            raise ValueError(f"result for {request!r}: request {parent!r} has subrequests {choices.get(parent)}")
+        parents[parent] = None
+    requests = [
+        {"name": r, "firstAvailable": [{"name": sub, "deviceClassName": device_class} for sub in subs]}
+        for r, subs in choices.items()
+    ] + [{"name": r, "exactly": {"deviceClassName": device_class}} for r in parents if r not in choices]
+    opaque: list[tuple[tuple[str, ...], Mapping[str, Any]]] = [((), parameters)] if parameters is not None else []
+    opaque += [(tuple(r), p) for r, p in configs]
+    config = [
+        {**({"requests": list(r)} if r else {}), "opaque": {"driver": driver, "parameters": dict(p)}} for r, p in opaque
+    ]
+    claim: JSON = {
+        "metadata": {"name": name, "namespace": namespace},
+        "kind": "ResourceClaim",
+        "spec": {"devices": {"requests": requests, "config": config}},
+    }
+    results = [{"request": r, "driver": driver, "pool": p, "device": d} for r, p, d in devices]
+    if results:
+        claim["status"] = {
+            "allocation": {"devices": {"results": results, "config": [{"source": "FromClaim", **c} for c in config]}},
+            "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for],
+        }
+    return claim
+
+
 @dataclass
 class _Fault:
     method: str
@@ -65,6 +180,12 @@ class FakeKubeApiServer(ClusterObjects):
         super().__init__(token=token, namespaces=namespaces)
         self._faults: list[_Fault] = []
         self._requests: list[RecordedRequest] = []
+
+    def __enter__(self) -> FakeKubeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _received(self, request: RecordedRequest) -> None:
         with self._cond:
@@ -104,6 +225,10 @@ class FakeKubeApiServer(ClusterObjects):
     def active_watches(self, resource: str = "pods") -> int:
         with self._cond:
             return sum(1 for w in self._watches if w.resource == resource and w.action is None)
+
+    def add_pod(self, name: str, **kwargs: Any) -> JSON:
+        """Create a pod (see :func:`make_pod` for the keywords); returns it as stored."""
+        return self.put_pod(make_pod(name, **kwargs))
 
     def put_pod(self, pod: JSON) -> JSON:
         """Create or replace a pod given as JSON."""
@@ -213,20 +338,25 @@ class FakeKubeApiServer(ClusterObjects):
 
     def expire_watches(self, resource: str = "pods") -> int:
         """Send an ERROR event with a 410 Expired Status to every open watch, then end them."""
-        return self._act(resource, "expire")
+        return self._act(resource, lambda watch: watch.expire())
 
     def end_watches(self, resource: str = "pods") -> int:
         """End every open watch cleanly (as ``timeoutSeconds`` does)."""
-        return self._act(resource, "end")
+        return self._act(resource, lambda watch: setattr(watch, "action", "end"))
 
     def drop_watches(self, resource: str = "pods") -> int:
         """Cut every open watch's connection mid-stream (no end of the chunked body)."""
-        return self._act(resource, "drop")
+        return self._act(resource, lambda watch: setattr(watch, "action", "drop"))
 
     def bookmark(self) -> int:
         """Send a BOOKMARK at the current resourceVersion to watches that allow bookmarks."""
         with self._cond:
-            self._bookmarks += 1
+            for watch in self._watches:
+                if watch.query.get("allowWatchBookmarks") in ("true", "1"):
+                    kind = self.resources[watch.resource]
+                    meta = {"resourceVersion": str(self._rv)}
+                    bookmark = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
+                    watch.queued.append({"type": "BOOKMARK", "object": bookmark})
             self._cond.notify_all()
             return self._rv
 
@@ -276,15 +406,14 @@ class FakeKubeApiServer(ClusterObjects):
             self._get("resourceslices", ("", name))
             return self._remove("resourceslices", ("", name))
 
-    def _act(self, resource: str, action: str) -> int:
+    def _act(self, resource: str, action: Callable[[Any], None]) -> int:
+        """``action`` on every open watch of ``resource``; how many there were."""
         with self._cond:
-            count = 0
-            for watch in self._watches:
-                if watch.resource == resource and watch.action is None:
-                    watch.action = action
-                    count += 1
+            watches = [w for w in self._watches if w.resource == resource and w.action is None]
+            for watch in watches:
+                action(watch)
             self._cond.notify_all()
-            return count
+            return len(watches)
 
     def _inject_fault(self, request: RecordedRequest) -> None:
         with self._cond:

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError, RecordedRequest, now_rfc3339
-from agent.demo.kubeapi.objects import _DNS_SUBDOMAIN, PATH, RESOURCES, Kind
+from agent.demo.kubeapi.objects import PATH, RESOURCES, Kind
 from tests.fakeapi_requests import FullRequests
+from tests.fakeapi_validation import DNS_SUBDOMAIN
 
 _RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
@@ -132,7 +133,7 @@ class ClusterObjects(FullRequests):
             raise ApiError(400, f"{self.resources[resource].kind}: the body has no metadata")
         obj = copy.deepcopy(body)
         name = obj["metadata"].get("name", "")
-        if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name):
+        if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name):
             raise ApiError(422, f'{self.resources[resource].kind} "{name}" is invalid: metadata.name: Invalid value')
         with self._cond:
             return self._store_new_cluster_object(resource, name, obj)
@@ -153,7 +154,7 @@ class ClusterObjects(FullRequests):
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
             raise ApiError(400, "the body is not a Secret")
         name = body["metadata"].get("name", "")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        if not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
             raise ApiError(422, f'Secret "{name}" is invalid: metadata.name: Invalid value', "Invalid")
         if body["metadata"].get("namespace", namespace) != namespace:
             raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")

@@ -1,18 +1,20 @@
 """What the tests' API server serves beyond what the demo's agent sends (:mod:`agent.demo.kubeapi`): label
-selectors, JSON patches (RFC 6902) and strategic merge patches, the finalizers of an object being deleted, and
-ResourceSlices and Events checked as the real server checks them (:mod:`tests.fakeapi_validation`)."""
+selectors, lists of an exact (past) resourceVersion and in pages, JSON patches (RFC 6902) and strategic merge
+patches, the finalizers of an object being deleted, FpgaNodeStates written, and ResourceSlices, Events and
+FpgaNodeStates checked as the real server checks them (:mod:`tests.fakeapi_validation`)."""
 
 from __future__ import annotations
 
 import copy
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.demo.kubeapi import JSON, ApiError, KubeApiStandIn, RecordedRequest
-from agent.demo.kubeapi.matching import SELECTOR_TERM
-from agent.demo.kubeapi.objects import _Key
-from tests.fakeapi_validation import valid_resource_slice, validate_event
+from agent.demo.kubeapi import JSON, ApiError, KubeApiStandIn, RecordedRequest, now_rfc3339
+from agent.demo.kubeapi.objects import PATH, SELECTOR_TERM, _Key, _parse_rv
+from agent.demo.kubeapi.store import _already_exists, _conflict
+from tests.fakeapi_validation import valid_node_state, valid_resource_slice, validate_event
 
 #: Lists merged by key in a strategic merge patch (the real server knows this from the schema).
 MERGE_KEYS = {
@@ -27,6 +29,85 @@ MERGE_KEYS = {
 
 class FullRequests(KubeApiStandIn):
     """The stand-in with label selectors, every patch type, finalizers and the real server's checks."""
+
+    def _route(self, request: RecordedRequest) -> tuple[int, JSON]:
+        match = PATH.match(request.path)
+        if match and match["res"] == "fpganodestates" and request.method in ("POST", "PUT"):
+            namespace, name = match["ns"], match["name"]
+            self._check_scope("fpganodestates", namespace, match["api"])
+            with self._cond:
+                if request.method == "POST" and name is None and namespace is not None:
+                    return 201, self._create_node_state(namespace, request.body)
+                if request.method == "PUT" and name is not None:
+                    return 200, self._replace_node_state((namespace or "", name), request.body)
+        return super()._route(request)
+
+    def _create_node_state(self, namespace: str, body: object) -> JSON:
+        obj = valid_node_state(body, namespace)
+        key = (namespace, obj["metadata"]["name"])
+        if key in self._objects["fpganodestates"]:
+            raise _already_exists("fpganodestates", key[1], "example.com")
+        obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_rfc3339(), generation=1)
+        return self._store("fpganodestates", key, obj)
+
+    def _replace_node_state(self, key: _Key, body: object) -> JSON:
+        obj = valid_node_state(body, key[0])
+        if obj["metadata"]["name"] != key[1]:
+            raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
+        current = self._get("fpganodestates", key)
+        version = obj["metadata"].get("resourceVersion")
+        if not version:
+            raise ApiError(422, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
+        if version != current["metadata"]["resourceVersion"]:
+            raise _conflict("fpganodestates.example.com", key[1])
+        for field in ("uid", "creationTimestamp"):
+            obj["metadata"][field] = current["metadata"][field]
+        changed = obj.get("spec") != current.get("spec")
+        obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + (1 if changed else 0)
+        return self._store("fpganodestates", key, obj)
+
+    def _list(self, resource: str, namespace: str | None, query: Mapping[str, str]) -> JSON:
+        """The list in pages when asked (``limit``): the continue token is the offset of the next item."""
+        body = super()._list(resource, namespace, query)
+        if query.get("limit"):
+            start = int(query.get("continue") or 0)
+            end = start + int(query["limit"])
+            if end < len(body["items"]):
+                body["metadata"]["continue"] = str(end)
+            body["items"] = body["items"][start:end]
+        return body
+
+    def _listed_state(self, resource: str, query: Mapping[str, str]) -> tuple[dict[_Key, JSON], int]:
+        """A list's resourceVersion and resourceVersionMatch checked, and an ``Exact`` one read from the history."""
+        version = query.get("resourceVersion", "")
+        mode = query.get("resourceVersionMatch", "")
+        if mode and not version:
+            raise ApiError(400, "resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if mode not in ("", "NotOlderThan", "Exact"):
+            raise ApiError(400, f"resourceVersionMatch: Unsupported value: {mode!r}")
+        if version in ("", "0"):
+            return super()._listed_state(resource, query)
+        wanted = _parse_rv(version)
+        if wanted > self._rv:
+            raise ApiError(
+                504,
+                f"Too large resource version: {wanted}, current: {self._rv}",
+                details={"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]},
+            )
+        if mode != "Exact":
+            return super()._listed_state(resource, query)
+        if wanted < self._compacted_rv:
+            raise ApiError(410, f"too old resource version: {wanted} ({self._compacted_rv})")
+        state = dict(self._objects[resource])  # undo the history after ``wanted``
+        for change in reversed(self._history):
+            if change.rv <= wanted:
+                break
+            if change.resource == resource:
+                if change.old is None:
+                    state.pop(change.key, None)
+                else:
+                    state[change.key] = change.old
+        return state, wanted
 
     def _valid_resource_slice(self, body: object) -> JSON:
         return valid_resource_slice(body)

@@ -1,6 +1,6 @@
 """What the tests' API server checks of the objects the agent writes, as the real server does (refused with 422
-naming the field): ResourceSlices (devices, their attributes, taints and counter uses; shared counters) and
-core/v1 Events."""
+naming the field): ResourceSlices (devices, their attributes, taints and counter uses; shared counters),
+core/v1 Events and FpgaNodeStates (as the CRD's schema, daemonset/fpganodestate-crd.yaml, does)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import re
 from typing import Any
 
 from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError
-from agent.demo.kubeapi.objects import _DNS_SUBDOMAIN
+from agent.slots.published import MAX_BITSTREAMS, MAX_SLOTS
 
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -28,12 +29,12 @@ def valid_resource_slice(body: object) -> JSON:
     obj = copy.deepcopy(body)
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
-    if not isinstance(name, str) or not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not isinstance(name, str) or not name or len(name) > 253 or not DNS_SUBDOMAIN.match(name):
         raise _invalid(str(name), "metadata.name", "Invalid value")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise _invalid(name, "spec", "Required value")
-    if not isinstance(spec.get("driver"), str) or not _DNS_SUBDOMAIN.match(spec["driver"]):
+    if not isinstance(spec.get("driver"), str) or not DNS_SUBDOMAIN.match(spec["driver"]):
         raise _invalid(name, "spec.driver", "Invalid value")
     pool = spec.get("pool") or {}
     if not pool.get("name") or not isinstance(pool.get("generation"), int) or pool.get("resourceSliceCount", 0) < 1:
@@ -111,7 +112,7 @@ def validate_event(event: JSON) -> None:
     name = meta.get("name") or ""
     if not name:
         errors.append(("metadata.name", "Required value: name or generateName is required"))
-    elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    elif len(name) > 253 or not DNS_SUBDOMAIN.match(name):
         errors.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain"))
     if event.get("kind", "Event") != "Event":
         errors.append(("kind", f"Invalid value: {event.get('kind')!r}"))
@@ -167,3 +168,26 @@ def validate_event(event: JSON) -> None:
                 "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors],
             },
         )
+
+
+def valid_node_state(body: object, namespace: str) -> JSON:
+    """An FpgaNodeState as the CRD's schema admits it (its shape; the agent's schema module checks the rest)."""
+    if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+        raise ApiError(400, "the body is not an object with metadata", "BadRequest")
+    obj = copy.deepcopy(body)
+    meta = obj["metadata"]
+    name = meta.get("name")
+    if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        raise ApiError(422, f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must be given")
+    if meta.setdefault("namespace", namespace) != namespace:
+        raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+    spec = obj.get("spec")
+    if (
+        not isinstance(spec, dict)
+        or not isinstance(spec.get("slots"), list)
+        or not isinstance(spec.get("bitstreams"), dict)
+    ):
+        raise ApiError(422, "spec: Required value: spec.slots (a list) and spec.bitstreams (an object)")
+    if len(spec["slots"]) > MAX_SLOTS or len(spec["bitstreams"]) > MAX_BITSTREAMS:
+        raise ApiError(422, f"spec: Too many: spec.slots at most {MAX_SLOTS}, spec.bitstreams at most {MAX_BITSTREAMS}")
+    return obj

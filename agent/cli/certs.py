@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent.cli.flags import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.files.atomic import fsync_directory
-from agent.kube import SecretReader, SecretWriter, WebhookCaBundle, connect_api
+from agent.kube import SecretReader, SecretWriter, connect_api, fill_ca_bundle
 
 if TYPE_CHECKING:
     from agent.cluster.certs import Issued
@@ -152,7 +152,7 @@ def _say(line: str) -> None:
     print(f"fpga-agent certs: {line}", file=sys.stderr)
 
 
-def trust_webhook(reader: SecretReader, server: str, bundle: WebhookCaBundle, name: str) -> str:
+def trust_webhook(reader: SecretReader, server: str, api_client: Any, name: str) -> str:
     """The CA of the extender's Secret into the webhooks' caBundle; what was done, or FpgaSlotError."""
     secret = reader.read(server)
     ca = secret.data.get("ca.crt") if secret is not None else None
@@ -160,7 +160,7 @@ def trust_webhook(reader: SecretReader, server: str, bundle: WebhookCaBundle, na
         raise FpgaSlotError(
             f"Secret {reader.namespace}/{server} has no ca.crt: the webhook cannot be told whom to trust"
         )
-    changed = bundle.fill(name, ca)
+    changed = fill_ca_bundle(api_client, name, ca)
     if changed:
         return f"ValidatingWebhookConfiguration {name}: caBundle set to the CA of Secret {server} ({changed} webhooks)"
     return f"ValidatingWebhookConfiguration {name} trusts the CA of Secret {server} already"
@@ -209,7 +209,7 @@ def run_certs(args: argparse.Namespace) -> int:
         make_certificates(store, lambda: issue(names, client_name=args.client_name, days=args.days), _say)
         if webhook is not None and api_client is not None:
             reader = SecretReader(api_client, namespace)
-            _say(trust_webhook(reader, args.server_secret, WebhookCaBundle(api_client), webhook))
+            _say(trust_webhook(reader, args.server_secret, api_client, webhook))
     except FpgaSlotError as exc:
         print(f"fpga-agent certs: {exc}", file=sys.stderr)
         return 1

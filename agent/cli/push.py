@@ -24,7 +24,7 @@ from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
 from agent.errors import BitstreamFileError, FpgaSlotError
 from agent.files.bitstream import SCOPES, SLOT_SCOPE, validate_name
-from agent.programming.catalog import describe_bitstream, normalize_given_id
+from agent.programming.catalogentry import describe_bitstream, normalize_given_id
 
 PASSWORD_ENV = "FPGA_AGENT_REGISTRY_PASSWORD"  # noqa: S105 - the name of the variable, not a password
 USERNAME_ENV = "FPGA_AGENT_REGISTRY_USERNAME"

@@ -42,28 +42,18 @@ logger = logging.getLogger(__name__)
 _Server = TypeVar("_Server", HttpServer, WebhookServer)
 
 
-def extender_tls(config: Config) -> ssl.SSLContext | None:
-    """The extender's TLS context from the configuration; ConfigError naming the flag when files are bad."""
+def extender_tls(config: Config, *, client_ca: bool = True) -> ssl.SSLContext | None:
+    """The TLS context of the scheduler's port (with ``--tls-client-ca-file``, clients must show a certificate it
+    signed), or with ``client_ca`` False of the webhook port; None without HTTPS (the configuration gives the webhook
+    port none without it). ConfigError naming the flags when the files cannot be loaded."""
     if config.tls_cert_file is None or config.tls_key_file is None:
         return None
-    client_ca = None if config.tls_client_ca_file is None else str(config.tls_client_ca_file)
-    return _tls(config, client_ca, "--tls-cert-file/--tls-key-file/--tls-client-ca-file")
-
-
-def webhook_tls(config: Config) -> ssl.SSLContext:
-    """The webhook port's TLS context (no client certificate asked); ConfigError naming the flags if files are bad."""
-    if config.tls_cert_file is None or config.tls_key_file is None:
-        raise ConfigError(
-            "--webhook-listen: the API server calls admission webhooks over HTTPS only: give --tls-cert-file"
-        )
-    return _tls(config, None, "--tls-cert-file/--tls-key-file")
-
-
-def _tls(config: Config, client_ca: str | None, flags: str) -> ssl.SSLContext:
+    ca = str(config.tls_client_ca_file) if client_ca and config.tls_client_ca_file is not None else None
     try:
-        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), client_ca)
+        return tls_context(str(config.tls_cert_file), str(config.tls_key_file), ca)
     except (OSError, ssl.SSLError) as exc:
-        files = ", ".join(str(name) for name in (config.tls_cert_file, config.tls_key_file, client_ca) if name)
+        flags = "--tls-cert-file/--tls-key-file" + ("/--tls-client-ca-file" if client_ca else "")
+        files = ", ".join(str(name) for name in (config.tls_cert_file, config.tls_key_file, ca) if name)
         raise ConfigError(f"{flags}: cannot load {files}: {exc}") from None
 
 
@@ -91,7 +81,7 @@ def in_namespace(namespace: str) -> Callable[[Mapping[str, Any]], WatchedNode]:
 async def run_extender(config: Config, stop: asyncio.Event) -> None:
     """The scheduler extender until ``stop``; KubeError without API access, before anything listens."""
     tls = extender_tls(config)
-    hook_tls = webhook_tls(config) if config.webhook_listen is not None else None
+    hook_tls = extender_tls(config, client_ca=False) if config.webhook_listen is not None else None
     api_client = connect_api(config.kubeconfig)
     table = StateTable()
     templates = ClaimTemplates()

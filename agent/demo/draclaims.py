@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent
-from agent.demo.kubeapi import JSON, KubeApiStandIn, make_resource_claim
+from agent.demo.kubeapi import JSON, KubeApiStandIn
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME
 from agent.output.tables import format_table
@@ -127,7 +127,7 @@ class ClaimRun:
 
     async def prepare(self, name: str, device: str, subrequest: str, bitstream: str) -> PreparedClaim:
         """Bind a pod whose claim was allocated ``device`` through ``subrequest``, and prepare the claim."""
-        pod = self.api.add_pod(f"{name}-pod", namespace=NAMESPACE, node=self.node, slots=(("main", 0),))
+        pod = self.api.add_pod(f"{name}-pod", namespace=NAMESPACE, node=self.node)
         kube = self.agent.kube
         assert kube is not None  # DRA mode has API access
         await until(
@@ -166,16 +166,18 @@ class ClaimRun:
 
 def cached_first_claim(name: str, node: str, device: str, subrequest: str, bitstream: str, pod: JSON) -> JSON:
     """The claim ``daemonset/examples/dra/cached-first.yaml`` makes, as the scheduler leaves it allocated."""
-    return make_resource_claim(
-        name,
-        namespace=NAMESPACE,
-        driver=DRIVER_NAME,
-        devices=[(f"{REQUEST}/{subrequest}", node, device)],
-        first_available={REQUEST: list(ALTERNATIVES)},
-        device_class=DEVICE_CLASS,
-        configs=(((REQUEST,), {"bitstream": bitstream}),),
-        reserved_for=[(pod["metadata"]["name"], pod["metadata"]["uid"])],
-    )
+    config = {"requests": [REQUEST], "opaque": {"driver": DRIVER_NAME, "parameters": {"bitstream": bitstream}}}
+    alternatives = [{"name": sub, "deviceClassName": DEVICE_CLASS} for sub in ALTERNATIVES]
+    result = {"request": f"{REQUEST}/{subrequest}", "driver": DRIVER_NAME, "pool": node, "device": device}
+    return {
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "kind": "ResourceClaim",
+        "spec": {"devices": {"requests": [{"name": REQUEST, "firstAvailable": alternatives}], "config": [config]}},
+        "status": {
+            "allocation": {"devices": {"results": [result], "config": [{"source": "FromClaim", **config}]}},
+            "reservedFor": [{"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}],
+        },
+    }
 
 
 class CdiView:

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-import os
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -23,27 +20,11 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.deviceplugin import constants as c
 from agent.deviceplugin.servicer import OPTIONS, DevicePluginServicer
 from agent.errors import KubeletError, RegistrationError
+from agent.files.atomic import identity, serve_in_place
 from agent.files.dirwatch import DirEvent, DirWatcher
 from agent.output.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
-
-_BIND_COUNTER = itertools.count()
-
-
-@dataclass(frozen=True, slots=True)
-class PluginEndpoint:
-    """Where the plugin serves and whom it registers with."""
-
-    directory: Path
-
-    @property
-    def socket(self) -> Path:
-        return self.directory / c.ENDPOINT
-
-    @property
-    def kubelet_socket(self) -> Path:
-        return self.directory / c.KUBELET_SOCKET
 
 
 class PluginLifecycle:
@@ -51,18 +32,19 @@ class PluginLifecycle:
 
     def __init__(
         self,
-        where: PluginEndpoint,
+        directory: Path,
         servicer: DevicePluginServicer,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:
-        self.where = where
+        """``directory``: the kubelet's device-plugin directory, where its socket and ours are."""
+        self.directory = directory
+        self.socket = directory / c.ENDPOINT
         self._interceptors = tuple(interceptors)
         self._servicer = servicer
         self._server: grpc.aio.Server | None = None
         self._socket_id: tuple[int, int] | None = None
         self._wake = asyncio.Event()
         self._reasons: list[str] = []
-        self._generation = 0
         self.registered = asyncio.Event()
         #: True while another process serves on our socket path and this one stepped aside
         self.superseded = False
@@ -71,8 +53,8 @@ class PluginLifecycle:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve and stay registered until ``stop`` is set; then clean up."""
-        self.where.directory.mkdir(parents=True, exist_ok=True)
-        watcher = DirWatcher(self.where.directory, self._on_dir_event)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        watcher = DirWatcher(self.directory, self._on_dir_event)
         watcher.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
@@ -87,7 +69,7 @@ class PluginLifecycle:
                             continue
                         await self._restart_server()
                     elif await self._self_check() is not None:
-                        logger.warning("socket %s is in place but does not answer: serving again", self.where.socket)
+                        logger.warning("socket %s is in place but does not answer: serving again", self.socket)
                         await self._restart_server()
                     # events until now are handled by this round; later ones wake the next
                     self._reasons.clear()
@@ -99,7 +81,7 @@ class PluginLifecycle:
                 except KubeletError as exc:
                     if registering and not self._socket_is_ours():
                         # the kubelet is restarting: serve again and register at once
-                        logger.info("socket %s deleted while registering: serving again", self.where.socket)
+                        logger.info("socket %s deleted while registering: serving again", self.socket)
                         continue
                     logger.warning("registration failed, retrying in %.2f s: %s", delay, exc)
                     await self._sleep_or_wake(stopping, delay)
@@ -131,7 +113,7 @@ class PluginLifecycle:
             self._trigger(f"{c.ENDPOINT} deleted")
 
     def _on_stream_closed(self, generation: int) -> None:
-        if generation == self._generation and self._servicer.active_streams(generation) == 0:
+        if generation == self._servicer.generation and self._servicer.active_streams(generation) == 0:
             self._trigger("ListAndWatch stream closed by the kubelet")
 
     async def _sleep_or_wake(self, stopping: asyncio.Future[Literal[True]], delay: float | None) -> None:
@@ -155,31 +137,17 @@ class PluginLifecycle:
 
     # ------------------------------------------------------------------ server
     async def _serve(self) -> None:
-        path = self.where.socket
+        path = self.socket
         with contextlib.suppress(FileNotFoundError):
             path.lstat()
-            # replaced by the rename below, never unlinked: an agent serving there must not see a deletion
+            # replaced by serve_in_place's rename, never unlinked: an agent serving there must not see a deletion
             logger.info("replacing %s left by an earlier process", path)
         self._servicer.open_streams()
         bound_undecodable_request_logs()
         server = grpc.aio.server(interceptors=self._interceptors)
         self._server = server
         dp_grpc.add_DevicePluginServicer_to_server(self._servicer, server)
-        # gRPC may unlink a stopped server's path late: bind under a one-off name, then rename into place
-        bound = path.with_name(f".{path.name}.{os.getpid()}.{next(_BIND_COUNTER)}")
-        old_umask = os.umask(0o177)  # the socket is created 0600, never briefly wider
-        try:
-            if server.add_insecure_port(f"unix://{bound}") == 0:
-                raise KubeletError(f"cannot bind {bound}")
-            await server.start()
-        except RuntimeError as exc:  # grpc reports a failed bind this way too
-            raise KubeletError(f"cannot bind {bound}: {exc}") from exc
-        finally:
-            os.umask(old_umask)
-        os.chmod(bound, 0o600)
-        os.replace(bound, path)
-        st = path.stat()
-        self._socket_id = (st.st_dev, st.st_ino)
+        self._socket_id = await serve_in_place(server, path)
         self.superseded = False
         if (problem := await self._self_check()) is not None:
             raise KubeletError(problem)
@@ -187,7 +155,7 @@ class PluginLifecycle:
 
     async def _ask_options(self) -> dp.DevicePluginOptions:
         """GetDevicePluginOptions from whatever serves our socket path (grpc.aio.AioRpcError)."""
-        async with grpc.aio.insecure_channel(f"unix://{self.where.socket}", options=c.FRESH_CHANNEL_OPTIONS) as ch:
+        async with grpc.aio.insecure_channel(f"unix://{self.socket}", options=c.FRESH_CHANNEL_OPTIONS) as ch:
             return await dp_grpc.DevicePluginStub(ch).GetDevicePluginOptions(dp.Empty(), timeout=c.SELF_CHECK_TIMEOUT_S)
 
     async def _self_check(self) -> str | None:
@@ -195,21 +163,21 @@ class PluginLifecycle:
         try:
             options = await self._ask_options()
         except grpc.aio.AioRpcError as exc:
-            return f"own server on {self.where.socket} does not answer: {exc.code().name} {exc.details()}"
+            return f"own server on {self.socket} does not answer: {exc.code().name} {exc.details()}"
         if options != OPTIONS:
-            return f"own server on {self.where.socket} answered unexpected options {options}"
+            return f"own server on {self.socket} answered unexpected options {options}"
         return None
 
     async def _restart_server(self) -> None:
         """Serve (again); a failure is a KubeletError so the caller retries with backoff."""
         if self._server is not None:
-            logger.info("socket %s is gone or replaced: serving again", self.where.socket)
+            logger.info("socket %s is gone or replaced: serving again", self.socket)
         await self._stop_server()
         try:
             await self._serve()
         except OSError as exc:
             await self._stop_server()
-            raise KubeletError(f"cannot serve {self.where.socket}: {exc}") from exc
+            raise KubeletError(f"cannot serve {self.socket}: {exc}") from exc
         except KubeletError:
             await self._stop_server()
             raise
@@ -225,7 +193,7 @@ class PluginLifecycle:
         if self._server is None and not self.superseded:
             return False
         try:
-            if not stat.S_ISSOCK(self.where.socket.lstat().st_mode):
+            if not stat.S_ISSOCK(self.socket.lstat().st_mode):
                 return False
         except FileNotFoundError:
             return False
@@ -241,7 +209,7 @@ class PluginLifecycle:
             logger.warning(
                 "socket %s was taken over by another process (a newer agent?): stepping aside, "
                 "serving again once it is gone",
-                self.where.socket,
+                self.socket,
             )
             self.superseded = True
         self._reasons.clear()
@@ -253,27 +221,23 @@ class PluginLifecycle:
         await self._stop_server()
         if self._socket_is_ours():
             with contextlib.suppress(FileNotFoundError):
-                self.where.socket.unlink()
-            logger.info("removed socket %s", self.where.socket)
+                self.socket.unlink()
+            logger.info("removed socket %s", self.socket)
         self._socket_id = None
 
     def _socket_is_ours(self) -> bool:
-        try:
-            st = self.where.socket.stat()
-        except FileNotFoundError:
-            return False
-        return (st.st_dev, st.st_ino) == self._socket_id
+        return self._socket_id is not None and identity(self.socket) == self._socket_id
 
     # ---------------------------------------------------------------- register
     async def _register(self) -> None:
-        self._generation = self._servicer.begin_generation()
+        self._servicer.begin_generation()
         request = dp.RegisterRequest(
             version=c.API_VERSION,
             endpoint=c.ENDPOINT,
             resource_name=c.RESOURCE_NAME,
             options=OPTIONS,
         )
-        target = self.where.kubelet_socket
+        target = self.directory / c.KUBELET_SOCKET
         try:
             async with grpc.aio.insecure_channel(f"unix://{target}", options=c.FRESH_CHANNEL_OPTIONS) as channel:
                 await dp_grpc.RegistrationStub(channel).Register(request, timeout=c.REGISTER_TIMEOUT_S)

@@ -28,7 +28,7 @@ from agent.errors import (
     shown_list,
 )
 from agent.slots import Slot, SlotRegistry, SlotState, choose_preferred
-from agent.slots.exposure import container_env
+from agent.slots.model import container_env
 
 logger = logging.getLogger(__name__)
 
@@ -106,16 +106,16 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
         self._hooks = hooks
         self._cdi = cdi
         self._closing = asyncio.Event()
-        self._generation = 0
+        #: The registration streams opened now belong to (:meth:`begin_generation`).
+        self.generation = 0
         self._streams: dict[int, int] = {}  # stream number -> registration generation
         self._next_stream = 0
         self.on_stream_closed: Callable[[int], None] | None = None
 
     # ---------------------------------------------------------- lifecycle hooks
-    def begin_generation(self) -> int:
+    def begin_generation(self) -> None:
         """A new registration starts: streams opened from now on belong to it."""
-        self._generation += 1
-        return self._generation
+        self.generation += 1
 
     def open_streams(self) -> None:
         """A new server starts: streams may be opened again."""
@@ -138,7 +138,7 @@ class DevicePluginServicer(dp_grpc.DevicePluginServicer):
     async def ListAndWatch(
         self, request: dp.Empty, context: grpc.aio.ServicerContext[dp.Empty, dp.ListAndWatchResponse]
     ) -> AsyncIterator[dp.ListAndWatchResponse]:
-        stream, generation, closing = self._next_stream, self._generation, self._closing
+        stream, generation, closing = self._next_stream, self.generation, self._closing
         self._next_stream += 1
         self._streams[stream] = generation
         logger.info("ListAndWatch stream %d opened (registration %d)", stream, generation)

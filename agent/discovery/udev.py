@@ -46,18 +46,6 @@ class DeviceRecord:
         return value
 
 
-#: The action of the event the monitor makes up when uevents were lost.
-RESCAN = "rescan"
-
-
-@dataclass(frozen=True, slots=True)
-class UdevEvent:
-    """One uevent as the monitor delivered it."""
-
-    action: str
-    sys_path: str
-
-
 def _read_attribute(device: pyudev.Device, name: str) -> str | None:
     try:
         raw = device.attributes.get(name)
@@ -98,12 +86,13 @@ def list_devices(
 
 
 class UdevMonitor:
-    """Async context manager delivering batches of uevents for some subsystems."""
+    """Async context manager: :meth:`changed` waits for a uevent of some subsystems (or for lost ones)."""
 
-    def __init__(self, subsystems: Iterable[str] | None) -> None:
-        """Deliver events of ``subsystems`` (None: of every subsystem)."""
+    def __init__(self, subsystems: Iterable[str] | None, backend: str) -> None:
+        """Wake on events of ``subsystems`` (None: of every subsystem); ``backend`` names the source in logs."""
         self._subsystems = None if subsystems is None else frozenset(subsystems)
-        self._queue: asyncio.Queue[UdevEvent] = asyncio.Queue()
+        self._backend = backend
+        self._changed = asyncio.Event()
         self._monitor: pyudev.Monitor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -130,17 +119,15 @@ class UdevMonitor:
                 device = self._monitor.poll(timeout=0)
             except OSError as exc:
                 logger.warning("udev monitor read failed (%s): rescanning", exc)
-                if self._queue.empty():
-                    self._queue.put_nowait(UdevEvent(RESCAN, ""))
+                self._changed.set()
                 return
             if device is None:
                 return
             if self._subsystems is None or device.subsystem in self._subsystems:
-                self._queue.put_nowait(UdevEvent(device.action or "", device.sys_path))
+                logger.debug("backend %s: uevent %s %s", self._backend, device.action or "", device.sys_path)
+                self._changed.set()
 
-    async def next_batch(self) -> list[UdevEvent]:
-        """Wait for at least one event; return it with every other event already queued."""
-        events = [await self._queue.get()]
-        while not self._queue.empty():
-            events.append(self._queue.get_nowait())
-        return events
+    async def changed(self) -> None:
+        """Wait until a uevent (or a lost one) came since the last call."""
+        await self._changed.wait()
+        self._changed.clear()

@@ -29,7 +29,7 @@ class UdevSource:
         return await asyncio.to_thread(self._scan)
 
     async def watch(self, sink: SlotSink) -> None:
-        async with UdevMonitor(self._subsystems) as monitor:
+        async with UdevMonitor(self._subsystems, self.name) as monitor:
             reported: set[tuple[str, str]] = set()
             failing = False
             while True:
@@ -41,7 +41,7 @@ class UdevSource:
                     failing = True
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(RESCAN_RETRY_S):
-                            await monitor.next_batch()
+                            await monitor.changed()
                     continue
                 if failing:
                     logger.info("backend %s: rescan works again", self.name)
@@ -51,6 +51,4 @@ class UdevSource:
                 for device, reason in sorted(skipped - reported):
                     logger.warning("backend %s skipped %s: %s", self.name, device, reason)
                 reported = skipped
-                events = await monitor.next_batch()
-                for event in events:
-                    logger.debug("backend %s: uevent %s %s", self.name, event.action, event.sys_path)
+                await monitor.changed()

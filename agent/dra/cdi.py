@@ -12,10 +12,9 @@ from agent.dra.constants import DRIVER_NAME
 from agent.errors import ProgrammingError, shown
 from agent.files.atomic import write_atomically
 from agent.slots import Slot
-from agent.slots.exposure import container_env
+from agent.slots.model import container_env
 
 CDI_VERSION = "0.6.0"
-DEFAULT_DIR = Path("/var/run/cdi")
 #: A claim UID as the API server makes them (a UUID); anything else never reaches a file name.
 UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -23,7 +22,7 @@ UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 class CdiSpecs:
     """The CDI spec files of this driver's prepared claims in one directory."""
 
-    def __init__(self, directory: Path = DEFAULT_DIR, driver: str = DRIVER_NAME) -> None:
+    def __init__(self, directory: Path, driver: str = DRIVER_NAME) -> None:
         self.directory = directory
         self.driver = driver
         self.kind = f"{driver}/slot"

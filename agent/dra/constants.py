@@ -10,9 +10,6 @@ PLUGIN_TYPE = "DRAPlugin"
 SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 #: The resource-health service, advertised when served.
 HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
-#: The kubelet's plugin watcher directory, and the directory of plugins' own sockets.
-PLUGINS_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
-PLUGINS_DIR = "/var/lib/kubelet/plugins"
 #: How long a preparation may take: the kubelet gives each call 45 s.
 KUBELET_CALL_TIMEOUT_S = 45.0
 #: Grace for in-flight calls when the server stops.

@@ -101,9 +101,7 @@ class ContentTracker:
 class ReportingPreparer:
     """``ClaimPreparation`` that also writes each prepared device's content to the claim's status."""
 
-    def __init__(
-        self, inner: ClaimPreparation, tracker: ContentTracker, writer: StatusWriter | None, node: str
-    ) -> None:
+    def __init__(self, inner: ClaimPreparation, tracker: ContentTracker, writer: StatusWriter, node: str) -> None:
         self._inner = inner
         self._tracker = tracker
         self._writer = writer
@@ -112,8 +110,7 @@ class ReportingPreparer:
     async def prepare(self, claim: ClaimRef) -> list[PreparedDevice]:
         before = self._tracker.loaded()
         devices = await self._inner.prepare(claim)
-        if self._writer is not None:
-            await self._report(claim, before)
+        await self._report(claim, before)
         return devices
 
     async def unprepare(self, claim: ClaimRef) -> None:
@@ -121,7 +118,7 @@ class ReportingPreparer:
 
     async def _report(self, claim: ClaimRef, before: Mapping[str, str | None]) -> None:
         record = self._inner.prepared(claim.uid)
-        if record is None or self._writer is None:
+        if record is None:
             return
         earlier = {c.slot: c for c in self._tracker.remembered(claim.uid)}
         now = {c.slot: c for c in await self._tracker.contents(record.slots, before)}

@@ -20,7 +20,6 @@ from agent.dra.binding import (
     ClaimStatusAccess,
     FailedSlots,
 )
-from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.cards import CARD_CAPACITY, CARD_TAINT, OfferedCard, card_key, counter_sets, offered, offered_cards
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
@@ -35,6 +34,11 @@ logger = logging.getLogger(__name__)
 
 #: The taint key of a slot that is not healthy (effect NoSchedule).
 UNHEALTHY_TAINT = f"{DRIVER_NAME}/unhealthy"
+#: The capacity every slot's device has, so that a claim can ask for a slot (or for a bitstream) without CEL
+#: (docs/dra.md, "What a slot publishes").
+SLOT_CAPACITY = f"{DRIVER_NAME}/slot"
+#: The longest capacity name (the part after the domain): a C identifier of at most 32 characters.
+MAX_IDENTIFIER = 32
 #: How often the record of prepared claims is checked for another instance's changes.
 RECORD_POLL_S = 2.0
 #: The file (in the state directory) that records the prepared claims.
@@ -51,11 +55,6 @@ class SlicePublisher(Protocol):
     async def run(self, stop: asyncio.Event) -> None: ...
 
 
-def eviction_order(state: SlotState) -> tuple[bool, float, str]:
-    """Empty (or unknown) slots first, then the least recently used, then by ID (:func:`agent.slots.eviction_key`)."""
-    return eviction_key(state.bitstream, state.last_used, state.slot.id)
-
-
 def slice_devices(
     states: Sequence[SlotState],
     names: Mapping[str, str] | None = None,
@@ -64,7 +63,8 @@ def slice_devices(
     binding: bool = False,
     cards: Sequence[OfferedCard] = (),
 ) -> list[SliceDevice]:
-    """One device per slot, in :func:`eviction_order` (the allocator takes the first free match), then the cards.
+    """One device per slot, empty (or unknown) first, then the least recently used, then by ID
+    (:func:`agent.slots.eviction_key`: the allocator takes the first free match), then the cards.
 
     ``bitstream`` is "" when empty, unknown or being programmed; an unhealthy slot has ``UNHEALTHY_TAINT``, one in
     ``failed`` ``FAILED_TAINT``. ``names``: from :func:`offered`; ``binding``: add the binding conditions.
@@ -75,7 +75,7 @@ def slice_devices(
     )
     counters = {s.slot.id: names[card_key(c.card)] for c in cards if card_key(c.card) in names for s in c.states}
     devices = []
-    for state in sorted(states, key=eviction_order):
+    for state in sorted(states, key=lambda s: eviction_key(s.bitstream, s.last_used, s.slot.id)):
         slot = state.slot
         if slot.id not in names:
             continue
@@ -112,6 +112,14 @@ def _attributes(slot: Slot, held: str, kind: str | None) -> dict[str, str | int 
 def _taints(health: Health, failed: bool) -> tuple[DeviceTaint, ...]:
     taints = () if health is Health.HEALTHY else (DeviceTaint(UNHEALTHY_TAINT),)
     return (*taints, DeviceTaint(FAILED_TAINT)) if failed else taints
+
+
+def bitstream_capacity(bitstream: str) -> str | None:
+    """``fpga.example.com/bs_<name as a C identifier>`` (escaped as the admission policy does); None: too long."""
+    identifier = "bs_" + bitstream.replace("_", "__").replace("-", "_d").replace(".", "_p")
+    if len(identifier) > MAX_IDENTIFIER:
+        return None
+    return f"{DRIVER_NAME}/{identifier}"
 
 
 def _held_capacity(held: str) -> dict[str, int]:
@@ -152,7 +160,7 @@ class DraMode:
         cdi_dir: Path,
         state_dir: Path,
         timeout_s: float,
-        status: ClaimStatusAccess | None = None,
+        status: ClaimStatusAccess,
         whole_cards: bool = False,
     ) -> None:
         """On the agent's loop. ``status``: write what claims' slots hold (and maybe program at allocation)."""
@@ -176,15 +184,12 @@ class DraMode:
         self.health = HealthBoard()
         self._slice_error = ""
         self._clashes: set[NameClash] = set()
-        self.tracker = ContentTracker(registry, status.sha256_of if status is not None else lambda _name: "")
-        preparer = ReportingPreparer(
-            self.preparation, self.tracker, status.prepare_writer if status is not None else None, node
-        )
+        self.tracker = ContentTracker(registry, status.sha256_of)
+        preparer = ReportingPreparer(self.preparation, self.tracker, status.prepare_writer, node)
         self.server = DraPluginServer(preparer, sockets, self.health, on_registered=slices.refresh)
         self.failed = FailedSlots(lambda: self._publish(self._registry.snapshot()))
-        self.binding = status is not None and status.binding_conditions
         self.programmer: AllocationProgrammer | None = None
-        if status is not None and status.binding_conditions:
+        if status.binding_conditions:
             self.programmer = AllocationProgrammer(
                 node=node,
                 preparation=self.preparation,
@@ -217,7 +222,7 @@ class DraMode:
                     group.create_task(self.failed.run(), name="dra-failed-slots"),
                 ]
                 group.create_task(self._slices.run(stop), name="resource-slice")
-                if self.programmer is not None and self._status is not None:
+                if self.programmer is not None:
                     programmer = self.programmer
                     watcher = self._status.watch(
                         parse=programmer.parse,
@@ -253,7 +258,9 @@ class DraMode:
         self._report_clashes(clashes)
         self.health.set(device_health(self.node, states, names, cards))
         try:
-            devices = slice_devices(states, names, failed=self.failed.tainted(), binding=self.binding, cards=cards)
+            devices = slice_devices(
+                states, names, failed=self.failed.tainted(), binding=self.programmer is not None, cards=cards
+            )
             self._slices.set_devices(devices, counter_sets(cards, names))
         except KubeError as exc:
             if str(exc) != self._slice_error:  # once per distinct problem, not on every change

@@ -4,12 +4,8 @@ bound under a one-off name and renamed into place, removed on stop only while st
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import itertools
 import logging
-import os
-import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,21 +17,14 @@ from agent._proto.dra.v1 import api_pb2_grpc as v1_grpc
 from agent._proto.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from agent.dra.constants import (
-    DRIVER_NAME,
-    HEALTH_SERVICE,
-    PLUGINS_DIR,
-    PLUGINS_REGISTRY_DIR,
-    STOP_GRACE_S,
-    SUPPORTED_VERSIONS,
-)
+from agent.dra.constants import DRIVER_NAME, HEALTH_SERVICE, STOP_GRACE_S, SUPPORTED_VERSIONS
 from agent.dra.health import HealthBoard, HealthServicer
 from agent.dra.service import ClaimPreparer, DraCore, DraV1beta1Servicer, DraV1Servicer, RegistrationServicer
 from agent.errors import KubeletError
+from agent.files.atomic import identity, serve_in_place
 from agent.output.grpclog import bound_undecodable_request_logs
 
 logger = logging.getLogger(__name__)
-_BIND_COUNTER = itertools.count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +32,8 @@ class PluginSockets:
     """Where the sockets go: ``<registry>/<driver>-reg.sock`` and ``<plugins>/<driver>/dra.sock``, or with an
     ``instance`` (the pod UID) ``<driver>-<instance>-reg.sock`` and ``dra-<instance>.sock``."""
 
-    registry_dir: Path = Path(PLUGINS_REGISTRY_DIR)
-    plugins_dir: Path = Path(PLUGINS_DIR)
+    registry_dir: Path  # the kubelet's plugin watcher directory (--dra-registry-dir)
+    plugins_dir: Path  # the directory of plugins' own sockets (--dra-plugins-dir)
     driver: str = DRIVER_NAME
     instance: str = ""
 
@@ -69,12 +58,12 @@ class DraPluginServer:
     def __init__(
         self,
         preparer: ClaimPreparer,
-        sockets: PluginSockets | None = None,
+        sockets: PluginSockets,
         health: HealthBoard | None = None,
         on_registered: Callable[[], None] | None = None,
     ) -> None:
         """With ``health``, the resource-health stream is served too."""
-        self.sockets = sockets or PluginSockets()
+        self.sockets = sockets
         self._core = DraCore(preparer, self.sockets.lock)
         #: The calls' lock (:meth:`DraCore.exclusive`), for work on the slots outside a call.
         self.exclusive = self._core.exclusive
@@ -156,10 +145,9 @@ class DraPluginServer:
             await server.stop(STOP_GRACE_S)
         self._servers = []
         await self._core.close()
-        for path, identity in self._placed:
-            with contextlib.suppress(FileNotFoundError):
-                if _identity(path) == identity:
-                    path.unlink()
+        for path, placed in self._placed:
+            if identity(path) == placed:
+                path.unlink(missing_ok=True)
         self._placed = []
 
     def _add_dra(self, server: grpc.aio.Server) -> None:
@@ -170,23 +158,10 @@ class DraPluginServer:
 
     async def _start_one(self, path: Path, add: Callable[[grpc.aio.Server], None]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A short, random dot name (the watcher skips them): a socket path has at most 107 bytes.
-        bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
         server = grpc.aio.server()
         add(server)
         self._servers.append(server)  # from here on, stop() cleans it up whatever fails
-        old_umask = os.umask(0o177)  # created 0600, never briefly wider; only around the bind (process-wide)
-        try:
-            if server.add_insecure_port(f"unix://{bound}") == 0:
-                raise KubeletError(f"cannot bind {bound}")
-        except RuntimeError as exc:  # grpc reports a failed bind this way too
-            raise KubeletError(f"cannot bind {bound}: {exc}") from exc
-        finally:
-            os.umask(old_umask)
-        await server.start()
-        os.chmod(bound, 0o600)
-        os.replace(bound, path)
-        self._placed.append((path, _identity(path)))
+        self._placed.append((path, await serve_in_place(server, path)))
 
 
 def _refuses(path: Path) -> bool:
@@ -200,8 +175,3 @@ def _refuses(path: Path) -> bool:
         except OSError:
             return False
     return False
-
-
-def _identity(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return (st.st_dev, st.st_ino)

@@ -113,11 +113,12 @@ class DraCore:
         #: Calls whose RPC may be gone (its deadline passed) but which still run to their end.
         self._running: set[asyncio.Task[Any]] = set()
 
-    async def prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        return await self._to_the_end(self._prepare(claims))
+    async def prepare(self, claims: Sequence[_Claims], pb: Any) -> Any:
+        """``pb``: the API version's message module, whose NodePrepareResourcesResponse is answered."""
+        return await self._to_the_end(self._prepare(claims, pb.NodePrepareResourcesResponse()))
 
-    async def unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        return await self._to_the_end(self._unprepare(claims))
+    async def unprepare(self, claims: Sequence[_Claims], pb: Any) -> Any:
+        return await self._to_the_end(self._unprepare(claims, pb.NodeUnprepareResourcesResponse()))
 
     async def close(self) -> None:
         """At the stop: end the calls still running (their RPCs are gone with the server)."""
@@ -138,36 +139,38 @@ class DraCore:
         async with self._lock, contextlib.nullcontext() if self._lock_file is None else locked(self._lock_file):
             yield
 
-    async def _prepare(self, claims: Sequence[_Claims]) -> dict[str, tuple[Sequence[PreparedDevice], str]]:
-        answers: dict[str, tuple[Sequence[PreparedDevice], str]] = {}
+    async def _prepare(self, claims: Sequence[_Claims], answer: Any) -> Any:
         async with self.exclusive():
             for uid, ref in _refs(claims).items():
+                entry = answer.claims[uid]
                 if not uid:
-                    answers[uid] = ((), f"{shown_claim(ref.namespace, ref.name)} has no UID")
+                    entry.error = f"{shown_claim(ref.namespace, ref.name)} has no UID"
                     continue
                 try:
                     devices = await self._preparer.prepare(ref)
                 except FpgaSlotError as exc:
                     logger.warning("%s not prepared: %s", ref, exc)
-                    answers[uid] = ((), str(exc))
+                    entry.error = str(exc)
                     continue
                 logger.info("%s prepared: %d device(s)", ref, len(devices))
-                answers[uid] = (devices, "")
-        return answers
+                for d in devices:
+                    entry.devices.add(
+                        request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
+                    )
+        return answer
 
-    async def _unprepare(self, claims: Sequence[_Claims]) -> dict[str, str]:
-        answers: dict[str, str] = {}
+    async def _unprepare(self, claims: Sequence[_Claims], answer: Any) -> Any:
         async with self.exclusive():
             for uid, ref in _refs(claims).items():
+                entry = answer.claims[uid]
                 try:
                     await self._preparer.unprepare(ref)
                 except FpgaSlotError as exc:
                     logger.warning("%s not released: %s", ref, exc)
-                    answers[uid] = str(exc)
+                    entry.error = str(exc)
                     continue
                 logger.info("%s released", ref)
-                answers[uid] = ""
-        return answers
+        return answer
 
 
 class _DraMethods:
@@ -179,21 +182,10 @@ class _DraMethods:
         self._core = core
 
     async def NodePrepareResources(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        answer = self._pb.NodePrepareResourcesResponse()
-        for uid, (devices, error) in (await self._core.prepare(request.claims)).items():
-            entry = answer.claims[uid]
-            entry.error = error
-            for d in devices:
-                entry.devices.add(
-                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_ids
-                )
-        return answer
+        return await self._core.prepare(request.claims, self._pb)
 
     async def NodeUnprepareResources(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        answer = self._pb.NodeUnprepareResourcesResponse()
-        for uid, error in (await self._core.unprepare(request.claims)).items():
-            answer.claims[uid].error = error
-        return answer
+        return await self._core.unprepare(request.claims, self._pb)
 
 
 class DraV1Servicer(_DraMethods, v1_grpc.DRAPluginServicer):

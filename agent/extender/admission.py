@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from agent.errors import AdmissionRequestError, shown
 from agent.extender.claimtemplates import (
@@ -22,6 +22,7 @@ from agent.extender.claimtemplates import (
     MAX_REQUESTS,
     SLOT_CLASSES,
 )
+from agent.extender.table import StateTable
 from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE, is_valid_name
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, claim_bitstream, pod_spec_bitstreams
 
@@ -36,19 +37,6 @@ HOW_TO_DECLARE = (
     "metadata.name the bitstream's name; see docs/distribution.md) or add it to the nodes' catalogs "
     "(fpga-agent catalog add)"
 )
-
-
-class KnownBitstreams(Protocol):
-    """Whether a bitstream can be programmed somewhere (the node cache)."""
-
-    @property
-    def bitstreams_listed(self) -> bool:
-        """True once both the nodes and the FpgaBitstream objects have been listed."""
-
-    def bitstream_known(self, name: str) -> bool: ...
-
-    def bitstream_scope(self, name: str) -> str | None:
-        """What an FpgaBitstream declares ``name`` an image for (``slot``, ``card``); None when undeclared."""
 
 
 def parse_review(body: bytes) -> Mapping[str, Any]:
@@ -180,7 +168,7 @@ def _in_pod(pod: Mapping[str, Any]) -> Iterator[Named]:
         yield f"annotation {key}", value, None if claims and key == BITSTREAM_ANNOTATION else SLOT_SCOPE
 
 
-def refusal(request: Mapping[str, Any], known: KnownBitstreams) -> str | None:
+def refusal(request: Mapping[str, Any], known: StateTable) -> str | None:
     """Why the request's object must be refused; None when it may be admitted."""
     for where, value, scope in bitstreams_named(request):
         if not isinstance(value, str) or not is_valid_name(value):
@@ -212,13 +200,13 @@ _SCOPE_MISMATCH = {
 }
 
 
-def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:
+def review_answer(request: Mapping[str, Any], known: StateTable) -> bytes:
     """The AdmissionReview answer to ``request`` (from :func:`parse_review`), as one JSON body."""
     reason = refusal(request, known)
     response: dict[str, Any] = {"uid": request["uid"], "allowed": reason is None}
     if reason is not None:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": reason}
-        logger.info("admission: refused %s %s: %s", _kind_of(request), _name_of(request), reason)
+        logger.info("admission: refused %s %s: %s", _at(request, "kind", "kind"), _name_of(request), reason)
     elif not known.bitstreams_listed and next(bitstreams_named(request), None) is not None:
         response["warnings"] = [
             "fpga-slot: bitstream not checked (the extender has not listed the nodes' catalogs and the "
@@ -228,17 +216,13 @@ def review_answer(request: Mapping[str, Any], known: KnownBitstreams) -> bytes:
     return json.dumps(review, separators=(",", ":")).encode()
 
 
-def _kind_of(request: Mapping[str, Any]) -> str:
-    return str(_at(request, "kind", "kind"))
-
-
 def _name_of(request: Mapping[str, Any]) -> str:
     """namespace/name, quoted (a pod made from generateName has no name yet)."""
     namespace, name = request.get("namespace"), request.get("name") or _at(request, "object", "metadata", "name")
     return shown(f"{namespace or ''}/{name or '(generated)'}")
 
 
-def validator(known: KnownBitstreams) -> Callable[[bytes], tuple[int, bytes]]:
+def validator(known: StateTable) -> Callable[[bytes], tuple[int, bytes]]:
     """``body -> (HTTP status, JSON body)``: the AdmissionReview answer, or 400 with an ``Error``."""
 
     def validate(body: bytes) -> tuple[int, bytes]:

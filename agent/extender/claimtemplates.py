@@ -8,9 +8,9 @@ pods neutrally, logged once per resourceVersion. See docs/dra.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -73,15 +73,11 @@ def parse_claim_template(obj: Mapping[str, Any]) -> ClaimTemplate:
     version = meta.get("resourceVersion")
     version = version if isinstance(version, str) and len(version) <= MAX_NAME_CHARS else ""
     try:
-        requests = _requests(obj)
-    except ClaimTemplateError as exc:
-        _report(namespace, name, version, str(exc))
-        return ClaimTemplate(namespace, name, version, (), str(exc))
+        return ClaimTemplate(namespace, name, version, _requests(obj))
     except Exception as exc:  # a case nobody thought of costs this template only, never the watch
-        text = f"unreadable ({type(exc).__name__})"
-        _report(namespace, name, version, text)
-        return ClaimTemplate(namespace, name, version, (), text)
-    return ClaimTemplate(namespace, name, version, requests)
+        error = str(exc) if isinstance(exc, ClaimTemplateError) else f"unreadable ({type(exc).__name__})"
+    _report(namespace, name, version, error)
+    return ClaimTemplate(namespace, name, version, (), error)
 
 
 def _requests(obj: Mapping[str, Any]) -> tuple[TemplateRequest, ...]:
@@ -108,19 +104,18 @@ def _requests(obj: Mapping[str, Any]) -> tuple[TemplateRequest, ...]:
             raise ClaimTemplateError(f"{where} has neither exactly nor firstAvailable")
         bitstream: str | None = None
         ours = False
-        for applies_to, parameters in configs:
+        for applies_to, named in configs:
             if applies_to and name not in applies_to:
                 continue
             ours = True
-            if BITSTREAM_PARAMETER in parameters:
-                bitstream = parameters[BITSTREAM_PARAMETER]
+            bitstream = named or bitstream
         requests.append(TemplateRequest(name, count, bitstream, ours, first.get("deviceClassName") == CARD_CLASS))
     return tuple(requests)
 
 
-def _configs(raw_configs: list[Any]) -> list[tuple[frozenset[str], dict[str, str | None]]]:
-    """(requests it applies to, empty: all; {"bitstream": name} or {}) of each config for our driver, in order."""
-    configs: list[tuple[frozenset[str], dict[str, str | None]]] = []
+def _configs(raw_configs: list[Any]) -> list[tuple[frozenset[str], str | None]]:
+    """(requests it applies to, empty: all; the bitstream it names or None) of each config for our driver, in order."""
+    configs: list[tuple[frozenset[str], str | None]] = []
     for index, raw in enumerate(raw_configs):
         where = f"spec.spec.devices.config[{index}]"
         config = _mapping(raw, where)
@@ -134,16 +129,13 @@ def _configs(raw_configs: list[Any]) -> list[tuple[frozenset[str], dict[str, str
         # "fpga/any" (a subrequest) configures the request "fpga" when that alternative is taken.
         applies_to = frozenset(_name(r, f"{where}.requests").partition("/")[0] for r in listed)
         parameters = _mapping(opaque.get("parameters"), f"{where}.opaque.parameters")
-        named: dict[str, str | None] = {}
-        if BITSTREAM_PARAMETER in parameters:
-            value = parameters[BITSTREAM_PARAMETER]
-            if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
-                raise ClaimTemplateError(
-                    f"{where}.opaque.parameters.{BITSTREAM_PARAMETER} must be a bitstream name "
-                    f"(1 to {MAX_NAME_CHARS} characters)"
-                )
-            named[BITSTREAM_PARAMETER] = value
-        configs.append((applies_to, named))
+        value = parameters.get(BITSTREAM_PARAMETER)
+        if BITSTREAM_PARAMETER in parameters and (not isinstance(value, str) or not 0 < len(value) <= MAX_NAME_CHARS):
+            raise ClaimTemplateError(
+                f"{where}.opaque.parameters.{BITSTREAM_PARAMETER} must be a bitstream name "
+                f"(1 to {MAX_NAME_CHARS} characters)"
+            )
+        configs.append((applies_to, value))
     return configs
 
 
@@ -183,6 +175,9 @@ def _list(value: object, where: str, limit: int) -> list[Any]:
     return value
 
 
+#: Where a DRA pod's templates are looked up: (namespace, name) -> template or None.
+TemplateLookup = Callable[[str, str], ClaimTemplate | None]
+
 _REPORTED: dict[tuple[str, str], str] = {}
 
 
@@ -202,12 +197,6 @@ def _report(namespace: str, name: str, version: str, error: str) -> None:
     )
 
 
-class TemplateLookup(Protocol):
-    """Where a DRA pod's templates are looked up: (namespace, name) -> template or None."""
-
-    def __call__(self, namespace: str, name: str) -> ClaimTemplate | None: ...
-
-
 class ClaimTemplates:
     """(namespace, name) -> parsed template, replaced by lists and updated by watch events. Loop-only."""
 
@@ -219,11 +208,8 @@ class ClaimTemplates:
         self._synced = False
 
     def get(self, namespace: str, name: str) -> ClaimTemplate | None:
+        """The template (namespace, name), as a DRA pod's claims are looked up (:data:`TemplateLookup`)."""
         return self._templates.get((namespace, name))
-
-    def lookup(self) -> TemplateLookup:
-        table = self._templates
-        return lambda namespace, name: table.get((namespace, name))
 
     def __len__(self) -> int:
         return len(self._templates)

@@ -41,8 +41,8 @@ class PodDemand:
     by_bitstream: Mapping[str, int] = field(default_factory=dict)
     #: Slots the pod uses at once without naming a bitstream.
     unnamed: int = 0
-    #: (bitstream, count) when the pod names exactly one bitstream: the common case, scored on a short path.
-    single: tuple[str, int] | None = None
+    #: The bitstream when the pod asks for one slot holding it and nothing else: the common case, on a short path.
+    one_slot: str | None = None
     #: A DRA pod's requests in allocation order; None for a pod asking for the extended resource.
     dra: tuple[DraRequest, ...] | None = None
 
@@ -56,7 +56,7 @@ class PodDemand:
     def of(cls, pod: str, containers: Iterable[ContainerDemand]) -> PodDemand:
         wanted = tuple(c for c in containers if c.slots > 0)
         if len(wanted) == 1 and (named := wanted[0].bitstream) is not None:  # the common pod: one container
-            return cls(pod, wanted, {named: wanted[0].slots}, 0, (named, wanted[0].slots))
+            return cls(pod, wanted, {named: wanted[0].slots}, 0, named if wanted[0].slots == 1 else None)
         app: dict[str | None, int] = {}
         for c in wanted:
             if not c.init:
@@ -67,8 +67,8 @@ class PodDemand:
                 peak[c.bitstream] = max(peak.get(c.bitstream, 0), c.slots)
         unnamed = peak.pop(None, 0)
         by_bitstream = {name: count for name, count in peak.items() if name is not None}
-        single = next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None
-        return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, single)
+        one_slot = next(iter(by_bitstream)) if list(by_bitstream.values()) == [1] and not unnamed else None
+        return cls(pod, wanted, types.MappingProxyType(by_bitstream), unnamed, one_slot)
 
     @classmethod
     def of_claims(cls, pod: str, requests: Iterable[tuple[str, int] | DraRequest]) -> PodDemand:

@@ -16,7 +16,7 @@ METRICS_PATH = "/metrics"
 _BOUNDS = [*(str(bound) for bound in LATENCY_BUCKETS_S), "+Inf"]
 
 
-class ExtenderMetrics:
+class ExtenderMetrics(Collector):
     """The extender's metrics on their own registry, made into Prometheus families only when scraped. Loop-only."""
 
     def __init__(self, verbs: dict[str, str]) -> None:
@@ -29,7 +29,7 @@ class ExtenderMetrics:
         #: Verb -> seconds taken in all.
         self.seconds: dict[str, float] = {}
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_Requests(self))
+        self.registry.register(self)
 
     def observe(self, path: str, code: int, seconds: float) -> None:
         """One answered request (counted only for the scheduler's verbs)."""
@@ -47,25 +47,18 @@ class ExtenderMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-
-class _Requests(Collector):
-    """The requests and their latency by verb, as counted by :class:`ExtenderMetrics`."""
-
-    def __init__(self, metrics: ExtenderMetrics) -> None:
-        self._metrics = metrics
-
     def collect(self) -> Iterator[Metric]:
+        """The requests and their latency by verb, as counted so far."""
         requests = CounterMetricFamily(
             "fpga_slot_extender_requests", "Extender requests by verb and HTTP status code", labels=["verb", "code"]
         )
-        metrics = self._metrics
-        for (verb, code), count in sorted(metrics.answered.items()):
+        for (verb, code), count in sorted(self.answered.items()):
             requests.add_metric([verb, str(code)], count)
         yield requests
         seconds = HistogramMetricFamily(
             "fpga_slot_extender_request_duration_seconds", "Time the extender took to answer, by verb", labels=["verb"]
         )
-        for verb, counts in sorted(metrics.buckets.items()):
+        for verb, counts in sorted(self.buckets.items()):
             cumulative = list(accumulate(counts))
-            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), metrics.seconds[verb])
+            seconds.add_metric([verb], list(zip(_BOUNDS, cumulative, strict=True)), self.seconds[verb])
         yield seconds

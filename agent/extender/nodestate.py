@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from agent.slots import published
-from agent.slots.eviction import eviction_key
+from agent.slots.model import eviction_key
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class NodeSlots:
     free_held: Mapping[str, int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold something, least recently used first.
     reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
-    #: The free healthy slots in the order the scheduler's DRA allocator takes them (``agent.slots.eviction``).
+    #: The free healthy slots in the order the scheduler's DRA allocator takes them (``eviction_key``).
     free_order: tuple[PublishedSlot, ...] = ()
     #: The node's own catalog, as published (``bitstreams`` adds the declared ones it can pull).
     catalog: Mapping[str, str] = field(default_factory=dict)

@@ -63,8 +63,7 @@ class Scorer:
             return []  # neutral everywhere: nothing stands out
         nodes, weights = view.nodes, self.weights
         keep = self.values(nodes.values(), now) if self.values is not None else NO_VALUES
-        single = demand.single
-        one_slot = single[0] if single is not None and single[1] == 1 and not demand.unnamed else None
+        one_slot = demand.one_slot
         promises = self.promises if one_slot is not None else None
         asked = set(names)
         if len(asked) != len(names):

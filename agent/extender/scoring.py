@@ -135,9 +135,8 @@ def score_node(
     """0..10 for placing the pod on this node. ``promised``: free copies of its one bitstream promised to others."""
     if node is None or not demand.by_bitstream:
         return weights.neutral
-    single = demand.single
-    if single is not None and single[1] == 1 and not promised and not demand.unnamed:
-        return one_slot_score(single[0], node, weights, now, keep)[0]
+    if demand.one_slot is not None and not promised:
+        return one_slot_score(demand.one_slot, node, weights, now, keep)[0]
     total = 0.0
     hits_taken: dict[str, int] = {}
     missing: dict[str, int] = {}

@@ -14,22 +14,19 @@ import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender.admission import MAX_REVIEW_BYTES, KnownBitstreams, validator
+from agent.extender.admission import MAX_REVIEW_BYTES, validator
 from agent.extender.claimtemplates import ClaimTemplates
-from agent.extender.demand import PodDemand
-from agent.extender.drapods import dra_demand
 from agent.extender.metrics import METRICS_PATH, ExtenderMetrics
 from agent.extender.ranking import ANSWER_LIMIT, Scorer
 from agent.extender.scoring import ScoreWeights, filter_nodes
 from agent.extender.table import StateTable
 from agent.extender.wire import (
-    SchedulingRequest,
     encode,
     encode_priorities,
     filter_error,
@@ -66,36 +63,26 @@ class Extender:
         templates: ClaimTemplates | None = None,
     ) -> None:
         self.table = table
-        self.weights = weights
         self.scorer = Scorer(weights, answer_limit)
         self._clock = clock
         #: The ResourceClaimTemplates that DRA pods name (fed by a watch).
         self.templates = templates if templates is not None else ClaimTemplates()
 
-    def _demand(self, request: SchedulingRequest) -> PodDemand:
-        """A DRA pod's demand from its claims' templates, any other's from its containers."""
-        return request.demand if request.dra is None else dra_demand(request.dra, self.templates.lookup())
-
     def filter(self, body: bytes) -> Answer:
         try:
-            request = parse_extender_args(body)
+            request = parse_extender_args(body, self.templates.get)
         except ExtenderRequestError as exc:
             return 400, encode(filter_error(str(exc)))
-        outcome = filter_nodes(self._demand(request), request.names, self.table.nodes.get)
+        outcome = filter_nodes(request.demand, request.names, self.table.nodes.get)
         return 200, encode(filter_result(request, outcome))
 
     def prioritize(self, body: bytes) -> Answer:
         try:
-            request = parse_extender_args(body)
+            request = parse_extender_args(body, self.templates.get)
         except ExtenderRequestError as exc:
             return 400, error_body(str(exc))
-        answer = self.scorer.prioritize(self.table, self._demand(request), request.names, self._clock())
+        answer = self.scorer.prioritize(self.table, request.demand, request.names, self._clock())
         return 200, encode_priorities(answer)
-
-    def healthz(self) -> tuple[int, str]:
-        if self.table.synced:
-            return 200, "ok\n"
-        return 503, "node state not synced yet\n"
 
 
 def error_body(message: str) -> bytes:
@@ -155,8 +142,9 @@ def _post(
 
 def _probes(app: web.Application, extender: Extender, metrics: ExtenderMetrics | None) -> None:
     async def healthz(_request: web.Request) -> web.Response:
-        status, text = extender.healthz()
-        return web.Response(status=status, text=text)
+        if extender.table.synced:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="node state not synced yet\n")
 
     app.router.add_get(HEALTH_PATH, healthz, allow_head=False)
     if metrics is not None:
@@ -187,7 +175,7 @@ def build_probe_app(extender: Extender, metrics: ExtenderMetrics | None) -> web.
     return app
 
 
-def build_webhook_app(known: KnownBitstreams) -> web.Application:
+def build_webhook_app(known: StateTable) -> web.Application:
     """The admission webhook: ``POST /validate`` alone (``agent.extender.admission``)."""
     app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=[_errors])
     app.router.add_post(VALIDATE_PATH, _post(validator(known), VALIDATE_PATH, None, MAX_REVIEW_BYTES))
@@ -199,18 +187,8 @@ def extender_metrics() -> ExtenderMetrics:
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
-@dataclass(slots=True)
-class HttpServer:
-    """A started server; ``await cleanup()`` closes it and its connections."""
-
-    runner: web.AppRunner
-
-    @property
-    def addresses(self) -> list[tuple[str, int]]:
-        return [(str(a[0]), int(a[1])) for a in self.runner.addresses]
-
-    async def cleanup(self) -> None:
-        await self.runner.cleanup()
+#: A started server: its ``addresses`` (the sockets' names), ``await cleanup()`` closes it and its connections.
+HttpServer = web.AppRunner
 
 
 async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
@@ -222,7 +200,7 @@ async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLC
     except BaseException:
         await runner.cleanup()
         raise
-    return HttpServer(runner)
+    return runner
 
 
 async def start(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
@@ -251,7 +229,7 @@ class WebhookServer:
         self._failure: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self.addresses: list[tuple[str, int]] = []
+        self.addresses: list[Any] = []
         self._thread = threading.Thread(target=self._run, name="admission-webhook", daemon=True)
 
     async def start(self) -> WebhookServer:
@@ -299,4 +277,4 @@ def bound_port(server: HttpServer | WebhookServer) -> int:
 
 
 def _where(server: HttpServer | WebhookServer) -> str:
-    return ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in server.addresses)
+    return ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p, *_ in server.addresses)

@@ -112,19 +112,14 @@ class StateTable:
         self._scopes: dict[str, str] = {}
         #: Bitstream -> nodes whose own catalog holds it (for admission; kept with every change).
         self._holders: dict[str, int] = {}
-        self._synced = False
+        #: True once the first list arrived (and from then on, also while relisting).
+        self.synced = False
         self._declarations_listed = False
         self._declarations_failing = False
         self._full_said = False
-        self.last_error: str | None = None
 
     def __len__(self) -> int:
         return len(self.nodes)
-
-    @property
-    def synced(self) -> bool:
-        """True once the first list arrived (and from then on, also while relisting)."""
-        return self._synced
 
     # --- the feed -------------------------------------------------------------------------
     def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
@@ -133,9 +128,8 @@ class StateTable:
         self.memo.clear()
         for name, state in states.items():
             self._put(name, state)
-        self.last_error = None
-        if not self._synced:
-            self._synced = True
+        if not self.synced:
+            self.synced = True
             logger.info("node cache synced: %d nodes with published slot state", len(self.nodes))
 
     def apply(self, name: str, state: NodeSlots | None, *, deleted: bool = False) -> None:
@@ -151,7 +145,7 @@ class StateTable:
         self.apply(node.name, node.state, deleted=kind == "DELETED")
 
     def failed(self, text: str) -> None:
-        self.last_error = text
+        """Listing the nodes failed (the watch says so): the states last listed are served meanwhile."""
 
     def _put(self, name: str, state: NodeSlots | None) -> None:
         if state is not None and (len(self.nodes) >= self._max_nodes or self._bytes + state.weight > self._max_bytes):
@@ -186,7 +180,7 @@ class StateTable:
     @property
     def bitstreams_listed(self) -> bool:
         """True once the nodes and the FpgaBitstream objects have both been listed (admission's check)."""
-        return self._synced and self._declarations_listed
+        return self.synced and self._declarations_listed
 
     def bitstream_known(self, name: str) -> bool:
         """Whether an FpgaBitstream declares ``name`` or some node's catalog holds it (two dict lookups)."""

@@ -2,7 +2,8 @@
 
 ``k8s.io/kube-scheduler/extender/v1`` types have no JSON tags: keys are the Go field names, matched
 case-insensitively at the top level as Go's decoder does. A request carries ``NodeNames``
-(``nodeCacheCapable: true``) or whole ``Nodes``, and the filter answer follows the form asked.
+(``nodeCacheCapable: true``) or whole ``Nodes``, and the filter answer follows the form asked. A DRA pod's
+demand is read through its claims' templates (see docs/dra.md).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from typing import Any, TypedDict
 import orjson
 
 from agent.errors import ExtenderRequestError, shown
-from agent.extender.demand import ContainerDemand, PodDemand
-from agent.extender.drapods import DraPod, read_dra_pod
+from agent.extender.claimtemplates import MAX_NAME_CHARS, TemplateLookup, TemplateRequest
+from agent.extender.demand import ContainerDemand, DraRequest, PodDemand
 from agent.extender.scoring import FilterOutcome
+from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, SLOT_RESOURCE
 from agent.slots.quantity import parse_count
 
-SLOT_RESOURCE = "example.com/fpga-slot"
-BITSTREAM_ANNOTATION = "example.com/fpga-bitstream"
+#: Claims read of one pod at most (the API server allows 32); the others add nothing.
+MAX_POD_CLAIMS = 32
 
 
 class NodeList(TypedDict, total=False):
@@ -60,8 +62,6 @@ class SchedulingRequest:
     node_names: Sequence[str] | None
     #: The request's Node objects as parsed (``nodeCacheCapable: false``), not copied.
     nodes: Sequence[Mapping[str, Any]] | None = None
-    #: A DRA pod's claims: its demand is read from their templates (``agent.extender.drapods``), not ``demand``.
-    dra: DraPod | None = None
 
     @property
     def names(self) -> Sequence[str]:
@@ -70,8 +70,9 @@ class SchedulingRequest:
         return [node_name(node) for node in self.nodes or ()]
 
 
-def parse_extender_args(body: bytes) -> SchedulingRequest:
-    """Read an ExtenderArgs body; ExtenderRequestError saying what is wrong if it is not one."""
+def parse_extender_args(body: bytes, templates: TemplateLookup | None = None) -> SchedulingRequest:
+    """Read an ExtenderArgs body, a DRA pod's claims through ``templates``; ExtenderRequestError saying what is
+    wrong if it is not one."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # invalid UTF-8 and NaN included
@@ -80,15 +81,10 @@ def parse_extender_args(body: bytes) -> SchedulingRequest:
         raise ExtenderRequestError(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ExtenderRequestError(f"the body must be a JSON object (ExtenderArgs), got {_kind(data)}")
-    return _read_args(data)
-
-
-def _read_args(data: dict[str, Any]) -> SchedulingRequest:
     pod = _field(data, "Pod")
     if not isinstance(pod, dict):
         raise ExtenderRequestError(f"Pod must be an object, got {_kind(pod)}")
-    demand = read_pod_demand(pod)
-    dra = read_pod_claims(pod)
+    demand = read_pod_demand(pod, templates)
     names = _field(data, "NodeNames")
     if names is not None:
         if not isinstance(names, list):
@@ -97,7 +93,7 @@ def _read_args(data: dict[str, Any]) -> SchedulingRequest:
             "".join(names)  # every entry a string, checked in C
         except TypeError:
             raise ExtenderRequestError("NodeNames must be a list of strings") from None
-        return SchedulingRequest(demand, names, dra=dra)
+        return SchedulingRequest(demand, names)
     nodes = _field(data, "Nodes")
     if nodes is None:
         raise ExtenderRequestError("neither NodeNames nor Nodes is given")
@@ -114,11 +110,12 @@ def _read_args(data: dict[str, Any]) -> SchedulingRequest:
         meta = item.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ExtenderRequestError(f"Nodes.items[{index}] has no metadata.name")
-    return SchedulingRequest(demand, None, items, dra)
+    return SchedulingRequest(demand, None, items)
 
 
-def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
-    """The pod's slot requests per container, each with the bitstream it wants."""
+def read_pod_demand(pod: Mapping[str, Any], templates: TemplateLookup | None = None) -> PodDemand:
+    """The pod's slot requests per container, each with the bitstream it wants; a DRA pod's (one with
+    ``spec.resourceClaims``) from its claims' templates instead (:func:`dra_demand`)."""
     meta = _object(pod.get("metadata"), "Pod.metadata")
     spec = _object(pod.get("spec"), "Pod.spec")
     annotations = _object(meta.get("annotations"), "Pod.metadata.annotations")
@@ -142,43 +139,50 @@ def read_pod_demand(pod: Mapping[str, Any]) -> PodDemand:
             if slots:
                 bitstream = annotations.get(f"{BITSTREAM_ANNOTATION}.{cname}") or annotations.get(BITSTREAM_ANNOTATION)
                 containers.append(ContainerDemand(cname, slots, bitstream or None, init))
-    return PodDemand.of(name, containers)
-
-
-def read_pod_claims(pod: Mapping[str, Any]) -> DraPod | None:
-    """A DRA pod's claims, else None; call after :func:`read_pod_demand` (which checks the pod's shape)."""
-    spec = _object(pod.get("spec"), "Pod.spec")
-    if not spec.get("resourceClaims"):
-        return None
-    meta = _object(pod.get("metadata"), "Pod.metadata")
-    annotations = _object(meta.get("annotations"), "Pod.metadata.annotations")
+    claims = spec.get("resourceClaims")
+    if not isinstance(claims, list) or not claims:
+        return PodDemand.of(name, containers)
     namespace = meta.get("namespace")
     namespace = namespace if isinstance(namespace, str) and namespace else "default"
-    name = f"{namespace}/{meta.get('name') or '?'}"
-    return read_dra_pod(name, namespace, spec, annotations.get(BITSTREAM_ANNOTATION) or None)
+    pod_name = f"{namespace}/{meta.get('name') or '?'}"
+    return dra_demand(pod_name, namespace, claims, annotations.get(BITSTREAM_ANNOTATION) or None, templates)
+
+
+def dra_demand(
+    pod: str, namespace: str, claims: list[Any], bitstream: str | None, templates: TemplateLookup | None
+) -> PodDemand:
+    """A DRA pod's demand; no requests when nothing is known. With the annotation ``bitstream``: that bitstream
+    in as many slots as its templates' FPGA requests add up to (1 when no template is known); otherwise each
+    FPGA request's own bitstream, in allocation order. A claim named directly (or unreadable) adds nothing."""
+    known = False  # some template is known
+    requests: list[TemplateRequest] = []
+    for claim in claims[:MAX_POD_CLAIMS]:
+        name = claim.get("resourceClaimTemplateName") if isinstance(claim, dict) else None
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME_CHARS or templates is None:
+            continue
+        template = templates(namespace, name)
+        if template is not None and template.error is None:
+            known = True
+            requests.extend([r for r in template.requests if r.ours] or template.requests)
+    if bitstream is not None:
+        return PodDemand.of_claims(pod, [(bitstream, sum(r.count for r in requests) if known else 1)])
+    return PodDemand.of_claims(
+        pod, [DraRequest(r.bitstream, r.count, r.whole_card) for r in requests if r.bitstream is not None]
+    )
 
 
 def _container_slots(container: Mapping[str, Any], field_name: str, index: int) -> int:
     """The container's ``example.com/fpga-slot`` count (0: none)."""
-    resources = container.get("resources")
-    if resources is None:
-        return 0
-    if not isinstance(resources, dict):
-        _object(resources, f"Pod.spec.{field_name}[{index}].resources")  # raises, naming the place
+    where = f"Pod.spec.{field_name}[{index}].resources"
+    resources = _object(container.get("resources"), where)
     # An extended resource must have a limit; a request, if given, equals it.
     for kind in ("limits", "requests"):
-        values = resources.get(kind)
-        if values is None:
-            continue
-        if not isinstance(values, dict):
-            _object(values, f"Pod.spec.{field_name}[{index}].resources.{kind}")  # raises, naming the place
-        raw = values.get(SLOT_RESOURCE)
+        raw = _object(resources.get(kind), f"{where}.{kind}").get(SLOT_RESOURCE)
         if raw is not None:
             try:
                 return parse_count(raw)
             except ValueError as exc:
-                where = f"Pod.spec.{field_name}[{index}].resources.{kind}[{SLOT_RESOURCE}]"
-                raise ExtenderRequestError(f"{where}: {exc}") from None
+                raise ExtenderRequestError(f"{where}.{kind}[{SLOT_RESOURCE}]: {exc}") from None
     return 0
 
 
@@ -189,31 +193,19 @@ def node_name(node: Mapping[str, Any]) -> str:
 
 def filter_result(request: SchedulingRequest, outcome: FilterOutcome) -> ExtenderFilterResult:
     """The answer in the form asked: names for names, the passing Node objects (not copies) for objects."""
+    answer = filter_error("")
+    answer["FailedAndUnresolvableNodes"] = outcome.failed
     if request.node_names is not None:
-        return {
-            "Nodes": None,
-            "NodeNames": outcome.passed,
-            "FailedNodes": {},
-            "FailedAndUnresolvableNodes": outcome.failed,
-            "Error": "",
-        }
-    passed = set(outcome.passed)
-    items: list[Any] = [node for node in request.nodes or () if node_name(node) in passed]
-    return {
-        "Nodes": {"metadata": {}, "items": items},
-        "NodeNames": None,
-        "FailedNodes": {},
-        "FailedAndUnresolvableNodes": outcome.failed,
-        "Error": "",
-    }
+        answer["NodeNames"] = outcome.passed
+    else:
+        passed = set(outcome.passed)
+        items: list[Any] = [node for node in request.nodes or () if node_name(node) in passed]
+        answer["Nodes"] = {"metadata": {}, "items": items}
+    return answer
 
 
 def filter_error(message: str) -> ExtenderFilterResult:
     return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
-
-
-def priority_list(scores: Sequence[tuple[str, int]]) -> HostPriorityList:
-    return [{"Host": host, "Score": score} for host, score in scores]
 
 
 def encode(value: object) -> bytes:
@@ -223,7 +215,7 @@ def encode(value: object) -> bytes:
 
 def encode_priorities(scores: Sequence[tuple[str, int]]) -> bytes:
     """The HostPriorityList as JSON, UTF-8; a name that is not valid Unicode (a lone surrogate) is escaped."""
-    entries = priority_list(scores)
+    entries: HostPriorityList = [{"Host": host, "Score": score} for host, score in scores]
     try:
         return orjson.dumps(entries)
     except TypeError:

@@ -1,16 +1,19 @@
 """Atomic file installation: a reader (or a crash) sees the old file or the whole new one, never a part.
 
-A temp file beside the target, fsynced and renamed into place; a failed write leaves nothing behind."""
+A temp file beside the target, fsynced and renamed into place; a failed write leaves nothing behind. A server's
+unix socket is placed the same way: bound under a one-off name, then renamed."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
+import secrets
 import tempfile
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 TEMP_PREFIX = ".tmp-"
 #: The ending of :func:`write_atomically`'s temporary files (see :func:`remove_stale_temp_files`).
@@ -19,6 +22,7 @@ TEMP_SUFFIX = ".tmp"
 STALE_TEMP_S = 60.0
 
 logger = logging.getLogger(__name__)
+_BIND_COUNTER = itertools.count()
 
 
 def fsync_directory(directory: Path) -> None:
@@ -112,3 +116,43 @@ def read_no_follow(path: Path) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
+
+
+class SocketServer(Protocol):
+    """What :func:`serve_in_place` needs of a server (a ``grpc.aio.Server``)."""
+
+    def add_insecure_port(self, address: str) -> int: ...
+
+    async def start(self) -> None: ...
+
+
+async def serve_in_place(server: SocketServer, path: Path) -> tuple[int, int]:
+    """Bind ``server`` under a one-off name beside ``path`` (0600 from the start), start it and rename its socket to
+    ``path``, replacing what is there (never unlinked: whoever serves there sees no deletion); the socket's
+    :func:`identity`. OSError when it cannot be bound. gRPC may unlink a stopped server's path late: not ``path``."""
+    # A short, random dot name (the kubelet's plugin watcher skips them): a socket path has at most 107 bytes.
+    bound = path.with_name(f".bind-{secrets.token_hex(6)}-{next(_BIND_COUNTER)}")
+    old_umask = os.umask(0o177)  # created 0600, never briefly wider; only around the bind (process-wide)
+    try:
+        try:
+            port = server.add_insecure_port(f"unix://{bound}")
+        finally:
+            os.umask(old_umask)
+        if port == 0:
+            raise OSError(f"cannot bind {bound}")
+        await server.start()
+    except RuntimeError as exc:  # grpc reports a failed bind this way too
+        raise OSError(f"cannot bind {bound}: {exc}") from exc
+    os.chmod(bound, 0o600)
+    os.replace(bound, path)
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names, None when nothing: tells what was renamed there from its successor."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

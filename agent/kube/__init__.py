@@ -7,13 +7,12 @@ and client errors are wrapped (``KubeError``) or logged here.
 from agent.kube.claims import ClaimReader
 from agent.kube.client import KubeconfigChoice, build_api_client, command_api, connect_api, resolve_kubeconfig
 from agent.kube.events import EventRecorder
-from agent.kube.model import SLOT_RESOURCE, ContainerSlots, PodEventKind, PodInfo, parse_pod
 from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.kube.nodes import NodePublisher, NodeSummary, list_node_states, list_nodes, list_resource_claims
-from agent.kube.pods import PodCache
+from agent.kube.pods import SLOT_RESOURCE, ContainerSlots, PodCache, PodEventKind, PodInfo, parse_pod
 from agent.kube.reflector import Backoff, BitstreamWatcher
 from agent.kube.secrets import SecretReader, SecretWriter
-from agent.kube.webhooks import WebhookCaBundle
+from agent.kube.webhooks import fill_ca_bundle
 
 __all__ = [
     "PLATFORM_LABEL",
@@ -32,10 +31,10 @@ __all__ = [
     "PodInfo",
     "SecretReader",
     "SecretWriter",
-    "WebhookCaBundle",
     "build_api_client",
     "command_api",
     "connect_api",
+    "fill_ca_bundle",
     "list_node_states",
     "list_nodes",
     "list_resource_claims",

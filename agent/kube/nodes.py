@@ -76,7 +76,6 @@ class NodePublisher:
         #: While this says True, nothing is written (a newer agent on the node publishes: an update's overlap).
         self.standby: Callable[[], bool] = lambda: False
         self._core = CoreCalls(api_client)
-        self._objects = StateObjects(api_client, node_name, namespace)
         self._min_interval_s = min_interval_s
         self._backoff = backoff
         self._resync_s = resync_s
@@ -199,7 +198,7 @@ class NodePublisher:
             logger.warning("node %s: slot state not removed (%s: %s)", self.node_name, kind, text)
             return False
         try:
-            await asyncio.to_thread(self._objects.delete)
+            await asyncio.to_thread(self._delete_state)
         except Exception as exc:
             kind, text = describe_api_error(exc)
             logger.info("node %s: FpgaNodeState left for the garbage collector (%s: %s)", self.node_name, kind, text)
@@ -243,17 +242,17 @@ class NodePublisher:
 
     async def _publish_state(self) -> None:
         if self._owner is _UNREAD:
-            self._owner = await asyncio.to_thread(self._objects.daemonset_owner, self._pod_name)
+            self._owner = await asyncio.to_thread(self._daemonset_owner)
         if self._stored is _UNREAD:
             self.reads += 1
-            self._stored = await asyncio.to_thread(self._objects.read)
+            self._stored = await asyncio.to_thread(self._read_state)
         spec = self._desired_spec
         assert spec is not None
         if is_current(self._stored, spec, self._owner):
             return
         self._last_patch = asyncio.get_running_loop().time()
         try:
-            self._stored = await asyncio.to_thread(self._objects.write, spec, self._owner, self._stored)
+            self._stored = await asyncio.to_thread(self._write_state, spec, self._owner, self._stored)
         except Exception as exc:
             if api_status(exc) in (404, 409):  # deleted or changed since it was read: read it, then write again
                 self._stored = _UNREAD
@@ -274,27 +273,18 @@ class NodePublisher:
             self._core.patch_node(self.node_name, body, field_manager=FIELD_MANAGER, _request_timeout=REQUEST_TIMEOUT)
         )
 
-
-class StateObjects:
-    """The requests on this node's FpgaNodeState (and the agent's own pod, for its owner). Blocking."""
-
-    def __init__(self, api_client: client.ApiClient, node: str, namespace: str) -> None:
-        self._core = CoreCalls(api_client)
-        self.node = node
-        self.namespace = namespace
-
-    def daemonset_owner(self, pod_name: str) -> dict[str, Any] | None:
+    def _daemonset_owner(self) -> dict[str, Any] | None:
         """The ownerReference of the DaemonSet that runs the agent's pod; None outside a DaemonSet's pod."""
-        if not pod_name:
+        if not self._pod_name:
             return None
         try:
-            pod = self._core.read_namespaced_pod(pod_name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+            pod = self._core.read_namespaced_pod(self._pod_name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
         except Exception as exc:
             if api_status(exc) == 404:
                 logger.warning(
                     "the agent's pod %s/%s is not there: its node's FpgaNodeState gets no owner",
                     self.namespace,
-                    pod_name,
+                    self._pod_name,
                 )
                 return None
             raise
@@ -303,11 +293,11 @@ class StateObjects:
             return None
         return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ref.get("name"), "uid": ref.get("uid")}
 
-    def read(self) -> StoredState | None:
+    def _read_state(self) -> StoredState | None:
         """The node's object, or None when there is none."""
         try:
             obj = self._core.read_namespaced_fpga_node_state(
-                self.node, self.namespace, _request_timeout=REQUEST_TIMEOUT
+                self.node_name, self.namespace, _request_timeout=REQUEST_TIMEOUT
             )
         except Exception as exc:
             if api_status(exc) == 404:
@@ -315,21 +305,23 @@ class StateObjects:
             raise
         return _stored(obj)
 
-    def write(
+    def _write_state(
         self, spec: Mapping[str, Any], owner: Mapping[str, Any] | None, current: StoredState | None
     ) -> StoredState:
         """Create the object, or replace the one read as ``current`` (a 409 if it changed since: read it again)."""
-        body = state_object(self.node, self.namespace, spec, owner)
+        body = state_object(self.node_name, self.namespace, spec, owner)
         options: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_request_timeout": REQUEST_TIMEOUT}
         if current is None:
             return _stored(self._core.create_namespaced_fpga_node_state(self.namespace, body, **options))
         body["metadata"]["resourceVersion"] = current.resource_version
-        return _stored(self._core.replace_namespaced_fpga_node_state(self.node, self.namespace, body, **options))
+        return _stored(self._core.replace_namespaced_fpga_node_state(self.node_name, self.namespace, body, **options))
 
-    def delete(self) -> None:
+    def _delete_state(self) -> None:
         """Delete the node's object (none there: nothing to do)."""
         try:
-            self._core.delete_namespaced_fpga_node_state(self.node, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+            self._core.delete_namespaced_fpga_node_state(
+                self.node_name, self.namespace, _request_timeout=REQUEST_TIMEOUT
+            )
         except Exception as exc:
             if api_status(exc) != 404:
                 raise

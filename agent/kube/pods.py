@@ -1,4 +1,5 @@
-"""This node's pods, kept current by one list+watch (``fieldSelector=spec.nodeName=<node>``).
+"""This node's pods, kept current by one list+watch (``fieldSelector=spec.nodeName=<node>``), each a small frozen
+value parsed once from the API's JSON (tolerant: unset fields are absent in JSON, so every field has a neutral default).
 
 The pods live on the event loop and are only touched there. Listeners hear ADDED, MODIFIED and DELETED,
 also for the differences a relist finds; MODIFIED only when something in :class:`PodInfo` changed.
@@ -7,33 +8,129 @@ also for the differences a relist finds; MODIFIED only when something in :class:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from kubernetes import client
 
 from agent.kube.core import CoreCalls
-from agent.kube.model import PodEventKind, PodInfo, PodKey, parse_pod
-from agent.kube.reflector import DEFAULT_BACKOFF, Backoff, Reflector, waited
+from agent.kube.nodefields import as_mapping
+from agent.kube.reflector import DEFAULT_BACKOFF, Backoff, Reflector, WatchEventKind, waited
+from agent.slots.bitstreamrequest import SLOT_RESOURCE as SLOT_RESOURCE  # the extended resource the agent advertises
+from agent.slots.bitstreamrequest import slots_asked
 
 logger = logging.getLogger(__name__)
+
+PodEventKind = WatchEventKind
+PodKey = tuple[str, str]
+
+
+class ContainerSlots(NamedTuple):
+    """One container and the number of slots it asks for (0 when it asks for none)."""
+
+    name: str
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """The part of a Pod the agent uses. ``deleted`` is set on the last state of a removed pod."""
+
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    phase: str
+    created: float
+    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
+    containers: tuple[ContainerSlots, ...] = ()
+    deleted: bool = False
+    init_containers: tuple[ContainerSlots, ...] = ()
+    #: For a pod given slots through DRA's extended-resource bridge: the request of the claim the scheduler
+    #: made -> the container it serves (``status.extendedResourceClaimStatus.requestMappings``).
+    request_containers: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def key(self) -> PodKey:
+        return (self.namespace, self.name)
+
+    def as_deleted(self) -> PodInfo:
+        return dataclasses.replace(self, deleted=True)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def parse_timestamp(value: object) -> float:
+    """An RFC 3339 time (``2024-05-01T10:00:00Z``) as seconds since the epoch; 0.0 when unset or bad."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def _containers(value: object) -> tuple[ContainerSlots, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(ContainerSlots(str(c.get("name", "")), slots_asked(c)) for c in value if isinstance(c, Mapping))
+
+
+def parse_pod(obj: Mapping[str, Any], *, deleted: bool = False) -> PodInfo:
+    """The PodInfo of a Pod as the API sends it (JSON, camelCase); ValueError when it has no name."""
+    meta = as_mapping(obj.get("metadata"))
+    spec = as_mapping(obj.get("spec"))
+    status = as_mapping(obj.get("status"))
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("object has no metadata.name")
+    annotations = {
+        str(key): value for key, value in as_mapping(meta.get("annotations")).items() if isinstance(value, str)
+    }
+    return PodInfo(
+        namespace=str(meta.get("namespace") or ""),
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        node_name=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        created=parse_timestamp(meta.get("creationTimestamp")),
+        annotations=types.MappingProxyType(annotations),
+        containers=_containers(spec.get("containers")),
+        deleted=deleted,
+        init_containers=_containers(spec.get("initContainers")),
+        request_containers=types.MappingProxyType(_request_containers(status)),
+    )
+
+
+def _request_containers(status: Mapping[str, Any]) -> dict[str, str]:
+    found = {}
+    for mapping in as_mapping(status.get("extendedResourceClaimStatus")).get("requestMappings") or []:
+        mapping = as_mapping(mapping)
+        request, container = mapping.get("requestName"), mapping.get("containerName")
+        if mapping.get("resourceName") == SLOT_RESOURCE and isinstance(request, str) and isinstance(container, str):
+            found[request] = container
+    return found
+
 
 PodListener = Callable[[PodEventKind, PodInfo], None]
 
 
-class PodCache:
+class PodCache(Reflector[PodInfo]):
     """The pods bound to ``node_name``, with change callbacks. Run ``run()`` as a task; call the rest on its loop."""
 
-    def __init__(
-        self,
-        api_client: client.ApiClient,
-        node_name: str,
-        *,
-        backoff: Backoff = DEFAULT_BACKOFF,
-    ) -> None:
+    def __init__(self, api_client: client.ApiClient, node_name: str, *, backoff: Backoff = DEFAULT_BACKOFF) -> None:
         self.node_name = node_name
         core = CoreCalls(api_client)
-        self._reflector: Reflector[PodInfo] = Reflector(
+        super().__init__(
             name=f"pods-{node_name}",
             description=f"pods on node {node_name}",
             list_func=core.list_pod_for_all_namespaces,
@@ -48,10 +145,6 @@ class PodCache:
         self._listeners: list[PodListener] = []
         self._synced = asyncio.Event()
         self._last_error: str | None = None
-
-    async def run(self) -> None:
-        """List and watch this node's pods until cancelled (closes the watch on the way out)."""
-        await self._reflector.run()
 
     @property
     def synced(self) -> bool:
@@ -109,7 +202,7 @@ class PodCache:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    # --- called on the loop by the reflector ----------------------------------------------
+    # --- called on the loop by the list+watch ----------------------------------------------
 
     def _replace(self, pods: list[PodInfo]) -> None:
         fresh = {pod.key: pod for pod in pods}

@@ -1,6 +1,6 @@
 """The CA the API server trusts when it calls the extender's admission webhook (``caBundle``).
 
-:class:`WebhookCaBundle` fills in the install's CA (left out of the manifest) by one JSON patch of the
+:func:`fill_ca_bundle` fills in the install's CA (left out of the manifest) by one JSON patch of the
 webhooks whose bundle differs, each guarded by a ``test`` of the webhook's name. Blocking.
 """
 
@@ -18,33 +18,28 @@ from agent.kube.client import api_status, describe_api_error
 REQUEST_TIMEOUT_S = 10.0
 
 
-class WebhookCaBundle:
-    """Sets the caBundle of every webhook of one ValidatingWebhookConfiguration."""
-
-    def __init__(self, api_client: ApiClient) -> None:
-        self._admission = client.AdmissionregistrationV1Api(api_client)
-
-    def fill(self, name: str, ca_pem: bytes) -> int:
-        """The webhooks whose bundle was set (0: all held ``ca_pem`` already); KubeError naming the configuration
-        when it is missing or cannot be read or patched."""
-        who = f"ValidatingWebhookConfiguration {name}"
-        try:
-            raw: Any = self._admission.read_validating_webhook_configuration(name, _request_timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            if api_status(exc) == 404:
-                raise KubeError(f"{who} does not exist (yet): apply the manifests that declare it first") from exc
-            raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
-        bundle = base64.b64encode(ca_pem).decode("ascii")
-        operations: list[dict[str, object]] = []
-        for index, webhook in enumerate(raw.webhooks or []):
-            if webhook.client_config is not None and webhook.client_config.ca_bundle == bundle:
-                continue
-            operations.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
-            operations.append({"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle})
-        if not operations:
-            return 0
-        try:
-            self._admission.patch_validating_webhook_configuration(name, operations, _request_timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            raise KubeError(f"{who}: caBundle cannot be set: {describe_api_error(exc)[1]}") from exc
-        return len(operations) // 2
+def fill_ca_bundle(api_client: ApiClient, name: str, ca_pem: bytes) -> int:
+    """Set the caBundle of every webhook of the ValidatingWebhookConfiguration ``name``: how many were set (0: all
+    held ``ca_pem`` already); KubeError naming the configuration when it is missing or cannot be read or patched."""
+    who = f"ValidatingWebhookConfiguration {name}"
+    admission = client.AdmissionregistrationV1Api(api_client)
+    try:
+        raw: Any = admission.read_validating_webhook_configuration(name, _request_timeout=REQUEST_TIMEOUT_S)
+    except Exception as exc:
+        if api_status(exc) == 404:
+            raise KubeError(f"{who} does not exist (yet): apply the manifests that declare it first") from exc
+        raise KubeError(f"{who} cannot be read: {describe_api_error(exc)[1]}") from exc
+    bundle = base64.b64encode(ca_pem).decode("ascii")
+    operations: list[dict[str, object]] = []
+    for index, webhook in enumerate(raw.webhooks or []):
+        if webhook.client_config is not None and webhook.client_config.ca_bundle == bundle:
+            continue
+        operations.append({"op": "test", "path": f"/webhooks/{index}/name", "value": webhook.name})
+        operations.append({"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": bundle})
+    if not operations:
+        return 0
+    try:
+        admission.patch_validating_webhook_configuration(name, operations, _request_timeout=REQUEST_TIMEOUT_S)
+    except Exception as exc:
+        raise KubeError(f"{who}: caBundle cannot be set: {describe_api_error(exc)[1]}") from exc
+    return len(operations) // 2

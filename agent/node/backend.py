@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from agent.config import Config
-from agent.discovery import (
-    CompositeSource,
-    DeviceSource,
-    Enumeration,
-    SimSource,
-    dfl_source,
-    fpga_region_source,
-    static_source,
-)
+from agent.discovery.base import CompositeSource, DeviceSource, Enumeration
+from agent.discovery.dfl import dfl_source
+from agent.discovery.fpga_region import fpga_region_source
+from agent.discovery.sim import SimSource
+from agent.discovery.static import static_source
 from agent.errors import ConfigError
-from agent.programming import CommandProgrammer, DflProgrammer, FpgaRegionProgrammer, Programmer, SimProgrammer
+from agent.programming.base import Programmer
+from agent.programming.command import CommandProgrammer
 from agent.programming.commandspec import missing_tool
+from agent.programming.dfl import DflProgrammer
+from agent.programming.fpga_region import FpgaRegionProgrammer
+from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimFabric
-from agent.slots import Slot
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +32,9 @@ class Backend:
     source: DeviceSource
     programmers: Mapping[str, Programmer] = field(default_factory=dict)
     fabric: SimFabric | None = None
-    #: the vendor tools programming static slots (``--command-programmers``), None without any
+    #: the vendor tools programming static slots (``--command-programmers``), None without any; at start they read
+    #: back what the slots hold
     commands: CommandProgrammer | None = None
-
-    @property
-    def learn_contents(self) -> Callable[[Sequence[Slot]], Awaitable[None]] | None:
-        """Reads what the slots hold at start (the command programmers' read-backs), when anything can."""
-        return None if self.commands is None else self.commands.read_back_all
 
 
 def build_backend(config: Config) -> Backend:

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from agent.errors import CatalogError
 from agent.files.dirwatch import DirWatcher
-from agent.programming.catalog import Catalog, CatalogEntry
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import SlotRegistry, SlotState
 from agent.slots.published import dropped, state_spec
 

@@ -24,8 +24,8 @@ from agent.errors import (
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDirectory, PodView
 from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
-from agent.programming.catalog import Catalog, CatalogEntry, check_platform, check_scope
-from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE, CatalogEntry, check_platform, check_scope
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, container_bitstream
 
@@ -118,27 +118,29 @@ class Reconfigurer:
         await self.load_many(pod, {name: slot_ids}, who, deadline)
 
     async def load_many(
-        self, pod: PodView | None, wanted: Mapping[str, list[SlotId]], who: str, deadline: float
+        self,
+        pod: PodView | None,
+        wanted: Mapping[str, list[SlotId]],
+        who: str,
+        deadline: float,
+        scope: str = SLOT_SCOPE,
     ) -> None:
-        """Put each bitstream into its slots (those holding it already are left alone), by ``deadline``.
+        """Put each bitstream into its slots (those holding it already are left alone), or with ``CARD_SCOPE``
+        into their card as a whole, by ``deadline``.
 
         Every bitstream is checked before any slot is touched: a bad request changes nothing. Events go to
         ``pod`` when there is one. Raises the error tree's exceptions, naming ``who``."""
         with self._wanting(wanted):
             await self._fetch(pod, wanted, who, deadline)
-            checked = [await self._checked(pod, name, slot_ids, who) for name, slot_ids in wanted.items()]
+            checked = [await self._checked(pod, name, slot_ids, who, scope) for name, slot_ids in wanted.items()]
             for entry, slots in checked:
-                await self.loader.load(pod, who, entry, slots, deadline)
+                await self.loader.load(pod, who, entry, slots, deadline, scope == CARD_SCOPE)
 
     async def load_card(
         self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, deadline: float
     ) -> None:
-        """Put the whole-card image ``name`` into the card of ``slot_ids`` (every slot of it), by ``deadline``;
-        checked first as :meth:`load_many` does."""
-        with self._wanting([name]):
-            await self._fetch(pod, {name: slot_ids}, who, deadline)
-            entry, slots = await self._checked(pod, name, slot_ids, who, CARD_SCOPE)
-            await self.loader.load_card(pod, who, entry, slots, deadline)
+        """Put the whole-card image ``name`` into the card of ``slot_ids`` (every slot of it), by ``deadline``."""
+        await self.load_many(pod, {name: slot_ids}, who, deadline, CARD_SCOPE)
 
     @contextlib.contextmanager
     def _wanting(self, names: Iterable[str]) -> Iterator[None]:
@@ -217,10 +219,6 @@ class Reconfigurer:
         if scope == CARD_SCOPE and not self.loader.can_program_card(slots):
             raise CatalogError(f"{who}: card {slots[0].card} cannot be programmed whole by this agent")
         return entry, slots
-
-    async def close(self) -> None:
-        """Cancel background recoveries (on shutdown)."""
-        await self.loader.close()
 
     # ----------------------------------------------------------------- release
     async def reconcile(self) -> None:

@@ -25,7 +25,8 @@ from agent.errors import (
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import EventSink, PodView
 from agent.programming.base import CardProgrammer, FileProgrammer
-from agent.programming.catalog import Catalog, CatalogEntry
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Slot, SlotId, SlotRegistry
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class SlotLoader:
         self._read_hardware = read_hardware
         self._events = events
         self._timeout_s = timeout_s
-        self._metrics = metrics
+        self._metrics = metrics or AgentMetrics()  # without the agent's: counted where nobody reads them
         self._before_programming = before_programming
         self._slot_locks: dict[SlotId, asyncio.Lock] = {}
         self._recovering: dict[SlotId, asyncio.Task[None]] = {}
@@ -75,15 +76,19 @@ class SlotLoader:
         return programmer is not None and (not isinstance(programmer, FileProgrammer) or programmer.can_program(slot))
 
     async def load(
-        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
+        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float, card: bool = False
     ) -> None:
-        hits = [slot for slot in slots if self.holds(slot.id, entry)]
-        misses = [slot for slot in slots if slot not in hits]
+        """Load ``entry`` into each of ``slots`` (in parallel) that does not hold it, or with ``card`` the whole-card
+        image ``entry`` into their card (every slot of it) unless it holds it; a failure taints the slots programmed
+        and retries in the background."""
+        groups = [slots] if card else [[slot] for slot in slots]
+        misses = [group for group in groups if not self.holds(group, entry, card)]
         image = await self._checked_image(pod, who, entry) if misses else b""
-        for slot in hits:
-            await self._hit(pod, who, [slot], entry, False)
+        for group in groups:
+            if group not in misses:
+                await self._hit(pod, who, group, entry, card)
         results = await asyncio.gather(
-            *(self._program_locked(pod, who, entry, image, [slot], deadline, False) for slot in misses),
+            *(self._program_locked(pod, who, entry, image, group, deadline, card) for group in misses),
             return_exceptions=True,
         )
         failures = [r for r in results if isinstance(r, BaseException)]
@@ -103,14 +108,17 @@ class SlotLoader:
             await self.post(pod, "FpgaBitstreamRejected", message, "Warning")
             raise type(exc)(message) from exc
 
-    def holds(self, slot_id: SlotId, entry: CatalogEntry) -> bool:
-        """Whether the slot is known to hold ``entry``: reported or recorded, not tainted, no programming under way."""
-        state = self._registry.get(slot_id)
-        return (
+    def holds(self, slots: Sequence[Slot], entry: CatalogEntry, card: bool = False) -> bool:
+        """Whether the slots are known to hold ``entry`` (with ``card``: each reporting it as its card's image):
+        reported or recorded, not tainted, no programming under way."""
+        states = [self._registry.get(slot.id) for slot in slots]
+        return all(
             state is not None
             and state.programming is None
             and state.taint is None
             and state.accelerator_id == entry.accelerator_id
+            and (state.slot.whole_card or not card)
+            for state in states
         )
 
     def _record(self, slots: Sequence[Slot], entry: CatalogEntry) -> None:
@@ -120,7 +128,7 @@ class SlotLoader:
     async def _hit(self, pod: PodView | None, who: str, slots: Sequence[Slot], entry: CatalogEntry, card: bool) -> None:
         what = _what(slots, card)
         self._record(slots, entry)
-        self._count_lookup("hit")
+        self._metrics.cache_lookups.labels(result="hit").inc()
         logger.info("%s: %s already holds %s, not programming", who, what, entry.name)
         await self.post(pod, "FpgaSlotCacheHit", f"{what[0].upper()}{what[1:]} already held {entry.name}")
 
@@ -143,14 +151,14 @@ class SlotLoader:
         what = _what(slots, card)
         async with self._holding(slots, who, deadline):
             # a programming that held the locks may have loaded this very bitstream
-            if self.holds_card(slots, entry) if card else self.holds(slots[0].id, entry):
+            if self.holds(slots, entry, card):
                 await self._hit(pod, who, slots, entry, card)
                 return
-            self._count_lookup("miss")
+            self._metrics.cache_lookups.labels(result="miss").inc()
             try:
                 took = await self._program(slots, entry, image, deadline - time.monotonic(), card)
             except ProgrammingError as exc:
-                self._count_failure(exc)
+                self._count(exc)
                 message = f"{who}: programming {what} with {entry.name} failed: {exc}"
                 of_card = " of its card" if card else ""
                 self._taint(slots, entry, card, f"content unknown after failed programming{of_card}: {exc}")
@@ -163,7 +171,7 @@ class SlotLoader:
                 )
                 raise
             self._record(slots, entry)
-            self._count_reconfiguration("programmed", took)
+            self._count("programmed", took)
             await self.post(
                 pod,
                 "FpgaCardProgrammed" if card else "FpgaSlotProgrammed",
@@ -231,22 +239,6 @@ class SlotLoader:
         programmer = self._programmers.get(slots[0].backend) if slots else None
         return isinstance(programmer, CardProgrammer) and programmer.can_program_card(slots)
 
-    def holds_card(self, slots: Sequence[Slot], entry: CatalogEntry) -> bool:
-        """Whether the card of ``slots`` holds the whole-card image ``entry`` (every slot reports it as the card's)."""
-        states = [self._registry.get(slot.id) for slot in slots]
-        return all(s is not None and s.slot.whole_card and self.holds(s.slot.id, entry) for s in states)
-
-    async def load_card(
-        self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float
-    ) -> None:
-        """Load the whole-card image ``entry`` into the card of ``slots`` (every slot of it) unless it holds it;
-        a failure taints every slot and retries in the background."""
-        if self.holds_card(slots, entry):
-            await self._hit(pod, who, slots, entry, True)
-            return
-        image = await self._checked_image(pod, who, entry)
-        await self._program_locked(pod, who, entry, image, slots, deadline, True)
-
     @contextlib.asynccontextmanager
     async def _holding(self, slots: Sequence[Slot], who: str, deadline: float | None) -> AsyncIterator[None]:
         """Every slot's lock, taken in ID order (by ``deadline``, when given: else ProgrammingTimeout, as another
@@ -291,11 +283,11 @@ class SlotLoader:
                     took = await self._program(slots, entry, image, self._timeout_s, card)
             except FpgaSlotError as exc:
                 if isinstance(exc, ProgrammingError):
-                    self._count_failure(exc)
+                    self._count(exc)
                 delay = min(delay * 2, RECOVERY_DELAY_MAX_S)
                 logger.warning("%s: recovery programming failed, retrying in %.0f s: %s", what, delay, exc)
                 continue
-            self._count_reconfiguration("programmed", took)
+            self._count("programmed", took)
             self._record(slots, entry)
             logger.info("%s recovered: programmed with %s again, Healthy", what, entry.name)
             return
@@ -308,18 +300,13 @@ class SlotLoader:
         self._recovering.clear()
 
     # ------------------------------------------------------------------- metrics
-    def _count_lookup(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.cache_lookups.labels(result=result).inc()
-
-    def _count_failure(self, exc: ProgrammingError) -> None:
-        self._count_reconfiguration("timeout" if isinstance(exc, ProgrammingTimeout) else "failed")
-
-    def _count_reconfiguration(self, result: str, seconds: float | None = None) -> None:
-        if self._metrics is not None:
-            self._metrics.reconfigurations.labels(result=result).inc()
-            if seconds is not None:
-                self._metrics.reconfiguration_seconds.observe(seconds)
+    def _count(self, result: str | ProgrammingError, seconds: float | None = None) -> None:
+        """One reconfiguration: ``programmed`` in ``seconds``, or the error that failed it (a timeout or not)."""
+        if isinstance(result, ProgrammingError):
+            result = "timeout" if isinstance(result, ProgrammingTimeout) else "failed"
+        self._metrics.reconfigurations.labels(result=result).inc()
+        if seconds is not None:
+            self._metrics.reconfiguration_seconds.observe(seconds)
 
     # -------------------------------------------------------------------- events
     async def post(self, pod: PodView | None, reason: str, message: str, type: str = "Normal") -> None:

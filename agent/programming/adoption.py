@@ -13,8 +13,9 @@ from typing import BinaryIO, Protocol
 
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch
 from agent.files.atomic import StagedFile
-from agent.programming.catalog import Catalog, CatalogEntry, validate_name
-from agent.programming.catalogentry import GBS_SUFFIX, RAW_SUFFIX, SLOT_SCOPE, FileDescription
+from agent.files.bitstream import validate_name
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import GBS_SUFFIX, RAW_SUFFIX, SLOT_SCOPE, CatalogEntry, FileDescription
 from agent.programming.gbs import GbsFormatError, mismatched_id, read_gbs_header
 
 #: The prefix of a pull's temp file in the catalog directory (:meth:`PulledCatalog.stage` names them so).

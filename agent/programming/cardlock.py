@@ -73,17 +73,18 @@ class CardLocks:
         return lock is not None and lock.locked()
 
     @asynccontextmanager
-    async def hold(self, node: str, deadline: float, busy: str | None = None) -> AsyncIterator[CardLease]:
-        """Wait for the card until ``deadline`` (loop time) and hold it for the block; past the deadline
-        ProgrammingTimeout(``busy``), or TimeoutError without ``busy``."""
+    async def hold(self, node: str, timeout_s: float, who: str, via: str = "") -> AsyncIterator[CardLease]:
+        """Wait at most ``timeout_s`` for the card and hold it for the block, whose lease has the same deadline;
+        past it ProgrammingTimeout: '``who`` was busy with another programming operation``via`` ...'."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
         lock = self._locks.setdefault(node, asyncio.Lock())
         try:
             async with asyncio.timeout_at(deadline):
                 await lock.acquire()
         except TimeoutError as exc:
-            if busy is None:
-                raise
-            raise ProgrammingTimeout(busy) from exc
+            raise ProgrammingTimeout(
+                f"{who} was busy with another programming operation{via} for the whole {timeout_s:.1f} s deadline"
+            ) from exc
         lease = CardLease(node, lock, deadline)
         try:
             yield lease

@@ -25,8 +25,7 @@ from agent.errors import (
     shown,
 )
 from agent.files.atomic import StagedFile, fsync_directory, read_no_follow, write_atomically
-from agent.files.bitstream import copy_hashing
-from agent.files.bitstream import validate_name as validate_name
+from agent.files.bitstream import copy_hashing, validate_name
 from agent.programming.catalogentry import (
     FILE_NAME,
     INSTALLED_FILE,
@@ -37,8 +36,6 @@ from agent.programming.catalogentry import (
     CatalogProblem,
     CatalogScan,
     FileDescription,
-    check_platform,
-    check_scope,
     describe_bitstream,
     entry_from_record,
     installed_name,
@@ -46,18 +43,6 @@ from agent.programming.catalogentry import (
     record_bytes,
 )
 from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
-
-#: The entry, its record and its file's ids live in ``catalogentry``; callers find them here too.
-__all__ = [
-    "Catalog",
-    "CatalogEntry",
-    "CatalogScan",
-    "check_platform",
-    "check_scope",
-    "describe_bitstream",
-    "normalize_given_id",
-    "validate_name",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -80,16 +80,15 @@ class CommandProgrammer:
         if spec is None or spec.program_card is None:
             raise ProgrammingError(f"card {card}: no command programmer with program-card is configured for it")
         what = f"card {card}: programming {accelerator_id} with {os.path.basename(spec.program_card.tool)}"
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        busy = f"card {card} was busy with another programming operation for the whole {timeout_s:.1f} s deadline"
         with _staged(image, f"card {card}") as staged:
-            async with self._cards.hold(card, deadline, busy):
+            async with self._cards.hold(card, timeout_s, f"card {card}") as lease:
+                deadline = lease.deadline
                 self._card_images.pop(card, None)
                 for slot in slots:
                     self._reported.pop(slot.id, None)
                 await self._settle_owed_reset(card, deadline)
                 values = {"image": str(staged), "accelerator": accelerator_id, "card": card}
-                took = await self._run_checked(spec, spec.program_card.render(values), deadline, what)
+                took = (await _run_ok(spec, spec.program_card.render(values), deadline, what, checked=True)).seconds
                 if spec.read_back is not None:
                     await self._check_read_back(spec, slots[0], deadline, what, accelerator_id)
                 for slot in slots:
@@ -107,19 +106,7 @@ class CommandProgrammer:
             self._reported.pop(slot_id, None)
         if spec.restore_base is not None:
             what = f"card {slot.card}: restoring the base layout with {os.path.basename(spec.restore_base.tool)}"
-            await self._run_checked(spec, spec.restore_base.render({"card": slot.card}), deadline, what)
-
-    async def _run_checked(self, spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str) -> float:
-        """Run a tool of the entry; ProgrammingError on a failed exit or output the failure pattern marks."""
-        result = await _run_ok(spec, argv, deadline, what)
-        if spec.failure_pattern is not None:
-            match = spec.failure_pattern.search(result.stdout + "\n" + result.stderr)
-            if match is not None:
-                raise ProgrammingError(
-                    f"{what}: {argv[0]} exited with status 0 but printed {match.group(0)!r}, "
-                    f"which the failure pattern marks as failed: {result.output()}"
-                )
-        return result.seconds
+            await _run_ok(spec, spec.restore_base.render({"card": slot.card}), deadline, what, checked=True)
 
     # --------------------------------------------------------------- programming
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
@@ -133,18 +120,14 @@ class CommandProgrammer:
         if spec is None:
             raise ProgrammingError(f"slot {slot.id}: no command programmer is configured for it")
         what = f"slot {slot.id}: programming {accelerator_id} with {os.path.basename(spec.program.tool)}"
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        busy = (
-            f"slot {slot.id}: card {slot.card} was busy with another programming operation "
-            f"for the whole {timeout_s:.1f} s deadline"
-        )
-        async with self._cards.hold(slot.card, deadline, busy):
+        async with self._cards.hold(slot.card, timeout_s, f"slot {slot.id}: card {slot.card}") as lease:
+            deadline = lease.deadline
             self._reported.pop(slot.id, None)
             try:
                 await self._settle_owed_reset(slot.card, deadline)
                 await self._restore_base(spec, slot, deadline)
                 values = {**_slot_values(slot), "image": str(image_file), "accelerator": accelerator_id}
-                took = await self._run_checked(spec, spec.program.render(values), deadline, what)
+                took = (await _run_ok(spec, spec.program.render(values), deadline, what, checked=True)).seconds
                 if spec.read_back is not None:
                     self._reported[slot.id] = await self._check_read_back(spec, slot, deadline, what, accelerator_id)
             except ProgrammingError as exc:
@@ -195,13 +178,11 @@ class CommandProgrammer:
         await asyncio.gather(*(self._read_card(card, found, timeout_s) for card, found in by_card.items()))
 
     async def _read_card(self, card: str, found: list[tuple[Slot, CommandSpec]], timeout_s: float) -> None:
-        loop = asyncio.get_running_loop()
         for slot, spec in found:
-            deadline = loop.time() + timeout_s
             try:
-                async with self._cards.hold(card, deadline):
-                    self._reported[slot.id] = loaded = await self._read_back(spec, slot, deadline)
-            except (ProgrammingError, TimeoutError) as exc:
+                async with self._cards.hold(card, timeout_s, f"slot {slot.id}: card {card}") as lease:
+                    self._reported[slot.id] = loaded = await self._read_back(spec, slot, lease.deadline)
+            except ProgrammingError as exc:
                 logger.warning("slot %s: content unknown at start, read-back failed: %s", slot.id, exc)
                 continue
             logger.info("slot %s: read-back at start reports %s", slot.id, loaded or "no accelerator")
@@ -216,11 +197,10 @@ class CommandProgrammer:
         task.add_done_callback(self._background.discard)
 
     async def _reset_soon(self, card: str) -> None:
-        deadline = asyncio.get_running_loop().time() + RESET_TIMEOUT_S
         try:
-            async with self._cards.hold(card, deadline):
-                await self._settle_owed_reset(card, deadline)
-        except (ProgrammingError, TimeoutError) as exc:
+            async with self._cards.hold(card, RESET_TIMEOUT_S, f"card {card}") as lease:
+                await self._settle_owed_reset(card, lease.deadline)
+        except ProgrammingError as exc:
             logger.error("card %s: reset after a failed programming failed: %s", card, exc)
 
     async def _settle_owed_reset(self, card: str, deadline: float) -> None:
@@ -246,11 +226,19 @@ class CommandProgrammer:
 
 
 async def _run_ok(
-    spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str, context: str = ""
+    spec: CommandSpec, argv: tuple[str, ...], deadline: float, what: str, context: str = "", checked: bool = False
 ) -> ToolResult:
+    """Run a tool of the entry; ProgrammingError on a failed exit or (``checked``) output the failure pattern marks."""
     result = await run_tool(argv, deadline, what, dict(spec.environment))
     if result.status != 0:
         raise ProgrammingError(f"{what}{context}: {argv[0]} {result.ended()}: {result.output()}")
+    pattern = spec.failure_pattern if checked else None
+    match = None if pattern is None else pattern.search(result.stdout + "\n" + result.stderr)
+    if match is not None:
+        raise ProgrammingError(
+            f"{what}: {argv[0]} exited with status 0 but printed {match.group(0)!r}, "
+            f"which the failure pattern marks as failed: {result.output()}"
+        )
     return result
 
 

@@ -5,7 +5,6 @@ Issues the ``DFL_FPGA_FME_PORT_PR`` ioctl on the FME device node (the slot's ``c
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import errno
 import fcntl
@@ -109,14 +108,10 @@ class DflProgrammer:
             raise ProgrammingError(f"slot {slot.id}: bitstream image is empty")
         if len(image) > MAX_IMAGE_BYTES:
             raise ProgrammingError(f"slot {slot.id}: bitstream image of {len(image)} bytes exceeds 4 GiB")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        busy = (
-            f"slot {slot.id}: card {slot.card} was busy with another programming operation "
-            f"through {node} for the whole {timeout_s:.1f} s deadline"
-        )
         try:
-            async with self._cards.hold(node, deadline, busy) as card:
+            async with self._cards.hold(
+                node, timeout_s, f"slot {slot.id}: card {slot.card}", f" through {node}"
+            ) as card:
                 logger.info("slot %s: programming %s through %s port %d", slot.id, accelerator_id, node, port_id)
                 took = await card.run_in_thread(lambda: self._reconfigure(node, port_id, image))
         except TimeoutError as exc:

@@ -162,13 +162,10 @@ class FpgaRegionProgrammer:
             raise ProgrammingError(f"slot {slot.id}: no FPGA manager to program it through")
         manager = self._sysfs_root / slot.control_node.lstrip("/")
         load = _Load(manager, f"{what} through FPGA manager {manager.name}")
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        busy = (
-            f"slot {slot.id}: FPGA manager {manager.name} was busy with another programming "
-            f"operation for the whole {timeout_s:.1f} s deadline"
-        )
         try:
-            async with self._cards.hold(slot.control_node, deadline, busy) as lease:
+            async with self._cards.hold(
+                slot.control_node, timeout_s, f"slot {slot.id}: FPGA manager {manager.name}"
+            ) as lease:
                 return await operation(lease, load)
         except TimeoutError as exc:
             raise ProgrammingTimeout(

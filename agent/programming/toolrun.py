@@ -91,11 +91,6 @@ def _shown_streams(stderr: str, stderr_bytes: int, stdout: str, stdout_bytes: in
     return "; ".join(f"{name} {shown_output(text, total)}" for name, text, total in streams if text.strip())
 
 
-async def _pump(stream: asyncio.StreamReader, tail: _Tail) -> None:
-    while chunk := await stream.read(65536):
-        tail.add(chunk)
-
-
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -131,89 +126,76 @@ def _make_scratch() -> str:
     return os.path.realpath(tempfile.mkdtemp(prefix="fpga-tool-"))
 
 
-async def _output_pipe(tail: _Tail) -> tuple[int, str, asyncio.ReadTransport, asyncio.Future[None]]:
-    """A pipe filling ``tail``: (the tool's write end, the pipe as /proc names it, the reader, its pump)."""
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-    link = f"pipe:[{os.fstat(read_end).st_ino}]"
-    stream = asyncio.StreamReader()
-    protocol = asyncio.StreamReaderProtocol(stream)
-    try:
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: protocol, os.fdopen(read_end, "rb", 0)
-        )
-    except BaseException:
-        os.close(write_end)
-        raise
-    return write_end, link, transport, asyncio.ensure_future(_pump(stream, tail))
+class _Tool(asyncio.SubprocessProtocol):
+    """The end of each stream the tool prints; ``exited``, then ``finished`` once its pipes are closed too."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.out, self.err = _Tail(), _Tail()
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.finished: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        (self.out if fd == 1 else self.err).add(data.encode() if isinstance(data, str) else data)
+
+    def process_exited(self) -> None:
+        self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.finished.set_result(None)
 
 
 async def _run_in(argv: Sequence[str], deadline: float, what: str, env: Mapping[str, str], scratch: str) -> ToolResult:
     loop = asyncio.get_running_loop()
     started = time.monotonic()
-    out, err = _Tail(), _Tail()
-    readers: list[asyncio.ReadTransport] = []
-    pumps: list[asyncio.Future[None]] = []
-    write_ends: list[int] = []
-    links: list[str] = []
     try:
-        for tail in (out, err):
-            write_end, link, reader, pump = await _output_pipe(tail)
-            write_ends.append(write_end)
-            links.append(link)
-            readers.append(reader)
-            pumps.append(pump)
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_ends[0],
-            stderr=write_ends[1],
-            env=env,
-            cwd=scratch,
-            close_fds=True,
-            start_new_session=True,
+        transport, tool = await loop.subprocess_exec(
+            _Tool, *argv, stdin=asyncio.subprocess.DEVNULL, env=env, cwd=scratch, start_new_session=True
         )
     except OSError as exc:
-        _close(readers, pumps)
         raise ProgrammingError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}") from exc
-    finally:
-        for write_end in write_ends:
-            os.close(write_end)
-    logger.debug("%s: started %s as process group %d", what, argv[0], process.pid)
+    pid = transport.get_pid()
+    logger.debug("%s: started %s as process group %d", what, argv[0], pid)
     try:
         async with asyncio.timeout_at(max(deadline, loop.time())):
-            status = await process.wait()
+            await asyncio.shield(tool.exited)
     except BaseException as exc:
-        await _reap(process, pumps, scratch)
-        _close(readers, pumps)
+        await _reap(transport, tool, scratch)
         if isinstance(exc, TimeoutError):
+            output = _shown_streams(tool.err.text(), tool.err.total, tool.out.text(), tool.out.total)
             raise ProgrammingTimeout(
                 f"{what}: {argv[0]} did not finish within the deadline; its process group was killed "
-                f"(output so far: {_shown_streams(err.text(), err.total, out.text(), out.total) or 'none'})"
+                f"(output so far: {output or 'none'})"
             ) from None
         raise
-    _kill_group(process.pid)
+    status = transport.get_returncode()
+    assert status is not None
+    _kill_group(pid)
     escaped = _kill_escaped(scratch)
     try:
         async with asyncio.timeout(min(DRAIN_AFTER_EXIT_S, max(0.0, deadline - loop.time()))):
-            await asyncio.shield(asyncio.gather(*pumps))
+            await asyncio.shield(tool.finished)
     except TimeoutError:
-        escaped += await asyncio.to_thread(_kill_escaped, scratch, links)
+        escaped += await asyncio.to_thread(_kill_escaped, scratch, _open_pipes(transport))
         logger.warning(
             "%s: %s exited with status %d; a process that left its group still held its output", what, argv[0], status
         )
     finally:
-        _close(readers, pumps)
+        transport.close()  # whatever still holds a pipe's other end gets EPIPE
     if escaped:
         logger.warning("%s: %s left %d process(es) outside its group; killed", what, argv[0], escaped)
+    out, err = tool.out, tool.err
     return ToolResult(tuple(argv), status, out.text(), err.text(), out.total, err.total, time.monotonic() - started)
 
 
-def _close(readers: Sequence[asyncio.ReadTransport], pumps: Sequence[asyncio.Future[None]]) -> None:
-    """Stop reading the tool's output: whatever still holds a pipe's other end gets EPIPE."""
-    for pump in pumps:
-        pump.cancel()
-    for reader in readers:
-        reader.close()
+def _open_pipes(transport: asyncio.SubprocessTransport) -> list[str]:
+    """The tool's output pipes not yet at their end, as /proc names them (what an escaped process holds)."""
+    pipes = [transport.get_pipe_transport(fd) for fd in (1, 2)]
+    return [
+        f"pipe:[{os.fstat(pipe.get_extra_info('pipe').fileno()).st_ino}]"
+        for pipe in pipes
+        if pipe is not None and not pipe.is_closing()
+    ]
 
 
 def _kill_escaped(scratch: str, pipes: Sequence[str] = ()) -> int:
@@ -267,13 +249,14 @@ def _remove_scratch(scratch: str) -> str | None:
     return left
 
 
-async def _reap(process: asyncio.subprocess.Process, pumps: Sequence[asyncio.Future[None]], scratch: str) -> None:
+async def _reap(transport: asyncio.SubprocessTransport, tool: _Tool, scratch: str) -> None:
     """Kill the tool's group (and what left it); wait, bounded, until it is gone and its pipes closed."""
-    _kill_group(process.pid)
+    _kill_group(transport.get_pid())
     _kill_escaped(scratch)
     try:
         async with asyncio.timeout(REAP_TIMEOUT_S):
-            await asyncio.shield(process.wait())
-            await asyncio.shield(asyncio.gather(*pumps))
+            await asyncio.shield(tool.finished)
     except TimeoutError:
-        logger.error("process group %d did not go away within %.0f s of SIGKILL", process.pid, REAP_TIMEOUT_S)
+        logger.error("process group %d did not go away within %.0f s of SIGKILL", transport.get_pid(), REAP_TIMEOUT_S)
+    finally:
+        transport.close()

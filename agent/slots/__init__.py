@@ -1,7 +1,6 @@
 """The slot domain: what a slot is, who holds it, and which slots to hand out (standard library only)."""
 
 from agent.slots.allocator import choose_preferred
-from agent.slots.eviction import eviction_key
 from agent.slots.model import (
     MAX_SLOT_ID_LEN,
     DeviceNode,
@@ -9,6 +8,7 @@ from agent.slots.model import (
     Holder,
     Slot,
     SlotId,
+    eviction_key,
     make_slot_id,
 )
 from agent.slots.registry import SlotRegistry, SlotState

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NewType
@@ -85,3 +86,22 @@ class Holder:
         if self.pod is None:
             return "allocated (pod not yet known)"
         return f"{self.namespace}/{self.pod}/{self.container}"
+
+
+def eviction_key(bitstream: str | None, last_used: float | None, slot_id: str) -> tuple[bool, float, str]:
+    """Which free slot is overwritten first (the DRA ResourceSlice's order, the extender's sort): empty ones
+    (``bitstream`` None), then the least recently used (``last_used`` in epoch seconds, None for never), then by ID."""
+    return bitstream is not None, float(last_used or 0.0), slot_id
+
+
+def container_env(slots: Sequence[Slot]) -> dict[str, str]:
+    """What a container given ``slots`` sees, device plugin or DRA: ``FPGA_SLOTS=<id>,<id>`` and, per slot in
+    order, its ID, platform, device nodes and NUMA node."""
+    envs = {"FPGA_SLOTS": ",".join(slot.id for slot in slots)}
+    for index, slot in enumerate(slots):
+        envs[f"FPGA_SLOT_{index}_ID"] = slot.id
+        envs[f"FPGA_SLOT_{index}_PLATFORM"] = slot.platform
+        envs[f"FPGA_SLOT_{index}_DEVICE"] = ",".join(node.container_path for node in slot.device_nodes)
+        if slot.numa is not None:
+            envs[f"FPGA_SLOT_{index}_NUMA"] = str(slot.numa)
+    return envs

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from agent.errors import DuplicateSlotError, RequestError, UnhealthySlotError, UnknownSlotError, shown
 from agent.slots.model import Health, Holder, Slot, SlotId
@@ -68,17 +69,11 @@ class SlotState:
 
 
 class SlotRegistry:
-    """Slots by ID plus their holders; wakes waiters on every change."""
+    """Slots by ID, each with its holder and content (one record a slot); wakes waiters on every change."""
 
     def __init__(self, clock: Clock = time.time) -> None:
         self._clock = clock
-        self._slots: dict[SlotId, Slot] = {}
-        self._present: dict[SlotId, bool] = {}
-        self._holders: dict[SlotId, Holder] = {}
-        self._last_used: dict[SlotId, float] = {}
-        self._contents: dict[SlotId, Content] = {}
-        self._taints: dict[SlotId, str] = {}
-        self._programming: dict[SlotId, Content] = {}
+        self._states: dict[SlotId, SlotState] = {}
         self._version = 0
         self._changed = asyncio.Event()
         self._device_version = 0
@@ -92,10 +87,10 @@ class SlotRegistry:
 
     def snapshot(self) -> list[SlotState]:
         """All listed slots, sorted by ID."""
-        return [self._state(slot_id) for slot_id in sorted(self._slots)]
+        return [self._states[slot_id] for slot_id in sorted(self._states)]
 
     def get(self, slot_id: SlotId) -> SlotState | None:
-        return self._state(slot_id) if slot_id in self._slots else None
+        return self._states.get(slot_id)
 
     async def wait_for_change(self, seen_version: int) -> int:
         """Return the current version once it differs from ``seen_version``."""
@@ -119,10 +114,10 @@ class SlotRegistry:
         """Take a full enumeration (of ``backend`` only, if given): missing slots are removed, or kept if held."""
         fresh = {slot.id: slot for slot in slots}
         changed = False
-        for slot_id, known in list(self._slots.items()):
-            if slot_id not in fresh and (backend is None or known.backend == backend):
-                changed = changed or self._present.get(slot_id, False)
-                self._drop(slot_id)
+        for slot_id, known in list(self._states.items()):
+            if slot_id not in fresh and (backend is None or known.slot.backend == backend):
+                changed = changed or known.present
+                self._drop(known)
         for slot in fresh.values():
             changed = self._put(slot) or changed
         if changed:
@@ -133,16 +128,18 @@ class SlotRegistry:
             self._bump()
 
     def _put(self, slot: Slot) -> bool:
-        if self._slots.get(slot.id) == slot and self._present.get(slot.id):
+        known = self._states.get(slot.id)
+        if known is not None and known.slot == slot and known.present:
             return False
-        self._slots[slot.id] = slot
-        self._present[slot.id] = True
+        self._states[slot.id] = (
+            SlotState(slot, None, None, True) if known is None else replace(known, slot=slot, present=True)
+        )
         return True
 
     def remove(self, slot_id: SlotId) -> None:
         """A slot's device disappeared: a held slot stays listed (Unhealthy) until released, a free one goes."""
-        if slot_id in self._slots:
-            self._drop(slot_id)
+        if slot_id in self._states:
+            self._drop(self._states[slot_id])
             self._bump()
 
     # ------------------------------------------------------------- assignment
@@ -170,18 +167,13 @@ class SlotRegistry:
         for index, group in enumerate(groups):
             if not group:
                 raise RequestError(f"container request {index} names no slot")
-        flat = [slot_id for group in groups for slot_id in group]
-        self.validate(flat)
+        self.validate([slot_id for group in groups for slot_id in group])
         now = self._clock()
         result: list[list[Slot]] = []
         for group in groups:
-            slots = []
             for raw in group:
-                slot_id = SlotId(raw)
-                self._holders[slot_id] = Holder(allocated_at=now)
-                self._last_used[slot_id] = now
-                slots.append(self._slots[slot_id])
-            result.append(slots)
+                self._update(SlotId(raw), holder=Holder(allocated_at=now), last_used=now)
+            result.append([self._states[SlotId(raw)].slot for raw in group])
         self._bump(devices=False)
         return result
 
@@ -189,41 +181,35 @@ class SlotRegistry:
         """Record which pod/container the slots went to (learned at PreStartContainer)."""
         now = self._clock()
         for slot_id in slot_ids:
-            if slot_id in self._slots:
-                previous = self._holders.get(slot_id)
-                allocated_at = previous.allocated_at if previous else now
-                self._holders[slot_id] = Holder(allocated_at, namespace, pod, container)
-                self._last_used[slot_id] = now
+            if (state := self._states.get(slot_id)) is not None:
+                allocated_at = state.holder.allocated_at if state.holder else now
+                self._update(slot_id, holder=Holder(allocated_at, namespace, pod, container), last_used=now)
         self._bump(devices=False)
 
     def holders(self) -> dict[SlotId, Holder]:
-        return dict(self._holders)
+        return {slot_id: state.holder for slot_id, state in self._states.items() if state.holder is not None}
 
     # --------------------------------------------------------------- contents
     def begin_programming(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
         """A programming starts: the content is unknown until it ends (and after a restart unless reported)."""
-        self._contents.pop(slot_id, None)
-        self._programming[slot_id] = Content(bitstream, accelerator_id)
+        self._update(slot_id, content=None, programming=Content(bitstream, accelerator_id))
         self._bump(devices=False)
 
     def record_content(self, slot_id: SlotId, bitstream: str, accelerator_id: str) -> None:
         """A programming succeeded (or a hit was confirmed): the slot holds ``bitstream``."""
-        self._programming.pop(slot_id, None)
-        self._contents[slot_id] = Content(bitstream, accelerator_id)
-        untainted = self._taints.pop(slot_id, None) is not None
-        self._last_used[slot_id] = self._clock()
-        self._bump(devices=untainted)
+        content = Content(bitstream, accelerator_id)
+        before = self._update(slot_id, programming=None, content=content, taint=None, last_used=self._clock())
+        self._bump(devices=before is not None and before.taint is not None)
 
     def forget_contents(self, slot_ids: Iterable[SlotId]) -> None:
         """What the slots held is gone (their card's base layout was restored): nothing known until reported."""
-        if any([self._contents.pop(slot_id, None) is not None for slot_id in slot_ids]):
+        before = [self._update(slot_id, content=None) for slot_id in slot_ids]
+        if any(state is not None and state.content is not None for state in before):
             self._bump(devices=False)
 
     def taint(self, slot_id: SlotId, reason: str) -> None:
         """A programming failed or timed out: the content is unknown, the slot Unhealthy."""
-        self._programming.pop(slot_id, None)
-        self._contents.pop(slot_id, None)
-        self._taints[slot_id] = reason
+        self._update(slot_id, programming=None, content=None, taint=reason)
         self._bump()
 
     def restore(
@@ -241,20 +227,20 @@ class SlotRegistry:
         A recorded content is dropped when the slot reports another accelerator (with ``confirmed_only``: also
         none); an interrupted ``programming`` counts only if reported. False when that left it unknown.
         """
-        slot = self._slots.get(slot_id)
-        if slot is None:
+        state = self._states.get(slot_id)
+        if state is None:
             return True
+        loaded = state.slot.loaded
         if programming is not None:
-            verified = slot.loaded is not None and slot.loaded == programming.accelerator_id
-            content = programming if verified else None
-        if content is not None:
-            reported = slot.loaded == content.accelerator_id
-            if reported or (slot.loaded is None and not confirmed_only):
-                self._contents[slot_id] = content
+            content = programming if loaded is not None and loaded == programming.accelerator_id else None
+        restored: dict[str, Any] = {}
+        if content is not None and (loaded == content.accelerator_id or (loaded is None and not confirmed_only)):
+            restored["content"] = content
         if holder is not None:
-            self._holders[slot_id] = holder
+            restored["holder"] = holder
         if last_used is not None:
-            self._last_used[slot_id] = last_used
+            restored["last_used"] = last_used
+        self._update(slot_id, **restored)
         self._bump(devices=False)
         return programming is None or content is not None
 
@@ -262,35 +248,31 @@ class SlotRegistry:
         """Slots whose holder is gone become free; a vanished one leaves the list."""
         changed = forgotten = False
         for slot_id in slot_ids:
-            if self._holders.pop(slot_id, None) is not None:
+            state = self._states.get(slot_id)
+            if state is not None and state.holder is not None:
                 changed = True
-                if not self._present.get(slot_id, False):
-                    self._forget(slot_id)
+                if state.present:
+                    self._update(slot_id, holder=None)
+                else:
+                    del self._states[slot_id]
                     forgotten = True
         if changed:
             self._bump(devices=forgotten)
 
     # ---------------------------------------------------------------- helpers
-    def _state(self, slot_id: SlotId) -> SlotState:
-        return SlotState(
-            slot=self._slots[slot_id],
-            holder=self._holders.get(slot_id),
-            last_used=self._last_used.get(slot_id),
-            present=self._present.get(slot_id, False),
-            content=self._contents.get(slot_id),
-            taint=self._taints.get(slot_id),
-            programming=self._programming.get(slot_id),
-        )
+    def _update(self, slot_id: SlotId, **changes: Any) -> SlotState | None:
+        """Change a listed slot's record (an unlisted ID is ignored); the record as it was."""
+        state = self._states.get(slot_id)
+        if state is not None:
+            self._states[slot_id] = replace(state, **changes)
+        return state
 
-    def _drop(self, slot_id: SlotId) -> None:
-        if slot_id in self._holders:
-            self._present[slot_id] = False
+    def _drop(self, state: SlotState) -> None:
+        """The slot's device is gone: a held slot stays listed (not present), a free one is forgotten."""
+        if state.holder is not None:
+            self._states[state.slot.id] = replace(state, present=False)
         else:
-            self._forget(slot_id)
-
-    def _forget(self, slot_id: SlotId) -> None:
-        for table in (self._slots, self._present, self._last_used, self._contents, self._taints, self._programming):
-            table.pop(slot_id, None)
+            del self._states[state.slot.id]
 
     def _bump(self, devices: bool = True) -> None:
         """Wake the waiters of every change and, with ``devices``, those of device-list changes."""

@@ -62,7 +62,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "the platform labels on the agent's own Node (and the annotations earlier versions left there, removed)",
     ),
     ApiAccess(
-        "nodes.StateObjects",
+        "nodes.NodePublisher",
         "agent",
         "example.com",
         "fpganodestates",
@@ -72,7 +72,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         namespace="fpga-slot",
     ),
     ApiAccess(
-        "nodes.StateObjects",
+        "nodes.NodePublisher",
         "agent",
         "",
         "pods",
@@ -180,7 +180,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         namespace="fpga-slot",
     ),
     ApiAccess(
-        "webhooks.WebhookCaBundle",
+        "webhooks.fill_ca_bundle",
         "certs",
         "admissionregistration.k8s.io",
         "validatingwebhookconfigurations",

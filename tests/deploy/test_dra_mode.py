@@ -25,8 +25,8 @@ from agent.cli.certs import SERVER_SECRET
 from agent.config import MODES, load_config
 from agent.deviceplugin import RESOURCE_NAME
 from agent.dra import DRIVER_NAME, PluginSockets
-from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
 from agent.dra.cards import CARD_TAINT
+from agent.dra.mode import SLOT_CAPACITY, bitstream_capacity
 from agent.extender.server import VALIDATE_PATH
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION

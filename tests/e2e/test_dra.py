@@ -28,6 +28,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from agent.config import load_config
 from agent.dra import DRIVER_NAME, ClaimRef, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, PreparedDevice
 from agent.dra.cdi import CdiSpecs
 from agent.errors import KubeError
@@ -37,13 +38,15 @@ from agent.slots import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import Cluster, pick_node, wait_for
 
 CDI_DIR = Path("/var/run/cdi")
+DEFAULTS = load_config({}, env={})
+SOCKETS = PluginSockets(DEFAULTS.dra_registry_dir, DEFAULTS.dra_plugins_dir)  # the node's kubelet paths
 IMAGE = "busybox:1.35"
 SHOW_SLOT = (
     "echo slots=$FPGA_SLOTS device=$FPGA_SLOT_0_DEVICE; test -c /dev/fpga-e2e-slot0 && echo char-device; sleep 3600"
 )
 
 pytestmark = pytest.mark.skipif(
-    not PluginSockets().registry_dir.is_dir() or os.geteuid() != 0,
+    not SOCKETS.registry_dir.is_dir() or os.geteuid() != 0,
     reason="the DRA protocol test serves the plugin on the node's kubelet paths: run it as root on the node",
 )
 
@@ -152,7 +155,7 @@ def plugin(node: str) -> Iterator[Served]:
     board = HealthBoard()
     board.set([DeviceHealth(node, "slot-0", True)])
     preparer = CdiPreparer(pool=node)
-    served = Served(DraPluginServer(preparer, health=board), preparer, board)
+    served = Served(DraPluginServer(preparer, SOCKETS, health=board), preparer, board)
     served.start()
     try:
         yield served

@@ -29,7 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.dra import DRIVER_NAME
-from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
+from agent.dra.mode import SLOT_CAPACITY, bitstream_capacity
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent.demo.kubeapi import make_resource_claim
+from tests.fakeapi import make_resource_claim
 from tests.fakes import run_fpga_agent
 
 DRIVER = "fpga.example.com"

@@ -12,10 +12,10 @@ import pytest
 
 from agent.app import Agent
 from agent.config import Config
-from agent.discovery import SimSource
 from agent.discovery.base import SlotSink
+from agent.discovery.sim import SimSource
 from agent.node.backend import Backend
-from agent.programming import SimProgrammer
+from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimFabric
 from tests.fakes import AgentHarness, KubeletStandIn, test_config
 

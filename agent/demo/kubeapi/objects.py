@@ -1,17 +1,17 @@
-"""The fake API server's objects: kinds, paths, Status errors, and the pods, nodes and
-ResourceClaims tests and demos make (see :mod:`agent.demo.kubeapi`)."""
+"""The fake API server's objects: kinds, paths, Status errors, and the nodes tests and demos make (see
+:mod:`agent.demo.kubeapi`)."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 SLOT_RESOURCE = "example.com/fpga-slot"
-DEFAULT_NODE = "node-a"
 
 JSON = dict[str, Any]
 _Key = tuple[str, str]
@@ -83,7 +83,6 @@ RESOURCES = {
 PATH = re.compile(
     r"^(?P<api>/api/v1|/apis/[^/]+/[^/]+)/(?:namespaces/(?P<ns>[^/]+)/)?(?P<res>[a-z]+)(?:/(?P<name>[^/]+))?$"
 )
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def now_rfc3339() -> str:
@@ -115,73 +114,6 @@ class ApiError(Exception):
         self.code = code
 
 
-def make_pod(
-    name: str,
-    *,
-    namespace: str = "default",
-    node: str | None = DEFAULT_NODE,
-    slots: Mapping[str, int] | Iterable[tuple[str, int]] = (("main", 1),),
-    init_slots: Mapping[str, int] | Iterable[tuple[str, int]] = (),
-    annotations: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    phase: str = "Pending",
-    uid: str | None = None,
-) -> JSON:
-    """A Pod shaped as the API server returns it (the fields a real pod has, not only ours)."""
-
-    def container(cname: str, count: int) -> JSON:
-        limits: JSON = {"cpu": "500m", "memory": "256Mi"}
-        requests: JSON = {"cpu": "250m", "memory": "128Mi"}
-        if count:
-            limits[SLOT_RESOURCE] = str(count)
-            requests[SLOT_RESOURCE] = str(count)
-        return {
-            "name": cname,
-            "image": "registry.example/fpga-app:1.0",
-            "resources": {"limits": limits, "requests": requests},
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "File",
-            "imagePullPolicy": "IfNotPresent",
-        }
-
-    pairs = list(slots.items()) if isinstance(slots, Mapping) else list(slots)
-    init_pairs = list(init_slots.items()) if isinstance(init_slots, Mapping) else list(init_slots)
-    spec: JSON = {
-        "containers": [container(c, n) for c, n in pairs],
-        "restartPolicy": "Always",
-        "terminationGracePeriodSeconds": 30,
-        "dnsPolicy": "ClusterFirst",
-        "serviceAccountName": "default",
-        "schedulerName": "default-scheduler",
-        "tolerations": [
-            {
-                "key": "node.kubernetes.io/not-ready",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            }
-        ],
-        "priority": 0,
-        "enableServiceLinks": True,
-        "preemptionPolicy": "PreemptLowerPriority",
-    }
-    if init_pairs:
-        spec["initContainers"] = [container(c, n) for c, n in init_pairs]
-    if node:
-        spec["nodeName"] = node
-    meta: JSON = {"name": name, "namespace": namespace, "uid": uid or str(uuid.uuid4())}
-    if labels:
-        meta["labels"] = dict(labels)
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    status: JSON = {"phase": phase, "qosClass": "Burstable"}
-    if node:
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
-        ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
-
-
 def make_node(
     name: str, *, labels: Mapping[str, str] | None = None, annotations: Mapping[str, str] | None = None
 ) -> JSON:
@@ -205,48 +137,40 @@ def make_node(
     }
 
 
-def make_resource_claim(
-    name: str,
-    *,
-    namespace: str = "default",
-    driver: str,
-    devices: Iterable[tuple[str, str, str]] = (),
-    parameters: Mapping[str, Any] | None = None,
-    configs: Iterable[tuple[Sequence[str], Mapping[str, Any]]] = (),
-    first_available: Mapping[str, Sequence[str]] | None = None,
-    device_class: str = "fpga-slot",
-    reserved_for: Iterable[tuple[str, str]] = (),
-) -> JSON:
-    """A ResourceClaim as the scheduler leaves it allocated (no ``devices`` and no pods: not allocated).
+def _parse_rv(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ApiError(400, f"invalid resource version: {text!r}") from None
 
-    ``devices``: (request, pool, device) each, a ``first_available`` request naming its subrequest
-    (``fpga/any``); ``parameters`` configure every request, ``configs`` (requests, parameters) the named ones."""
-    choices = {request: list(subrequests) for request, subrequests in (first_available or {}).items()}
-    devices = list(devices)
-    parents: dict[str, None] = {}
-    for request, _, _ in devices:
-        parent, _, subrequest = request.partition("/")
-        if (subrequest or parent in choices) and subrequest not in choices.get(parent, ()):
-            raise ValueError(f"result for {request!r}: request {parent!r} has subrequests {choices.get(parent)}")
-        parents[parent] = None
-    requests = [
-        {"name": r, "firstAvailable": [{"name": sub, "deviceClassName": device_class} for sub in subs]}
-        for r, subs in choices.items()
-    ] + [{"name": r, "exactly": {"deviceClassName": device_class}} for r in parents if r not in choices]
-    opaque: list[tuple[tuple[str, ...], Mapping[str, Any]]] = [((), parameters)] if parameters is not None else []
-    opaque += [(tuple(r), p) for r, p in configs]
-    config = [
-        {**({"requests": list(r)} if r else {}), "opaque": {"driver": driver, "parameters": dict(p)}} for r, p in opaque
-    ]
-    claim: JSON = {
-        "metadata": {"name": name, "namespace": namespace},
-        "kind": "ResourceClaim",
-        "spec": {"devices": {"requests": requests, "config": config}},
-    }
-    results = [{"request": r, "driver": driver, "pool": p, "device": d} for r, p, d in devices]
-    if results:
-        claim["status"] = {
-            "allocation": {"devices": {"results": results, "config": [{"source": "FromClaim", **c} for c in config]}},
-            "reservedFor": [{"resource": "pods", "name": n, "uid": u} for n, u in reserved_for],
-        }
-    return claim
+
+#: One term of a selector: key, operator, value.
+SELECTOR_TERM = re.compile(r"([^=!]+)(==|=|!=)(.*)")
+
+
+def _lookup(obj: JSON, dotted: str) -> str:
+    value: Any = obj
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _field_test(name: str, op: str, value: str) -> Callable[[JSON], bool]:
+    return lambda o: (_lookup(o, name) == value) != (op == "!=")
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch(result.get(key), value)
+    return result

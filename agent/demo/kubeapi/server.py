@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from agent.demo.kubeapi.matching import _parse_rv, _watch_event
-from agent.demo.kubeapi.objects import JSON, PATH, ApiError, status_object
-from agent.demo.kubeapi.serving import RequestHandling
-from agent.demo.kubeapi.store import RecordedRequest, _Watch
+from agent.demo.kubeapi.objects import JSON, PATH, ApiError, _parse_rv, status_object
+from agent.demo.kubeapi.store import ObjectStore, RecordedRequest, _Watch, _watch_event
 
 #: How often an idle watch checks whether its client is still there.
 _DISCONNECT_CHECK_S = 0.05
@@ -53,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
 
-class KubeApiStandIn(RequestHandling):
+class KubeApiStandIn(ObjectStore):
     """The API server stand-in; subclasses see requests in :meth:`_received` and may refuse authenticated ones
     in :meth:`_admit` (raise ApiError)."""
 
@@ -171,7 +169,6 @@ class KubeApiStandIn(RequestHandling):
         matches = self._selector(resource, namespace, request.query)
         version = request.query.get("resourceVersion", "")
         timeout_s = float(request.query.get("timeoutSeconds") or 1800)
-        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
         watch = _Watch(resource, request.query)
         pending: list[JSON] = []
         with self._cond:
@@ -189,12 +186,11 @@ class KubeApiStandIn(RequestHandling):
                     with contextlib.suppress(OSError):
                         _write_events(handler, [expired], end=True)
                     return
-            watch.bookmarks_seen = self._bookmarks
             self._watches.append(watch)
             self._cond.notify_all()
         try:
             self._start_stream(handler)
-            self._stream(handler, watch, matches, cursor, pending, bookmarks, time.monotonic() + timeout_s)
+            self._stream(handler, watch, matches, cursor, pending, time.monotonic() + timeout_s)
         except OSError:
             handler.close_connection = True
         finally:
@@ -216,63 +212,44 @@ class KubeApiStandIn(RequestHandling):
         matches: Callable[[JSON], bool],
         cursor: int,
         pending: list[JSON],
-        bookmarks: bool,
         deadline: float,
     ) -> None:
         while True:
             _write_events(handler, pending)
             pending = []
             with self._cond:
-                while True:
-                    # Wake now and then to notice a client that went away, as the real server does.
-                    def due(since: int = cursor) -> bool:
-                        return (
-                            watch.action is not None
-                            or self._rv > since
-                            or (bookmarks and self._bookmarks > watch.bookmarks_seen)
-                        )
 
-                    woken = self._cond.wait_for(
-                        due, timeout=min(_DISCONNECT_CHECK_S, max(0.0, deadline - time.monotonic()))
-                    )
-                    if woken:
-                        break
+                def due(since: int = cursor) -> bool:
+                    return watch.action is not None or self._rv > since or bool(watch.queued)
+
+                # Wake now and then to notice a client that went away, as the real server does.
+                while not self._cond.wait_for(due, timeout=min(_DISCONNECT_CHECK_S, deadline - time.monotonic())):
                     if time.monotonic() >= deadline:
                         watch.action = "end"  # timeoutSeconds passed
-                        break
-                    if _client_gone(handler.connection):
+                    elif _client_gone(handler.connection):
                         watch.action = "gone"
-                        break
                 if watch.action == "gone":
                     handler.close_connection = True
                     return
-                behind = cursor < self._dropped_rv  # changes it has not seen are gone from the history
-                if behind and watch.action is None:
-                    watch.action = "expire"
-                for change in () if behind else self._history:
-                    if change.rv > cursor and change.resource == watch.resource:
-                        found = _watch_event(change, matches)
-                        if found is not None:
-                            pending.append(found)
+                if cursor < self._dropped_rv:  # changes it has not seen are gone from the history
+                    watch.expire()
+                else:
+                    for change in self._history:
+                        if change.rv > cursor and change.resource == watch.resource:
+                            found = _watch_event(change, matches)
+                            pending += [found] if found is not None else []
+                pending += watch.queued
+                watch.queued.clear()
                 cursor = self._rv
-                if bookmarks and self._bookmarks > watch.bookmarks_seen:
-                    watch.bookmarks_seen = self._bookmarks
-                    kind = self.resources[watch.resource]
-                    meta = {"resourceVersion": str(self._rv)}
-                    bookmark = {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
-                    pending.append({"type": "BOOKMARK", "object": bookmark})
                 action = watch.action
-            if action is None:
-                continue
-            if action == "expire":
-                pending.append({"type": "ERROR", "object": status_object(410, "too old resource version", "Expired")})
             if action == "drop":
                 handler.close_connection = True
                 with contextlib.suppress(OSError):
                     handler.connection.shutdown(socket.SHUT_RDWR)
                 return
-            _write_events(handler, pending, end=True)
-            return
+            if action is not None:
+                _write_events(handler, pending, end=True)
+                return
 
     @staticmethod
     def _send_json(handler: _Handler, code: int, body: JSON) -> None:

@@ -1,6 +1,6 @@
-"""The stand-in kubelet: Registration server, plugin client and pod-resources server, behaving as the
-kubelet's device manager (one ListAndWatch stream per resource, no reconnect when it ends; ``restart()``
-deletes every socket and makes a new ``kubelet.sock``)."""
+"""The stand-in kubelet: Registration server, plugin client and pod-resources server (reporting what the
+stand-in allocated), behaving as the kubelet's device manager (one ListAndWatch stream per resource, no reconnect
+when it ends; ``restart()`` deletes every socket and makes a new ``kubelet.sock``)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import grpc
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from agent._proto.podresources.v1 import api_pb2 as pr
 from agent._proto.podresources.v1 import api_pb2_grpc as pr_grpc
 from agent.demo.kubelet.nodepods import NodePods
-from agent.demo.kubelet.podresources import PodResourcesServicer
 
 if TYPE_CHECKING:
     from agent._proto.deviceplugin.v1beta1.api_pb2_grpc import DevicePluginAsyncStub
@@ -87,13 +87,11 @@ class KubeletStandIn:
         dp_grpc.add_RegistrationServicer_to_server(_Registration(self), registration)
         await self._serve(registration, self.plugin_dir / "kubelet.sock")
         pod_resources = grpc.aio.server()
-        pr_grpc.add_PodResourcesListerServicer_to_server(
-            PodResourcesServicer(self._read_assignments, self._allocatable), pod_resources
-        )
+        pr_grpc.add_PodResourcesListerServicer_to_server(_PodResources(self), pod_resources)
         await self._serve(pod_resources, self.pod_resources_socket)
 
-    def _read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
-        """What pod-resources List and Get report."""
+    def read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
+        """What pod-resources List and Get report (the tests count the calls)."""
         return self.assignments
 
     async def stop(self) -> None:
@@ -252,7 +250,7 @@ class KubeletStandIn:
         if self.pods is not None:
             self.pods.delete(namespace, pod)
 
-    def _allocatable(self) -> dict[str, list[str]]:
+    def allocatable(self) -> dict[str, list[str]]:
         return {resource: sorted(conn.devices) for resource, conn in self.plugins.items()}
 
 
@@ -267,3 +265,55 @@ class _Registration(dp_grpc.RegistrationServicer):
         if error is not None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
         return dp.Empty()
+
+
+def _devices(resources: dict[str, list[str]]) -> list[pr.ContainerDevices]:
+    """One ContainerDevices entry per device ID, as the kubelet reports them."""
+    return [pr.ContainerDevices(resource_name=r, device_ids=[i]) for r, ids in resources.items() for i in ids]
+
+
+def _pod_message(namespace: str, name: str, containers: dict[str, dict[str, list[str]]]) -> pr.PodResources:
+    """One pod as the kubelet reports it."""
+    return pr.PodResources(
+        name=name,
+        namespace=namespace,
+        containers=[pr.ContainerResources(name=c, devices=_devices(resources)) for c, resources in containers.items()],
+    )
+
+
+class _PodResources(pr_grpc.PodResourcesListerServicer):
+    """List, Get and GetAllocatableResources: what the stand-in allocated."""
+
+    def __init__(self, kubelet: KubeletStandIn) -> None:
+        self._kubelet = kubelet
+
+    async def List(
+        self,
+        request: pr.ListPodResourcesRequest,
+        context: grpc.aio.ServicerContext[pr.ListPodResourcesRequest, pr.ListPodResourcesResponse],
+    ) -> pr.ListPodResourcesResponse:
+        pods = [
+            _pod_message(ns, name, containers) for (ns, name), containers in self._kubelet.read_assignments().items()
+        ]
+        return pr.ListPodResourcesResponse(pod_resources=pods)
+
+    async def Get(
+        self,
+        request: pr.GetPodResourcesRequest,
+        context: grpc.aio.ServicerContext[pr.GetPodResourcesRequest, pr.GetPodResourcesResponse],
+    ) -> pr.GetPodResourcesResponse:
+        key = (request.pod_namespace, request.pod_name)
+        containers = self._kubelet.read_assignments().get(key)
+        if containers is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"pod {request.pod_name} not found in namespace {request.pod_namespace}",
+            )
+        return pr.GetPodResourcesResponse(pod_resources=_pod_message(key[0], key[1], containers))
+
+    async def GetAllocatableResources(
+        self,
+        request: pr.AllocatableResourcesRequest,
+        context: grpc.aio.ServicerContext[pr.AllocatableResourcesRequest, pr.AllocatableResourcesResponse],
+    ) -> pr.AllocatableResourcesResponse:
+        return pr.AllocatableResourcesResponse(devices=_devices(self._kubelet.allocatable()))

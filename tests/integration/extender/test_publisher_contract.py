@@ -12,7 +12,7 @@ from agent.extender import ContainerDemand, PodDemand, ScoreWeights, node_state,
 from agent.extender.nodestate import LoadedSlot
 from agent.extender.scoring import check_node
 from agent.node.nodestate import render_state
-from agent.programming.catalog import CatalogEntry
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry
 from agent.slots.published import parse_state, state_object
 from tests.unit.slots.factories import FakeClock, make_slot

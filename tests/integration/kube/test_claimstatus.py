@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.demo.kubeapi import make_resource_claim
 from agent.errors import KubeError
 from agent.kube.claimstatus import ClaimStatusWriter, Condition, DeviceStatus
 from agent.kube.core import CoreCalls
+from tests.fakeapi import make_resource_claim
 
 DRIVER = "fpga.example.com"
 _STATUS = re.compile(r"^/apis/resource\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/resourceclaims/(?P<name>[^/]+)/status$")

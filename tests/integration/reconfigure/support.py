@@ -21,7 +21,7 @@ from agent.bitstreams import Declaration, RegistryClient, parse_reference
 from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.demo.kubelet import NodePods, PostedEvent
-from agent.programming import Catalog
+from agent.programming.catalog import Catalog
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
 from agent.slots import SlotId, SlotRegistry, SlotState, checkpoint
 from tests.fakes import RESOURCE_NAME, KubeletStandIn

@@ -29,9 +29,9 @@ from agent.bitstreams.publish import push_bitstream
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
 from agent.node.reconfigure import ANNOTATION
-from agent.programming import Catalog
 from agent.programming.adoption import PulledCatalog
-from agent.programming.catalog import CatalogScan
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import CatalogScan
 from agent.simfpga.fabric import PLATFORM
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent._proto.dra.v1 import api_pb2 as v1
 from agent.dra import ClaimRef
 from agent.dra.binding import (
     BOUND_CONDITION,
@@ -154,9 +155,9 @@ async def test_an_allocated_claim_is_programmed_before_bind_and_prepare_finds_it
 
     node.pods.add(NS, "train", {"main": 0})  # bound: the kubelet prepares
     with fabric_log(node.harness.fabric) as log:
-        answers = await node.core.prepare([node.ref("fpga")])  # type: ignore[list-item]
+        answers = await node.core.prepare([node.ref("fpga")], v1)  # type: ignore[list-item]
         assert log.programming() == []
-    assert [(d.device, error) for d, error in [(ds[0], e) for ds, e in answers.values()]] == [(target, "")]
+    assert [(c.devices[0].device_name, c.error) for c in answers.claims.values()] == [(target, "")]
     assert node.preparation.held_slots() == {target}
     assert data(node, "fpga", target) == written  # prepare writes what the slot got at allocation
 
@@ -172,7 +173,7 @@ async def test_prepare_writes_what_the_slot_holds_after_it_when_that_is_not_what
     assert data(node, "fpga", target)["bitstream"] == bitstreams.accel_a.name
     raw["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["bitstream"] = bitstreams.accel_b.name
     node.pods.add(NS, "train", {"main": 0})
-    await node.core.prepare([node.ref("fpga")])  # type: ignore[list-item]
+    await node.core.prepare([node.ref("fpga")], v1)  # type: ignore[list-item]
     written = data(node, "fpga", target)
     assert (written["bitstream"], written["cacheHit"]) == (bitstreams.accel_b.name, False)
     assert written["acceleratorId"] == bitstreams.accel_b.accelerator_id

@@ -126,9 +126,9 @@ class CountingKubelet(KubeletStandIn):
 
     pod_resources_reads = 0
 
-    def _read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
+    def read_assignments(self) -> dict[tuple[str, str], dict[str, dict[str, list[str]]]]:
         self.pod_resources_reads += 1
-        return super()._read_assignments()
+        return super().read_assignments()
 
 
 @contextlib.asynccontextmanager

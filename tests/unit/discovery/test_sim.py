@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.discovery import SimSource
-from agent.discovery.sim import CONTAINER_DEV_DIR, slot_from_sim
+from agent.discovery.sim import CONTAINER_DEV_DIR, SimSource, slot_from_sim
 from agent.simfpga import SimFabric, SimSlotInfo
 from agent.simfpga.fabric import PLATFORM, Listener
 from agent.slots import DeviceNode, Health, SlotId, SlotRegistry, SlotState

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from agent.dra import DeviceHealth
-from agent.dra.capacity import SLOT_CAPACITY, bitstream_capacity
-from agent.dra.mode import UNHEALTHY_TAINT, device_health, slice_devices
+from agent.dra.mode import SLOT_CAPACITY, UNHEALTHY_TAINT, bitstream_capacity, device_health, slice_devices
 from agent.dra.naming import disambiguated_name
 from agent.extender import read_published_state
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec

@@ -21,7 +21,6 @@ from agent.extender.claimtemplates import (
     parse_claim_template,
 )
 from agent.extender.demand import DraRequest
-from agent.extender.drapods import DraPod, dra_demand
 from agent.extender.wire import BITSTREAM_ANNOTATION, parse_extender_args
 
 EXAMPLES = Path(__file__).parents[3] / "daemonset" / "examples" / "dra"
@@ -162,7 +161,7 @@ def test_the_cache_follows_lists_and_events_and_stays_bounded() -> None:
     assert templates.get("default", "c") is None  # full
     templates.apply("DELETED", a)
     templates.apply("ADDED", c)
-    assert templates.lookup()("default", "c") == c
+    assert templates.get("default", "c") == c
     changed = ClaimTemplate("default", "b", "2")
     templates.apply("MODIFIED", changed)
     assert templates.get("default", "b") == changed
@@ -172,8 +171,8 @@ def test_the_cache_follows_lists_and_events_and_stays_bounded() -> None:
 # --- the pod ------------------------------------------------------------------------------
 
 
-def request_for(pod_spec: dict[str, Any], annotations: dict[str, str] | None = None) -> bytes:
-    pod = {"metadata": {"name": "p", "namespace": "team", "annotations": annotations or {}}, "spec": pod_spec}
+def request_for(pod_spec: dict[str, Any], annotations: dict[str, str] | None = None, namespace: str = "team") -> bytes:
+    pod = {"metadata": {"name": "p", "namespace": namespace, "annotations": annotations or {}}, "spec": pod_spec}
     return orjson.dumps({"Pod": pod, "NodeNames": ["n"]})
 
 
@@ -236,18 +235,18 @@ BROKEN = ClaimTemplate("team", "bad", "", (), "count must be an integer")
 def test_a_dra_pods_demand(
     entries: list[Any], annotations: dict[str, str] | None, expected: tuple[tuple[str, int], ...]
 ) -> None:
-    request = parse_extender_args(request_for(claims(*entries), annotations))
-    assert request.dra is not None
-    demand = dra_demand(request.dra, lookup_in(AES2, SHA1, OTHER, BROKEN).lookup())
-    assert demand.dra == tuple(DraRequest(*e) for e in expected)
-    assert demand.pod == "team/p"
+    request = parse_extender_args(request_for(claims(*entries), annotations), lookup_in(AES2, SHA1, OTHER, BROKEN).get)
+    assert request.demand.dra == tuple(DraRequest(*e) for e in expected)
+    assert request.demand.pod == "team/p"
 
 
 def test_templates_are_looked_up_in_the_pods_namespace() -> None:
-    pod = DraPod("other/p", "other", None, ("aes2",))
-    assert dra_demand(pod, lookup_in(AES2).lookup()).dra == ()
+    body = request_for(claims({"name": "f", "resourceClaimTemplateName": "aes2"}), namespace="other")
+    demand = parse_extender_args(body, lookup_in(AES2).get).demand
+    assert (demand.pod, demand.dra) == ("other/p", ())
 
 
 def test_a_pod_without_claims_is_not_a_dra_pod() -> None:
-    assert parse_extender_args(request_for({"containers": [{"name": "main"}]})).dra is None
-    assert parse_extender_args(request_for({"containers": [{"name": "main"}], "resourceClaims": []})).dra is None
+    assert parse_extender_args(request_for({"containers": [{"name": "main"}]})).demand.dra is None
+    body = request_for({"containers": [{"name": "main"}], "resourceClaims": []})
+    assert parse_extender_args(body).demand.dra is None

@@ -48,7 +48,7 @@ def n(*slots: Mapping[str, Any], bitstreams: Mapping[str, str] | None = None) ->
 def test_demand_is_the_most_held_at_once(pod: PodDemand, by_bitstream: dict[str, int], unnamed: int) -> None:
     assert dict(pod.by_bitstream) == by_bitstream
     assert pod.unnamed == unnamed
-    assert pod.single == (next(iter(by_bitstream.items())) if len(by_bitstream) == 1 else None)
+    assert pod.one_slot == (next(iter(by_bitstream)) if list(by_bitstream.values()) == [1] and not unnamed else None)
 
 
 @pytest.mark.parametrize(

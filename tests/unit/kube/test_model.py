@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.kube import SLOT_RESOURCE, ContainerSlots, PodInfo, parse_pod
-from agent.kube.model import parse_timestamp
+from agent.kube.pods import parse_timestamp
 
 SAMPLE = Path(__file__).parents[2] / "wire-samples" / "pod-fpga.json"
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agent.errors import ProgrammingTimeout
-from agent.programming.catalog import CatalogEntry
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as configured

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from agent.node.reconfigure import Reconfigurer
-from agent.programming.catalog import CatalogEntry
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as make_reconfigurer

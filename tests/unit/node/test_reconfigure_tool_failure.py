@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agent.errors import ProgrammingError
-from agent.programming.catalog import CatalogEntry
+from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as configured
@@ -45,4 +45,4 @@ async def test_an_os_error_of_the_programmer_is_a_failed_programming_that_taints
         assert "No space left on device" in state.taint
         assert programmer.calls == 1
     finally:
-        await reconfigurer.close()
+        await reconfigurer.loader.close()

@@ -7,19 +7,19 @@ import threading
 
 import pytest
 
+from agent.errors import ProgrammingTimeout
 from agent.programming.cardlock import CardLocks
 
 NODE = "/dev/dfl-fme.0"
 THREAD_WAIT_S = 10.0  # safety net so a broken test fails instead of hanging; never asserted on
 
 
-def far_deadline() -> float:
-    return asyncio.get_running_loop().time() + 60.0
+FAR_S = 60.0  # a timeout no test reaches
 
 
 async def test_result_and_exception_pass_through() -> None:
     locks = CardLocks()
-    async with locks.hold(NODE, far_deadline()) as lease:
+    async with locks.hold(NODE, FAR_S, "card 0") as lease:
         assert await lease.run_in_thread(lambda: 42) == 42
         with pytest.raises(ZeroDivisionError):
             await lease.run_in_thread(lambda: 1 // 0)
@@ -39,7 +39,7 @@ async def test_cancelled_holder_keeps_the_card_until_the_call_returns() -> None:
         return "done"
 
     async def holder() -> None:
-        async with locks.hold(NODE, far_deadline()) as lease:
+        async with locks.hold(NODE, FAR_S, "card 0") as lease:
             await lease.run_in_thread(blocking_call)
 
     task = asyncio.create_task(holder())
@@ -50,25 +50,26 @@ async def test_cancelled_holder_keeps_the_card_until_the_call_returns() -> None:
     assert locks.busy(NODE)  # the thread is still inside the call
 
     gate.set()
-    async with locks.hold(NODE, far_deadline()):  # granted only once the call has returned
+    async with locks.hold(NODE, FAR_S, "card 0"):  # granted only once the call has returned
         assert gate.is_set()
     assert not locks.busy(NODE)
 
 
 async def test_timed_out_waiter_does_not_keep_the_card() -> None:
     locks = CardLocks()
-    async with locks.hold(NODE, far_deadline()):
-        with pytest.raises(TimeoutError):
-            async with locks.hold(NODE, asyncio.get_running_loop().time() + 0.01):
+    async with locks.hold(NODE, FAR_S, "card 0"):
+        busy = "card 0 was busy with another programming operation for the whole 0.0 s deadline"
+        with pytest.raises(ProgrammingTimeout, match=f"^{busy}$"):
+            async with locks.hold(NODE, 0.01, "card 0"):
                 pytest.fail("got a card that was held")
     assert not locks.busy(NODE)
-    async with locks.hold(NODE, far_deadline()):
+    async with locks.hold(NODE, FAR_S, "card 0"):
         assert locks.busy(NODE)
 
 
 async def test_cards_are_independent() -> None:
     locks = CardLocks()
-    async with locks.hold(NODE, far_deadline()), locks.hold("/dev/dfl-fme.1", far_deadline()):
+    async with locks.hold(NODE, FAR_S, "card 0"), locks.hold("/dev/dfl-fme.1", FAR_S, "card 1"):
         assert locks.busy(NODE)
         assert locks.busy("/dev/dfl-fme.1")
     assert not locks.busy(NODE)

@@ -23,8 +23,10 @@ from agent.errors import (
     PlatformMismatch,
     UnknownBitstream,
 )
+from agent.files.bitstream import validate_name
 from agent.programming import catalog as catalog_module
-from agent.programming.catalog import Catalog, CatalogEntry, check_platform, validate_name
+from agent.programming.catalog import Catalog
+from agent.programming.catalogentry import CatalogEntry, check_platform
 from agent.slots import Health, Slot, make_slot_id
 from tests.unit.programming.gbs_files import (
     ACCELERATOR_ID,

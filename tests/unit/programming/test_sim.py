@@ -9,7 +9,7 @@ import pytest
 
 from agent.discovery.sim import slot_from_sim
 from agent.errors import ProgrammingError, ProgrammingTimeout
-from agent.programming import SimProgrammer
+from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
 from agent.slots import Slot
 

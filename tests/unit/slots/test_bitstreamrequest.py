@@ -8,7 +8,7 @@ import pytest
 
 from agent.dra.claimprep import _bitstream, _pod_bitstream
 from agent.extender.admission import bitstreams_named
-from agent.kube.model import parse_pod
+from agent.kube.pods import parse_pod
 from agent.node.reconfigure import wanted_bitstream
 from agent.slots.bitstreamrequest import container_bitstream, pod_spec_bitstreams, slots_asked
 

@@ -1,4 +1,5 @@
-"""Slot IDs: stable, readable, within the kubelet's limit, never truncated."""
+"""Slot IDs: stable, readable, within the kubelet's limit, never truncated; the order in which free slots are
+overwritten: empty first, then the least recently used, then by slot ID."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.slots import MAX_SLOT_ID_LEN, DeviceNode, Health, Holder, Slot, SlotId, make_slot_id
+from agent.slots import MAX_SLOT_ID_LEN, DeviceNode, Health, Holder, Slot, SlotId, eviction_key, make_slot_id
 
 ID_PATTERN = re.compile(r"[a-z0-9.-]+")
 
@@ -118,3 +119,22 @@ def test_health_values_are_the_kubelet_spelling() -> None:
 )
 def test_holder_describe(holder: Holder, expected: str) -> None:
     assert holder.describe() == expected
+
+
+def test_empty_slots_come_first_then_the_least_recently_used_then_by_id() -> None:
+    slots = [
+        ("c", "aes", 300.0),
+        ("b", None, 500.0),  # empty (or unknown content), used once
+        ("a", "sha", 300.0),  # as old as c: the ID decides
+        ("d", "gz", None),  # never used: before any used one
+        ("e", None, None),
+        ("f", "fft", 100.0),
+    ]
+    ordered = sorted(slots, key=lambda s: eviction_key(s[1], s[2], s[0]))
+    assert [s[0] for s in ordered] == ["e", "b", "d", "f", "a", "c"]
+
+
+def test_whole_and_fractional_seconds_compare_alike() -> None:
+    """The agent keeps last use in float seconds, its Node annotation publishes whole ones."""
+    assert eviction_key("aes", 100, "x") == eviction_key("aes", 100.0, "x")
+    assert eviction_key("aes", 0, "x") == eviction_key("aes", None, "x")
