@@ -145,9 +145,9 @@ class Agent:
         from agent.dra.binding import ClaimStatusAccess
         from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
         from agent.dra.mode import DraMode
-        from agent.kube.claims import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
-        from agent.kube.claims import ClaimReader
-        from agent.kube.claimstatus import ClaimStatusWriter, ClaimWatcher
+        from agent.kube.claims import ClaimReader, ClaimStatusWriter
+        from agent.kube.client import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
+        from agent.kube.reflector import Watcher
         from agent.kube.resourceslices import ResourceSlicePublisher
 
         if self.kube is None:
@@ -168,7 +168,7 @@ class Agent:
         status = ClaimStatusAccess(
             prepare_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/prepare"),
             binding_writer=ClaimStatusWriter(api_client, DRIVER_NAME, f"{DRIVER_NAME}/binding"),
-            watch=lambda **callbacks: ClaimWatcher(api_client, **callbacks),
+            watch=lambda **callbacks: Watcher(api_client, "resourceclaims", **callbacks),
             sha256_of=sha256_of,
             events=self.kube.events,
             binding_conditions=config.binding_conditions,

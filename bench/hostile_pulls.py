@@ -35,17 +35,13 @@ import aiohttp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.bitstreams import (  # noqa: E402
-    BitstreamPuller,
-    CacheBudget,
-    Credentials,
-    Declaration,
-    HttpsSource,
-    RegistryClient,
-    parse_reference,
-)
+from agent.bitstreams.cache import CacheBudget  # noqa: E402
+from agent.bitstreams.declaration import Credentials, Declaration  # noqa: E402
+from agent.bitstreams.http import HttpsSource  # noqa: E402
+from agent.bitstreams.puller import BitstreamPuller  # noqa: E402
+from agent.bitstreams.reference import parse_reference  # noqa: E402
+from agent.bitstreams.registry import RegistryClient  # noqa: E402
 from agent.errors import PullError  # noqa: E402
-from agent.programming.adoption import PulledCatalog  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.integration.bitstreams.hostile import (  # noqa: E402
@@ -128,7 +124,7 @@ async def one_round(case: Case, cert: tuple[Path, Path], directory: Path) -> tup
             async def lookup(name: str, host: str) -> Credentials | None:
                 return Credentials(USER, PASSWORD)
 
-            catalog = PulledCatalog(Catalog(directory))
+            catalog = Catalog(directory)
             budget = CacheBudget(BUDGET_BYTES)
             puller = BitstreamPuller(
                 catalog, RegistryClient(session), HttpsSource(session), budget, lookup, allowance_s=ALLOWANCE_S
@@ -145,7 +141,7 @@ async def one_round(case: Case, cert: tuple[Path, Path], directory: Path) -> tup
                 entry = await puller.ensure("nlb")
                 if not case.succeeds:
                     problems.append("pulled")
-                elif catalog.catalog.read_image(catalog.catalog.resolve("nlb")) != data:
+                elif catalog.read_image(catalog.resolve("nlb")) != data:
                     problems.append("wrong bytes installed")
                 _ = entry
             except PullError as exc:

@@ -31,16 +31,13 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from agent.bitstreams import (  # noqa: E402
-    BitstreamPuller,
-    CacheBudget,
-    Declaration,
-    HttpsSource,
-    RegistryClient,
-    parse_reference,
-)
+from agent.bitstreams.cache import CacheBudget  # noqa: E402
+from agent.bitstreams.declaration import Declaration  # noqa: E402
+from agent.bitstreams.http import HttpsSource  # noqa: E402
 from agent.bitstreams.publish import push_bitstream  # noqa: E402
-from agent.programming.adoption import PulledCatalog  # noqa: E402
+from agent.bitstreams.puller import BitstreamPuller  # noqa: E402
+from agent.bitstreams.reference import parse_reference  # noqa: E402
+from agent.bitstreams.registry import RegistryClient  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 from bench.table import Row, emit  # noqa: E402
 from tests.integration.bitstreams.servers import running_registry  # noqa: E402
@@ -69,7 +66,7 @@ async def push(address: str, path: Path) -> Declaration:
 
 async def pull_once(address: str, declaration: Declaration, directory: Path) -> float:
     async with aiohttp.ClientSession() as session:
-        store = PulledCatalog(Catalog(directory))
+        store = Catalog(directory)
         puller = BitstreamPuller(store, RegistryClient(session, [address]), HttpsSource(session), CacheBudget(1 << 40))
         await puller.start()
         puller.declare(declaration)

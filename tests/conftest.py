@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from agent.kube import build_api_client
+from agent.kube.client import build_api_client
 from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import AgentHarness, short_tmpdir
 

@@ -1,7 +1,5 @@
-"""The byte budget of pulled bitstreams: least recently used first out, never one in use.
-
-Only pulled entries count and are evicted; pulls in flight reserve their bytes. Pure bookkeeping,
-no I/O: the puller asks :meth:`CacheBudget.plan` what to evict for a new file."""
+"""The byte budget of pulled bitstreams (local entries do not count, pulls in flight reserve their bytes): least
+recently used first out, never one in use. Pure bookkeeping: :meth:`CacheBudget.plan` says what to evict."""
 
 from __future__ import annotations
 

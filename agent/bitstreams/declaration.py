@@ -16,7 +16,6 @@ from agent.files.bitstream import SCOPES, SLOT_SCOPE, is_sha256, normalize_id128
 API_GROUP = "example.com"
 API_VERSION = "v1alpha1"
 KIND = "FpgaBitstream"
-PLURAL = "fpgabitstreams"
 
 MAX_ID_LEN = 256
 MAX_URL_LEN = 2048
@@ -99,19 +98,13 @@ def validate_secret_name(name: object) -> str:
     return name
 
 
-def normalize_id(raw: object, what: str) -> str:
-    """A platform or accelerator id checked as the CRD does, normalised as the catalog stores it; CatalogError."""
+def normalize_id(raw: object, what: str, accelerator: bool = False) -> str:
+    """A platform or (``accelerator``) accelerator id checked as the CRD does, normalised as the catalog stores it."""
     if not isinstance(raw, str) or len(raw) > MAX_ID_LEN or not _PRINTABLE_ID.fullmatch(raw):
         raise CatalogError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable ASCII characters")
-    return normalize_id128(raw) or raw
-
-
-def normalize_accelerator_id(raw: object, what: str = "spec.acceleratorId") -> str:
-    """:func:`normalize_id` for an accelerator id, which also may not start with '-' (as the CRD's pattern)."""
-    value = normalize_id(raw, what)
-    if not _ACCELERATOR_ID.fullmatch(str(raw)):
+    if accelerator and not _ACCELERATOR_ID.fullmatch(raw):
         raise CatalogError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
-    return value
+    return normalize_id128(raw) or raw
 
 
 def parse_declaration(obj: Any) -> Declaration:
@@ -159,7 +152,7 @@ def _parse_spec(name: str, spec: dict[str, Any]) -> Declaration:
     return Declaration(
         name=name,
         platform=normalize_id(spec.get("platform"), "spec.platform"),
-        accelerator_id=normalize_accelerator_id(spec.get("acceleratorId")),
+        accelerator_id=normalize_id(spec.get("acceleratorId"), "spec.acceleratorId", accelerator=True),
         sha256=sha256,
         size=size,
         oci=parse_reference(oci) if oci is not None else None,

@@ -35,17 +35,6 @@ def basic_authorization(credentials: Credentials) -> str:
     return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
-def preemptive_authorization(credentials: Credentials | None) -> str | None:
-    """The Authorization header for a source that takes credentials without a challenge."""
-    if credentials is None:
-        return None
-    if credentials.token:
-        return f"Bearer {credentials.token}"
-    if credentials.username is not None:
-        return basic_authorization(credentials)
-    return None
-
-
 async def read_small_body(response: aiohttp.ClientResponse, what: str) -> bytes:
     """The whole body of a small response; SourceUnreachable past MAX_SMALL_BODY_BYTES."""
     declared = response.content_length
@@ -140,8 +129,7 @@ async def stream_chunks(response: aiohttp.ClientResponse, what: str) -> AsyncIte
 
 
 class HttpsSource:
-    """GET a file from an https:// URL, chunk by chunk; credentials go with the first request, and only to its
-    origin."""
+    """GET a file from an https:// URL, chunk by chunk; credentials go unasked, and only to the URL's origin."""
 
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self.session = session
@@ -151,8 +139,11 @@ class HttpsSource:
         what = redacted_url(url)
         if not url.startswith("https://"):
             raise SourceUnreachable(f"{what}: only https:// URLs are pulled")
-        authorization = preemptive_authorization(credentials)
-        headers = {"Authorization": authorization} if authorization else {}
+        headers: dict[str, str] = {}
+        if credentials is not None and credentials.token:
+            headers["Authorization"] = f"Bearer {credentials.token}"
+        elif credentials is not None and credentials.username is not None:
+            headers["Authorization"] = basic_authorization(credentials)
         async with (
             transport_errors(what),
             open_following(self.session, "GET", URL(url), what, headers) as response,

@@ -1,8 +1,5 @@
 """Make a declared bitstream present in the node catalog: pull, verify, adopt, within the cache budget.
-
-A catalog entry of the name is used when undeclared or the same file; otherwise room is made, the file
-streamed from its OCI registry or HTTPS server and verified, and the catalog adopts it. Concurrent calls
-for one name share one pull, whose end is reported once (:class:`PullEnded`). Deadlines: docs/distribution.md."""
+Concurrent calls for one name share one pull, whose end is reported once. Deadlines: docs/distribution.md."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
@@ -65,11 +62,11 @@ class StoredBitstream(Protocol):
 
 
 class BitstreamStore(Protocol):
-    """The node catalog, as far as pulling needs it (blocking methods; the puller calls them in threads)."""
+    """The node catalog (``agent.programming.catalog.Catalog``) as pulling needs it; blocking, run in threads."""
 
-    def entries(self) -> Sequence[StoredBitstream]: ...
+    def list(self) -> Sequence[StoredBitstream]: ...
     def find(self, name: str) -> StoredBitstream | None: ...
-    def prepare(self, entries: Sequence[StoredBitstream]) -> None: ...
+    def prepare(self, files: Mapping[str, str]) -> None: ...
     def stage(self) -> StagedFile: ...
     def adopt(
         self,
@@ -82,7 +79,7 @@ class BitstreamStore(Protocol):
         source: str,
         scope: str = ...,
     ) -> StoredBitstream: ...
-    def remove(self, name: str) -> bool: ...
+    def evict(self, name: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +162,8 @@ class BitstreamPuller:
     async def start(self, entries: Sequence[StoredBitstream] | None = None) -> None:
         """Prepare the catalog directory and seed the LRU order; ``entries``: the catalog as just read, or None."""
         if entries is None:
-            entries = await asyncio.to_thread(self.store.entries)
-        await asyncio.to_thread(self.store.prepare, entries)
+            entries = await asyncio.to_thread(self.store.list)
+        await asyncio.to_thread(self.store.prepare, {entry.name: entry.file for entry in entries})
         for entry in sorted((e for e in entries if e.source), key=lambda e: e.added_at):
             self.budget.touch(entry.name)
 
@@ -323,12 +320,12 @@ class BitstreamPuller:
 
     async def _make_room(self, declaration: Declaration) -> None:
         while True:
-            entries = await asyncio.to_thread(self.store.entries)
+            entries = await asyncio.to_thread(self.store.list)
             files = [CachedFile(e.name, e.size, e.added_at) for e in entries if e.source]
             for victim in self.budget.plan(files, declaration.name, declaration.size):
                 if victim in self.budget.in_use():  # taken up meanwhile: plan again
                     break
-                if await asyncio.to_thread(self.store.remove, victim):
+                if await asyncio.to_thread(self.store.evict, victim):
                     self.budget.forget(victim)
             else:
                 return

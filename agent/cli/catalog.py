@@ -11,10 +11,9 @@ from pathlib import Path
 import agent.cli.flags as cliflags
 from agent.cli.push import add_push_command, run_push
 from agent.errors import CatalogError
-from agent.files.bitstream import normalize_id128
+from agent.files.bitstream import SCOPES, SLOT_SCOPE, normalize_id128
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog
-from agent.programming.catalogentry import SCOPES, SLOT_SCOPE
 
 
 def accelerator_id(raw: str) -> str:

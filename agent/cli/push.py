@@ -18,10 +18,11 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from agent.bitstreams import Credentials, RegistryClient, declaration_object, parse_reference
-from agent.bitstreams.declaration import Declaration, validate_secret_name
+from agent.bitstreams.declaration import Credentials, Declaration, declaration_object, validate_secret_name
 from agent.bitstreams.http import client_timeout
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.errors import BitstreamFileError, FpgaSlotError
 from agent.files.bitstream import SCOPES, SLOT_SCOPE, validate_name
 from agent.programming.catalogentry import describe_bitstream, normalize_given_id

@@ -1,9 +1,6 @@
 """The scheduler extender as a service (``fpga-agent extender``): its watches, its state table, its servers.
 
-Watches of the FpgaNodeStates, FpgaBitstreams and ResourceClaimTemplates feed the tables; the scheduler's
-port, the probe port (``/healthz``, ``/metrics``) and the webhook port (own thread) answer from them. A
-flag whose address or files cannot be used is a ConfigError naming it, before anything listens.
-"""
+A flag whose address or files cannot be used is a ConfigError naming it, before anything listens."""
 
 from __future__ import annotations
 
@@ -15,15 +12,16 @@ import ssl
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
+from aiohttp import web
+
 from agent.cluster.certs import tls_context
 from agent.config import Config
 from agent.config.values import ListenAddress
 from agent.errors import ConfigError
-from agent.extender import StateTable, WatchedNode, parse_watched_state
 from agent.extender.claimtemplates import ClaimTemplates, parse_claim_template
+from agent.extender.nodestate import WatchedNode, read_published_state
 from agent.extender.server import (
     Extender,
-    HttpServer,
     WebhookServer,
     build_app,
     build_probe_app,
@@ -33,19 +31,19 @@ from agent.extender.server import (
     start_probe,
     start_webhook,
 )
+from agent.extender.table import StateTable
 from agent.kube import connect_api
-from agent.kube.reflector import BitstreamWatcher, ClaimTemplateWatcher, NodeStateWatcher
+from agent.kube.reflector import Watcher
 from agent.node.distribution import parse_object
 
 logger = logging.getLogger(__name__)
 
-_Server = TypeVar("_Server", HttpServer, WebhookServer)
+_Server = TypeVar("_Server", web.AppRunner, WebhookServer)
 
 
 def extender_tls(config: Config, *, client_ca: bool = True) -> ssl.SSLContext | None:
-    """The TLS context of the scheduler's port (with ``--tls-client-ca-file``, clients must show a certificate it
-    signed), or with ``client_ca`` False of the webhook port; None without HTTPS (the configuration gives the webhook
-    port none without it). ConfigError naming the flags when the files cannot be loaded."""
+    """The TLS context of the scheduler's port, or with ``client_ca`` False of the webhook port; None without
+    HTTPS. ConfigError naming the flags when the files cannot be loaded."""
     if config.tls_cert_file is None or config.tls_key_file is None:
         return None
     ca = str(config.tls_client_ca_file) if client_ca and config.tls_client_ca_file is not None else None
@@ -73,7 +71,7 @@ def in_namespace(namespace: str) -> Callable[[Mapping[str, Any]], WatchedNode]:
         metadata = obj.get("metadata")
         if not isinstance(metadata, Mapping) or metadata.get("namespace") != namespace:
             raise ValueError(f"an FpgaNodeState outside namespace {namespace}")
-        return parse_watched_state(obj)
+        return read_published_state(obj)
 
     return parse
 
@@ -94,22 +92,25 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         gc.freeze()
 
     extender = Extender(table, config.score_weights, answer_limit=config.answer_limit, templates=templates)
-    watcher = NodeStateWatcher(
+    watcher = Watcher(
         api_client,
+        "fpganodestates",
         parse=in_namespace(config.namespace),
         on_replace=listed,
         on_event=table.apply_watched,
         on_error=table.failed,
     )
-    bitstreams = BitstreamWatcher(
+    bitstreams = Watcher(
         api_client,
+        "fpgabitstreams",
         parse=parse_object,
         on_replace=table.replace_declared,
         on_event=table.apply_declared,
         on_error=table.declarations_failed,
     )
-    claim_templates = ClaimTemplateWatcher(
+    claim_templates = Watcher(
         api_client,
+        "resourceclaimtemplates",
         parse=parse_claim_template,
         on_replace=templates.replace,
         on_event=templates.apply,
@@ -123,7 +124,7 @@ async def run_extender(config: Config, stop: asyncio.Event) -> None:
         f"answers list at most {config.answer_limit} nodes" if config.answer_limit else "answers list every node",
     )
     # The scheduler's port first, then the probe port: the probe answering means that one listens too.
-    servers: list[HttpServer | WebhookServer] = []
+    servers: list[web.AppRunner | WebhookServer] = []
     try:
         listen = config.listen
         servers.append(await _listen("--listen", listen, start(app, listen.host, listen.port, tls)))

@@ -9,8 +9,9 @@ import aiohttp
 
 from agent.config import Config
 from agent.demo import say
-from agent.extender import NodeSlots, StateTable, read_published_state
+from agent.extender.nodestate import NodeSlots, read_published_state
 from agent.extender.server import Extender, bound_port, build_app, start
+from agent.extender.table import StateTable
 from agent.output.tables import format_table
 from agent.slots.published import state_object
 

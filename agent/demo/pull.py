@@ -11,21 +11,17 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from agent.bitstreams import (
-    BitstreamPuller,
-    CacheBudget,
-    HttpsSource,
-    RegistryClient,
-    declaration_object,
-    parse_declaration,
-    parse_reference,
-)
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import declaration_object, parse_declaration
+from agent.bitstreams.http import HttpsSource
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.puller import BitstreamPuller
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.demo import say
 from agent.demo.registry import DemoRegistry
 from agent.errors import PullError
 from agent.output.tables import format_table
-from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.simfpga.fabric import PLATFORM
 from agent.simfpga.sample import SAMPLE_ACCELERATOR, SAMPLE_NAME
@@ -62,7 +58,7 @@ async def _narrate(registry: DemoRegistry, address: str, root: Path) -> None:
         print(yaml.safe_dump(obj, sort_keys=False).rstrip(), flush=True)
 
         say("3. A pod on a node without the file asks for it: the agent pulls it into the node's catalog")
-        puller = BitstreamPuller(PulledCatalog(catalog), client, HttpsSource(session), CacheBudget(CACHE_BYTES))
+        puller = BitstreamPuller(catalog, client, HttpsSource(session), CacheBudget(CACHE_BYTES))
         await puller.start()
         try:
             puller.declare(parse_declaration(obj))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.slots import Slot, SlotId
+from agent.slots import Slot, SlotRegistry
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +26,6 @@ class Enumeration:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-class SlotSink(Protocol):
-    """Where a backend reports changes (the agent's SlotRegistry)."""
-
-    def replace_all(self, slots: Iterable[Slot], backend: str | None = None) -> None: ...
-    def upsert(self, slot: Slot) -> None: ...
-    def remove(self, slot_id: SlotId) -> None: ...
-
-
 class DeviceSource(Protocol):
     """Finds slots and reports every later change; no polling."""
 
@@ -43,7 +35,7 @@ class DeviceSource(Protocol):
         """Scan once and return every slot (and every skipped device)."""
         ...
 
-    async def watch(self, sink: SlotSink) -> None:
+    async def watch(self, sink: SlotRegistry) -> None:
         """Report a fresh enumeration, then each change, until cancelled."""
         ...
 
@@ -63,7 +55,7 @@ class CompositeSource:
             skipped=[skip for result in results for skip in result.skipped],
         )
 
-    async def watch(self, sink: SlotSink) -> None:
+    async def watch(self, sink: SlotRegistry) -> None:
         async with asyncio.TaskGroup() as group:
             for source in self.sources:
                 group.create_task(source.watch(sink), name=f"discovery {source.name}")

@@ -122,9 +122,8 @@ def scan_fpga_regions(held_cards: HeldCards | None = None) -> Enumeration:
 def _held_slots(base: DeviceRecord, slots: Sequence[Slot], managers: list[DeviceRecord]) -> list[Slot]:
     """A base region's child slots while it holds a whole-card image: healthy as their manager is."""
     manager = next((m for m in managers if m.sys_path == slots[0].control_node), None) if slots else None
-    health, reason = (
-        (Health.UNHEALTHY, f"FPGA manager of {base.sys_name} is gone") if manager is None else (manager_health(manager))
-    )
+    gone = (Health.UNHEALTHY, f"FPGA manager of {base.sys_name} is gone")
+    health, reason = gone if manager is None else manager_health(manager)
     return [dataclasses.replace(slot, health=health, reason=reason, whole_card=True) for slot in slots]
 
 

@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import logging
 
-from agent.discovery.base import Enumeration, SlotSink
+from agent.discovery.base import Enumeration
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
 from agent.simfpga.faultfiles import follow_fault_files
-from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from agent.slots import DeviceNode, Health, Slot, SlotRegistry, make_slot_id
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class SimSource:
     async def enumerate(self) -> Enumeration:
         return Enumeration(slots=[slot_from_sim(info) for info in self._fabric.slots()])
 
-    async def watch(self, sink: SlotSink) -> None:
+    async def watch(self, sink: SlotRegistry) -> None:
         events: asyncio.Queue[tuple[SimEvent, SimSlotInfo]] = asyncio.Queue()
         unsubscribe = self._fabric.subscribe(lambda event, info: events.put_nowait((event, info)))
         faults = asyncio.create_task(follow_fault_files(self._fabric), name="sim-fault-files")

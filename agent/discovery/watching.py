@@ -7,9 +7,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
-from agent.discovery.base import Enumeration, SlotSink
+from agent.discovery.base import Enumeration
 from agent.discovery.udev import UdevMonitor
 from agent.errors import DiscoveryError
+from agent.slots import SlotRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class UdevSource:
     async def enumerate(self) -> Enumeration:
         return await asyncio.to_thread(self._scan)
 
-    async def watch(self, sink: SlotSink) -> None:
+    async def watch(self, sink: SlotRegistry) -> None:
         async with UdevMonitor(self._subsystems, self.name) as monitor:
             reported: set[tuple[str, str]] = set()
             failing = False

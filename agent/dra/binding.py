@@ -18,8 +18,7 @@ from agent.dra.claimprep import ClaimPreparation
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.devicestatus import ContentTracker, SlotContent, StatusWriter
 from agent.errors import FpgaSlotError, KubeError, shown_claim
-from agent.kube.claims import ClaimInfo, parse_claim
-from agent.kube.claimstatus import Condition, DeviceStatus
+from agent.kube.claims import ClaimInfo, Condition, DeviceStatus, parse_claim
 from agent.node.pods import EventSink
 
 logger = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ class ClaimStatusAccess:
 
     prepare_writer: StatusWriter
     binding_writer: StatusWriter
-    #: (parse, on_replace, on_event, on_error) -> something to ``await .run()`` (``agent.kube.ClaimWatcher``)
+    #: (parse, on_replace, on_event, on_error) -> something to ``await .run()`` (``agent.kube.Watcher``)
     watch: Callable[..., Any]
     sha256_of: Callable[[str], str]
     events: EventSink | None

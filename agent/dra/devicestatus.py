@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from agent.dra.claimprep import ClaimPreparation
 from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import FpgaSlotError, shown_claim
-from agent.kube.claimstatus import DeviceStatus
+from agent.kube.claims import DeviceStatus
 from agent.slots import SlotId, SlotRegistry
 
 logger = logging.getLogger(__name__)

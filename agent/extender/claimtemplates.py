@@ -1,9 +1,6 @@
 """ResourceClaimTemplates, read for what a DRA pod asks of the slots: which bitstream, how many slots.
 
-Every template (fed by a list+watch) is parsed once into a :class:`ClaimTemplate`, every field checked
-for type and size (``MAX_*``); one the extender cannot read is kept with an ``error`` and scores its
-pods neutrally, logged once per resourceVersion. See docs/dra.md.
-"""
+Each is parsed once (fed by a list+watch), every field checked for type and size (``MAX_*``). See docs/dra.md."""
 
 from __future__ import annotations
 
@@ -61,8 +58,7 @@ class ClaimTemplate:
 
 
 def parse_claim_template(obj: Mapping[str, Any]) -> ClaimTemplate:
-    """The template from its JSON (in the watch's worker thread); ValueError only for an object without a name
-    or namespace, anything else wrong is a template with an ``error``."""
+    """The template from its JSON; ValueError only without a name or namespace, else a template with an ``error``."""
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     name, namespace = meta.get("name"), meta.get("namespace")

@@ -1,8 +1,5 @@
-"""Scores for DRA pods: what the slots the scheduler's allocator takes on a node cost.
-
-:func:`dra_allocation` replays the allocator's walk of the node's ResourceSlice; each slot taken is
-valued as :mod:`agent.extender.scoring` values one. See docs/dra.md.
-"""
+"""Scores for DRA pods: the slots the scheduler's allocator would take on a node, each valued as
+:mod:`agent.extender.scoring` values one. See docs/dra.md."""
 
 from __future__ import annotations
 
@@ -10,8 +7,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 from agent.extender.demand import DraRequest, PodDemand
-from agent.extender.nodestate import LoadedSlot, NodeSlots, PublishedSlot
+from agent.extender.nodestate import LoadedSlot, NodeSlots
 from agent.extender.scoring import DOWNLOAD_PENALTY, MAX_SCORE, NO_VALUES, ScoreWeights, overwrite_score
+from agent.slots.published import PublishedSlot
 
 #: Entries an answer for a DRA pod lists: one, the best by score then packing (no scheduler plugin packs DRA slots).
 DRA_ANSWER_LIMIT = 1
@@ -28,8 +26,8 @@ def dra_allocation(
     skip: dict[str, int] = {asked[0].bitstream: promised} if promised and asked else {}
     free: list[PublishedSlot] = []
     for slot in node.free_order:
-        if slot.bitstream is not None and skip.get(slot.bitstream, 0) > 0:
-            skip[slot.bitstream] -= 1
+        if slot["bitstream"] is not None and skip.get(slot["bitstream"], 0) > 0:
+            skip[slot["bitstream"]] -= 1
             continue
         free.append(slot)
     taken: list[tuple[PublishedSlot, str]] = []
@@ -43,16 +41,16 @@ def dra_allocation(
         if chosen is None:
             return None
         taken.extend((slot, bitstream) for slot in chosen)
-        ids = {slot.id for slot in chosen}
-        free = [slot for slot in free if slot.id not in ids]
+        ids = {slot["id"] for slot in chosen}
+        free = [slot for slot in free if slot["id"] not in ids]
     return taken
 
 
 def _slots(free: Sequence[PublishedSlot], bitstream: str, platform: str, count: int) -> list[PublishedSlot] | None:
-    holding = [slot for slot in free if slot.bitstream == bitstream]
+    holding = [slot for slot in free if slot["bitstream"] == bitstream]
     if len(holding) >= count:
         return holding[:count]
-    chosen = [slot for slot in free if slot.platform == platform][:count]
+    chosen = [slot for slot in free if slot["platform"] == platform][:count]
     return chosen if len(chosen) == count else None
 
 
@@ -60,14 +58,16 @@ def _cards(
     node: NodeSlots, free: Sequence[PublishedSlot], bitstream: str, platform: str, count: int
 ) -> list[PublishedSlot] | None:
     """Every slot of ``count`` cards of ``platform`` whose slots are all free: those holding the image first."""
-    free_ids = {slot.id for slot in free}
+    free_ids = {slot["id"] for slot in free}
     cards: dict[str, list[PublishedSlot]] = {}
     for slot in node.slots:
-        cards.setdefault(slot.card, []).append(slot)
+        cards.setdefault(slot["card"], []).append(slot)
     whole = [
-        group for group in cards.values() if all(slot.id in free_ids and slot.platform == platform for slot in group)
+        group
+        for group in cards.values()
+        if all(slot["id"] in free_ids and slot["platform"] == platform for slot in group)
     ]
-    whole.sort(key=lambda group: not all(slot.bitstream == bitstream for slot in group))
+    whole.sort(key=lambda group: not all(slot["bitstream"] == bitstream for slot in group))
     if len(whole) < count:
         return None
     return [slot for group in whole[:count] for slot in group]
@@ -77,11 +77,11 @@ def slot_value(
     slot: PublishedSlot, bitstream: str, weights: ScoreWeights, now: float, keep: Mapping[str, float]
 ) -> float:
     """What ``slot`` is worth to a request for ``bitstream``: ``loaded``, ``empty``, else ``overwrite_score``."""
-    if slot.bitstream == bitstream:
+    if slot["bitstream"] == bitstream:
         return float(weights.loaded)
-    if slot.bitstream is None and slot.accelerator is None:
+    if slot["bitstream"] is None and slot["accelerator"] is None:
         return float(weights.empty)
-    return overwrite_score(LoadedSlot(slot.last_used or 0, slot.bitstream), weights, now, keep)
+    return overwrite_score(LoadedSlot(slot["last_used"] or 0, slot["bitstream"]), weights, now, keep)
 
 
 def score_dra(

@@ -18,19 +18,11 @@ logger = logging.getLogger(__name__)
 MALFORMED_MEMORY = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class PublishedSlot:
-    """One slot as the node's agent published it."""
+class WatchedNode(NamedTuple):
+    """A node from the watch: its name, and its published state or None when unusable."""
 
-    id: str
-    card: str
-    numa: int | None
-    platform: str
-    bitstream: str | None
-    accelerator: str | None
-    free: bool
-    healthy: bool
-    last_used: int | None
+    name: str
+    state: NodeSlots | None
 
 
 class LoadedSlot(NamedTuple):
@@ -46,8 +38,7 @@ class NodeSlots:
     """The published state of one node, with the counts scoring needs (all derived from ``slots``)."""
 
     name: str
-    resource_version: str
-    slots: tuple[PublishedSlot, ...]
+    slots: tuple[published.PublishedSlot, ...]
     #: Bitstream name -> platform: what this node can program (its catalog, and what it can pull).
     bitstreams: Mapping[str, str]
     #: Platform -> healthy slots of that platform (free or held).
@@ -60,12 +51,10 @@ class NodeSlots:
     free_empty: Mapping[str, int] = field(default_factory=dict)
     #: (bitstream, platform) -> free healthy slots of that platform that hold it.
     free_loaded: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    #: Bitstream -> free healthy slots that hold it, whatever their platform (the copies a pod can be promised).
-    free_held: Mapping[str, int] = field(default_factory=dict)
     #: Platform -> free healthy slots that hold something, least recently used first.
     reusable: Mapping[str, tuple[LoadedSlot, ...]] = field(default_factory=dict)
     #: The free healthy slots in the order the scheduler's DRA allocator takes them (``eviction_key``).
-    free_order: tuple[PublishedSlot, ...] = ()
+    free_order: tuple[published.PublishedSlot, ...] = ()
     #: The node's own catalog, as published (``bitstreams`` adds the declared ones it can pull).
     catalog: Mapping[str, str] = field(default_factory=dict)
     #: Names in ``bitstreams`` that the node must pull first (declared in the cluster, not in its catalog).
@@ -91,36 +80,33 @@ class NodeSlots:
 
 def node_state(state: published.NodeState) -> NodeSlots:
     """The one builder of a node's state: its checked published state, counted for scoring."""
-    slots = [PublishedSlot(**record) for record in state.slots]
-    name, version, platforms = state.node, state.version, state.bitstreams
+    name, platforms = state.node, state.bitstreams
     healthy: dict[str, int] = {}
     free_empty: dict[str, int] = {}
     free_loaded: dict[tuple[str, str], int] = {}
-    free_held: dict[str, int] = {}
     reusable: dict[str, list[LoadedSlot]] = {}
-    in_order: list[PublishedSlot] = []
+    in_order: list[published.PublishedSlot] = []
     weight = 200 + 60 * len(platforms)
-    for slot in slots:
-        weight += 200 + len(slot.id) + len(slot.bitstream or "")
-        if not slot.healthy:
+    for slot in state.slots:
+        platform, bitstream = slot["platform"], slot["bitstream"]
+        weight += 200 + len(slot["id"]) + len(bitstream or "")
+        if not slot["healthy"]:
             continue
-        healthy[slot.platform] = healthy.get(slot.platform, 0) + 1
-        if not slot.free:
+        healthy[platform] = healthy.get(platform, 0) + 1
+        if not slot["free"]:
             continue
         in_order.append(slot)
-        if slot.bitstream is None and slot.accelerator is None:
-            free_empty[slot.platform] = free_empty.get(slot.platform, 0) + 1
+        if bitstream is None and slot["accelerator"] is None:
+            free_empty[platform] = free_empty.get(platform, 0) + 1
             continue
-        if slot.bitstream is not None:
-            key = (slot.bitstream, slot.platform)
+        if bitstream is not None:
+            key = (bitstream, platform)
             free_loaded[key] = free_loaded.get(key, 0) + 1
-            free_held[slot.bitstream] = free_held.get(slot.bitstream, 0) + 1
-        reusable.setdefault(slot.platform, []).append(LoadedSlot(slot.last_used or 0, slot.bitstream))
+        reusable.setdefault(platform, []).append(LoadedSlot(slot["last_used"] or 0, bitstream))
     weight += sum(len(b) + len(p) for b, p in platforms.items())
     return NodeSlots(
         name=name,
-        resource_version=version,
-        slots=tuple(slots),
+        slots=state.slots,
         bitstreams=platforms,  # kept, not copied: nodes with the same catalog text share one mapping
         catalog=platforms,
         healthy=healthy,
@@ -128,9 +114,8 @@ def node_state(state: published.NodeState) -> NodeSlots:
         size=sum(healthy.values()),
         free_empty=free_empty,
         free_loaded=free_loaded,
-        free_held=free_held,
         reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
-        free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s.bitstream, s.last_used, s.id))),
+        free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s["bitstream"], s["last_used"], s["id"]))),
         weight=weight,
         pack1=_packing(sum(healthy.values()), len(in_order), 1),
     )
@@ -162,15 +147,15 @@ class MalformedLog:
 MALFORMED = MalformedLog()
 
 
-def read_published_state(obj: Mapping[str, Any], *, log: MalformedLog = MALFORMED) -> tuple[str, NodeSlots | None]:
-    """(name, state or None when unusable, logged once per resourceVersion); ValueError for an object without a name."""
+def read_published_state(obj: Mapping[str, Any], *, log: MalformedLog = MALFORMED) -> WatchedNode:
+    """One FpgaNodeState (unusable state logged once per resourceVersion); ValueError for an object without a name."""
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:
         raise ValueError("FpgaNodeState without metadata.name")
     version = str(metadata.get("resourceVersion") or "") if isinstance(metadata, Mapping) else ""
     try:
-        return name, node_state(published.parse_state(obj))
+        return WatchedNode(name, node_state(published.parse_state(obj)))
     except ValueError as exc:
         log.report(name, version, exc)
-        return name, None
+        return WatchedNode(name, None)

@@ -1,10 +1,6 @@
 """Prioritize: score every name asked, rank, cut the answer, promise the copy it offers.
 
-A node's rank is its score and its packing (``NodeSlots.packing``) as one integer; a one-slot pod's
-ranks are kept in the state table's memo while the node's state lasts. The lowest score asked becomes
-0 and is left out; at most ``limit`` nodes are listed, the best by rank, then in the order asked.
-See docs/scoring.md.
-"""
+A node's rank is its score and its packing (``NodeSlots.packing``) as one integer. See docs/scoring.md."""
 
 from __future__ import annotations
 
@@ -58,7 +54,7 @@ class Scorer:
         self.values = values
 
     def prioritize(self, view: NodeView, demand: PodDemand, names: Sequence[str], now: float) -> Scores:
-        """The answer for ``names`` (see the module docstring)."""
+        """The answer for ``names``: :func:`best_ranked` of their ranks, its top :func:`settle`-d."""
         if not demand.by_bitstream:
             return []  # neutral everywhere: nothing stands out
         nodes, weights = view.nodes, self.weights

@@ -1,9 +1,7 @@
 """The extender's HTTP servers (aiohttp): the scheduler's port, the probe port, the webhook apart.
 
-Each handler is parse -> score -> encode, with no I/O; errors are answered with a JSON ``Error``.
-The admission webhook (``POST /validate``) runs on its own thread and event loop, so that a large
-review never holds up a scheduling call. See docs/scoring.md.
-"""
+Errors are answered with a JSON ``Error``. The admission webhook has its own thread and event loop, so
+that a large review never holds up a scheduling call. See docs/scoring.md."""
 
 from __future__ import annotations
 
@@ -47,7 +45,6 @@ VALIDATE_PATH = "/validate"
 JSON = "application/json"
 
 Answer = tuple[int, bytes]
-Route = Callable[[bytes], Answer]
 
 
 class Extender:
@@ -110,7 +107,7 @@ async def _errors(
 
 
 def _post(
-    route: Route, path: str, metrics: ExtenderMetrics | None, max_body_bytes: int
+    route: Callable[[bytes], Answer], path: str, metrics: ExtenderMetrics | None, max_body_bytes: int
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         content_type = request.headers.get("Content-Type", "")
@@ -187,12 +184,8 @@ def extender_metrics() -> ExtenderMetrics:
     return ExtenderMetrics({FILTER_PATH: "filter", PRIORITIZE_PATH: "prioritize"})
 
 
-#: A started server: its ``addresses`` (the sockets' names), ``await cleanup()`` closes it and its connections.
-HttpServer = web.AppRunner
-
-
-async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
-    """Bind and serve ``app`` (port 0: a free port)."""
+async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> web.AppRunner:
+    """Bind and serve ``app`` (port 0: a free port); ``await cleanup()`` closes it and its connections."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -203,7 +196,7 @@ async def start_server(app: web.Application, host: str, port: int, tls: ssl.SSLC
     return runner
 
 
-async def start(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> HttpServer:
+async def start(app: web.Application, host: str, port: int, tls: ssl.SSLContext | None = None) -> web.AppRunner:
     """The scheduler's port."""
     server = await start_server(app, host, port, tls)
     clients = tls is not None and tls.verify_mode == ssl.CERT_REQUIRED
@@ -213,7 +206,7 @@ async def start(app: web.Application, host: str, port: int, tls: ssl.SSLContext 
     return server
 
 
-async def start_probe(app: web.Application, host: str, port: int) -> HttpServer:
+async def start_probe(app: web.Application, host: str, port: int) -> web.AppRunner:
     """The probe port (plain HTTP)."""
     server = await start_server(app, host, port)
     logger.info("extender probe endpoint on %s, http: %s, %s", _where(server), HEALTH_PATH, METRICS_PATH)
@@ -271,10 +264,10 @@ async def start_webhook(app: web.Application, host: str, port: int, tls: ssl.SSL
     return server
 
 
-def bound_port(server: HttpServer | WebhookServer) -> int:
+def bound_port(server: web.AppRunner | WebhookServer) -> int:
     """The TCP port the server listens on (the one the kernel chose for port 0)."""
     return int(server.addresses[0][1])
 
 
-def _where(server: HttpServer | WebhookServer) -> str:
+def _where(server: web.AppRunner | WebhookServer) -> str:
     return ", ".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p, *_ in server.addresses)

@@ -1,17 +1,14 @@
 """The state table: node name -> published state, fed by a list+watch, read by the handlers.
 
-Bounded in nodes and in the bytes their states take; past either bound a node is left out
-(it scores neutral) and a warning says so.
-"""
+Bounded in nodes and in the bytes their states take; past either bound a node scores neutral (said once)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from agent.extender.nodestate import NodeSlots, read_published_state
+from agent.extender.nodestate import NodeSlots, WatchedNode
 
 logger = logging.getLogger(__name__)
 
@@ -36,24 +33,9 @@ class DeclaredBitstream(Protocol):
     def scope(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class WatchedNode:
-    """A node from the watch: its name, and its published state or None."""
-
-    name: str
-    state: NodeSlots | None
-
-
-def parse_watched_state(obj: Mapping[str, Any]) -> WatchedNode:
-    """One watched FpgaNodeState (in the watch's worker thread, once per update)."""
-    return WatchedNode(*read_published_state(obj))
-
-
 class NodeMemo:
-    """Numbers computed from nodes' states at some time, kept per key then node name, so that a call looks them up
-    instead of computing them again. A node's numbers go when its state changes, all of them when the clock goes
-    back; the least recently used key goes first past ``MAX_MEMO_ENTRIES`` numbers added or ``MAX_MEMO_KEYS``. A
-    number counts from when it is added until its key goes (a dict keeps its size when entries leave it)."""
+    """Numbers computed from nodes' states, per key then node name: a node's go when its state changes, all when the
+    clock goes back, the least recently used key's past the bounds. A number counts until its key goes."""
 
     def __init__(self, max_entries: int = MAX_MEMO_ENTRIES, max_keys: int = MAX_MEMO_KEYS) -> None:
         self._by_key: dict[Hashable, dict[str, int]] = {}
@@ -68,8 +50,7 @@ class NodeMemo:
         return self._entries
 
     def values(self, key: Hashable, now: float) -> dict[str, int]:
-        """Node name -> the number kept for ``key``, as of ``now``; what the caller adds to it, it says to
-        :meth:`added`."""
+        """Node name -> the number kept for ``key`` as of ``now``; what is added to it is said to :meth:`added`."""
         if now < self._latest:
             self.clear()
         self._latest = now
@@ -118,9 +99,6 @@ class StateTable:
         self._declarations_failing = False
         self._full_said = False
 
-    def __len__(self) -> int:
-        return len(self.nodes)
-
     # --- the feed -------------------------------------------------------------------------
     def replace(self, states: Mapping[str, NodeSlots | None]) -> None:
         """A list of every node: name -> its state (None: no usable state)."""
@@ -150,7 +128,9 @@ class StateTable:
     def _put(self, name: str, state: NodeSlots | None) -> None:
         if state is not None and (len(self.nodes) >= self._max_nodes or self._bytes + state.weight > self._max_bytes):
             if not self._full_said:
-                logger.warning("state table full (%d nodes): %s and later ones score neutral", len(self), name[:256])
+                logger.warning(
+                    "state table full (%d nodes): %s and later ones score neutral", len(self.nodes), name[:256]
+                )
             self._full_said = True
             state = None
         if state is None:

@@ -1,10 +1,7 @@
 """The kube-scheduler extender wire format: reading a request into what scoring needs, encoding the answer.
 
-``k8s.io/kube-scheduler/extender/v1`` types have no JSON tags: keys are the Go field names, matched
-case-insensitively at the top level as Go's decoder does. A request carries ``NodeNames``
-(``nodeCacheCapable: true``) or whole ``Nodes``, and the filter answer follows the form asked. A DRA pod's
-demand is read through its claims' templates (see docs/dra.md).
-"""
+``k8s.io/kube-scheduler/extender/v1`` types have no JSON tags: keys are the Go field names. A request
+carries ``NodeNames`` (``nodeCacheCapable: true``) or whole ``Nodes``; the filter answer takes the same form."""
 
 from __future__ import annotations
 
@@ -71,8 +68,7 @@ class SchedulingRequest:
 
 
 def parse_extender_args(body: bytes, templates: TemplateLookup | None = None) -> SchedulingRequest:
-    """Read an ExtenderArgs body, a DRA pod's claims through ``templates``; ExtenderRequestError saying what is
-    wrong if it is not one."""
+    """An ExtenderArgs body, a DRA pod's claims through ``templates``; ExtenderRequestError naming what is wrong."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # invalid UTF-8 and NaN included
@@ -114,8 +110,7 @@ def parse_extender_args(body: bytes, templates: TemplateLookup | None = None) ->
 
 
 def read_pod_demand(pod: Mapping[str, Any], templates: TemplateLookup | None = None) -> PodDemand:
-    """The pod's slot requests per container, each with the bitstream it wants; a DRA pod's (one with
-    ``spec.resourceClaims``) from its claims' templates instead (:func:`dra_demand`)."""
+    """The pod's slot requests per container, each with the bitstream it wants; a DRA pod's: :func:`dra_demand`."""
     meta = _object(pod.get("metadata"), "Pod.metadata")
     spec = _object(pod.get("spec"), "Pod.spec")
     annotations = _object(meta.get("annotations"), "Pod.metadata.annotations")

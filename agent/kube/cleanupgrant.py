@@ -25,6 +25,7 @@ FINALIZER = "fpga.example.com/node-cleanup"
 #: The agent's ServiceAccount and DaemonSet (daemonset/agent-rbac.yaml, agent-daemonset.yaml).
 ACCOUNT = "fpga-slot-agent"
 DAEMONSET = "fpga-slot-agent"
+#: Of each request here and of the clean-up (agent.kube.uninstall).
 REQUEST_TIMEOUT_S = 5.0
 
 #: What a clean stop that is an uninstall asks for (agent.kube.uninstall, NodePublisher.clear).

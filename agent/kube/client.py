@@ -1,8 +1,4 @@
-"""Connect to the API server: a kubeconfig file (found as kubectl does), or the in-cluster service account.
-
-Also :func:`describe_api_error`, the one place that turns the client's exceptions into short log text, and
-:class:`FailureLog`, which says each kind of failure once, not once per retry.
-"""
+"""Connect to the API server: a kubeconfig file (found as kubectl does), or the in-cluster service account."""
 
 from __future__ import annotations
 
@@ -32,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 IN_CLUSTER = "in-cluster service account"
+#: How long one request may take (lists and watches have their own).
+REQUEST_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,11 +29,10 @@ _QUERY = {
     "watch": "watch",
 }
 _JSON = "application/json"
+_JSON_PATCH = "application/json-patch+json"
 
 
 class CoreCalls:
-    """``CoreV1Api``'s methods that fpga-slot uses, with the same names and arguments."""
-
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
 
@@ -58,6 +57,7 @@ class CoreCalls:
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
     def patch_namespaced_resource_claim_status(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
+        kwargs.setdefault("_content_type", _JSON_PATCH)
         path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}/status"
         return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
 
@@ -102,7 +102,7 @@ class CoreCalls:
         return self._request("GET", path, {"namespace": namespace, "name": name}, kwargs)
 
     def patch_namespaced_service_account(self, name: str, namespace: str, body: object, **kwargs: Any) -> Any:
-        kwargs.setdefault("_content_type", "application/json-patch+json")
+        kwargs.setdefault("_content_type", _JSON_PATCH)
         path = "/api/v1/namespaces/{namespace}/serviceaccounts/{name}"
         return self._request("PATCH", path, {"namespace": namespace, "name": name}, kwargs, body)
 
@@ -113,11 +113,9 @@ class CoreCalls:
         return self._request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {}, kwargs, body)
 
     def list_fpga_bitstream(self, **kwargs: Any) -> Any:
-        """FpgaBitstream objects (the custom resource of daemonset/fpgabitstream-crd.yaml), cluster-scoped."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpgabitstreams", {}, kwargs)
 
     def list_fpga_node_state_for_all_namespaces(self, **kwargs: Any) -> Any:
-        """FpgaNodeState objects (daemonset/fpganodestate-crd.yaml), in every namespace."""
         return self._request("GET", "/apis/example.com/v1alpha1/fpganodestates", {}, kwargs)
 
     def read_namespaced_fpga_node_state(self, name: str, namespace: str, **kwargs: Any) -> Any:

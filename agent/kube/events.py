@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from kubernetes import client
 
-from agent.kube.client import FailureLog, api_status, describe_api_error, is_transient
+from agent.kube.client import REQUEST_TIMEOUT_S, FailureLog, api_status, describe_api_error, is_transient
 from agent.kube.core import CoreCalls
 from agent.kube.reflector import waited
 
@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 EventType = Literal["Normal", "Warning"]
 
 EVENT_QUEUE_SIZE = 256
-EVENT_TIMEOUT_S = 10.0
 #: Waits before the second and third attempt of a post that failed transiently.
 EVENT_RETRY_DELAYS_S: tuple[float, ...] = (1.0, 5.0)
 MAX_REASON_LEN = 128
@@ -68,9 +67,6 @@ class EventRecorder:
         self._retry_delays_s = retry_delays_s
         self._failures = FailureLog(logger, "posting Events")
         self._last_ns = 0
-        self.posted = 0
-        self.dropped = 0
-        self.failed = 0
 
     async def post(
         self, namespace: str, pod_name: str, pod_uid: str, reason: str, message: str, type: str = "Normal"
@@ -85,7 +81,6 @@ class EventRecorder:
         if self._queue.full():
             oldest = self._queue.get_nowait()
             self._queue.task_done()
-            self.dropped += 1
             logger.warning("Event queue full (%d): dropping %s", self._queue.maxsize, oldest)
         self._queue.put_nowait(event)
 
@@ -111,24 +106,21 @@ class EventRecorder:
         for attempt in range(len(self._retry_delays_s) + 1):
             try:
                 await asyncio.to_thread(
-                    self._core.create_namespaced_event, event.namespace, body, _request_timeout=EVENT_TIMEOUT_S
+                    self._core.create_namespaced_event, event.namespace, body, _request_timeout=REQUEST_TIMEOUT_S
                 )
             except Exception as exc:
                 if attempt > 0 and api_status(exc) == 409:
                     # An earlier attempt timed out on our side but reached the server.
                     self._failures.succeeded()
-                    self.posted += 1
                     return
                 kind, text = describe_api_error(exc)
                 retry = is_transient(exc) and attempt < len(self._retry_delays_s)
                 self._failures.failed(kind, f"{event}: {text}", "trying again" if retry else "dropped")
                 if not retry:
-                    self.failed += 1
                     return
                 await asyncio.sleep(self._retry_delays_s[attempt])
             else:
                 self._failures.succeeded()
-                self.posted += 1
                 logger.debug("posted %s: %s", event, event.message)
                 return
 

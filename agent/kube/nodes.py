@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from agent.kube.client import FailureLog, api_status, describe_api_error
+from agent.kube.client import REQUEST_TIMEOUT_S, FailureLog, api_status, describe_api_error
 from agent.kube.core import CoreCalls, list_pages
 from agent.kube.nodefields import (
     MAX_LABEL_LEN,
@@ -27,7 +27,7 @@ from agent.kube.nodefields import (
     patch_body,
     platform_labels,
 )
-from agent.kube.reflector import CONNECT_TIMEOUT_S, Backoff, waited
+from agent.kube.reflector import CONNECT_TIMEOUT_S, LIST_TIMEOUT_S, Backoff, waited
 from agent.slots.published import state_object
 
 logger = logging.getLogger(__name__)
@@ -40,8 +40,8 @@ RESYNC_S = 600.0
 STANDBY_CHECK_S = 1.0
 PUBLISH_BACKOFF = Backoff(initial_s=1.0, max_s=60.0)
 #: (connect, read) timeouts of one request, and of one page of a list.
-REQUEST_TIMEOUT = (CONNECT_TIMEOUT_S, 10.0)
-_LIST_TIMEOUT = (CONNECT_TIMEOUT_S, 60.0)
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
+_LIST_TIMEOUT = (CONNECT_TIMEOUT_S, LIST_TIMEOUT_S)
 FIELD_MANAGER = "fpga-slot"
 _UNREAD: Any = object()  # the object has not been read yet (None: read, and there is none)
 
@@ -87,17 +87,14 @@ class NodePublisher:
         self._owner: dict[str, Any] | None = _UNREAD
         self._stood_by = False
         self._wake = asyncio.Event()
-        self._settled = asyncio.Event()
-        self._settled.set()
+        #: Set while the API server showed the latest desired state when last read or written.
+        self.settled = asyncio.Event()
+        self.settled.set()
         self._last_patch: float | None = None
         self._failures = FailureLog(logger, f"publishing slot state of node {node_name}")
         self._reported_platforms: set[str] = set()
         self._reported_dropped = False
-        #: Node patches, FpgaNodeState writes, reads of either, failed rounds.
-        self.patches = 0
         self.writes = 0
-        self.reads = 0
-        self.failures = 0
 
     def update(self, spec: Mapping[str, Any], platforms: Set[str]) -> None:
         """Make this the state to publish; returns at once (the newest state wins)."""
@@ -116,7 +113,7 @@ class NodePublisher:
             return
         self._desired = desired
         self._desired_spec = spec
-        self._settled.clear()
+        self.settled.clear()
         self._wake.set()
 
     @property
@@ -124,15 +121,6 @@ class NodePublisher:
         """The name of the DaemonSet that owns this node's FpgaNodeState (read once); None when unknown."""
         owner = self._owner
         return owner.get("name") if isinstance(owner, dict) and isinstance(owner.get("name"), str) else None
-
-    @property
-    def published(self) -> bool:
-        """Whether the API server showed the latest desired state when last read or written."""
-        return self._settled.is_set()
-
-    async def wait_published(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` until the latest update is published; False on timeout."""
-        return await waited(self._settled.wait(), timeout_s)
 
     async def run(self) -> None:
         """Publish until cancelled: wait for a difference, pace, write, retry with backoff."""
@@ -148,7 +136,6 @@ class NodePublisher:
             except Exception as exc:
                 # The outcome is unknown: read both before the next write.
                 self._current, self._stored = None, _UNREAD
-                self.failures += 1
                 kind, text = describe_api_error(exc)
                 delay = self._backoff.delay_s(attempt)
                 attempt += 1
@@ -177,7 +164,7 @@ class NodePublisher:
         while True:
             if self._has_work():
                 return
-            self._settled.set()
+            self.settled.set()
             self._wake.clear()
             # While in standby, look again every STANDBY_CHECK_S (it ends without an update).
             woken = await waited(self._wake.wait(), STANDBY_CHECK_S if self._stood_by else self._resync_s)
@@ -218,7 +205,6 @@ class NodePublisher:
 
     async def _publish_labels(self) -> None:
         if self._current is None:
-            self.reads += 1
             self._current = await asyncio.to_thread(self._read)
         desired = self._desired
         assert desired is not None
@@ -227,7 +213,6 @@ class NodePublisher:
             return
         self._last_patch = asyncio.get_running_loop().time()
         current = await asyncio.to_thread(self._patch, body)
-        self.patches += 1
         logger.info("node %s: platform labels set (%s)", self.node_name, ", ".join(sorted(keys_of(body))))
         if patch_body(desired, current) is not None and not self._reported_dropped:
             # Something (an admission webhook?) changed our keys on the way in: do not patch in a loop.
@@ -244,7 +229,6 @@ class NodePublisher:
         if self._owner is _UNREAD:
             self._owner = await asyncio.to_thread(self._daemonset_owner)
         if self._stored is _UNREAD:
-            self.reads += 1
             self._stored = await asyncio.to_thread(self._read_state)
         spec = self._desired_spec
         assert spec is not None
@@ -294,7 +278,6 @@ class NodePublisher:
         return {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ref.get("name"), "uid": ref.get("uid")}
 
     def _read_state(self) -> StoredState | None:
-        """The node's object, or None when there is none."""
         try:
             obj = self._core.read_namespaced_fpga_node_state(
                 self.node_name, self.namespace, _request_timeout=REQUEST_TIMEOUT
@@ -317,7 +300,6 @@ class NodePublisher:
         return _stored(self._core.replace_namespaced_fpga_node_state(self.node_name, self.namespace, body, **options))
 
     def _delete_state(self) -> None:
-        """Delete the node's object (none there: nothing to do)."""
         try:
             self._core.delete_namespaced_fpga_node_state(
                 self.node_name, self.namespace, _request_timeout=REQUEST_TIMEOUT

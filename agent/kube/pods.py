@@ -21,12 +21,10 @@ from kubernetes import client
 from agent.kube.core import CoreCalls
 from agent.kube.nodefields import as_mapping
 from agent.kube.reflector import DEFAULT_BACKOFF, Backoff, Reflector, WatchEventKind, waited
-from agent.slots.bitstreamrequest import SLOT_RESOURCE as SLOT_RESOURCE  # the extended resource the agent advertises
-from agent.slots.bitstreamrequest import slots_asked
+from agent.slots.bitstreamrequest import SLOT_RESOURCE, slots_asked
 
 logger = logging.getLogger(__name__)
 
-PodEventKind = WatchEventKind
 PodKey = tuple[str, str]
 
 
@@ -121,7 +119,7 @@ def _request_containers(status: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
-PodListener = Callable[[PodEventKind, PodInfo], None]
+PodListener = Callable[[WatchEventKind, PodInfo], None]
 
 
 class PodCache(Reflector[PodInfo]):
@@ -138,27 +136,12 @@ class PodCache(Reflector[PodInfo]):
             parse=parse_pod,
             on_replace=self._replace,
             on_event=self._apply,
-            on_error=self._failed,
             backoff=backoff,
         )
         self._pods: dict[PodKey, PodInfo] = {}
         self._listeners: list[PodListener] = []
-        self._synced = asyncio.Event()
-        self._last_error: str | None = None
-
-    @property
-    def synced(self) -> bool:
-        """True once the first list arrived (and from then on, also while relisting)."""
-        return self._synced.is_set()
-
-    @property
-    def last_error(self) -> str | None:
-        """Why the last list failed, None after a successful list: for error messages to callers."""
-        return self._last_error
-
-    async def wait_synced(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the first list; True when synced."""
-        return self._synced.is_set() or await waited(self._synced.wait(), timeout_s)
+        #: True once the first list arrived (and from then on, also while relisting).
+        self.synced = False
 
     def get(self, namespace: str, name: str) -> PodInfo | None:
         return self._pods.get((namespace, name))
@@ -180,7 +163,7 @@ class PodCache(Reflector[PodInfo]):
             return True
         changed = asyncio.Event()
 
-        def wake(_kind: PodEventKind, _pod: PodInfo) -> None:
+        def wake(_kind: WatchEventKind, _pod: PodInfo) -> None:
             changed.set()
 
         async def holds() -> None:
@@ -208,9 +191,8 @@ class PodCache(Reflector[PodInfo]):
         fresh = {pod.key: pod for pod in pods}
         old = self._pods
         self._pods = fresh
-        self._last_error = None
-        first = not self._synced.is_set()
-        self._synced.set()
+        first = not self.synced
+        self.synced = True
         if first:
             logger.info("pod cache for node %s synced: %d pods", self.node_name, len(fresh))
         for key, pod in old.items():
@@ -224,7 +206,7 @@ class PodCache(Reflector[PodInfo]):
             elif previous != pod:
                 self._notify("MODIFIED", pod)
 
-    def _apply(self, kind: PodEventKind, pod: PodInfo) -> None:
+    def _apply(self, kind: WatchEventKind, pod: PodInfo) -> None:
         key = pod.key
         previous = self._pods.get(key)
         if kind == "DELETED":
@@ -241,10 +223,7 @@ class PodCache(Reflector[PodInfo]):
         elif previous != pod:
             self._notify("MODIFIED", pod)
 
-    def _failed(self, text: str) -> None:
-        self._last_error = text
-
-    def _notify(self, kind: PodEventKind, pod: PodInfo) -> None:
+    def _notify(self, kind: WatchEventKind, pod: PodInfo) -> None:
         for listener in list(self._listeners):
             try:
                 listener(kind, pod)

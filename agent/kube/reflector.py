@@ -1,8 +1,7 @@
 """List, then watch, one kind of object in a worker thread; hand what changes to the event loop.
 
 ``410 Gone`` lists again at once, other errors after a jittered, capped backoff. Cancelling ``run()``
-shuts the open response down at the socket and waits for the thread. Also the watchers of every
-FpgaNodeState, FpgaBitstream and ResourceClaimTemplate in the cluster.
+shuts the open response down at the socket and waits for the thread.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ class Reflector(Generic[T]):
     ``list_func`` (a client list method) is called with ``list_kwargs``. ``parse`` runs in the worker
     thread (ValueError skips the object). The callbacks run on the event loop, in order:
     ``on_replace(values)`` after each list, ``on_event(kind, value)`` per watch event,
-    ``on_error(text)`` when a list fails.
+    ``on_error(text)`` (if given) when a list fails.
     """
 
     def __init__(
@@ -96,7 +95,7 @@ class Reflector(Generic[T]):
         parse: Callable[[Mapping[str, Any]], T],
         on_replace: Callable[[list[T]], None],
         on_event: Callable[[WatchEventKind, T], None],
-        on_error: Callable[[str], None],
+        on_error: Callable[[str], None] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
         self._name = name
@@ -168,7 +167,8 @@ class Reflector(Generic[T]):
                 delay = self._backoff.delay_s(attempt)
                 attempt += 1
                 self._list_failures.failed(kind, text, f"trying again in {delay:.1f}s")
-                self._deliver(loop, self._on_error, f"listing {self._description} failed: {text}")
+                if self._on_error is not None:
+                    self._deliver(loop, self._on_error, f"listing {self._description} failed: {text}")
                 self._stop.wait(delay)
                 continue
             self._list_failures.succeeded()
@@ -311,45 +311,17 @@ def _shutdown(response: Any) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-class NodeStateWatcher(Reflector[T]):
-    """All FpgaNodeState objects, for the scheduler extender (a list fails until the CRD is installed: the watcher
-    keeps trying)."""
+class Watcher(Reflector[T]):
+    """Every object of ``kind`` in the cluster (a list fails until the kind's CRD is installed: it retries)."""
 
-    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
+    def __init__(
+        self, api_client: ApiClient, kind: str, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
+    ) -> None:
         core = CoreCalls(api_client)
-        super().__init__(
-            name="fpganodestates",
-            description="FpgaNodeState objects",
-            list_func=core.list_fpga_node_state_for_all_namespaces,
-            parse=parse,
-            **options,
-        )
-
-
-class BitstreamWatcher(Reflector[T]):
-    """All FpgaBitstream objects, cluster-scoped (a list fails until the CRD is installed: the watcher keeps
-    trying)."""
-
-    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
-        core = CoreCalls(api_client)
-        super().__init__(
-            name="fpgabitstreams",
-            description="FpgaBitstream objects",
-            list_func=core.list_fpga_bitstream,
-            parse=parse,
-            **options,
-        )
-
-
-class ClaimTemplateWatcher(Reflector[T]):
-    """All ResourceClaimTemplates, in every namespace: the extender scores a DRA pod by its claims' templates."""
-
-    def __init__(self, api_client: ApiClient, *, parse: Callable[[Mapping[str, Any]], T], **options: Any) -> None:
-        core = CoreCalls(api_client)
-        super().__init__(
-            name="resourceclaimtemplates",
-            description="ResourceClaimTemplates",
-            list_func=core.list_resource_claim_template_for_all_namespaces,
-            parse=parse,
-            **options,
-        )
+        description, list_func = {
+            "fpganodestates": ("FpgaNodeState objects", core.list_fpga_node_state_for_all_namespaces),
+            "fpgabitstreams": ("FpgaBitstream objects", core.list_fpga_bitstream),
+            "resourceclaimtemplates": ("ResourceClaimTemplates", core.list_resource_claim_template_for_all_namespaces),
+            "resourceclaims": ("ResourceClaims", core.list_resource_claim_for_all_namespaces),
+        }[kind]
+        super().__init__(name=kind, description=description, list_func=list_func, parse=parse, **options)

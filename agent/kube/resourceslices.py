@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError, shown
-from agent.kube.client import api_status, describe_api_error
+from agent.kube.client import REQUEST_TIMEOUT_S, api_status, describe_api_error
 from agent.kube.core import CoreCalls
 
 logger = logging.getLogger(__name__)
@@ -35,19 +35,16 @@ MAX_ATTRIBUTES = 32
 MAX_STRING = 64
 MAX_TAINTS = 16
 MAX_BINDING_CONDITIONS = 4
+#: The effects a device taint may have: NoSchedule keeps new claims off the device, NoExecute also evicts.
+TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 #: A capacity name as we publish them: the driver's domain (a DNS subdomain), "/", a C identifier of <= 32.
 _CAPACITY_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DEVICE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 #: How often the slice is checked without a change of the devices (a safety net: registration republishes).
 CHECK_INTERVAL_S = 60.0
-REQUEST_TIMEOUT_S = 10.0
 
 AttributeValue = str | int | bool
-
-
-#: The effects a device taint may have: NoSchedule keeps new claims off the device, NoExecute also evicts.
-TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +166,13 @@ def slice_spec(driver: str, node: str, devices: Sequence[SliceDevice], *, slices
 class ResourceSlicePublisher:
     """Keeps the pool's slices equal to the devices last set."""
 
-    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float | None = None) -> None:
-        """``interval_s``: how often the slice is checked without a change (default ``CHECK_INTERVAL_S``)."""
+    def __init__(self, api_client: ApiClient, driver: str, node: str, *, interval_s: float = CHECK_INTERVAL_S) -> None:
         self._calls = CoreCalls(api_client)
         self.driver = driver
         self.node = node
         self.name = f"{node}-{driver}"
         self.counters_name = f"{self.name}-counters"
-        self._interval_s = CHECK_INTERVAL_S if interval_s is None else interval_s
+        self._interval_s = interval_s
         self._lock = threading.Lock()
         #: slice name -> spec, the devices' slice first; None until devices are set
         self._specs: dict[str, dict[str, Any]] | None = None

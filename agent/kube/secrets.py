@@ -1,8 +1,4 @@
-"""Secrets: the pull credentials an FpgaBitstream names, and the extender's TLS Secrets made at install.
-
-Secrets are read one by name, only in the agent's own namespace; values come back decoded.
-:class:`SecretWriter` creates a Secret and never replaces one (``fpga-agent certs``).
-"""
+"""Secrets: the pull credentials an FpgaBitstream names, and the extender's TLS Secrets made at install."""
 
 from __future__ import annotations
 
@@ -15,10 +11,8 @@ from dataclasses import dataclass
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError, shown
-from agent.kube.client import api_status, describe_api_error
+from agent.kube.client import REQUEST_TIMEOUT_S, api_status, describe_api_error
 from agent.kube.core import CoreCalls
-
-REQUEST_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,21 +1,16 @@
-"""Whether the agent's stop is an uninstall (its DaemonSet is gone) or an update (a successor follows).
-
-Also the uninstall's clean-up: clearing Nodes, and :func:`release_account` (the ServiceAccount's
-finalizer, once no Node carries slot state). See docs/uninstall.md.
-"""
+"""Whether the agent's stop is an uninstall (its DaemonSet is gone) or an update (a successor follows); the
+uninstall's clean-up of Nodes and of the ServiceAccount's finalizer. See docs/uninstall.md."""
 
 from __future__ import annotations
 
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError
-from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
+from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, REQUEST_TIMEOUT_S
 from agent.kube.client import api_status, describe_api_error
 from agent.kube.core import CoreCalls, list_pages
 from agent.kube.nodefields import OwnedFields, as_mapping, keys_of, owned_fields, patch_body
 from agent.kube.nodes import controller_daemonset
-
-REQUEST_TIMEOUT_S = 5.0
 
 
 def successor_expected(

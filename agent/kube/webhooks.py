@@ -1,8 +1,5 @@
-"""The CA the API server trusts when it calls the extender's admission webhook (``caBundle``).
-
-:func:`fill_ca_bundle` fills in the install's CA (left out of the manifest) by one JSON patch of the
-webhooks whose bundle differs, each guarded by a ``test`` of the webhook's name. Blocking.
-"""
+"""The CA the API server trusts when it calls the extender's admission webhook (``caBundle``): left out of the
+manifest, filled in by one JSON patch of the webhooks whose bundle differs, each guarded by a ``test`` of its name."""
 
 from __future__ import annotations
 
@@ -13,9 +10,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from agent.errors import KubeError
-from agent.kube.client import api_status, describe_api_error
-
-REQUEST_TIMEOUT_S = 10.0
+from agent.kube.client import REQUEST_TIMEOUT_S, api_status, describe_api_error
 
 
 def fill_ca_bundle(api_client: ApiClient, name: str, ca_pem: bytes) -> int:

@@ -88,12 +88,10 @@ def build_backend(config: Config) -> Backend:
 
 
 def log_enumeration(source: DeviceSource, enumeration: Enumeration) -> None:
-    """One line for what was found (per backend), one per skipped device."""
+    """One line for what was found (per backend); skipped devices are logged by the sources' watch."""
     counts = Counter(slot.backend for slot in enumeration.slots)
     found = ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
     logger.info("backend %s found %d slots (%s)", source.name, len(enumeration.slots), found)
-    for skipped in enumeration.skipped:
-        logger.warning("backend %s skipped %s: %s", source.name, skipped.device, skipped.reason)
     if not enumeration.slots:
         logger.warning(
             "no FPGA slots found by backend %s (no usable DFL port, FPGA-manager region or static slot): "

@@ -1,9 +1,5 @@
 """Cluster-declared bitstreams on this node: the FpgaBitstream watch feeding the puller, pulls on demand,
-early pulls for pods bound here, prefetch, Events and metrics.
-
-Wiring between the kube and bitstreams adapters, the node catalog and reconfiguration's fetch hook.
-The behaviour in full: docs/distribution.md.
-"""
+early pulls for pods bound here, prefetch, Events and metrics (docs/distribution.md)."""
 
 from __future__ import annotations
 
@@ -16,20 +12,12 @@ from typing import Any
 
 import aiohttp
 
-from agent.bitstreams import (
-    BitstreamPuller,
-    CacheBudget,
-    Credentials,
-    Declaration,
-    HttpsSource,
-    RegistryClient,
-    StoredBitstream,
-    parse_declaration,
-)
-from agent.bitstreams.declaration import normalize_id
-from agent.bitstreams.http import client_timeout
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Credentials, Declaration, normalize_id, parse_declaration
+from agent.bitstreams.http import HttpsSource, client_timeout
 from agent.bitstreams.linklocal import pull_connector
-from agent.bitstreams.puller import PullEnded
+from agent.bitstreams.puller import BitstreamPuller, PullEnded, StoredBitstream
+from agent.bitstreams.registry import RegistryClient
 from agent.bitstreams.secret import credentials_from_secret
 from agent.config import Config
 from agent.errors import (
@@ -48,12 +36,11 @@ from agent.errors import (
     SourceNotFound,
     SourceUnreachable,
 )
-from agent.kube import BitstreamWatcher, PodInfo, SecretReader
+from agent.kube import PodInfo, SecretReader, Watcher
 from agent.kube.reflector import WatchEventKind
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import EventSink, PodDirectory, PodView
 from agent.node.reconfigure import ANNOTATION
-from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.slots import SlotRegistry
 
@@ -134,11 +121,12 @@ class Distribution:
         self._metrics = metrics
         self._loading = loading
         self._tls = registry_tls(config)
-        self.store = PulledCatalog(catalog)
+        self.store = catalog
         self.budget = CacheBudget(config.bitstream_cache_bytes, in_use=self.in_use)
         self._secrets = SecretReader(api_client, config.namespace)
-        self._watcher: BitstreamWatcher[Declaration] = BitstreamWatcher(
+        self._watcher: Watcher[Declaration] = Watcher(
             api_client,
+            "fpgabitstreams",
             parse=parse_object,
             on_replace=self._replace,
             on_event=self._changed,
@@ -153,8 +141,7 @@ class Distribution:
 
     # ------------------------------------------------------------------ lifecycle
     async def run(self, entries: Sequence[StoredBitstream]) -> None:
-        """Pull for this node until cancelled: open the HTTP client, watch the declarations; close all at the end.
-        ``entries``: the catalog as read at start (the pulled files' eviction order)."""
+        """Pull for this node until cancelled; ``entries``: the catalog as read at start (for eviction order)."""
         connector = pull_connector(self._tls, self._config.bitstream_allow_link_local)
         async with aiohttp.ClientSession(connector=connector, timeout=client_timeout()) as session:
             puller = BitstreamPuller(
@@ -293,11 +280,8 @@ class Distribution:
 
     # ------------------------------------------------------------------ on demand
     async def fetch(self, pod: PodView | None, name: str, platform: str | None, deadline: float) -> None:
-        """Make a declared bitstream present (the fetch hook; undeclared names are left to the local catalog).
-
-        Waits at most :data:`PULL_SHARE` of the time left: PullInProgress when that was not enough (the pull
-        goes on), the pull's CatalogError (posted on ``pod``) when it failed.
-        """
+        """Make a declared bitstream present (the fetch hook), waiting at most :data:`PULL_SHARE` of the time left:
+        PullInProgress when that was not enough (the pull goes on), the pull's CatalogError when it failed."""
         puller = self.puller
         declaration = None if puller is None else puller.declared(name)
         if puller is None or declaration is None:

@@ -1,8 +1,5 @@
-"""The agent's HTTP endpoint for the kubelet's probes: ``/healthz`` (liveness) and ``/readyz`` (readiness).
-
-Each answers one plain-text line: ok, or 503 and the reason. The checks are callables given by the
-wiring; other routes (``/metrics``) join through :meth:`HealthServer.add_routes` before it starts.
-"""
+"""The agent's HTTP endpoint for the kubelet's probes: ``/healthz`` (liveness) and ``/readyz`` (readiness), each
+one plain-text line: ok, or 503 and the reason; ``/metrics`` joins through :meth:`HealthServer.add_routes`."""
 
 from __future__ import annotations
 

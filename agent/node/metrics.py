@@ -1,7 +1,5 @@
-"""Prometheus metrics of the node agent, served as ``/metrics`` on the health address.
-
-One :class:`AgentMetrics` per agent, on its own registry; slot gauges are read at scrape time.
-"""
+"""Prometheus metrics of the node agent (``/metrics`` on the health address); slot gauges are read at scrape
+time."""
 
 from __future__ import annotations
 

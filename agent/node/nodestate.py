@@ -1,8 +1,5 @@
-"""This node's slot state for the scheduler extender and the cluster view: rendered here, published by ``agent.kube``.
-
-:func:`publish_node_state` follows the slot registry and the catalog (inotify, and a rescan every
-``CATALOG_RESCAN_S``) and hands the FpgaNodeState's spec and the slots' platforms to the publisher.
-"""
+"""This node's slot state for the scheduler extender and the cluster view: rendered here, published by ``agent.kube``
+as the registry and the catalog change."""
 
 from __future__ import annotations
 

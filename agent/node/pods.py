@@ -1,6 +1,5 @@
 """How the programming pipeline sees pods, containers and events: protocols, so that the core imports none
-of the adapters (``agent.kube``, ``agent.deviceplugin``) that implement them.
-"""
+of the adapters (``agent.kube``, ``agent.deviceplugin``) that implement them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Reconfiguration at PreStartContainer: find the pod, program what it asked for.
-
-The bitstream is resolved in the catalog and checked against every slot before anything is touched,
-then handed to :class:`~agent.node.slotloader.SlotLoader`. Also: releasing slots whose holders are gone,
-and guessing the accelerator of the pod being admitted (GetPreferredAllocation).
-"""
+"""Reconfiguration: find the pod, check the bitstream it asked for against every slot, then hand it to
+:class:`~agent.node.slotloader.SlotLoader`; releasing slots whose holders are gone; guessing the accelerator of
+the pod being admitted (GetPreferredAllocation)."""
 
 from __future__ import annotations
 
@@ -21,11 +18,13 @@ from agent.errors import (
     PodLookupError,
     shown,
 )
+from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import ContainerFinder, ContainerRefLike, EventSink, PodDirectory, PodView
-from agent.node.slotloader import HardwareReader, Programmer, SlotLoader
+from agent.node.slotloader import HardwareReader, SlotLoader
+from agent.programming.base import Programmer
 from agent.programming.catalog import Catalog
-from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE, CatalogEntry, check_platform, check_scope
+from agent.programming.catalogentry import CatalogEntry, check_platform, check_scope
 from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, container_bitstream
 
@@ -125,14 +124,15 @@ class Reconfigurer:
         deadline: float,
         scope: str = SLOT_SCOPE,
     ) -> None:
-        """Put each bitstream into its slots (those holding it already are left alone), or with ``CARD_SCOPE``
-        into their card as a whole, by ``deadline``.
-
-        Every bitstream is checked before any slot is touched: a bad request changes nothing. Events go to
-        ``pod`` when there is one. Raises the error tree's exceptions, naming ``who``."""
+        """Put each bitstream into its slots not holding it yet (with ``CARD_SCOPE``: into their whole card) by
+        ``deadline``. All are checked before any slot is touched; errors name ``who``, Events go to ``pod``."""
         with self._wanting(wanted):
             await self._fetch(pod, wanted, who, deadline)
-            checked = [await self._checked(pod, name, slot_ids, who, scope) for name, slot_ids in wanted.items()]
+            try:
+                checked = [self._check(name, slot_ids, who, scope) for name, slot_ids in wanted.items()]
+            except CatalogError as exc:
+                await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
+                raise
             for entry, slots in checked:
                 await self.loader.load(pod, who, entry, slots, deadline, scope == CARD_SCOPE)
 
@@ -169,34 +169,23 @@ class Reconfigurer:
 
     async def _find(self, device_ids: list[str]) -> ContainerRefLike | None:
         """The container holding the slots; None only when pods cannot be read anyway."""
+        slots = ",".join(device_ids)
         try:
             ref = await self._containers.find_container(device_ids)
         except KubeletError as exc:
             if self._pods is None:
-                logger.warning("slots %s: holder unknown (%s)", ",".join(device_ids), exc)
+                logger.warning("slots %s: holder unknown (%s)", slots, exc)
                 return None
-            raise PodLookupError(
-                f"slots {','.join(device_ids)}: cannot ask the kubelet which pod holds them: {exc}"
-            ) from exc
+            raise PodLookupError(f"slots {slots}: cannot ask the kubelet which pod holds them: {exc}") from exc
         if ref is None:
             if self._pods is None:
-                logger.warning("slots %s: no container holds them in pod-resources yet", ",".join(device_ids))
+                logger.warning("slots %s: no container holds them in pod-resources yet", slots)
                 return None
-            raise PodLookupError(f"slots {','.join(device_ids)}: no pod holds them in the kubelet's pod-resources")
+            raise PodLookupError(f"slots {slots}: no pod holds them in the kubelet's pod-resources")
         return ref
 
-    async def _checked(
-        self, pod: PodView | None, name: str, slot_ids: list[SlotId], who: str, scope: str = SLOT_SCOPE
-    ) -> tuple[CatalogEntry, list[Slot]]:
-        """Resolve the bitstream and check it is an image for ``scope`` and fits every slot; CatalogError, posted to
-        ``pod``."""
-        try:
-            return self._check(name, slot_ids, who, scope)
-        except CatalogError as exc:
-            await self.loader.post(pod, "FpgaBitstreamRejected", str(exc), "Warning")
-            raise
-
     def _check(self, name: str, slot_ids: list[SlotId], who: str, scope: str) -> tuple[CatalogEntry, list[Slot]]:
+        """Resolve the bitstream and check it is an image for ``scope`` that fits every slot."""
         if self._catalog is None:
             raise CatalogError(f"{who} asks for bitstream {shown(name)} but this node has no bitstream catalog")
         try:

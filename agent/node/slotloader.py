@@ -1,9 +1,5 @@
-"""Programming slots with a checked bitstream: what the pipeline does once it has decided.
-
-A slot that already holds the accelerator is a hit; the others are programmed in parallel under a
-per-slot lock, read back and recorded, with an Event for the pod. A failed or interrupted programming
-taints the slot until a background retry (with backoff) succeeds.
-"""
+"""Programming slots with a checked bitstream: hits, per-slot locks, read-back, Events; a failed or interrupted
+programming taints the slot until a background retry (with backoff) succeeds."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
 
 from agent.errors import (
     BitstreamHashError,
@@ -24,7 +19,7 @@ from agent.errors import (
 )
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import EventSink, PodView
-from agent.programming.base import CardProgrammer, FileProgrammer
+from agent.programming.base import CardProgrammer, FileProgrammer, Programmer
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Slot, SlotId, SlotRegistry
@@ -34,10 +29,6 @@ logger = logging.getLogger(__name__)
 #: Background re-programming of a tainted slot: first delay and ceiling.
 RECOVERY_DELAY_S = 2.0
 RECOVERY_DELAY_MAX_S = 300.0
-
-
-class Programmer(Protocol):
-    async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float: ...
 
 
 #: Re-reads what the hardware reports for the slots (a rescan of the backend).
@@ -78,9 +69,8 @@ class SlotLoader:
     async def load(
         self, pod: PodView | None, who: str, entry: CatalogEntry, slots: list[Slot], deadline: float, card: bool = False
     ) -> None:
-        """Load ``entry`` into each of ``slots`` (in parallel) that does not hold it, or with ``card`` the whole-card
-        image ``entry`` into their card (every slot of it) unless it holds it; a failure taints the slots programmed
-        and retries in the background."""
+        """Load ``entry`` into each of ``slots`` (in parallel) not holding it, or with ``card`` into their whole card
+        unless it holds it; a failure taints the slots programmed and retries in the background."""
         groups = [slots] if card else [[slot] for slot in slots]
         misses = [group for group in groups if not self.holds(group, entry, card)]
         image = await self._checked_image(pod, who, entry) if misses else b""
@@ -109,8 +99,8 @@ class SlotLoader:
             raise type(exc)(message) from exc
 
     def holds(self, slots: Sequence[Slot], entry: CatalogEntry, card: bool = False) -> bool:
-        """Whether the slots are known to hold ``entry`` (with ``card``: each reporting it as its card's image):
-        reported or recorded, not tainted, no programming under way."""
+        """Whether the slots are known (not tainted, not being programmed) to hold ``entry``, with ``card`` as the
+        card's image."""
         states = [self._registry.get(slot.id) for slot in slots]
         return all(
             state is not None
@@ -146,8 +136,7 @@ class SlotLoader:
         deadline: float,
         card: bool,
     ) -> None:
-        """Program one slot, or (``card``) every slot of a card whole, under their locks; a failure taints them and
-        retries in the background."""
+        """Program one slot, or (``card``) a whole card, under the slots' locks; a failure taints them."""
         what = _what(slots, card)
         async with self._holding(slots, who, deadline):
             # a programming that held the locks may have loaded this very bitstream
@@ -181,8 +170,8 @@ class SlotLoader:
     async def _program(
         self, slots: Sequence[Slot], entry: CatalogEntry, image: bytes, timeout_s: float, card: bool
     ) -> float:
-        """Mark the slots as being programmed, run the programmer (the card's; the slot's, given the image's bytes
-        or, a FileProgrammer, the catalog's file), read every slot back."""
+        """Mark the slots as being programmed, run their programmer (a FileProgrammer gets the catalog's file), read
+        every slot back."""
         what = _what(slots, card)
         if timeout_s <= 0:
             raise ProgrammingTimeout(f"{what}: no time left before the deadline")

@@ -15,7 +15,6 @@ class Programmer(Protocol):
     async def program(self, slot: Slot, image: bytes, accelerator_id: str, timeout_s: float) -> float:
         """Load ``image`` into ``slot``; the seconds the hardware took. ProgrammingTimeout past ``timeout_s``,
         ProgrammingError otherwise; after either the slot's content is unknown."""
-        ...
 
 
 @runtime_checkable
@@ -24,11 +23,9 @@ class FileProgrammer(Programmer, Protocol):
 
     def can_program(self, slot: Slot) -> bool:
         """Whether this programmer is configured for ``slot`` (a request for another is refused up front)."""
-        ...
 
     async def program_file(self, slot: Slot, image_file: Path, accelerator_id: str, timeout_s: float) -> float:
         """Load the file ``image_file`` into ``slot``; as :meth:`Programmer.program` otherwise."""
-        ...
 
 
 @runtime_checkable
@@ -37,8 +34,6 @@ class CardProgrammer(Programmer, Protocol):
 
     def can_program_card(self, slots: Sequence[Slot]) -> bool:
         """Whether ``slots``, every slot of one card, can be programmed as the whole card."""
-        ...
 
     async def program_card(self, slots: Sequence[Slot], image: bytes, accelerator_id: str, timeout_s: float) -> float:
         """Load ``image`` into the card of ``slots``; as :meth:`Programmer.program` otherwise."""
-        ...

@@ -67,11 +67,6 @@ class CardLocks:
     def __init__(self) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def busy(self, node: str) -> bool:
-        """True while an operation on ``node`` holds or still waits for the kernel."""
-        lock = self._locks.get(node)
-        return lock is not None and lock.locked()
-
     @asynccontextmanager
     async def hold(self, node: str, timeout_s: float, who: str, via: str = "") -> AsyncIterator[CardLease]:
         """Wait at most ``timeout_s`` for the card and hold it for the block, whose lease has the same deadline;

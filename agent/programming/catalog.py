@@ -1,8 +1,7 @@
-"""The bitstream catalog: the bitstreams this node can program, and what each one fits.
+"""The bitstream catalog: one directory (``--bitstream-dir``) of files and a JSON record ``<name>.json`` each.
 
-One directory (``--bitstream-dir``) holds the files and a JSON record ``<name>.json`` per bitstream.
-Files are added atomically and the record written last; size and sha256 are checked again on every
-read for programming. Blocking: call through ``asyncio.to_thread``."""
+Files are added atomically, the record written last, and checked again on every read for programming. A pulled
+entry has a ``source`` (the cache's to evict); a pull never touches a local one. Blocking: ``asyncio.to_thread``."""
 
 from __future__ import annotations
 
@@ -17,21 +16,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.errors import (
-    BitstreamFileError,
-    BitstreamHashError,
-    CatalogError,
-    UnknownBitstream,
-    shown,
-)
+from agent.errors import BitstreamFileError, BitstreamHashError, CatalogError, PlatformMismatch, UnknownBitstream, shown
 from agent.files.atomic import StagedFile, fsync_directory, read_no_follow, write_atomically
-from agent.files.bitstream import copy_hashing, validate_name
+from agent.files.bitstream import SCOPES, SLOT_SCOPE, copy_hashing, validate_name
 from agent.programming.catalogentry import (
     FILE_NAME,
+    GBS_SUFFIX,
     INSTALLED_FILE,
+    RAW_SUFFIX,
     RECORD_SUFFIX,
-    SCOPES,
-    SLOT_SCOPE,
     CatalogEntry,
     CatalogProblem,
     CatalogScan,
@@ -42,7 +35,12 @@ from agent.programming.catalogentry import (
     normalize_given_id,
     record_bytes,
 )
-from agent.programming.gbs import GbsFormatError, is_gbs, parse_gbs_header
+from agent.programming.gbs import GbsFormatError, is_gbs, mismatched_id, parse_gbs_header, read_gbs_header
+
+#: The prefix of a pull's temp file in the catalog directory (:meth:`Catalog.stage` names them so).
+PULL_TEMP_PREFIX = ".tmp-pull-"
+#: A file no record names is an orphan once it is this old: an install writes its record right after it.
+ORPHAN_AGE_S = 60.0
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +53,6 @@ class Catalog:
         # file name -> (file identity when it last matched, its sha256): an unchanged file is not hashed again
         self._verified: dict[str, tuple[tuple[int, ...], str]] = {}
 
-    # ------------------------------------------------------------------ reading
     def scan(self) -> CatalogScan:
         """Read every record; a malformed one becomes a problem, never an exception."""
         entries: list[CatalogEntry] = []
@@ -94,6 +91,13 @@ class Catalog:
         entry = self._load_record(name + RECORD_SUFFIX)
         self._check_file_present(entry)
         return entry
+
+    def find(self, name: str) -> CatalogEntry | None:
+        """The usable entry called ``name``, or None when there is none (or its record is unusable)."""
+        try:
+            return self.resolve(name)
+        except CatalogError:
+            return None
 
     def read_image(self, entry: CatalogEntry) -> bytes:
         """The bytes to program: the file checked against the record, without its GBS header."""
@@ -144,7 +148,6 @@ class Catalog:
         if not path.is_file():
             raise BitstreamFileError(f"bitstream {entry.name!r}: file {path} is missing")
 
-    # ------------------------------------------------------------------ adding
     def add(
         self,
         source: Path,
@@ -154,11 +157,8 @@ class Catalog:
         replace: bool = False,
         scope: str = SLOT_SCOPE,
     ) -> CatalogEntry:
-        """Copy ``source`` into the catalog as ``name`` and record it; all or nothing.
-
-        A GBS header gives the ids (given ones must agree); other files need both given. An existing name
-        is refused unless ``replace``. ``scope``: ``slot`` or ``card`` (an image for a whole card).
-        """
+        """Copy ``source`` into the catalog as ``name``, all or nothing; an existing name only if ``replace``.
+        A GBS header gives the ids (given ones must agree); other files need both given."""
         validate_name(name)
         if scope not in SCOPES:
             raise CatalogError(f"scope {shown(scope)} is not one of {', '.join(SCOPES)}")
@@ -172,7 +172,7 @@ class Catalog:
                 if size == 0:
                     raise BitstreamFileError(f"cannot add {source} as {name!r}: the file is empty")
                 description = describe_bitstream(staged.stream, source, given_platform, given_accelerator)
-                entry = self.install(staged, name, size, sha256, description, previous=previous, scope=scope)
+                entry = self._install(staged, name, size, sha256, description, previous=previous, scope=scope)
         except OSError as exc:
             raise BitstreamFileError(f"cannot add {source} as {name!r}: {_reason(exc)}") from exc
         logger.info(
@@ -186,7 +186,7 @@ class Catalog:
         )
         return entry
 
-    def install(
+    def _install(
         self,
         staged: StagedFile,
         name: str,
@@ -222,12 +222,15 @@ class Catalog:
             (self.directory / previous.file).unlink(missing_ok=True)
         return entry
 
-    def orphans(self, files: Mapping[str, str], older_than_s: float) -> tuple[Path, ...]:
-        """Installed files older than ``older_than_s`` that no record names (``files``: name -> file of each
-        usable entry), left by a crash; a record that does not parse keeps its name's files."""
-        limit = time.time() - older_than_s
-        found = []
-        for path in self.directory.iterdir():
+    def prepare(self, files: Mapping[str, str]) -> None:
+        """Create the directory and remove crash leftovers: pull temp files and old installed files that no usable
+        entry names (``files``: name -> file of each); a record that does not parse keeps its name's files."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in self.directory.glob(PULL_TEMP_PREFIX + "*"):
+            path.unlink(missing_ok=True)
+        limit = time.time() - ORPHAN_AGE_S
+        orphans = []
+        for path in sorted(self.directory.iterdir()):
             match = INSTALLED_FILE.fullmatch(path.name)
             if match is None:
                 continue
@@ -241,14 +244,62 @@ class Catalog:
             except FileNotFoundError:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_mtime < limit:
-                found.append(path)
-        return tuple(sorted(found))
+                path.unlink(missing_ok=True)
+                orphans.append(path.name)
+        if orphans:
+            logger.warning(
+                "bitstream catalog: removed %d file(s) no record names, left by an interrupted install or removal: %s",
+                len(orphans),
+                ", ".join(orphans),
+            )
+
+    def stage(self) -> StagedFile:
+        """A new temp file in the catalog directory for a pull to write into; removed unless adopted."""
+        return StagedFile(self.directory, mode=0o600, prefix=PULL_TEMP_PREFIX)
+
+    def adopt(
+        self,
+        staged: StagedFile,
+        name: str,
+        sha256: str,
+        size: int,
+        platform: str,
+        accelerator_id: str,
+        source: str,
+        scope: str = SLOT_SCOPE,
+    ) -> CatalogEntry:
+        """Install the verified pulled ``staged`` file as ``name``, all or nothing (the owner of ``staged`` removes
+        it). PlatformMismatch if a GBS header disagrees; a previous pulled entry is replaced, a local one refused."""
+        validate_name(name)
+        if staged.directory != self.directory:
+            raise BitstreamFileError(f"bitstream {name!r}: a file staged in {staged.directory} is not in the catalog")
+        previous = self.find(name)
+        if previous is not None and not previous.source:
+            raise CatalogError(f"bitstream {name!r} is a local catalog entry; a pulled file does not replace it")
+        try:
+            description = _check_pulled_format(staged, name, platform, accelerator_id)
+            entry = self._install(
+                staged, name, size, sha256, description, source=source, previous=previous, scope=scope
+            )
+        except OSError as exc:
+            raise BitstreamFileError(f"cannot add pulled bitstream {name!r}: {exc.strerror or exc}") from exc
+        logger.info("bitstream catalog: added %s pulled from %s (%d bytes, sha256 %s)", name, source, size, sha256)
+        return entry
 
     def remove(self, entry: CatalogEntry) -> None:
         """Take ``entry`` out of the catalog: its record first, then its file."""
         (self.directory / (entry.name + RECORD_SUFFIX)).unlink(missing_ok=True)
         (self.directory / entry.file).unlink(missing_ok=True)
         fsync_directory(self.directory)
+
+    def evict(self, name: str) -> bool:
+        """Remove the pulled entry ``name``; False for a local or missing one."""
+        entry = self.find(name)
+        if entry is None or not entry.source:
+            return False
+        self.remove(entry)
+        logger.info("bitstream catalog: evicted %s (%d bytes, pulled from %s)", name, entry.size, entry.source)
+        return True
 
     def _previous_entry(self, name: str, replace: bool) -> CatalogEntry | None:
         if not (self.directory / (name + RECORD_SUFFIX)).exists():
@@ -262,6 +313,23 @@ class Catalog:
             return self._load_record(name + RECORD_SUFFIX)
         except BitstreamFileError:
             return None  # a malformed record is simply overwritten
+
+
+def _check_pulled_format(staged: StagedFile, name: str, platform: str, accelerator_id: str) -> FileDescription:
+    """The pulled file's description; PlatformMismatch when a GBS header disagrees with the declaration."""
+    try:
+        header = read_gbs_header(staged.stream)
+    except GbsFormatError as exc:
+        raise BitstreamFileError(f"bitstream {name!r}: the pulled GBS file {exc}") from exc
+    if header is None:
+        return FileDescription(platform, accelerator_id, RAW_SUFFIX)
+    mismatch = mismatched_id(header, platform, accelerator_id)
+    if mismatch is not None:
+        what, declared, found = mismatch
+        raise PlatformMismatch(
+            f"bitstream {name!r}: the declared {what} {declared} differs from the GBS header's {found}"
+        )
+    return FileDescription(platform, accelerator_id, GBS_SUFFIX)
 
 
 def _reason(exc: OSError) -> str:

@@ -9,23 +9,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from agent.errors import (
-    BitstreamFileError,
-    CatalogError,
-    PlatformMismatch,
-    shown,
-)
-from agent.files.bitstream import CARD_SCOPE as CARD_SCOPE
-from agent.files.bitstream import SCOPES as SCOPES
-from agent.files.bitstream import SLOT_SCOPE as SLOT_SCOPE
-from agent.files.bitstream import is_sha256, is_valid_name, normalize_id128
+from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch, shown
+from agent.files.bitstream import CARD_SCOPE, SCOPES, SLOT_SCOPE, is_sha256, is_valid_name, normalize_id128
 from agent.programming.gbs import HEADER_KEYS, GbsFormatError, mismatched_id, read_gbs_header
 from agent.slots import Slot
 
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_ID_LEN = 256
 RECORD_SUFFIX = ".json"
-#: Hex digits of a file's sha256 in the name :meth:`Catalog.install` gives it.
+#: Hex digits of a file's sha256 in its installed name.
 _HASH_DIGITS = 12
 #: The suffixes a bitstream file is stored with (:class:`FileDescription`): a raw image, a GBS file.
 RAW_SUFFIX = ".bin"
@@ -42,20 +34,15 @@ def installed_name(name: str, sha256: str, suffix: str) -> str:
     return f"{name}.{sha256[:_HASH_DIGITS]}{suffix}"
 
 
-def normalize_platform_id(raw: str, what: str) -> str:
-    """A platform or accelerator id as the slots report it: a 128-bit id as 32 lower-case hex digits,
-    anything else stripped. ValueError naming ``what``."""
+def normalize_platform_id(raw: str, what: str, accelerator: bool = False) -> str:
+    """A platform or accelerator id as the slots report it: a 128-bit id as 32 lower-case hex digits, anything
+    else stripped; an ``accelerator`` id may not start with '-' (a tool option). ValueError naming ``what``."""
     value = raw.strip() if isinstance(raw, str) else ""
+    if accelerator and value.startswith("-"):
+        raise ValueError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
     if not value or len(value) > MAX_ID_LEN or not value.isprintable():
         raise ValueError(f"{what} {shown(raw)} must be 1 to {MAX_ID_LEN} printable characters")
     return normalize_id128(value) or value
-
-
-def normalize_accelerator_id(raw: str, what: str) -> str:
-    """:func:`normalize_platform_id` for an accelerator id, which may not start with '-' (a tool option)."""
-    if isinstance(raw, str) and raw.strip().startswith("-"):
-        raise ValueError(f"{what} {shown(raw)} starts with '-', which a vendor tool would read as an option")
-    return normalize_platform_id(raw, what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +121,7 @@ def entry_from_record(data: Any, record_name: str) -> CatalogEntry:
     if not is_sha256(sha256):
         raise ValueError(f"has sha256 {sha256!r}, not 64 lower-case hex digits")
     platform = normalize_platform_id(data["platform"], "has platform")
-    accelerator_id = normalize_accelerator_id(data["accelerator_id"], "has accelerator_id")
+    accelerator_id = normalize_platform_id(data["accelerator_id"], "has accelerator_id", accelerator=True)
     added_at = data["added_at"]
     if not isinstance(added_at, str):
         raise ValueError(f"has added_at {added_at!r}, not a timestamp string")
@@ -172,7 +159,7 @@ def normalize_given_id(value: str | None, what: str, accelerator: bool = False) 
     if value is None:
         return None
     try:
-        return (normalize_accelerator_id if accelerator else normalize_platform_id)(value, what)
+        return normalize_platform_id(value, what, accelerator)
     except ValueError as exc:
         raise CatalogError(str(exc)) from None
 

@@ -1,8 +1,5 @@
-"""Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...).
-
-Argv templates come from ``command-programmers`` (:mod:`agent.programming.commandspec`); one operation per
-card, under the programming deadline. Optional read-back, reset after a failure, and whole-card
-``program-card`` / ``restore-base``. See docs/command-programmer.md."""
+"""Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...), one
+operation per card, as ``command-programmers`` says (:mod:`agent.programming.commandspec`)."""
 
 from __future__ import annotations
 

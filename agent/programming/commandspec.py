@@ -1,8 +1,5 @@
-"""What a command programmer runs: argv templates for vendor tools, validated once at start.
-
-Each ``command-programmers`` entry is for some static slots or a platform (docs/command-programmer.md,
-"Configuration"). Every argument is one argv element (no shell); ``{placeholders}`` take the slot's
-values; the tool is an absolute path (it runs with a minimal environment)."""
+"""What a command programmer runs: the ``command-programmers`` entries (docs/command-programmer.md), validated at
+start. Each argument is one argv element (no shell); ``{placeholders}`` take the slot's values."""
 
 from __future__ import annotations
 
@@ -130,19 +127,14 @@ def _pattern(entry: Mapping[str, object], key: str, where: str) -> re.Pattern[st
     return pattern
 
 
-def _loader_variables(entry: Mapping[str, object], where: str) -> frozenset[str]:
-    """The dynamic-loader variables (``LD_*``) the entry's ``environment`` may set, each named explicitly."""
-    raw = entry.get("allow-loader-variables")
-    if raw is None:
-        return frozenset()
-    if not isinstance(raw, list | tuple) or not all(isinstance(n, str) and n.startswith("LD_") for n in raw):
-        raise ValueError(f"{where}.allow-loader-variables must be a list of LD_* variable names, got {raw!r}")
-    return frozenset(raw)
-
-
 def _environment(entry: Mapping[str, object], where: str) -> tuple[tuple[str, str], ...]:
+    """The entry's ``environment``; a dynamic-loader variable (``LD_*``) only if ``allow-loader-variables`` names it."""
+    allowed = entry.get("allow-loader-variables")
+    if allowed is None:
+        allowed = ()
+    if not isinstance(allowed, list | tuple) or not all(isinstance(n, str) and n.startswith("LD_") for n in allowed):
+        raise ValueError(f"{where}.allow-loader-variables must be a list of LD_* variable names, got {allowed!r}")
     raw = entry.get("environment")
-    allowed = _loader_variables(entry, where)
     if raw is None:
         return ()
     if not isinstance(raw, dict):

@@ -1,7 +1,5 @@
-"""DFL programmer: partial reconfiguration of one port through its card's FME.
-
-Issues the ``DFL_FPGA_FME_PORT_PR`` ioctl on the FME device node (the slot's ``control_node``) for port
-``port<N>`` with the raw image, in a worker thread under the card lock. ``ioctl`` is injectable."""
+"""DFL programmer: partial reconfiguration of port ``port<N>`` by the ``DFL_FPGA_FME_PORT_PR`` ioctl on its card's
+FME device node (the slot's ``control_node``), in a worker thread under the card lock."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 from agent.errors import BitstreamFileError, UnknownBitstream
+from agent.files.bitstream import CARD_SCOPE, SLOT_SCOPE
 from agent.programming.catalog import Catalog
-from agent.programming.catalogentry import CARD_SCOPE, SLOT_SCOPE
 from agent.simfpga.sample import (
     SAMPLE_ACCELERATOR,
     SAMPLE_CARD_ACCELERATOR,

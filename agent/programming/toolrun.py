@@ -99,13 +99,10 @@ def _kill_group(pgid: int) -> None:
 async def run_tool(
     argv: Sequence[str], deadline: float, what: str, environment: Mapping[str, str] | None = None
 ) -> ToolResult:
-    """Run ``argv`` until it exits or the loop time ``deadline`` passes; a non-zero exit is returned.
-
-    ProgrammingTimeout past the deadline, ProgrammingError when the tool cannot be started or its scratch
-    directory made or removed; ``what`` names the step.
-    """
-    try:
-        scratch = await asyncio.to_thread(_make_scratch)
+    """Run ``argv`` until it exits (any status) or ProgrammingTimeout at the loop time ``deadline``;
+    ProgrammingError when it cannot be started or its scratch directory made or removed."""
+    try:  # by its real path, as /proc shows a working directory
+        scratch = await asyncio.to_thread(lambda: os.path.realpath(tempfile.mkdtemp(prefix="fpga-tool-")))
     except OSError as exc:
         raise ProgrammingError(f"{what}: cannot make a scratch directory for {argv[0]}: {exc}") from exc
     try:
@@ -119,11 +116,6 @@ async def run_tool(
     if left is not None:
         raise ProgrammingError(f"{what}: cannot remove the tool's scratch directory {scratch}: {left}")
     return result
-
-
-def _make_scratch() -> str:
-    """A new private directory for the tool to work in, by its real path (as /proc shows a working directory)."""
-    return os.path.realpath(tempfile.mkdtemp(prefix="fpga-tool-"))
 
 
 class _Tool(asyncio.SubprocessProtocol):

@@ -302,5 +302,5 @@ def free_slots(nodes: Iterable[NodeSlots]) -> tuple[dict[tuple[str, str], int], 
         for key, count in node.free_loaded.items():
             copies[key] = copies.get(key, 0) + count
         for slot in node.free_order:  # the free healthy slots
-            free[slot.platform] = free.get(slot.platform, 0) + 1
+            free[slot["platform"]] = free.get(slot["platform"], 0) + 1
     return copies, free

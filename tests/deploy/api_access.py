@@ -103,11 +103,11 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "resourceclaims",
         frozenset({"get"}),
         "DRA: a claim's allocated slots and configuration, at NodePrepareResources; and, for "
-        "claimstatus.ClaimStatusWriter, the claim as it is, whose status.devices the patch then changes (guarded by "
+        "claims.ClaimStatusWriter, the claim as it is, whose status.devices the patch then changes (guarded by "
         "its resourceVersion)",
     ),
     ApiAccess(
-        "claimstatus.ClaimStatusWriter",
+        "claims.ClaimStatusWriter",
         "agent",
         "resource.k8s.io",
         "resourceclaims/status",
@@ -116,7 +116,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "status.devices, by JSON patch",
     ),
     ApiAccess(
-        "claimstatus.ClaimStatusWriter",
+        "claims.ClaimStatusWriter",
         "agent",
         "resource.k8s.io",
         "resourceclaims/driver",
@@ -127,7 +127,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         checked_on="resourceclaims/status patch",
     ),
     ApiAccess(
-        "claimstatus.ClaimWatcher",
+        "reflector.Watcher",
         "agent",
         "resource.k8s.io",
         "resourceclaims",
@@ -136,7 +136,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "(RBAC cannot narrow this to one node's claims)",
     ),
     ApiAccess(
-        "reflector.BitstreamWatcher",
+        "reflector.Watcher",
         "agent",
         "example.com",
         "fpgabitstreams",
@@ -144,7 +144,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "the bitstreams the cluster declares (FpgaBitstream), which the agent pulls on demand",
     ),
     ApiAccess(
-        "reflector.BitstreamWatcher",
+        "reflector.Watcher",
         "extender",
         "example.com",
         "fpgabitstreams",
@@ -251,7 +251,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "limit create to names)",
     ),
     ApiAccess(
-        "reflector.ClaimTemplateWatcher",
+        "reflector.Watcher",
         "extender",
         "resource.k8s.io",
         "resourceclaimtemplates",
@@ -292,7 +292,7 @@ API_ACCESS: tuple[ApiAccess, ...] = (
         "fpga-agent cluster --claims: what each DRA claim's slots hold (its status.devices data)",
     ),
     ApiAccess(
-        "reflector.NodeStateWatcher",
+        "reflector.Watcher",
         "extender",
         "example.com",
         "fpganodestates",

@@ -96,13 +96,19 @@ def scan_module(path: Path, apis: dict[str, type]) -> dict[str, set[Rule]]:
         if not isinstance(top, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         owner = f"{path.stem}.{top.name}"
-        watched = {
-            id(keyword.value)
+        handed = [  # the reflector's list_func argument, or what a variable of that name is set to
+            keyword.value
             for node in ast.walk(top)
             if isinstance(node, ast.Call)
             for keyword in node.keywords
             if keyword.arg == "list_func"
-        }
+        ] + [
+            node.value
+            for node in ast.walk(top)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(name, ast.Name) and name.id == "list_func" for t in node.targets for name in ast.walk(t))
+        ]
+        watched = {id(part) for value in handed for part in ast.walk(value)}
         for node in ast.walk(top):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -190,11 +196,17 @@ def test_the_scanner_sees_calls_on_attributes_and_list_methods_handed_to_the_ref
         "        self._core = client.CoreV1Api(api_client)\n"
         "    def write(self):\n"
         "        self._core.delete_namespaced_secret('n', 'ns')\n"
+        "class Table:\n"
+        "    def __init__(self, api_client, kind):\n"
+        "        core = client.CoreV1Api(api_client)\n"
+        "        list_func = {'secrets': core.list_namespaced_secret}[kind]\n"
+        "        self._reflector = Reflector(list_func=list_func)\n"
         "def helper():\n"
         "    return 1\n"
     )
     assert scan_module(module, api_classes()) == {
         "sample.Watcher": {("", "configmaps", "list"), ("", "configmaps", "watch")},
+        "sample.Table": {("", "secrets", "list"), ("", "secrets", "watch")},
         "sample.Writer": {("", "secrets", "delete")},
     }
 

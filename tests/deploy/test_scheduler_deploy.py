@@ -11,9 +11,9 @@ import yaml
 
 from agent.config import load_config
 from agent.deviceplugin import RESOURCE_NAME
-from agent.extender import StateTable
 from agent.extender.scoring import ScoreWeights
 from agent.extender.server import Extender, build_app
+from agent.extender.table import StateTable
 from tests.deploy.manifests import DAEMONSET_DIR, Manifests, Obj, containers, kustomization, render
 
 MANIFESTS = Manifests(render())

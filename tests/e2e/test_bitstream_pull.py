@@ -28,8 +28,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agent.bitstreams import Declaration, RegistryClient, declaration_object, parse_reference
+from agent.bitstreams.declaration import Declaration, declaration_object
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import Cluster, Suite
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured, kubectl

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
+from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
 

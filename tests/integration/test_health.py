@@ -12,11 +12,11 @@ import pytest
 
 from agent.app import Agent
 from agent.config import Config
-from agent.discovery.base import SlotSink
 from agent.discovery.sim import SimSource
 from agent.node.backend import Backend
 from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimFabric
+from agent.slots import SlotRegistry
 from tests.fakes import AgentHarness, KubeletStandIn, test_config
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
@@ -86,7 +86,7 @@ async def test_endpoint_closes_when_the_agent_stops(sock_dir: Path) -> None:
 class EndingSource(SimSource):
     """Simulated slots whose watch returns at once, as a broken discovery backend would."""
 
-    async def watch(self, sink: SlotSink) -> None:
+    async def watch(self, sink: SlotRegistry) -> None:
         return None
 
 

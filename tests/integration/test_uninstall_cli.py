@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
+from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from tests.fakeapi import running_apiserver
 from tests.integration.test_cluster_cli import fpga_agent, operator_env
 

@@ -9,8 +9,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, HttpsSource, RegistryClient
-from agent.programming.adoption import PulledCatalog
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Credentials
+from agent.bitstreams.http import HttpsSource
+from agent.bitstreams.puller import BitstreamPuller
+from agent.bitstreams.registry import RegistryClient
 from agent.programming.catalog import Catalog
 from tests.integration.bitstreams.servers import FileServer, Registry, make_certificate, running_registry, serving_files
 
@@ -64,8 +67,8 @@ def secrets() -> dict[str, Credentials]:
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> PulledCatalog:
-    return PulledCatalog(Catalog(tmp_path / "catalog"))
+def catalog(tmp_path: Path) -> Catalog:
+    return Catalog(tmp_path / "catalog")
 
 
 @pytest.fixture
@@ -76,7 +79,7 @@ def in_use() -> set[str]:
 
 @pytest.fixture
 async def puller(
-    catalog: PulledCatalog,
+    catalog: Catalog,
     session: aiohttp.ClientSession,
     plain_http: list[str],
     secrets: dict[str, Credentials],

@@ -18,11 +18,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, Declaration, HttpsSource, RegistryClient
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Credentials, Declaration
+from agent.bitstreams.http import HttpsSource
+from agent.bitstreams.puller import BitstreamPuller
 from agent.bitstreams.reference import parse_reference
-from agent.bitstreams.registry import artifact_manifest
+from agent.bitstreams.registry import RegistryClient, artifact_manifest
 from agent.errors import SourceAuthError
-from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
@@ -90,7 +93,7 @@ async def token_registry() -> AsyncIterator[TokenRegistry]:
         await runner.cleanup()
 
 
-async def pull(registry: TokenRegistry, catalog: PulledCatalog, credentials: Credentials | None) -> None:
+async def pull(registry: TokenRegistry, catalog: Catalog, credentials: Credentials | None) -> None:
     async def lookup(name: str, host: str) -> Credentials | None:
         assert host == registry.address
         return credentials
@@ -109,20 +112,20 @@ async def pull(registry: TokenRegistry, catalog: PulledCatalog, credentials: Cre
 
 
 async def test_a_token_is_fetched_with_the_secrets_credentials_for_the_challenged_scope(
-    token_registry: TokenRegistry, catalog: PulledCatalog
+    token_registry: TokenRegistry, catalog: Catalog
 ) -> None:
     await pull(token_registry, catalog, Credentials("alice", "wonderland"))
-    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+    assert catalog.read_image(catalog.resolve("nlb")) == DATA
     assert token_registry.token_requests[0] == {"scope": f"repository:{REPOSITORY}:pull", "service": "test-registry"}
 
 
-async def test_a_static_token_is_sent_as_it_is(token_registry: TokenRegistry, catalog: PulledCatalog) -> None:
+async def test_a_static_token_is_sent_as_it_is(token_registry: TokenRegistry, catalog: Catalog) -> None:
     await pull(token_registry, catalog, Credentials(token=STATIC_TOKEN))
     assert token_registry.token_requests == []
     assert catalog.find("nlb") is not None
 
 
-async def test_credentials_the_token_service_refuses(token_registry: TokenRegistry, catalog: PulledCatalog) -> None:
+async def test_credentials_the_token_service_refuses(token_registry: TokenRegistry, catalog: Catalog) -> None:
     refused = r"token from http://127\.0\.0\.1:\d+/token: the credentials were refused"
     with pytest.raises(SourceAuthError, match=refused):
         await pull(token_registry, catalog, Credentials("alice", "looking-glass"))
@@ -131,7 +134,7 @@ async def test_credentials_the_token_service_refuses(token_registry: TokenRegist
 
 @pytest.mark.parametrize("body", [b"<html>sign in</html>", b"\xff\xfe not text"], ids=["html", "not-utf8"])
 async def test_a_token_service_that_does_not_answer_json_is_named(
-    token_registry: TokenRegistry, catalog: PulledCatalog, body: bytes
+    token_registry: TokenRegistry, catalog: Catalog, body: bytes
 ) -> None:
     token_registry.token_body = body
     with pytest.raises(SourceAuthError, match=r"the token service http://127\.0\.0\.1:\d+/token did not answer JSON"):

@@ -10,9 +10,9 @@ import os
 import aiohttp
 import pytest
 
-from agent.bitstreams import BitstreamPuller
+from agent.bitstreams.puller import BitstreamPuller
 from agent.errors import CacheFullError
-from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
 from tests.integration.bitstreams.conftest import BUDGET_BYTES
 from tests.integration.bitstreams.servers import Registry
 from tests.integration.bitstreams.test_oci_pull import SIZE, content, push
@@ -20,12 +20,12 @@ from tests.integration.bitstreams.test_oci_pull import SIZE, content, push
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
 
 
-def names(catalog: PulledCatalog) -> list[str]:
-    return [entry.name for entry in catalog.entries()]
+def names(catalog: Catalog) -> list[str]:
+    return [entry.name for entry in catalog.list()]
 
 
 async def test_the_least_recently_used_pull_is_evicted_for_a_new_one(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
 ) -> None:
     assert 2 * SIZE < BUDGET_BYTES < 3 * SIZE
     for name in ("a", "b", "c"):
@@ -35,13 +35,13 @@ async def test_the_least_recently_used_pull_is_evicted_for_a_new_one(
     await puller.ensure("lru-a")  # a used again: b is now the least recently used
     await puller.ensure("lru-c")
     assert names(catalog) == ["lru-a", "lru-c"]
-    assert sum(entry.size for entry in catalog.entries()) <= BUDGET_BYTES
+    assert sum(entry.size for entry in catalog.list()) <= BUDGET_BYTES
     assert len(os.listdir(catalog.directory)) == 4
 
 
 async def test_files_in_use_are_never_evicted_and_a_full_cache_is_named(
     puller: BitstreamPuller,
-    catalog: PulledCatalog,
+    catalog: Catalog,
     session: aiohttp.ClientSession,
     registry: Registry,
     tmp_path,
@@ -62,18 +62,18 @@ async def test_files_in_use_are_never_evicted_and_a_full_cache_is_named(
 
 
 async def test_local_entries_are_not_the_caches_to_evict(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
 ) -> None:
     local = tmp_path / "local.bin"
     local.write_bytes(content("local", 3 * SIZE))
-    catalog.catalog.add(local, "local", platform="p", accelerator_id="a")
+    catalog.add(local, "local", platform="p", accelerator_id="a")
     puller.declare(await push(session, registry, tmp_path, "pulled", content("pulled")))
     await puller.ensure("pulled")  # the local file does not count against the budget
     assert names(catalog) == ["local", "pulled"]
 
 
 async def test_pulls_that_start_together_do_not_plan_on_the_same_free_space(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path
 ) -> None:
     for name in ("a", "b", "c", "d"):
         puller.declare(await push(session, registry, tmp_path, f"race-{name}", content(name)))
@@ -81,12 +81,12 @@ async def test_pulls_that_start_together_do_not_plan_on_the_same_free_space(
     await puller.ensure("race-b")
     await asyncio.gather(puller.ensure("race-c"), puller.ensure("race-d"))  # each needs one old file's room
     assert names(catalog) == ["race-c", "race-d"]
-    assert sum(entry.size for entry in catalog.entries()) <= BUDGET_BYTES
+    assert sum(entry.size for entry in catalog.list()) <= BUDGET_BYTES
 
 
 async def test_a_file_taken_into_use_during_an_eviction_is_kept(
     puller: BitstreamPuller,
-    catalog: PulledCatalog,
+    catalog: Catalog,
     session: aiohttp.ClientSession,
     registry: Registry,
     tmp_path,
@@ -100,14 +100,14 @@ async def test_a_file_taken_into_use_during_an_eviction_is_kept(
     puller.declare(await push(session, registry, tmp_path, "busy-big", content("big", 2 * SIZE)))
     await puller.ensure("busy-a")
     await puller.ensure("busy-b")
-    remove = catalog.remove
+    evict = catalog.evict
 
     def remove_while_a_start_begins(name: str) -> bool:
         if name == "busy-a":
             in_use.add("busy-b")  # a pod's start registers its bitstream while this removal runs
-        return remove(name)
+        return evict(name)
 
-    monkeypatch.setattr(catalog, "remove", remove_while_a_start_begins)
+    monkeypatch.setattr(catalog, "evict", remove_while_a_start_begins)
     with pytest.raises(CacheFullError, match="held by bitstreams in use: busy-b"):
         await puller.ensure("busy-big")
     assert names(catalog) == ["busy-b"]

@@ -15,10 +15,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, Declaration, HttpsSource, RegistryClient
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Credentials, Declaration
+from agent.bitstreams.http import HttpsSource
+from agent.bitstreams.puller import BitstreamPuller
 from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.errors import PulledHashMismatch, SourceAuthError, SourceUnreachable
-from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
 from tests.integration.bitstreams.hostile import (
     OTHER_ORIGIN_HOST,
     PASSWORD,
@@ -43,7 +47,7 @@ async def hostile(certificate: tuple[Path, Path]) -> AsyncIterator[HostileSource
 
 
 @pytest.fixture
-async def hostile_puller(catalog: PulledCatalog, session: aiohttp.ClientSession) -> AsyncIterator[BitstreamPuller]:
+async def hostile_puller(catalog: Catalog, session: aiohttp.ClientSession) -> AsyncIterator[BitstreamPuller]:
     """A puller of the hostile source (HTTPS; nothing configured as plain HTTP) with a short deadline."""
 
     async def lookup(name: str, host: str) -> Credentials | None:
@@ -75,7 +79,7 @@ def https(source: HostileSource, url: str | None = None, secret: str | None = No
     return Declaration("nlb", "p", "a", source.sha256, len(source.data), https=url, pull_secret=secret)
 
 
-def nothing_left(puller: BitstreamPuller, catalog: PulledCatalog) -> None:
+def nothing_left(puller: BitstreamPuller, catalog: Catalog) -> None:
     """Nothing installed or half-written, and the budget holds no reservation."""
     assert os.listdir(catalog.directory) == []
     assert puller.budget.in_use() == set()
@@ -91,19 +95,19 @@ def padded_manifest(source: HostileSource, size: int) -> bytes:
 
 
 async def test_a_manifest_sent_in_two_writes_is_read_whole(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.manifest = padded_manifest(hostile, 12 * 1024)
     assert len(hostile.manifest) > 11 * 1024
     hostile.split_s = 0.2
     hostile_puller.declare(oci(hostile))
     entry = await hostile_puller.ensure("nlb")
-    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+    assert catalog.read_image(catalog.resolve("nlb")) == DATA
     assert entry.sha256 == hostile.sha256
 
 
 async def test_a_token_reply_sent_in_two_writes_is_read_whole(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.realm = hostile.url("token")
     hostile.split_s = 0.2
@@ -114,7 +118,7 @@ async def test_a_token_reply_sent_in_two_writes_is_read_whole(
 
 
 async def test_a_manifest_longer_than_the_cap_is_refused_by_its_content_length(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.manifest = b"{" + b" " * (5 << 20) + b"}"
     hostile_puller.declare(oci(hostile))
@@ -126,7 +130,7 @@ async def test_a_manifest_longer_than_the_cap_is_refused_by_its_content_length(
 # ----------------------------------------------------------------------- slow and endless
 @pytest.mark.parametrize("source", ["oci", "https"])
 async def test_a_drip_fed_pull_ends_at_its_deadline_naming_the_source_and_rate(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog, source: str
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog, source: str
 ) -> None:
     """256 bytes every 50 ms (about 5 KB/s, 13 s for the 64 KiB) never trips the 60 s silence limit;
     the deadline (2 s for the size at 32 KiB/s, plus 1 s) ends it."""
@@ -146,7 +150,7 @@ async def test_a_drip_fed_pull_ends_at_its_deadline_naming_the_source_and_rate(
 
 @pytest.mark.parametrize("source", ["oci", "https"])
 async def test_a_body_without_end_is_cut_at_the_declared_size(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog, source: str
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog, source: str
 ) -> None:
     hostile.endless = True
     hostile_puller.declare(oci(hostile) if source == "oci" else https(hostile))
@@ -157,7 +161,7 @@ async def test_a_body_without_end_is_cut_at_the_declared_size(
 
 # -------------------------------------------------------------------------------- redirects
 async def test_an_https_file_redirected_down_to_plain_http_is_refused(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.redirect_to = f"http://someone:s3cret@{hostile.address(tls=False)}/file.bin"
     hostile_puller.declare(https(hostile, hostile.url("moved/file.bin")))
@@ -168,7 +172,7 @@ async def test_an_https_file_redirected_down_to_plain_http_is_refused(
 
 
 async def test_a_blob_redirected_down_to_plain_http_is_refused_and_one_to_https_followed(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.redirect_to = hostile.url("file.bin", tls=False)
     hostile_puller.declare(oci(hostile))
@@ -183,7 +187,7 @@ async def test_a_blob_redirected_down_to_plain_http_is_refused_and_one_to_https_
 
 
 async def test_credentials_go_only_to_the_origin_they_were_meant_for(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     """A redirect to another origin (here the same server at another address) is followed without them."""
     hostile.redirect_to = f"https://{OTHER_ORIGIN_HOST}:{hostile.tls_port}/file.bin"
@@ -195,7 +199,7 @@ async def test_credentials_go_only_to_the_origin_they_were_meant_for(
 
 # ------------------------------------------------------------------------------ token realm
 async def test_credentials_are_not_sent_to_a_plain_http_token_realm(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.realm = hostile.url("token", tls=False)
     hostile_puller.declare(oci(hostile, secret="creds"))
@@ -207,7 +211,7 @@ async def test_credentials_are_not_sent_to_a_plain_http_token_realm(
 
 
 async def test_a_plain_http_registry_may_use_a_plain_http_realm(
-    hostile: HostileSource, catalog: PulledCatalog, session: aiohttp.ClientSession
+    hostile: HostileSource, catalog: Catalog, session: aiohttp.ClientSession
 ) -> None:
     """A registry configured as plain HTTP (in-cluster, say) sends everything in clear anyway."""
     hostile.realm = hostile.url("token", tls=False)
@@ -228,7 +232,7 @@ async def test_a_plain_http_registry_may_use_a_plain_http_realm(
 
 
 async def test_a_realm_with_userinfo_is_refused_without_showing_it(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.realm = f"https://eve:pa55word@{hostile.address()}/token"
     hostile_puller.declare(oci(hostile, secret="creds"))
@@ -241,7 +245,7 @@ async def test_a_realm_with_userinfo_is_refused_without_showing_it(
 
 
 async def test_userinfo_in_a_redirect_is_dropped(
-    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: PulledCatalog
+    hostile: HostileSource, hostile_puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     hostile.redirect_to = f"https://eve:pa55word@{hostile.address()}/file.bin"
     hostile_puller.declare(https(hostile, hostile.url("moved/file.bin"), secret="creds"))

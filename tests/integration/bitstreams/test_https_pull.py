@@ -11,9 +11,13 @@ import ssl
 import aiohttp
 import pytest
 
-from agent.bitstreams import BitstreamPuller, CacheBudget, Credentials, Declaration, HttpsSource, RegistryClient
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Credentials, Declaration
+from agent.bitstreams.http import HttpsSource
+from agent.bitstreams.puller import BitstreamPuller
+from agent.bitstreams.registry import RegistryClient
 from agent.errors import PulledHashMismatch, PullStorageError, SourceAuthError, SourceNotFound, SourceUnreachable
-from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
 from tests.integration.bitstreams.servers import FileServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")
@@ -27,17 +31,17 @@ def declaration(server: FileServer, path: str = "nlb.bin", secret: str | None = 
 
 
 async def test_a_file_is_pulled_over_https_and_verified(
-    puller: BitstreamPuller, catalog: PulledCatalog, file_server: FileServer
+    puller: BitstreamPuller, catalog: Catalog, file_server: FileServer
 ) -> None:
     file_server.files["nlb.bin"] = DATA
     puller.declare(declaration(file_server))
     entry = await puller.ensure("nlb")
     assert entry.source == file_server.url("nlb.bin")
-    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+    assert catalog.read_image(catalog.resolve("nlb")) == DATA
 
 
 async def test_a_pull_the_node_cannot_store_is_named_and_leaves_no_temp_file(
-    puller: BitstreamPuller, catalog: PulledCatalog, file_server: FileServer
+    puller: BitstreamPuller, catalog: Catalog, file_server: FileServer
 ) -> None:
     """The file system refuses the write half way (a file size limit: EFBIG, as a full disk gives ENOSPC)."""
     file_server.files["nlb.bin"] = DATA
@@ -57,7 +61,7 @@ async def test_a_pull_the_node_cannot_store_is_named_and_leaves_no_temp_file(
 
 
 async def test_a_tampered_file_is_refused_and_nothing_is_left(
-    puller: BitstreamPuller, catalog: PulledCatalog, file_server: FileServer
+    puller: BitstreamPuller, catalog: Catalog, file_server: FileServer
 ) -> None:
     file_server.files["nlb.bin"] = DATA[:-1] + b"?"
     puller.declare(declaration(file_server))
@@ -78,7 +82,7 @@ async def test_a_tampered_file_is_refused_and_nothing_is_left(
     ],
 )
 async def test_basic_credentials_from_the_pull_secret(
-    puller: BitstreamPuller, catalog: PulledCatalog, file_server: FileServer, secret: str | None, outcome: str | None
+    puller: BitstreamPuller, catalog: Catalog, file_server: FileServer, secret: str | None, outcome: str | None
 ) -> None:
     file_server.files["nlb.bin"] = DATA
     file_server.basic = ("alice", "wonderland")
@@ -107,7 +111,7 @@ async def test_a_missing_file_is_not_found(puller: BitstreamPuller, file_server:
         await puller.ensure("nlb")
 
 
-async def test_an_untrusted_certificate_is_refused(catalog: PulledCatalog, file_server: FileServer) -> None:
+async def test_an_untrusted_certificate_is_refused(catalog: Catalog, file_server: FileServer) -> None:
     file_server.files["nlb.bin"] = DATA
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl.create_default_context())) as session:
         puller = BitstreamPuller(catalog, RegistryClient(session), HttpsSource(session), CacheBudget(1 << 20))

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from agent.bitstreams import HttpsSource
+from agent.bitstreams.http import HttpsSource
 from agent.bitstreams.linklocal import LINK_LOCAL_SOURCE_PATTERN, is_link_local, pull_connector, refusing_socket
 from agent.config import load_config
 from agent.errors import SourceUnreachable

@@ -12,8 +12,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.bitstreams import BitstreamPuller, Credentials, Declaration, RegistryClient, parse_reference
+from agent.bitstreams.declaration import Credentials, Declaration
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.puller import BitstreamPuller
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.errors import (
     DeclarationConflict,
     PulledHashMismatch,
@@ -23,7 +26,7 @@ from agent.errors import (
     SourceUnreachable,
     UndeclaredBitstream,
 )
-from agent.programming.adoption import PulledCatalog
+from agent.programming.catalog import Catalog
 from tests.integration.bitstreams.conftest import RIGHT
 from tests.integration.bitstreams.servers import Registry
 from tests.unit.programming.gbs_files import ACCELERATOR_ID, INTERFACE_ID, build_gbs
@@ -56,12 +59,12 @@ async def push(
     return await push_bitstream(client, path, name, platform, accelerator, reference, credentials)
 
 
-def listing(catalog: PulledCatalog) -> list[str]:
+def listing(catalog: Catalog) -> list[str]:
     return sorted(os.listdir(catalog.directory))
 
 
 async def test_a_pushed_artifact_is_pulled_verified_and_in_the_catalog(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     data = content("nlb")
     declaration = await push(session, registry, tmp_path, "nlb", data)
@@ -73,13 +76,13 @@ async def test_a_pushed_artifact_is_pulled_verified_and_in_the_catalog(
     entry = await puller.ensure("nlb", platform=PLATFORM.upper())
     assert (entry.name, entry.sha256, entry.size) == ("nlb", declaration.sha256, len(data))
     assert entry.source == declaration.source
-    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == data
+    assert catalog.read_image(catalog.resolve("nlb")) == data
     assert listing(catalog) == sorted([f"nlb.{declaration.sha256[:12]}.bin", "nlb.json"])
     assert await puller.ensure("nlb") == entry  # present: no second pull
 
 
 async def test_a_tampered_blob_is_refused_and_nothing_is_left(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     data = content("tamper")
     declaration = await push(session, registry, tmp_path, "tamper", data)
@@ -96,7 +99,7 @@ async def test_a_tampered_blob_is_refused_and_nothing_is_left(
 
 
 async def test_an_artifact_that_differs_from_its_declaration_is_refused_before_download(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     declaration = await push(session, registry, tmp_path, "other", content("other"))
     puller.declare(dataclasses.replace(declaration, sha256="0" * 64))
@@ -106,7 +109,7 @@ async def test_an_artifact_that_differs_from_its_declaration_is_refused_before_d
 
 
 async def test_the_slot_platform_and_the_gbs_header_must_fit(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     declaration = await push(session, registry, tmp_path, "nlb", content("nlb"))
     puller.declare(declaration)
@@ -127,7 +130,7 @@ async def test_the_slot_platform_and_the_gbs_header_must_fit(
 
 async def test_credentials_from_the_pull_secret(
     puller: BitstreamPuller,
-    catalog: PulledCatalog,
+    catalog: Catalog,
     session: aiohttp.ClientSession,
     auth_registry: Registry,
     tmp_path: Path,
@@ -154,7 +157,7 @@ async def test_pushing_with_wrong_credentials_is_refused(
 
 
 async def test_an_unreachable_registry_and_a_missing_tag_are_named(
-    puller: BitstreamPuller, catalog: PulledCatalog, registry: Registry
+    puller: BitstreamPuller, catalog: Catalog, registry: Registry
 ) -> None:
     declaration = Declaration("gone", PLATFORM, "a", "0" * 64, 10, oci=parse_reference("127.0.0.1:1/fpga/gone:1"))
     puller.declare(declaration)
@@ -178,13 +181,13 @@ async def test_a_digest_the_registry_lacks_is_not_found(
 
 
 async def test_unknown_names_and_conflicting_local_entries(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     with pytest.raises(UndeclaredBitstream, match="neither in this node's catalog nor declared"):
         await puller.ensure("nobody")
     local = tmp_path / "local.bin"
     local.write_bytes(content("local"))
-    catalog.catalog.add(local, "local", platform=PLATFORM, accelerator_id="a")
+    catalog.add(local, "local", platform=PLATFORM, accelerator_id="a")
     assert (await puller.ensure("local")).source == ""  # undeclared: the local entry serves
     declaration = await push(session, registry, tmp_path, "local", content("cluster"))
     puller.declare(declaration)
@@ -196,7 +199,7 @@ async def test_unknown_names_and_conflicting_local_entries(
 
 
 async def test_concurrent_asks_share_one_pull(
-    puller: BitstreamPuller, catalog: PulledCatalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
+    puller: BitstreamPuller, catalog: Catalog, session: aiohttp.ClientSession, registry: Registry, tmp_path: Path
 ) -> None:
     puller.declare(await push(session, registry, tmp_path, "shared", content("shared")))
     first, second = await asyncio.gather(puller.ensure("shared"), puller.ensure("shared"))
@@ -242,7 +245,7 @@ def oras_manifest(layer_digest: str, size: int, image_spec: str) -> bytes:
 @pytest.mark.parametrize("image_spec", ["v1.0", "v1.1"], ids=["oras-no-artifact-type", "oras-default"])
 async def test_an_artifact_pushed_by_oras_is_pulled(
     puller: BitstreamPuller,
-    catalog: PulledCatalog,
+    catalog: Catalog,
     session: aiohttp.ClientSession,
     registry: Registry,
     tmp_path: Path,
@@ -265,4 +268,4 @@ async def test_an_artifact_pushed_by_oras_is_pulled(
     puller.declare(Declaration("oras", PLATFORM, "sim-accel", sha256, len(data), oci=pinned))
     entry = await puller.ensure("oras")
     assert (entry.sha256, entry.size) == (sha256, len(data))
-    assert catalog.catalog.read_image(catalog.catalog.resolve("oras")) == data
+    assert catalog.read_image(catalog.resolve("oras")) == data

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.bitstreams import BitstreamPuller, parse_declaration
-from agent.programming.adoption import PulledCatalog
+from agent.bitstreams.declaration import parse_declaration
+from agent.bitstreams.puller import BitstreamPuller
+from agent.programming.catalog import Catalog
 from tests.deploy.test_bitstream_crd import errors
 from tests.fakes import run_fpga_agent
 from tests.integration.bitstreams.servers import Registry
@@ -42,7 +43,7 @@ def bitstream(tmp_path: Path) -> Path:
 
 
 async def test_push_prints_an_object_the_crd_admits_and_the_agent_pulls(
-    tmp_path: Path, bitstream: Path, registry: Registry, puller: BitstreamPuller, catalog: PulledCatalog
+    tmp_path: Path, bitstream: Path, registry: Registry, puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     ref = f"{registry.address}/fpga/nlb:2.1"
     done = push(
@@ -65,7 +66,7 @@ async def test_push_prints_an_object_the_crd_admits_and_the_agent_pulls(
     puller.declare(dataclasses.replace(declaration, pull_secret=None))  # the test registry is open
     entry = await puller.ensure("nlb", platform=PLATFORM_UUID)
     assert entry.sha256 == sha
-    assert catalog.catalog.read_image(catalog.catalog.resolve("nlb")) == DATA
+    assert catalog.read_image(catalog.resolve("nlb")) == DATA
 
 
 def test_push_with_credentials(tmp_path: Path, bitstream: Path, auth_registry: Registry) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.bitstreams import BitstreamPuller, parse_declaration
-from agent.programming.adoption import PulledCatalog
+from agent.bitstreams.declaration import parse_declaration
+from agent.bitstreams.puller import BitstreamPuller
+from agent.programming.catalog import Catalog
 from tests.deploy.test_bitstream_crd import errors
 from tests.fakes import run_fpga_agent
 from tests.integration.bitstreams.servers import Registry
@@ -74,7 +75,7 @@ def test_the_sample_goes_into_a_node_catalog(tmp_path: Path) -> None:
 
 
 async def test_pushing_the_sample_prints_the_example_and_the_agent_pulls_it(
-    tmp_path: Path, registry: Registry, puller: BitstreamPuller, catalog: PulledCatalog
+    tmp_path: Path, registry: Registry, puller: BitstreamPuller, catalog: Catalog
 ) -> None:
     pushed = fpga_agent(
         tmp_path, "catalog", "push", str(SAMPLE), f"{registry.address}/fpga/aes-v1:1", "--name", "aes-v1", *IDS,
@@ -88,4 +89,4 @@ async def test_pushing_the_sample_prints_the_example_and_the_agent_pulls_it(
     puller.declare(parse_declaration(printed))
     entry = await puller.ensure("aes-v1", platform="sim-pr-v1")
     assert entry.sha256 == expected["spec"]["sha256"]
-    assert catalog.catalog.read_image(catalog.catalog.resolve("aes-v1")) == SAMPLE.read_bytes()
+    assert catalog.read_image(catalog.resolve("aes-v1")) == SAMPLE.read_bytes()

@@ -25,10 +25,11 @@ import aiohttp
 import pytest
 import uvloop
 
-from agent.extender import ScoreWeights, StateTable, WatchedNode
-from agent.extender.nodestate import read_published_state
+from agent.extender.nodestate import WatchedNode, read_published_state
 from agent.extender.ranking import ANSWER_LIMIT
-from agent.extender.server import Extender, HttpServer, bound_port, build_app, extender_metrics, start
+from agent.extender.scoring import ScoreWeights
+from agent.extender.server import Extender, bound_port, build_app, extender_metrics, start
+from agent.extender.table import StateTable
 from tests.fakeapi import FakeKubeApiServer, make_node
 from tests.unit.extender.factories import CATALOG, PAC, state_object_of
 
@@ -96,7 +97,7 @@ class Cluster:
     def watched(self) -> list[WatchedNode]:
         """What the extender's watch lists: every FpgaNodeState (a node without one is not in the list)."""
         objects = (self.state_object(name) for name in {*self.slots, *self.raw_specs})
-        return [WatchedNode(*read_published_state(obj)) for obj in objects if obj is not None]
+        return [read_published_state(obj) for obj in objects if obj is not None]
 
 
 def ranking(answer: list[dict[str, Any]], names: Sequence[str]) -> list[int]:
@@ -152,7 +153,7 @@ class ExtenderUnderTest:
         kwargs = {} if max_body_bytes is None else {"max_body_bytes": max_body_bytes}
         self.metrics = extender_metrics()
         self.app = build_app(self.extender, metrics=self.metrics, **kwargs)
-        self.runner: HttpServer | None = None
+        self.runner: aiohttp.web.AppRunner | None = None
         self.session: aiohttp.ClientSession | None = None
 
     @property

@@ -12,8 +12,8 @@ import pytest
 from aiohttp.web_protocol import RequestHandler
 
 import agent.extender.ranking
-from agent.extender import ScoreWeights
 from agent.extender.ranking import ANSWER_LIMIT
+from agent.extender.scoring import ScoreWeights
 from agent.extender.server import Extender
 from tests.integration.extender.conftest import (
     MODES,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.extender import StateTable
+from agent.extender.table import StateTable
 from tests.integration.extender.conftest import Cluster, extender_in_thread, pod, sample
 from tests.unit.extender.factories import slot
 

@@ -1,7 +1,7 @@
 """The state table fed by the real watch: the kubernetes client against the fake API server.
 
-The wiring is the CLI's: ``NodeStateWatcher`` (agent.kube) lists and watches the FpgaNodeStates
-and parses each one with ``parse_watched_state`` in its thread; ``StateTable`` takes the
+The wiring is the CLI's: ``Watcher`` (agent.kube) lists and watches the FpgaNodeStates
+and parses each one with ``read_published_state`` in its thread; ``StateTable`` takes the
 results on the loop. Tests wait on what the table heard, never on time.
 """
 
@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client
 
 from agent.cluster.extenderservice import in_namespace
-from agent.extender import StateTable, WatchedNode, parse_watched_state
-from agent.kube import Backoff
-from agent.kube.reflector import NodeStateWatcher, WatchEventKind
+from agent.extender.nodestate import WatchedNode, read_published_state
+from agent.extender.table import StateTable
+from agent.kube.reflector import Backoff, Watcher, WatchEventKind
 from tests.fakeapi import FakeKubeApiServer
 from tests.integration.extender.conftest import ExtenderUnderTest, pod, ranking, settled
 from tests.unit.extender.factories import slot, state_object_of
@@ -58,9 +58,10 @@ class Heard:
 async def watching(api_client: client.ApiClient) -> AsyncIterator[tuple[StateTable, Heard]]:
     cache = StateTable()
     heard = Heard(cache)
-    watcher = NodeStateWatcher(
+    watcher = Watcher(
         api_client,
-        parse=parse_watched_state,
+        "fpganodestates",
+        parse=read_published_state,
         on_replace=heard.replace,
         on_event=heard.event,
         on_error=cache.failed,
@@ -105,7 +106,7 @@ async def test_first_list_keeps_nodes_with_valid_state(
         assert not cache.synced
         assert await heard.next() == ("LIST", "broken,fpga-1")
         assert cache.synced
-        assert len(cache) == 1
+        assert len(cache.nodes) == 1
         state = cache.nodes.get("fpga-1")
         assert state is not None
         assert dict(state.free_loaded) == {("aes", "pac_a10"): 1}

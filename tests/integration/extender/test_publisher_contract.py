@@ -8,9 +8,9 @@ meet here: what one writes, the other reads as meant.
 
 from __future__ import annotations
 
-from agent.extender import ContainerDemand, PodDemand, ScoreWeights, node_state, score_node
-from agent.extender.nodestate import LoadedSlot
-from agent.extender.scoring import check_node
+from agent.extender.demand import ContainerDemand, PodDemand
+from agent.extender.nodestate import LoadedSlot, node_state
+from agent.extender.scoring import ScoreWeights, check_node, score_node
 from agent.node.nodestate import render_state
 from agent.programming.catalogentry import CatalogEntry
 from agent.slots import Health, SlotId, SlotRegistry
@@ -53,19 +53,19 @@ def test_what_the_agent_publishes_the_extender_reads_as_meant() -> None:
 
     state = node_state(read)
 
-    by_id = {slot.id: slot for slot in state.slots}
+    by_id = {slot["id"]: slot for slot in state.slots}
     assert set(by_id) == {"card0-slot0", "card0-slot1", "card0-slot2", "card1-slot0", "card1-slot1"}
     loaded_free = by_id["card0-slot0"]
-    assert (loaded_free.bitstream, loaded_free.accelerator, loaded_free.free, loaded_free.healthy) == (
+    assert (loaded_free["bitstream"], loaded_free["accelerator"], loaded_free["free"], loaded_free["healthy"]) == (
         "aes",
         "aes-accel",
         True,
         True,
     )
-    assert loaded_free.last_used == NOW
-    assert by_id["card0-slot1"].free is False
-    assert by_id["card1-slot1"].healthy is False
-    assert by_id["card1-slot0"].numa == 1
+    assert loaded_free["last_used"] == NOW
+    assert by_id["card0-slot1"]["free"] is False
+    assert by_id["card1-slot1"]["healthy"] is False
+    assert by_id["card1-slot0"]["numa"] == 1
     assert dict(state.bitstreams) == {"aes": PLATFORM, "sha": PLATFORM, "fft": "other-pr"}
     assert dict(state.healthy) == {PLATFORM: 4}
     assert dict(state.free_loaded) == {("aes", PLATFORM): 1, ("sha", PLATFORM): 1}

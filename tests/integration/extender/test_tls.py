@@ -17,8 +17,9 @@ from agent.cluster.certs import tls_context
 from agent.cluster.extenderservice import extender_tls
 from agent.config import load_config
 from agent.errors import ConfigError
-from agent.extender import ScoreWeights, StateTable
+from agent.extender.scoring import ScoreWeights
 from agent.extender.server import Extender, bound_port, build_app, start
+from agent.extender.table import StateTable
 from tests.integration.extender.conftest import pod
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")

@@ -19,9 +19,10 @@ import pytest
 from agent.cluster.certs import issue, tls_context
 from agent.config import load_config
 from agent.errors import ConfigError
-from agent.extender import StateTable, WatchedNode
 from agent.extender.admission import MAX_REVIEW_BYTES
+from agent.extender.nodestate import WatchedNode
 from agent.extender.server import bound_port, build_webhook_app, start_webhook
+from agent.extender.table import StateTable
 from tests.fakeapi import FakeKubeApiServer, claim_template_review
 from tests.integration.extender.conftest import (
     FPGA_BITSTREAM,
@@ -229,7 +230,7 @@ async def test_a_review_in_progress_never_stalls_a_scheduling_call(pki: Path) ->
     """The defect: the webhook shared the scheduler port's event loop, so a review's work held up the scheduler's
     calls (two clients sending 3.7 MiB reviews took another call's p50 from 0.5 ms to 100 ms). Here a review is
     held inside the webhook while kube-scheduler calls prioritize: the call is answered all the same."""
-    from agent.extender import ScoreWeights
+    from agent.extender.scoring import ScoreWeights
     from agent.extender.server import Extender, build_app, start
 
     known = _Stalling()

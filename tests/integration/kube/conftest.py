@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.kube import Backoff, PodCache, PodEventKind, PodInfo
+from agent.kube import PodCache, PodInfo
+from agent.kube.reflector import Backoff, WatchEventKind
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer
 
 #: Short backoff so that recovery paths run quickly; the logic is the same.
@@ -22,18 +23,18 @@ class Seen:
     """A pod listener that queues what it hears, for tests to wait on."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[tuple[PodEventKind, PodInfo]] = asyncio.Queue()
-        self.all: list[tuple[PodEventKind, str]] = []
+        self.queue: asyncio.Queue[tuple[WatchEventKind, PodInfo]] = asyncio.Queue()
+        self.all: list[tuple[WatchEventKind, str]] = []
 
-    def __call__(self, kind: PodEventKind, pod: PodInfo) -> None:
+    def __call__(self, kind: WatchEventKind, pod: PodInfo) -> None:
         self.all.append((kind, pod.name))
         self.queue.put_nowait((kind, pod))
 
-    async def next(self, timeout_s: float = TIMEOUT_S) -> tuple[PodEventKind, PodInfo]:
+    async def next(self, timeout_s: float = TIMEOUT_S) -> tuple[WatchEventKind, PodInfo]:
         async with asyncio.timeout(timeout_s):
             return await self.queue.get()
 
-    async def take(self, count: int, timeout_s: float = TIMEOUT_S) -> list[tuple[PodEventKind, str]]:
+    async def take(self, count: int, timeout_s: float = TIMEOUT_S) -> list[tuple[WatchEventKind, str]]:
         """The next ``count`` changes as (kind, pod name), in order."""
         return [(kind, pod.name) for kind, pod in [await self.next(timeout_s) for _ in range(count)]]
 
@@ -75,8 +76,8 @@ async def synced_cache(
 ) -> AsyncIterator[tuple[PodCache, Seen]]:
     """A running, synced cache of node-a whose watch is open at the server."""
     async with running_cache(api_client) as (cache, seen, _task):
-        assert await cache.wait_synced(TIMEOUT_S)
-        await apiserver.until(lambda: apiserver.active_watches() == 1)
+        await apiserver.until(lambda: apiserver.active_watches() == 1)  # opened once the list was handed over
+        assert cache.synced
         yield cache, seen
 
 

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.bitstreams import Declaration, parse_declaration
+from agent.bitstreams.declaration import Declaration, parse_declaration
 from agent.errors import CatalogError
-from agent.kube import Backoff
-from agent.kube.reflector import BitstreamWatcher, WatchEventKind
+from agent.kube.reflector import Backoff, Watcher, WatchEventKind
 from tests.fakeapi import FakeKubeApiServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks", "no_leaked_threads")
@@ -70,8 +69,9 @@ class Heard:
 @contextlib.asynccontextmanager
 async def watching(api_client: client.ApiClient) -> AsyncIterator[Heard]:
     heard = Heard()
-    watcher = BitstreamWatcher(
+    watcher = Watcher(
         api_client,
+        "fpgabitstreams",
         parse=parse,
         on_replace=heard.replace,
         on_event=heard.event,

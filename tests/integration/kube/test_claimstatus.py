@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from agent.errors import KubeError
-from agent.kube.claimstatus import ClaimStatusWriter, Condition, DeviceStatus
+from agent.kube.claims import ClaimStatusWriter, Condition, DeviceStatus
 from agent.kube.core import CoreCalls
 from tests.fakeapi import make_resource_claim
 

@@ -12,8 +12,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.errors import KubeError
-from agent.kube import KubeconfigChoice, build_api_client, connect_api, resolve_kubeconfig
-from agent.kube.client import IN_CLUSTER, api_status, describe_api_error, is_transient
+from agent.kube import connect_api
+from agent.kube.client import (
+    IN_CLUSTER,
+    KubeconfigChoice,
+    api_status,
+    build_api_client,
+    describe_api_error,
+    is_transient,
+    resolve_kubeconfig,
+)
 from tests.fakeapi import FakeKubeApiServer
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from agent.bitstreams import Credentials
+from agent.bitstreams.declaration import Credentials
 from agent.bitstreams.secret import DOCKER_CONFIG_JSON, credentials_from_secret
 from agent.errors import KubeError
-from agent.kube import build_api_client
+from agent.kube.client import build_api_client
 from agent.kube.secrets import SecretReader, parse_secret
 from tests.fakeapi import FakeKubeApiServer
 

@@ -7,8 +7,8 @@ import pytest
 from kubernetes import client
 
 from agent.errors import KubeError
-from agent.kube import PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER, GRANT_RULES, ensure_cleanup_grant, grant_name
+from agent.kube.nodefields import PLATFORM_LABEL_PREFIX
 from agent.kube.uninstall import node_with_state, release_account
 from tests.fakeapi import FakeKubeApiServer
 

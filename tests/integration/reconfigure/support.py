@@ -17,8 +17,10 @@ import pytest
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent
-from agent.bitstreams import Declaration, RegistryClient, parse_reference
+from agent.bitstreams.declaration import Declaration
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.config import Config
 from agent.demo.kubelet import NodePods, PostedEvent
 from agent.programming.catalog import Catalog

@@ -24,12 +24,13 @@ import pytest
 from aiohttp import web
 
 from agent.app import Agent, connect_kube
-from agent.bitstreams import Credentials, Declaration, RegistryClient, declaration_object, parse_reference
+from agent.bitstreams.declaration import Credentials, Declaration, declaration_object
 from agent.bitstreams.publish import push_bitstream
+from agent.bitstreams.reference import parse_reference
+from agent.bitstreams.registry import RegistryClient
 from agent.config import Config
 from agent.errors import CatalogError, ConfigError
 from agent.node.reconfigure import ANNOTATION
-from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogScan
 from agent.simfpga.fabric import PLATFORM
@@ -501,7 +502,7 @@ async def test_an_unchanged_relist_starts_no_pull(
     async with node_running(sock_dir, bitstreams, registry, session) as node:
         node.declare(await node.push("unchanged", content("unchanged"), prefetch=True))
         await until("the prefetched file", lambda: in_catalog(node.catalog, "unchanged"))
-        assert PulledCatalog(node.catalog).remove("unchanged")  # gone (as if evicted): only a pull brings it back
+        assert node.catalog.evict("unchanged")  # gone (as if evicted): only a pull brings it back
         listed = len(node.api.list_requests("fpgabitstreams"))
         node.api.expire_watches("fpgabitstreams")  # the agent lists again: the same declaration
         await until("the list again", lambda: len(node.api.list_requests("fpgabitstreams")) > listed)

@@ -28,7 +28,7 @@ from agent.dra.devicestatus import ContentTracker, ReportingPreparer
 from agent.dra.mode import slice_devices
 from agent.dra.service import DraCore
 from agent.errors import KubeError
-from agent.kube.claimstatus import DeviceStatus
+from agent.kube.claims import DeviceStatus
 from agent.kube.resourceslices import DeviceTaint
 from tests.fakes import AgentHarness, Catalog, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state

@@ -25,7 +25,7 @@ import pytest
 from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
-from agent.bitstreams import declaration_object
+from agent.bitstreams.declaration import declaration_object
 from agent.config import Config
 from agent.demo.kubelet import DraKubelet
 from agent.dra import DRIVER_NAME, PluginSockets

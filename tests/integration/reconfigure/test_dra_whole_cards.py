@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from agent.app import connect_kube
-from agent.bitstreams import declaration_object
+from agent.bitstreams.declaration import declaration_object
 from agent.dra import DRIVER_NAME
 from agent.dra.cards import CARD_TAINT
 from agent.dra.mode import UNHEALTHY_TAINT

@@ -21,8 +21,8 @@ import pytest
 
 from agent.app import Agent, connect_kube
 from agent.demo.kubelet import DraKubelet
-from agent.kube import PLATFORM_LABEL_PREFIX
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
+from agent.kube.nodefields import PLATFORM_LABEL_PREFIX
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver
 from tests.fakes import KubeletStandIn, test_config
 from tests.integration.reconfigure.support import Bitstreams

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent, connect_kube
-from agent.kube import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
+from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from agent.slots.published import parse_state

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agent.bitstreams import BitstreamPuller, CacheBudget, Declaration
+from agent.bitstreams.cache import CacheBudget
+from agent.bitstreams.declaration import Declaration
+from agent.bitstreams.puller import BitstreamPuller
 
 SHA = "0" * 64
 

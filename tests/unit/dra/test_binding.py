@@ -10,7 +10,7 @@ import pytest
 from agent.dra.binding import BOUND_CONDITION, FAILED_CONDITION, FAILED_TAINT, parse_allocation
 from agent.dra.mode import UNHEALTHY_TAINT, slice_devices
 from agent.errors import KubeError
-from agent.kube.claimstatus import MAX_DATA_BYTES, Condition, DeviceStatus, status_patch
+from agent.kube.claims import MAX_DATA_BYTES, Condition, DeviceStatus, status_patch
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
 from agent.slots import SlotId, SlotRegistry
 from tests.unit.slots.factories import make_slot

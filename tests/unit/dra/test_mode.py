@@ -7,7 +7,7 @@ import dataclasses
 from agent.dra import DeviceHealth
 from agent.dra.mode import SLOT_CAPACITY, UNHEALTHY_TAINT, bitstream_capacity, device_health, slice_devices
 from agent.dra.naming import disambiguated_name
-from agent.extender import read_published_state
+from agent.extender.nodestate import read_published_state
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
 from agent.slots import Health, SlotId, SlotRegistry
 from agent.slots.published import state_object, state_spec
@@ -122,4 +122,4 @@ def test_the_slice_lists_free_slots_in_the_order_the_extender_scores_dra_pods_by
     published = state_object("node-a", "fpga-slot", state_spec("node-a", states, {"aes": "test-pr"}))
     _, node = read_published_state(published)
     assert node is not None
-    assert [slot.id for slot in node.free_order] == in_slice == ["c0-p2", "c0-p4", "c0-p1", "c0-p0", "c0-p3"]
+    assert [slot["id"] for slot in node.free_order] == in_slice == ["c0-p2", "c0-p4", "c0-p1", "c0-p0", "c0-p3"]

@@ -6,7 +6,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.extender import ContainerDemand, NodeSlots, PodDemand, WatchedNode, node_state
+from agent.extender.demand import ContainerDemand, PodDemand
+from agent.extender.nodestate import NodeSlots, WatchedNode, node_state
 from agent.extender.ranking import Scores
 from agent.extender.scoring import LRU_HORIZON_S, NodeLookup
 from agent.slots.published import parse_state, state_object

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.errors import AdmissionRequestError
-from agent.extender import StateTable, WatchedNode
 from agent.extender.admission import (
     HOW_TO_DECLARE,
     bitstreams_named,
@@ -20,6 +19,8 @@ from agent.extender.admission import (
     review_answer,
     validator,
 )
+from agent.extender.nodestate import WatchedNode
+from agent.extender.table import StateTable
 from tests.integration.extender.test_malformed import json_values
 from tests.unit.extender.factories import PAC, node, slot
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from agent.extender import StateTable, WatchedNode
+from agent.extender.nodestate import WatchedNode
+from agent.extender.table import StateTable
 from tests.unit.extender.factories import CATALOG, PAC, node, slot
 
 

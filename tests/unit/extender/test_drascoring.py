@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from agent.extender import NodeSlots, PodDemand, ScoreWeights, StateTable, WatchedNode
-from agent.extender.demand import DraRequest
+from agent.extender.demand import DraRequest, PodDemand
 from agent.extender.drascoring import dra_allocation, score_dra
+from agent.extender.nodestate import NodeSlots, WatchedNode
 from agent.extender.ranking import Scorer
-from agent.extender.scoring import LRU_HORIZON_S, score_node
+from agent.extender.scoring import LRU_HORIZON_S, ScoreWeights, score_node
+from agent.extender.table import StateTable
 from tests.unit.extender.factories import N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_020.0  # a multiple of the scoring clock step (60 s), so that ages are exact
@@ -38,7 +39,7 @@ def ago(seconds: float) -> int:
 
 def taken(requests: tuple[tuple[str, int], ...], state: NodeSlots, promised: int = 0) -> list[str] | None:
     allocation = dra_allocation(requests, state, promised)
-    return None if allocation is None else [s.id for s, _ in allocation]
+    return None if allocation is None else [s["id"] for s, _ in allocation]
 
 
 @pytest.mark.parametrize(
@@ -237,10 +238,10 @@ def test_a_whole_card_request_takes_every_slot_of_a_card_whose_slots_are_all_fre
     )
     allocation = dra_allocation([DraRequest("aes", 1, whole_card=True)], state)
     assert allocation is not None
-    assert sorted(s.id for s, _ in allocation) == ["c0", "c1"]  # the card holding the image: a cache hit
+    assert sorted(s["id"] for s, _ in allocation) == ["c0", "c1"]  # the card holding the image: a cache hit
     assert score_dra(whole_cards("aes"), state, W, NOW) == W.loaded
     other = dra_allocation([DraRequest("sha", 1, whole_card=True)], state)
-    assert [s.id for s, _ in other or []] == ["b0", "b1"]  # no card holds it: the first whole card
+    assert [s["id"] for s, _ in other or []] == ["b0", "b1"]  # no card holds it: the first whole card
     assert dra_allocation([DraRequest("aes", 3, whole_card=True)], state) is None  # two whole cards only
 
 

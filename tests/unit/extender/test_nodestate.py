@@ -33,7 +33,7 @@ def test_counts_what_scoring_needs() -> None:
     assert dict(state.free_loaded) == {("aes", PAC): 1, ("sha", PAC): 1}
     assert state.reusable[PAC] == (LoadedSlot(100, "sha"), LoadedSlot(300, "aes"))
     assert state.reusable[N3K] == (LoadedSlot(50, None),)  # loaded with something outside the catalog
-    assert [s.id for s in state.slots] == ["s0", "s1", "s2", "s3", "s4", "s5", "s6"]
+    assert [s["id"] for s in state.slots] == ["s0", "s1", "s2", "s3", "s4", "s5", "s6"]
 
 
 def test_never_used_slots_sort_first_among_reusable() -> None:
@@ -48,7 +48,13 @@ def test_optional_fields_may_be_absent() -> None:
     assert name == "n1"
     assert state is not None
     only = state.slots[0]
-    assert (only.card, only.numa, only.bitstream, only.accelerator, only.last_used) == ("", None, None, None, None)
+    assert (only["card"], only["numa"], only["bitstream"], only["accelerator"], only["last_used"]) == (
+        "",
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def _with(**changes: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 
 from agent.config import ListenAddress, load_config
 from agent.errors import ConfigError
-from agent.extender import ScoreWeights
+from agent.extender.scoring import ScoreWeights
 
 
 def test_defaults() -> None:

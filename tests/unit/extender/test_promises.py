@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.extender import PodDemand, ScoreWeights, StateTable, WatchedNode
+from agent.extender.demand import PodDemand
+from agent.extender.nodestate import WatchedNode
 from agent.extender.promises import MAX_PROMISES, PROMISE_TTL_S, Promises
 from agent.extender.ranking import Scorer
+from agent.extender.scoring import ScoreWeights
+from agent.extender.table import StateTable
 from tests.unit.extender.factories import PAC, demand, node, slot
 
 NOW = 1_800_000_000.0

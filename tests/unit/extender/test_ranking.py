@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from agent.extender import PodDemand, ScoreWeights, StateTable
+from agent.extender.demand import PodDemand
 from agent.extender.ranking import ANSWER_LIMIT, Scorer, node_ranks, one_slot_ranks
-from agent.extender.scoring import NO_VALUES, score_node
+from agent.extender.scoring import NO_VALUES, ScoreWeights, score_node
 from agent.extender.server import Extender
-from agent.extender.table import NodeMemo
+from agent.extender.table import NodeMemo, StateTable
 from agent.extender.wire import encode
 from tests.unit.extender.factories import CATALOG, demand, expected_answer, node, random_node, slot
 
@@ -180,4 +180,6 @@ def test_the_promises_of_a_hundred_thousand_pods_stay_bounded() -> None:
     for number in range(30_000):
         scorer.prioritize(table, replace(pod, pod=f"default/p{number}"), names, NOW)
     assert scorer.promises is not None
-    assert len(scorer.promises) <= sum(state.free_held.get("aes", 0) for state in table.nodes.values())
+    assert len(scorer.promises) <= sum(
+        n for s in table.nodes.values() for (b, _), n in s.free_loaded.items() if b == "aes"
+    )

@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.extender import NodeSlots, PodDemand, ScoreWeights, filter_nodes, parse_score_weights, score_node
-from agent.extender.scoring import DOWNLOAD_PENALTY, LRU_HORIZON_S, check_node
+from agent.extender.demand import PodDemand
+from agent.extender.nodestate import NodeSlots
+from agent.extender.scoring import (
+    DOWNLOAD_PENALTY,
+    LRU_HORIZON_S,
+    ScoreWeights,
+    check_node,
+    filter_nodes,
+    parse_score_weights,
+    score_node,
+)
 from tests.unit.extender.factories import CATALOG, N3K, PAC, demand, node, slot
 
 NOW = 1_000_000_000

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent.extender import StateTable
+from agent.extender.table import StateTable
 from tests.unit.extender.factories import PAC, node, slot
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from agent.errors import BitstreamHashError, UnknownBitstream
 from agent.node.reconfigure import Reconfigurer
-from agent.programming.adoption import PulledCatalog
 from agent.programming.catalog import Catalog
 from agent.slots import Slot, SlotRegistry
 from tests.unit.reconfigure_support import make_slot, reconfigurer
@@ -46,10 +45,9 @@ def corrupt(catalog: Catalog, name: str) -> None:
 
 async def test_a_corrupt_pulled_file_is_removed_so_that_it_is_pulled_again(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path)
-    pulled = PulledCatalog(catalog)
-    with pulled.stage() as staged:
+    with catalog.stage() as staged:
         staged.stream.write(DATA)
-        pulled.adopt(staged, "nlb", hashlib.sha256(DATA).hexdigest(), len(DATA), "p", "acc", "oci://reg/nlb:1")
+        catalog.adopt(staged, "nlb", hashlib.sha256(DATA).hexdigest(), len(DATA), "p", "acc", "oci://reg/nlb:1")
     corrupt(catalog, "nlb")
     agent, slot = agent_with(catalog)
     with pytest.raises(BitstreamHashError, match="removed from the catalog and pulled again"):

@@ -9,6 +9,7 @@ import pytest
 
 from agent.errors import ProgrammingTimeout
 from agent.programming.cardlock import CardLocks
+from tests.unit.programming.cardlocks import busy
 
 NODE = "/dev/dfl-fme.0"
 THREAD_WAIT_S = 10.0  # safety net so a broken test fails instead of hanging; never asserted on
@@ -23,8 +24,8 @@ async def test_result_and_exception_pass_through() -> None:
         assert await lease.run_in_thread(lambda: 42) == 42
         with pytest.raises(ZeroDivisionError):
             await lease.run_in_thread(lambda: 1 // 0)
-        assert locks.busy(NODE)
-    assert not locks.busy(NODE)
+        assert busy(locks, NODE)
+    assert not busy(locks, NODE)
 
 
 async def test_cancelled_holder_keeps_the_card_until_the_call_returns() -> None:
@@ -47,29 +48,29 @@ async def test_cancelled_holder_keeps_the_card_until_the_call_returns() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert locks.busy(NODE)  # the thread is still inside the call
+    assert busy(locks, NODE)  # the thread is still inside the call
 
     gate.set()
     async with locks.hold(NODE, FAR_S, "card 0"):  # granted only once the call has returned
         assert gate.is_set()
-    assert not locks.busy(NODE)
+    assert not busy(locks, NODE)
 
 
 async def test_timed_out_waiter_does_not_keep_the_card() -> None:
     locks = CardLocks()
     async with locks.hold(NODE, FAR_S, "card 0"):
-        busy = "card 0 was busy with another programming operation for the whole 0.0 s deadline"
-        with pytest.raises(ProgrammingTimeout, match=f"^{busy}$"):
+        message = "card 0 was busy with another programming operation for the whole 0.0 s deadline"
+        with pytest.raises(ProgrammingTimeout, match=f"^{message}$"):
             async with locks.hold(NODE, 0.01, "card 0"):
                 pytest.fail("got a card that was held")
-    assert not locks.busy(NODE)
+    assert not busy(locks, NODE)
     async with locks.hold(NODE, FAR_S, "card 0"):
-        assert locks.busy(NODE)
+        assert busy(locks, NODE)
 
 
 async def test_cards_are_independent() -> None:
     locks = CardLocks()
     async with locks.hold(NODE, FAR_S, "card 0"), locks.hold("/dev/dfl-fme.1", FAR_S, "card 1"):
-        assert locks.busy(NODE)
-        assert locks.busy("/dev/dfl-fme.1")
-    assert not locks.busy(NODE)
+        assert busy(locks, NODE)
+        assert busy(locks, "/dev/dfl-fme.1")
+    assert not busy(locks, NODE)

@@ -12,6 +12,7 @@ from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.command import CommandProgrammer
 from agent.programming.commandspec import parse_command_programmers
 from agent.slots import Health, Slot, SlotId
+from tests.unit.programming.cardlocks import busy
 
 ACCEL = "0123456789abcdef0123456789abcdef"
 
@@ -62,13 +63,13 @@ async def test_command_programmer_card_busy_for_the_whole_deadline_is_a_timeout(
             if await asyncio.to_thread(started.exists):
                 break
             await asyncio.sleep(0.01)
-    assert tool._cards.busy("c0")
+    assert busy(tool._cards, "c0")
     with pytest.raises(ProgrammingTimeout, match="card c0 was busy with another programming operation"):
         await tool.program_file(slot("c0", "r1"), tmp_path / "x", ACCEL, 0.2)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    assert not tool._cards.busy("c0")
+    assert not busy(tool._cards, "c0")
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import pytest
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.dfl import DflProgrammer
 from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from tests.unit.programming.cardlocks import busy
 
 IMAGE = bytes(range(256)) * 16 + b"tail"
 ACCELERATOR = "d8424dc4a4a3c413f89e433683f9040b"
@@ -215,7 +216,7 @@ async def test_timeout_keeps_the_card_busy_until_the_kernel_returns(fme: Path, n
     )
     with pytest.raises(ProgrammingTimeout, match=expected):
         await programmer.program(first, IMAGE, ACCELERATOR, 0.05)
-    assert programmer._cards.busy(str(fme))
+    assert busy(programmer._cards, str(fme))
 
     later = asyncio.create_task(programmer.program(second, IMAGE, ACCELERATOR, 5.0))
     for _ in range(10):
@@ -227,7 +228,7 @@ async def test_timeout_keeps_the_card_busy_until_the_kernel_returns(fme: Path, n
     await later
     assert [(kind, port) for kind, _, port in kernel.events] == [("enter", 0), ("exit", 0), ("enter", 1), ("exit", 1)]
     assert kernel.overlaps == 0
-    assert not programmer._cards.busy(str(fme))
+    assert not busy(programmer._cards, str(fme))
 
 
 async def test_waiting_for_a_busy_card_counts_against_the_deadline(fme: Path, no_fd_leak: None) -> None:
@@ -280,7 +281,7 @@ async def test_different_cards_in_parallel(fme_nodes: list[Path], no_fd_leak: No
     tasks = [asyncio.create_task(programmer.program(slot, IMAGE, ACCELERATOR, 30.0)) for slot in slots]
     # Both cards are inside the kernel at the same time before either is released.
     await asyncio.gather(*(kernel.entered(node, 0).wait() for node in fme_nodes))
-    assert all(programmer._cards.busy(str(node)) for node in fme_nodes)
+    assert all(busy(programmer._cards, str(node)) for node in fme_nodes)
     kernel.gate.set()
     await asyncio.gather(*tasks)
     assert sorted(call.device for call in kernel.calls) == sorted(device_of(node) for node in fme_nodes)

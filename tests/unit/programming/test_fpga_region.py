@@ -15,6 +15,7 @@ from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming import fpga_region
 from agent.programming.fpga_region import FpgaRegionProgrammer, firmware_name
 from agent.slots import Health, Slot, make_slot_id
+from tests.unit.programming.cardlocks import busy
 
 IMAGE = b"\xaa\x99\x55\x66" + bytes(range(200))
 ACCELERATOR = "fir-filter"
@@ -136,7 +137,7 @@ async def test_state_is_followed_until_operating(root: Path, kernel: Kernel, pro
     kernel.steps = [set_state(manager, "write init"), set_state(manager, "write"), set_state(manager, "operating")]
     await programmer.program(region_slot(manager), IMAGE, ACCELERATOR, 5.0)
     assert kernel.sleeps == [0.01, 0.01, 0.01]
-    assert not programmer._cards.busy(manager.sys_path)
+    assert not busy(programmer._cards, manager.sys_path)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +176,7 @@ async def test_timeout_names_the_last_state(root: Path, kernel: Kernel, programm
     )
     with pytest.raises(ProgrammingTimeout, match=expected):
         await programmer.program(slot, IMAGE, ACCELERATOR, 0.05)
-    assert not programmer._cards.busy(manager.sys_path)  # nothing was left running in a thread
+    assert not busy(programmer._cards, manager.sys_path)  # nothing was left running in a thread
 
 
 async def test_manager_without_flags(root: Path, programmer: FpgaRegionProgrammer) -> None:
@@ -268,12 +269,12 @@ async def test_different_managers_in_parallel(root: Path, kernel: Kernel, progra
     kernel.expected_waiters = 2
     tasks = [asyncio.create_task(programmer.program(region_slot(m), IMAGE, ACCELERATOR, 30.0)) for m in managers]
     await kernel.all_waiting.wait()  # both loads are in progress at once
-    assert all(programmer._cards.busy(m.sys_path) for m in managers)
+    assert all(busy(programmer._cards, m.sys_path) for m in managers)
     for manager in managers:
         manager.state = "operating"
     kernel.release.set()
     await asyncio.gather(*tasks)
-    assert not any(programmer._cards.busy(m.sys_path) for m in managers)
+    assert not any(busy(programmer._cards, m.sys_path) for m in managers)
 
 
 # ------------------------------------------------------------------------------------ whole cards
