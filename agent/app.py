@@ -13,11 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
-from agent.deviceplugin import RESOURCE_NAME, DevicePluginServicer, PluginLifecycle, PodResourcesClient
-from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S
+from agent.deviceplugin.constants import POD_RESOURCES_TIMEOUT_S, RESOURCE_NAME
+from agent.deviceplugin.lifecycle import PluginLifecycle
+from agent.deviceplugin.podresources import PodResourcesClient
+from agent.deviceplugin.servicer import DevicePluginServicer
 from agent.errors import ConfigError, FpgaSlotError, KubeError, KubeletError
 from agent.files.atomic import remove_stale_temp_files
-from agent.kube import EventRecorder, NodePublisher, PodCache, PodInfo, connect_api
+from agent.kube.client import connect_api
+from agent.kube.events import EventRecorder
+from agent.kube.nodes import NodePublisher
+from agent.kube.pods import PodCache, PodInfo
 from agent.kube.uninstall import node_with_state, release_account, successor_expected
 from agent.node.backend import Backend, build_backend, log_enumeration
 from agent.node.distribution import Distribution
@@ -27,7 +32,9 @@ from agent.node.nodestate import CatalogReader, publish_node_state
 from agent.node.pods import EventSink, PodDirectory
 from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
-from agent.slots import Slot, SlotRegistry, checkpoint
+from agent.slots import checkpoint
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 
 if TYPE_CHECKING:
     from agent.dra.mode import DraMode
@@ -141,10 +148,10 @@ class Agent:
 
     def _dra_mode(self, pods: PodDirectory | None) -> DraMode:
         # the DRA driver's code and protocols are loaded in DRA mode only (a device-plugin agent's memory)
-        from agent.dra import DRIVER_NAME, PluginSockets
         from agent.dra.binding import ClaimStatusAccess
-        from agent.dra.constants import KUBELET_CALL_TIMEOUT_S
+        from agent.dra.constants import DRIVER_NAME, KUBELET_CALL_TIMEOUT_S
         from agent.dra.mode import DraMode
+        from agent.dra.server import PluginSockets
         from agent.kube.claims import ClaimReader, ClaimStatusWriter
         from agent.kube.client import REQUEST_TIMEOUT_S as CLAIM_READ_TIMEOUT_S
         from agent.kube.reflector import Watcher
@@ -232,7 +239,7 @@ class Agent:
     def readiness(self) -> str | None:
         """None while registered with the kubelet (``/readyz``): the device plugin, or in DRA mode the driver."""
         if self.dra is not None:
-            from agent.dra import DRIVER_NAME
+            from agent.dra.constants import DRIVER_NAME
 
             return None if self.dra.registered() else f"the kubelet has not registered DRA driver {DRIVER_NAME}"
         assert self.lifecycle is not None  # device-plugin mode

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
-from agent.demo.kubelet import KubeletStandIn  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.demo.kubelet.devicemanager import KubeletStandIn  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from bench.table import emit, p50_p99  # noqa: E402
 from tests.fakeapi import FakeKubeApiServer, running_apiserver  # noqa: E402
 

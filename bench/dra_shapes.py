@@ -28,8 +28,8 @@ from agent.dra.cards import offered as offered_names
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import bitstream_capacity, slice_devices
 from agent.kube.resourceslices import GROUP_VERSION, counters_spec, slice_spec
-from agent.slots import Health, Slot, SlotId, SlotState
-from agent.slots.registry import Content
+from agent.slots.model import Health, Slot, SlotId
+from agent.slots.registry import Content, SlotState
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "daemonset" / "examples" / "dra" / "cached-first.yaml"

@@ -33,7 +33,7 @@ import aiohttp  # noqa: E402
 
 from agent.app import Agent, connect_kube  # noqa: E402
 from agent.bitstreams.declaration import declaration_object  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402

@@ -38,14 +38,15 @@ sys.path.insert(0, str(ROOT))
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
 from agent.app import Agent  # noqa: E402
 from agent.config import Config  # noqa: E402
-from agent.demo.kubelet import KubeletStandIn, NodePods  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.demo.kubelet.devicemanager import KubeletStandIn  # noqa: E402
+from agent.demo.kubelet.nodepods import NodePods  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from agent.discovery.static import parse_static_slots  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 from agent.programming.commandspec import parse_command_programmers  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
-from agent.slots import Slot  # noqa: E402
+from agent.slots.model import Slot  # noqa: E402
 from bench.table import emit, pct  # noqa: E402
 from tests.fakes import test_config  # noqa: E402
 

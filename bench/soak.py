@@ -50,14 +50,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from agent.errors import InvalidBitstreamName  # noqa: E402
 from agent.extender.nodestate import MalformedLog, read_published_state  # noqa: E402
 from agent.files.bitstream import validate_name  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.simfpga import SimFabric, SimSlotInfo  # noqa: E402
 from agent.simfpga.fabric import PLATFORM  # noqa: E402
-from agent.slots import Health, checkpoint  # noqa: E402
+from agent.slots import checkpoint  # noqa: E402
+from agent.slots.model import Health  # noqa: E402
 from bench.extender_handler import node_state, state_table  # noqa: E402
 from bench.hostile_pulls import soak_hostile_sources  # noqa: E402
 from bench.table import Row, emit, p50_p99  # noqa: E402

@@ -29,8 +29,8 @@ if "libumockdev-preload" not in os.environ.get("LD_PRELOAD", ""):
 sys.path.insert(0, str(ROOT))
 
 from agent.app import Agent  # noqa: E402
-from agent.demo.kubelet import KubeletStandIn  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.demo.kubelet.devicemanager import KubeletStandIn  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from bench.table import emit, p50_p99  # noqa: E402
 from tests.fakes import test_config  # noqa: E402
 from tests.udevbed import ALL_ONES, UdevTestbed, two_dfl_cards  # noqa: E402

@@ -23,8 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 from agent.app import Agent  # noqa: E402
 from agent.config import load_config  # noqa: E402
-from agent.demo.kubelet import KubeletStandIn, NodePods  # noqa: E402
-from agent.deviceplugin import RESOURCE_NAME  # noqa: E402
+from agent.demo.kubelet.devicemanager import KubeletStandIn  # noqa: E402
+from agent.demo.kubelet.nodepods import NodePods  # noqa: E402
+from agent.deviceplugin.constants import RESOURCE_NAME  # noqa: E402
 from agent.node.reconfigure import ANNOTATION  # noqa: E402
 from agent.programming.catalog import Catalog  # noqa: E402
 

@@ -16,17 +16,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.demo.kubeapi import (
+from agent.demo.kubeapi.objects import (
+    DEFAULT_NAMESPACES,
     JSON,
     RESOURCE_API,
     SLOT_RESOURCE,
     ApiError,
-    RecordedRequest,
     make_node,
     now_rfc3339,
     status_object,
 )
-from agent.demo.kubeapi.objects import DEFAULT_NAMESPACES
+from agent.demo.kubeapi.store import RecordedRequest
 from tests.fakeapi_cluster import ClusterObjects
 
 __all__ = [

@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError, RecordedRequest, now_rfc3339
-from agent.demo.kubeapi.objects import PATH, RESOURCES, Kind
+from agent.demo.kubeapi.objects import JSON, PATH, RESOURCE_API, RESOURCES, ApiError, Kind, now_rfc3339
+from agent.demo.kubeapi.store import RecordedRequest
 from tests.fakeapi_requests import FullRequests
 from tests.fakeapi_validation import DNS_SUBDOMAIN
 

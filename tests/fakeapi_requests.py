@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.demo.kubeapi import JSON, ApiError, KubeApiStandIn, RecordedRequest, now_rfc3339
-from agent.demo.kubeapi.objects import PATH, SELECTOR_TERM, _Key, _parse_rv
-from agent.demo.kubeapi.store import _already_exists, _conflict
+from agent.demo.kubeapi.objects import JSON, PATH, SELECTOR_TERM, ApiError, _Key, _parse_rv, now_rfc3339
+from agent.demo.kubeapi.server import KubeApiStandIn
+from agent.demo.kubeapi.store import RecordedRequest, _already_exists, _conflict
 from tests.fakeapi_validation import valid_node_state, valid_resource_slice, validate_event
 
 #: Lists merged by key in a strategic merge patch (the real server knows this from the schema).

@@ -9,7 +9,7 @@ import datetime
 import re
 from typing import Any
 
-from agent.demo.kubeapi import JSON, RESOURCE_API, ApiError
+from agent.demo.kubeapi.objects import JSON, RESOURCE_API, ApiError
 from agent.slots.published import MAX_BITSTREAMS, MAX_SLOTS
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -1,12 +1,12 @@
 """Every stand-in the tests use, in one place.
 
-* the kubelet: :class:`agent.demo.kubelet.KubeletStandIn` (shipped, because the demo
+* the kubelet: :class:`agent.demo.kubelet.devicemanager.KubeletStandIn` (shipped, because the demo
   uses it too), re-exported here, and :func:`close_stream` (the kubelet dropping an endpoint);
 * the API server: :class:`tests.fakeapi.FakeKubeApiServer` (the shipped stand-in of
   :mod:`agent.demo.kubeapi` with the tests' controls), re-exported here;
 * FPGA hardware: :class:`agent.simfpga.SimFabric` (stateful simulated cards);
 * :class:`AgentHarness`: a real agent wired to both, started and stopped cleanly;
-* the kubelet's DRA side: :class:`agent.demo.kubelet.DraKubelet` (shipped, for ``fpga-agent demo dra``);
+* the kubelet's DRA side: :class:`agent.demo.kubelet.dra.DraKubelet` (shipped, for ``fpga-agent demo dra``);
   here :class:`FakeClaimPreparer` for what preparing a claim does on the node.
 """
 
@@ -27,10 +27,12 @@ from pathlib import Path
 
 from agent.app import Agent
 from agent.config import Config, load_config
-from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
-from agent.deviceplugin import RESOURCE_NAME
-from agent.dra import DRIVER_NAME, ClaimRef, PreparedDevice
+from agent.demo.kubelet.devicemanager import KubeletStandIn, PluginConnection
+from agent.demo.kubelet.nodepods import NodePods
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.dra.cdi import UID, CdiSpecs
+from agent.dra.constants import DRIVER_NAME
+from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import KubeError, ProgrammingError
 from agent.files.atomic import read_no_follow
 from agent.kube.claims import ClaimInfo, parse_claim
@@ -238,7 +240,7 @@ class FakeClaimPreparer:
 
 
 class FakeClaims:
-    """ResourceClaims as the API server holds them, read as ``agent.kube.ClaimReader`` reads them: the stored
+    """ResourceClaims as the API server holds them, read as ``agent.kube.claims.ClaimReader`` reads them: the stored
     JSON goes through the reader's own parser, and a claim that is gone, replaced (another UID), not allocated
     or malformed is the same KubeError the reader raises."""
 

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from agent.cli.flags import add_option_argument
 from agent.errors import ConfigError, FpgaSlotError, shown
 from agent.files.atomic import fsync_directory
-from agent.kube import SecretReader, SecretWriter, connect_api, fill_ca_bundle
+from agent.kube.client import connect_api
+from agent.kube.secrets import SecretReader, SecretWriter
+from agent.kube.webhooks import fill_ca_bundle
 
 if TYPE_CHECKING:
     from agent.cluster.certs import Issued

@@ -10,8 +10,8 @@ import argparse
 import sys
 
 import agent.cli.flags as cliflags
-from agent.kube import command_api
 from agent.kube.cleanupgrant import ACCOUNT, GRANT_PREFIX, ensure_cleanup_grant
+from agent.kube.client import command_api
 
 
 def add_cleanup_grant_command(commands: cliflags.Subparsers) -> None:

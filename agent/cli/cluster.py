@@ -8,7 +8,8 @@ import sys
 
 import agent.cli.flags as cliflags
 import agent.cluster.view as clusterview
-from agent.kube import command_api, list_node_states, list_nodes, list_resource_claims
+from agent.kube.client import command_api
+from agent.kube.nodes import list_node_states, list_nodes, list_resource_claims
 from agent.output.tables import format_table
 
 

@@ -10,8 +10,8 @@ import argparse
 import sys
 
 import agent.cli.flags as cliflags
-from agent.kube import command_api
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
+from agent.kube.client import command_api
 from agent.kube.uninstall import clear_every_node, release_account
 
 

@@ -32,7 +32,7 @@ from agent.extender.server import (
     start_webhook,
 )
 from agent.extender.table import StateTable
-from agent.kube import connect_api
+from agent.kube.client import connect_api
 from agent.kube.reflector import Watcher
 from agent.node.distribution import parse_object
 

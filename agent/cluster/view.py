@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.kube import NodeSummary
 from agent.kube.nodefields import as_mapping
+from agent.kube.nodes import NodeSummary
 from agent.slots.published import PublishedSlot, parse_state
 
 NO_STATE = "no published state"

@@ -15,8 +15,9 @@ from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent.app import Agent
 from agent.config import Config
 from agent.demo import ms_since, say
-from agent.demo.kubelet import KubeletStandIn, NodePods, PluginConnection
-from agent.deviceplugin import RESOURCE_NAME
+from agent.demo.kubelet.devicemanager import KubeletStandIn, PluginConnection
+from agent.demo.kubelet.nodepods import NodePods
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION
 from agent.output.tables import format_table
 from agent.programming.catalog import Catalog

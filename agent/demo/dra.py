@@ -1,6 +1,6 @@
 """``fpga-agent demo dra``: the DRA mode on simulated slots, narrated.
 
-The real agent in ``--mode dra`` against the kubelet's DRA side (:class:`agent.demo.kubelet.DraKubelet`) and
+The real agent in ``--mode dra`` against the kubelet's DRA side (:class:`agent.demo.kubelet.dra.DraKubelet`) and
 the API server stand-in (:mod:`agent.demo.kubeapi`); the demo plays the scheduler."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from agent.config import Config
 from agent.demo import ms_since, say
 from agent.demo.deviceplugin import sim_setup
 from agent.demo.draclaims import DEVICE_CLASS, NAMESPACE, CdiView, ClaimRun, PreparedClaim, SliceView, allocate, until
-from agent.demo.kubeapi import KubeApiStandIn
-from agent.demo.kubelet import DraKubelet
-from agent.dra import DRIVER_NAME
+from agent.demo.kubeapi.server import KubeApiStandIn
+from agent.demo.kubelet.dra import DraKubelet
+from agent.dra.constants import DRIVER_NAME
 from agent.simfpga.fabric import PLATFORM
 from agent.simfpga.sample import SAMPLE_NAME
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent
-from agent.demo.kubeapi import JSON, KubeApiStandIn
-from agent.demo.kubelet import DraKubelet
-from agent.dra import DRIVER_NAME
+from agent.demo.kubeapi.objects import JSON
+from agent.demo.kubeapi.server import KubeApiStandIn
+from agent.demo.kubelet.dra import DraKubelet
+from agent.dra.constants import DRIVER_NAME
 from agent.output.tables import format_table
 from agent.simfpga.fabric import PLATFORM
 

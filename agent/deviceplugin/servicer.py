@@ -27,8 +27,9 @@ from agent.errors import (
     UnknownBitstream,
     shown_list,
 )
-from agent.slots import Slot, SlotRegistry, SlotState, choose_preferred
-from agent.slots.model import container_env
+from agent.slots.allocator import choose_preferred
+from agent.slots.model import Slot, container_env
+from agent.slots.registry import SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.slots import Slot, SlotRegistry
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from agent.discovery import udev
 from agent.discovery.base import Enumeration, Skipped
 from agent.discovery.udev import DeviceRecord
 from agent.discovery.watching import UdevSource
-from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from agent.slots.model import DeviceNode, Health, Slot, make_slot_id
 
 NAME = "dfl"
 MAX_PORTS_PER_CARD = 4

@@ -14,7 +14,7 @@ from agent.discovery import udev
 from agent.discovery.base import Enumeration, Skipped
 from agent.discovery.udev import DeviceRecord
 from agent.discovery.watching import UdevSource
-from agent.slots import Health, Slot, make_slot_id
+from agent.slots.model import Health, Slot, make_slot_id
 
 NAME = "fpga-region"
 SUBSYSTEMS = ("fpga_region", "fpga_manager")

@@ -9,7 +9,8 @@ import logging
 from agent.discovery.base import Enumeration
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
 from agent.simfpga.faultfiles import follow_fault_files
-from agent.slots import DeviceNode, Health, Slot, SlotRegistry, make_slot_id
+from agent.slots.model import DeviceNode, Health, Slot, make_slot_id
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 

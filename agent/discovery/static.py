@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from agent.discovery.base import Enumeration
 from agent.discovery.watching import UdevSource
-from agent.slots import DeviceNode, Health, Slot, SlotId, make_slot_id
+from agent.slots.model import DeviceNode, Health, Slot, SlotId, make_slot_id
 
 NAME = "static"
 _NAMES_SOMETHING = re.compile(r"[A-Za-z0-9]")

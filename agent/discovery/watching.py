@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from agent.discovery.base import Enumeration
 from agent.discovery.udev import UdevMonitor
 from agent.errors import DiscoveryError
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 

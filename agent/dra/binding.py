@@ -38,7 +38,7 @@ class ClaimStatusAccess:
 
     prepare_writer: StatusWriter
     binding_writer: StatusWriter
-    #: (parse, on_replace, on_event, on_error) -> something to ``await .run()`` (``agent.kube.Watcher``)
+    #: (parse, on_replace, on_event, on_error) -> something to ``await .run()`` (``agent.kube.reflector.Watcher``)
     watch: Callable[..., Any]
     sha256_of: Callable[[str], str]
     events: EventSink | None

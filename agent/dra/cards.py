@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from agent.dra.constants import DRIVER_NAME
 from agent.dra.naming import NameClash, device_names
 from agent.kube.resourceslices import MAX_COUNTERS, CounterSet
-from agent.slots import Health, Slot, SlotState
+from agent.slots.model import Health, Slot
+from agent.slots.registry import SlotState
 
 #: The taint of every card device: a claim for a whole card tolerates it (daemonset/examples/dra/whole-card.yaml).
 CARD_TAINT = f"{DRIVER_NAME}/whole-card"

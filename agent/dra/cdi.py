@@ -11,8 +11,7 @@ from pathlib import Path
 from agent.dra.constants import DRIVER_NAME
 from agent.errors import ProgrammingError, shown
 from agent.files.atomic import write_atomically
-from agent.slots import Slot
-from agent.slots.model import container_env
+from agent.slots.model import Slot, container_env
 
 CDI_VERSION = "0.6.0"
 #: A claim UID as the API server makes them (a UUID); anything else never reaches a file name.

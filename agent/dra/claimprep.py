@@ -13,16 +13,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cards import OfferedCard, card_key, offered
 from agent.dra.cdi import CdiSpecs
+from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import CatalogError, PodLookupError, ProgrammingError, UnknownBitstream, shown, shown_claim
 from agent.files.atomic import read_no_follow, write_atomically
 from agent.kube.claims import AllocatedDevice, ClaimInfo
 from agent.node.pods import PodDirectory, PodView
 from agent.node.reconfigure import Reconfigurer, wanted_bitstream
-from agent.slots import Slot, SlotId, SlotRegistry, SlotState
 from agent.slots.bitstreamrequest import BITSTREAM_PARAMETER, claim_bitstream, pod_bitstream
+from agent.slots.model import Slot, SlotId
+from agent.slots.registry import SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class OfferedDevice:
 
 
 class ClaimPreparation:
-    """``agent.dra.ClaimPreparer`` on the agent's slots."""
+    """``agent.dra.service.ClaimPreparer`` on the agent's slots."""
 
     def __init__(
         self,

@@ -15,7 +15,8 @@ from agent.dra.claimprep import ClaimPreparation
 from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import FpgaSlotError, shown_claim
 from agent.kube.claims import DeviceStatus
-from agent.slots import SlotId, SlotRegistry
+from agent.slots.model import SlotId
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SlotContent:
 
 
 class StatusWriter(Protocol):
-    """``agent.kube.ClaimStatusWriter`` (blocking)."""
+    """``agent.kube.claims.ClaimStatusWriter`` (blocking)."""
 
     def apply(self, namespace: str, name: str, uid: str, entries: Sequence[DeviceStatus]) -> None: ...
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, NameClash, PluginSockets
 from agent.dra.binding import (
     BOUND_CONDITION,
     FAILED_CONDITION,
@@ -23,12 +22,17 @@ from agent.dra.binding import (
 from agent.dra.cards import CARD_CAPACITY, CARD_TAINT, OfferedCard, card_key, counter_sets, offered, offered_cards
 from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimLookup, ClaimPreparation
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.devicestatus import ContentTracker, ReportingPreparer
+from agent.dra.health import DeviceHealth, HealthBoard
+from agent.dra.naming import NameClash
+from agent.dra.server import DraPluginServer, PluginSockets
 from agent.errors import KubeError
 from agent.kube.resourceslices import CounterSet, DeviceTaint, SliceDevice
 from agent.node.pods import PodDirectory
 from agent.node.reconfigure import Reconfigurer
-from agent.slots import Health, Slot, SlotRegistry, SlotState, eviction_key
+from agent.slots.model import Health, Slot, eviction_key
+from agent.slots.registry import SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +50,7 @@ CLAIMS_FILE = "dra-claims.json"
 
 
 class SlicePublisher(Protocol):
-    """What keeps the node's ResourceSlice (``agent.kube.ResourceSlicePublisher``)."""
+    """What keeps the node's ResourceSlice (``agent.kube.resourceslices.ResourceSlicePublisher``)."""
 
     def set_devices(self, devices: Sequence[SliceDevice], counters: Sequence[CounterSet] = ()) -> None: ...
 

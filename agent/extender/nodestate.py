@@ -114,7 +114,7 @@ def node_state(state: published.NodeState) -> NodeSlots:
         size=sum(healthy.values()),
         free_empty=free_empty,
         free_loaded=free_loaded,
-        reusable={p: tuple(sorted(v)) for p, v in reusable.items()},
+        reusable={p: tuple(sorted(v, key=lambda s: (s.last_used, s.bitstream or ""))) for p, v in reusable.items()},
         free_order=tuple(sorted(in_order, key=lambda s: eviction_key(s["bitstream"], s["last_used"], s["id"]))),
         weight=weight,
         pack1=_packing(sum(healthy.values()), len(in_order), 1),

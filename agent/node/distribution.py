@@ -36,13 +36,14 @@ from agent.errors import (
     SourceNotFound,
     SourceUnreachable,
 )
-from agent.kube import PodInfo, SecretReader, Watcher
-from agent.kube.reflector import WatchEventKind
+from agent.kube.pods import PodInfo
+from agent.kube.reflector import Watcher, WatchEventKind
+from agent.kube.secrets import SecretReader
 from agent.node.metrics import AgentMetrics
 from agent.node.pods import EventSink, PodDirectory, PodView
 from agent.node.reconfigure import ANNOTATION
 from agent.programming.catalog import Catalog
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 

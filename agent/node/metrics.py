@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")

@@ -13,8 +13,8 @@ from agent.errors import CatalogError
 from agent.files.dirwatch import DirWatcher
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogEntry
-from agent.slots import SlotRegistry, SlotState
 from agent.slots.published import dropped, state_spec
+from agent.slots.registry import SlotRegistry, SlotState
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ RENDER_INTERVAL_S = 0.5
 
 
 class StatePublisher(Protocol):
-    """Where the rendered state goes (:class:`agent.kube.NodePublisher`, or a test's recorder)."""
+    """Where the rendered state goes (:class:`agent.kube.nodes.NodePublisher`, or a test's recorder)."""
 
     def update(self, spec: Mapping[str, Any], platforms: Set[str]) -> None: ...
 

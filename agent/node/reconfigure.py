@@ -25,8 +25,9 @@ from agent.node.slotloader import HardwareReader, SlotLoader
 from agent.programming.base import Programmer
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogEntry, check_platform, check_scope
-from agent.slots import Slot, SlotId, SlotRegistry
 from agent.slots.bitstreamrequest import BITSTREAM_ANNOTATION, container_bitstream
+from agent.slots.model import Slot, SlotId
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 

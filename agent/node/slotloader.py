@@ -22,7 +22,8 @@ from agent.node.pods import EventSink, PodView
 from agent.programming.base import CardProgrammer, FileProgrammer, Programmer
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogEntry
-from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.model import Slot, SlotId
+from agent.slots.registry import SlotRegistry
 
 logger = logging.getLogger(__name__)
 

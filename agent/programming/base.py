@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from agent.slots import Slot
+from agent.slots.model import Slot
 
 
 class Programmer(Protocol):

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, NamedTuple
 from agent.errors import BitstreamFileError, CatalogError, PlatformMismatch, shown
 from agent.files.bitstream import CARD_SCOPE, SCOPES, SLOT_SCOPE, is_sha256, is_valid_name, normalize_id128
 from agent.programming.gbs import HEADER_KEYS, GbsFormatError, mismatched_id, read_gbs_header
-from agent.slots import Slot
+from agent.slots.model import Slot
 
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_ID_LEN = 256

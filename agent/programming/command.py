@@ -16,7 +16,7 @@ from agent.programming.cardlock import CardLocks
 from agent.programming.catalogentry import normalize_platform_id
 from agent.programming.commandspec import CommandSpec
 from agent.programming.toolrun import ToolResult, run_tool, shown_output
-from agent.slots import Slot, SlotId
+from agent.slots.model import Slot, SlotId
 
 logger = logging.getLogger(__name__)
 

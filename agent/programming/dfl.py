@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.cardlock import CardLocks
-from agent.slots import Slot
+from agent.slots.model import Slot
 
 logger = logging.getLogger(__name__)
 

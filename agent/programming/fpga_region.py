@@ -18,7 +18,7 @@ from pathlib import Path
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.files.atomic import write_atomically
 from agent.programming.cardlock import CardLease, CardLocks
-from agent.slots import Health, Slot
+from agent.slots.model import Health, Slot
 
 logger = logging.getLogger(__name__)
 

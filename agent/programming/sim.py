@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.simfpga import SimFabric
-from agent.slots import Slot
+from agent.slots.model import Slot
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,10 @@ from agent.extender.demand import ContainerDemand, PodDemand
 from agent.extender.nodestate import NodeSlots, node_state
 from agent.extender.ranking import ANSWER_LIMIT, Scorer, Scores
 from agent.extender.scoring import ScoreWeights
-from agent.slots import DeviceNode, Health, Holder, Slot, SlotId, SlotState, choose_preferred
+from agent.slots.allocator import choose_preferred
+from agent.slots.model import DeviceNode, Health, Holder, Slot, SlotId
 from agent.slots.published import NodeState
-from agent.slots.registry import Content
+from agent.slots.registry import Content, SlotState
 from bench.sim.engine import Placement, SimNode
 from bench.sim.facts import ClusterFacts
 from bench.sim.sampling import Sampler

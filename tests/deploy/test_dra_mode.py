@@ -23,10 +23,11 @@ import yaml
 
 from agent.cli.certs import SERVER_SECRET
 from agent.config import MODES, load_config
-from agent.deviceplugin import RESOURCE_NAME
-from agent.dra import DRIVER_NAME, PluginSockets
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.dra.cards import CARD_TAINT
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import SLOT_CAPACITY, bitstream_capacity
+from agent.dra.server import PluginSockets
 from agent.extender.server import VALIDATE_PATH
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agent.config import load_config
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.extender.scoring import ScoreWeights
 from agent.extender.server import Extender, build_app
 from agent.extender.table import StateTable

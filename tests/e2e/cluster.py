@@ -22,10 +22,10 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
-from agent.slots import make_slot_id
+from agent.slots.model import make_slot_id
 from agent.slots.published import GROUP, PLURAL, VERSION, NodeState, PublishedSlot, parse_state
 
 REPO = Path(__file__).parents[2]

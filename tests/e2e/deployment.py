@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.node.reconfigure import ANNOTATION as BITSTREAM_ANNOTATION
 from agent.simfpga.fabric import PLATFORM
 from tests.e2e.cluster import (

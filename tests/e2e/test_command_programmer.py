@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from tests.e2e.cluster import REPO, Cluster, node_is_ready, slots_of
 from tests.e2e.deployment import NAMESPACE, STATE_DIR, Deployment, deploy, kubectl
 

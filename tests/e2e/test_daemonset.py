@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import pytest
 
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from tests.e2e.cluster import (
     BITSTREAM,
     Cluster,

@@ -29,12 +29,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.config import load_config
-from agent.dra import DRIVER_NAME, ClaimRef, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets, PreparedDevice
 from agent.dra.cdi import CdiSpecs
+from agent.dra.constants import DRIVER_NAME
+from agent.dra.health import DeviceHealth, HealthBoard
+from agent.dra.server import DraPluginServer, PluginSockets
+from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import KubeError
 from agent.kube.claims import ClaimReader
 from agent.kube.resourceslices import ResourceSlicePublisher, SliceDevice
-from agent.slots import DeviceNode, Health, Slot, SlotId
+from agent.slots.model import DeviceNode, Health, Slot, SlotId
 from tests.e2e.cluster import Cluster, pick_node, wait_for
 
 CDI_DIR = Path("/var/run/cdi")

@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agent.dra import DRIVER_NAME
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import SLOT_CAPACITY
 from tests.e2e.cluster import REPO, Cluster, wait_for
 from tests.e2e.deployment import kubectl

@@ -28,7 +28,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agent.dra import DRIVER_NAME
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import SLOT_CAPACITY, bitstream_capacity
 from agent.kube.nodefields import PLATFORM_LABEL
 from agent.node.reconfigure import ANNOTATION

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.dra import DRIVER_NAME
 from agent.dra.binding import BOUND_CONDITION, FAILED_CONDITION, FAILED_TAINT
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import UNHEALTHY_TAINT
 from tests.e2e.cluster import BITSTREAM, Cluster, running, wait_for
 from tests.e2e.deployment import (

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.dra import DRIVER_NAME
 from agent.dra.cards import CARD_TAINT
+from agent.dra.constants import DRIVER_NAME
 from agent.simfpga.sample import SAMPLE_CARD_NAME, SAMPLE_NAME
 from tests.e2e.cluster import Cluster, Suite, running, wait_for
 from tests.e2e.deployment import NAMESPACE, SLOTS, Deployment, deploy_as_configured, dra_components, kubectl

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.deviceplugin import RESOURCE_NAME
-from agent.dra import DRIVER_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
+from agent.dra.constants import DRIVER_NAME
 from agent.node.reconfigure import ANNOTATION
 from tests.e2e.cluster import BITSTREAM, REPO, Cluster, Suite, running, wait_for
 from tests.e2e.deployment import AGENT, NAMESPACE, Deployment, deploy_as_configured

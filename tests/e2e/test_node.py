@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.discovery.sim import CONTAINER_DEV_DIR
 from tests.e2e.cluster import BITSTREAM, SLOT, Suite, is_ready, node_is_ready, running, slots_of
 

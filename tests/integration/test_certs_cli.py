@@ -15,8 +15,8 @@ from cryptography import x509
 from agent.cli.certs import CLIENT_SECRET, SERVER_SECRET, SecretStore, make_certificates
 from agent.cluster.certs import Issued, issue
 from agent.errors import FpgaSlotError
-from agent.kube import SecretReader, SecretWriter
 from agent.kube.client import build_api_client
+from agent.kube.secrets import SecretReader, SecretWriter
 from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.fakes import run_fpga_agent
 

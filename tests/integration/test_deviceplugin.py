@@ -19,7 +19,8 @@ import pytest
 from agent._proto.deviceplugin.v1beta1 import api_pb2 as dp
 from agent._proto.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from agent.simfpga.fabric import PLATFORM
-from agent.slots import SlotId, SlotRegistry, SlotState
+from agent.slots.model import SlotId
+from agent.slots.registry import SlotRegistry, SlotState
 from tests.fakes import RESOURCE_NAME, AgentHarness
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")

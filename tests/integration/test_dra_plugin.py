@@ -16,8 +16,10 @@ from agent._proto.dra.v1 import api_pb2 as dra_v1
 from agent._proto.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from agent._proto.drahealth.v1alpha1 import api_pb2 as health_pb
 from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
-from agent.demo.kubelet import DraKubelet
-from agent.dra import DRIVER_NAME, DeviceHealth, DraPluginServer, HealthBoard, PluginSockets
+from agent.demo.kubelet.dra import DraKubelet
+from agent.dra.constants import DRIVER_NAME
+from agent.dra.health import DeviceHealth, HealthBoard
+from agent.dra.server import DraPluginServer, PluginSockets
 from tests.fakes import FakeClaimPreparer, short_tmpdir
 from tests.integration import foreign_wire as wire
 

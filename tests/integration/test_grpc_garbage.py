@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.dra import DraPluginServer, PluginSockets
+from agent.dra.server import DraPluginServer, PluginSockets
 from agent.output.logs import log_handler
 from tests.fakes import AgentHarness, FakeClaimPreparer, short_tmpdir
 

@@ -16,7 +16,7 @@ from agent.discovery.sim import SimSource
 from agent.node.backend import Backend
 from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimFabric
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 from tests.fakes import AgentHarness, KubeletStandIn, test_config
 
 pytestmark = pytest.mark.usefixtures("no_leaked_tasks")

@@ -7,7 +7,8 @@ from typing import Any
 
 from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
-from agent.slots import Slot, SlotRegistry
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot as slot_factory
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent.extender.server import extender_metrics
 from agent.node.metrics import AgentMetrics
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 
 DASHBOARD = Path(__file__).parents[2] / "daemonset" / "grafana-dashboard.json"
 

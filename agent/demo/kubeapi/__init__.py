@@ -5,29 +5,3 @@ It behaves as the real server in what the demo's agent sends it: lists, watches,
 the tests' server adds label selectors, exact and paged lists, bookmarks, the other patch types, FpgaNodeState
 writes and the real server's checks of slices, Events and FpgaNodeStates.
 Not emulated: ``sendInitialEvents``, server-side apply, TLS."""
-
-from __future__ import annotations
-
-from agent.demo.kubeapi.objects import (
-    JSON,
-    RESOURCE_API,
-    SLOT_RESOURCE,
-    ApiError,
-    make_node,
-    now_rfc3339,
-    status_object,
-)
-from agent.demo.kubeapi.server import KubeApiStandIn
-from agent.demo.kubeapi.store import RecordedRequest
-
-__all__ = [
-    "JSON",
-    "RESOURCE_API",
-    "SLOT_RESOURCE",
-    "ApiError",
-    "KubeApiStandIn",
-    "RecordedRequest",
-    "make_node",
-    "now_rfc3339",
-    "status_object",
-]

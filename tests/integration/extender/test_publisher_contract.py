@@ -13,8 +13,9 @@ from agent.extender.nodestate import LoadedSlot, node_state
 from agent.extender.scoring import ScoreWeights, check_node, score_node
 from agent.node.nodestate import render_state
 from agent.programming.catalogentry import CatalogEntry
-from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.model import Health, SlotId
 from agent.slots.published import parse_state, state_object
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import FakeClock, make_slot
 
 NOW = 1_700_000_000

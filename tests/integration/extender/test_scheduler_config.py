@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agent.config import load_config
-from agent.deviceplugin import RESOURCE_NAME
+from agent.deviceplugin.constants import RESOURCE_NAME
 from agent.extender.wire import SLOT_RESOURCE
 from tests.integration.extender.conftest import Cluster, ExtenderUnderTest, extender_args, pod
 from tests.unit.extender.factories import slot

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.kube import PodCache, PodInfo
+from agent.kube.pods import PodCache, PodInfo
 from agent.kube.reflector import Backoff, WatchEventKind
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from agent.dra import DRIVER_NAME
+from agent.dra.constants import DRIVER_NAME
 from agent.errors import KubeError
 from agent.kube.claims import AllocatedDevice, ClaimReader
 from tests.fakeapi import DEFAULT_NODE, ApiError, FakeKubeApiServer, make_resource_claim

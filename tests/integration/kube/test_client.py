@@ -12,12 +12,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agent.errors import KubeError
-from agent.kube import connect_api
 from agent.kube.client import (
     IN_CLUSTER,
     KubeconfigChoice,
     api_status,
     build_api_client,
+    connect_api,
     describe_api_error,
     is_transient,
     resolve_kubeconfig,

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.kube import EventRecorder
 from agent.kube.client import build_api_client
-from agent.kube.events import PodEvent
+from agent.kube.events import EventRecorder, PodEvent
 from tests.fakeapi import FakeKubeApiServer, running_apiserver
 from tests.integration.kube.conftest import TIMEOUT_S
 

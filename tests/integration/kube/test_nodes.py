@@ -14,9 +14,9 @@ import pytest
 from kubernetes import client
 
 from agent.errors import KubeError
-from agent.kube import NodePublisher, list_node_states, list_nodes
 from agent.kube.client import build_api_client
 from agent.kube.nodefields import PLATFORM_LABEL, PLATFORM_LABEL_PREFIX
+from agent.kube.nodes import NodePublisher, list_node_states, list_nodes
 from agent.slots.published import parse_state
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, RecordedRequest, running_apiserver
 from tests.integration.kube.conftest import FAST_BACKOFF, TIMEOUT_S

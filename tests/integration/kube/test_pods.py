@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from agent.kube import PodCache, PodInfo
+from agent.kube.pods import PodCache, PodInfo
 from agent.kube.reflector import WatchEventKind
 from tests.fakeapi import FakeKubeApiServer
 from tests.integration.kube.conftest import TIMEOUT_S, Seen

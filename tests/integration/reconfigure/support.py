@@ -22,10 +22,12 @@ from agent.bitstreams.publish import push_bitstream
 from agent.bitstreams.reference import parse_reference
 from agent.bitstreams.registry import RegistryClient
 from agent.config import Config
-from agent.demo.kubelet import NodePods, PostedEvent
+from agent.demo.kubelet.nodepods import NodePods, PostedEvent
 from agent.programming.catalog import Catalog
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
-from agent.slots import SlotId, SlotRegistry, SlotState, checkpoint
+from agent.slots import checkpoint
+from agent.slots.model import SlotId
+from agent.slots.registry import SlotRegistry, SlotState
 from tests.fakes import RESOURCE_NAME, KubeletStandIn
 from tests.integration.bitstreams.servers import Registry
 

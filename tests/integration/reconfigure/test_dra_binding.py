@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agent._proto.dra.v1 import api_pb2 as v1
-from agent.dra import ClaimRef
 from agent.dra.binding import (
     BOUND_CONDITION,
     FAILED_CONDITION,
@@ -26,7 +25,7 @@ from agent.dra.cdi import CdiSpecs
 from agent.dra.claimprep import ClaimPreparation
 from agent.dra.devicestatus import ContentTracker, ReportingPreparer
 from agent.dra.mode import slice_devices
-from agent.dra.service import DraCore
+from agent.dra.service import ClaimRef, DraCore
 from agent.errors import KubeError
 from agent.kube.claims import DeviceStatus
 from agent.kube.resourceslices import DeviceTaint

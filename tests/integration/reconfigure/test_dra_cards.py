@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.dra import ClaimRef
 from agent.dra.cards import CARD_TAINT, OfferedCard, offered_cards
 from agent.dra.mode import slice_devices
+from agent.dra.service import ClaimRef
 from agent.errors import PlatformMismatch, ProgrammingError
 from agent.kube.resourceslices import DeviceTaint
 from agent.simfpga.fabric import PLATFORM
-from agent.slots import SlotState
+from agent.slots.registry import SlotState
 from tests.fakes import AgentHarness, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, state
 from tests.integration.reconfigure.test_dra_claims import POOL, Node

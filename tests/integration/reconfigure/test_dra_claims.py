@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.dra import ClaimRef, PreparedDevice
 from agent.dra.cards import OfferedCard
 from agent.dra.claimprep import ClaimPreparation
+from agent.dra.service import ClaimRef, PreparedDevice
 from agent.errors import CatalogError, KubeError, PodLookupError, ProgrammingError
-from agent.slots import SlotState
+from agent.slots.registry import SlotState
 from tests.fakes import JSON, AgentHarness, CdiReader, FakeClaims, NodePods
 from tests.integration.reconfigure.support import NS, Bitstreams, fabric_log, slot, state
 

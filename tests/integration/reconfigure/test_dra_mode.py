@@ -27,15 +27,17 @@ from agent._proto.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from agent.app import Agent, connect_kube
 from agent.bitstreams.declaration import declaration_object
 from agent.config import Config
-from agent.demo.kubelet import DraKubelet
-from agent.dra import DRIVER_NAME, PluginSockets
+from agent.demo.kubelet.dra import DraKubelet
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import UNHEALTHY_TAINT
 from agent.dra.naming import disambiguated_name
+from agent.dra.server import PluginSockets
 from agent.errors import CatalogError, ConfigError
 from agent.kube import resourceslices
 from agent.node.reconfigure import ANNOTATION
 from agent.simfpga.fabric import PLATFORM
-from agent.slots import SlotId, checkpoint
+from agent.slots import checkpoint
+from agent.slots.model import SlotId
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, make_resource_claim, running_apiserver
 from tests.fakes import RESOURCE_NAME, KubeletStandIn, test_config
 from tests.integration.bitstreams.servers import Registry

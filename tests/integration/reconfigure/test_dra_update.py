@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agent.app import Agent
-from agent.demo.kubelet import DraKubelet
-from agent.dra import DRIVER_NAME, PluginSockets
+from agent.demo.kubelet.dra import DraKubelet
+from agent.dra.constants import DRIVER_NAME
+from agent.dra.server import PluginSockets
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, make_resource_claim, running_apiserver
 from tests.integration.reconfigure.support import Bitstreams, slot, state
 from tests.integration.reconfigure.test_dra_mode import (

@@ -13,8 +13,8 @@ import aiohttp
 
 from agent.app import connect_kube
 from agent.bitstreams.declaration import declaration_object
-from agent.dra import DRIVER_NAME
 from agent.dra.cards import CARD_TAINT
+from agent.dra.constants import DRIVER_NAME
 from agent.dra.mode import UNHEALTHY_TAINT
 from agent.kube.resourceslices import CounterSet, ResourceSlicePublisher, SliceDevice
 from agent.simfpga.fabric import PLATFORM

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agent.app import Agent, connect_kube
-from agent.demo.kubelet import DraKubelet
+from agent.demo.kubelet.dra import DraKubelet
 from agent.kube.cleanupgrant import ACCOUNT, FINALIZER
 from agent.kube.nodefields import PLATFORM_LABEL_PREFIX
 from tests.fakeapi import DEFAULT_NODE, FakeKubeApiServer, make_pod, running_apiserver

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from agent.discovery.base import DeviceSource
-from agent.slots import SlotRegistry
+from agent.slots.registry import SlotRegistry
 
 TIMEOUT_S = 5.0
 

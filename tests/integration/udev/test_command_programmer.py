@@ -22,7 +22,7 @@ from agent.deviceplugin.servicer import status_for
 from agent.discovery.static import parse_static_slots
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.commandspec import parse_command_programmers
-from agent.slots import SlotId
+from agent.slots.model import SlotId
 from tests.fakes import RESOURCE_NAME, AgentHarness, Catalog, NodePods, run_fpga_agent
 from tests.integration.reconfigure.support import events_of, wait_registry, wants
 from tests.udevbed import UdevTestbed

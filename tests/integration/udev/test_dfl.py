@@ -9,7 +9,7 @@ import pytest
 
 from agent.discovery import udev
 from agent.discovery.dfl import scan_dfl
-from agent.slots import DeviceNode, Health, Slot
+from agent.slots.model import DeviceNode, Health, Slot
 from tests.udevbed import (
     AFU_DMA,
     AFU_NLB,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.discovery.fpga_region import scan_fpga_regions
-from agent.slots import Health
+from agent.slots.model import Health
 from tests.udevbed import INTERFACE_N3000, FakeFpgaManager, UdevTestbed, two_dfl_cards
 
 pytestmark = pytest.mark.udev

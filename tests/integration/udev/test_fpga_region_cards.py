@@ -16,7 +16,8 @@ from agent.node.reconfigure import Reconfigurer
 from agent.programming import fpga_region
 from agent.programming.catalog import Catalog
 from agent.programming.fpga_region import FpgaRegionProgrammer
-from agent.slots import Slot, SlotId, SlotRegistry
+from agent.slots.model import Slot, SlotId
+from agent.slots.registry import SlotRegistry
 from tests.integration.udev.test_fpga_region import BASE, FULL, ZYNQ, base_with_children, child_region
 from tests.udevbed import UdevTestbed
 from tests.unit import reconfigure_support

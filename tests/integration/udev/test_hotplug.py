@@ -21,7 +21,7 @@ import pytest
 import pyudev
 
 from agent.discovery.dfl import dfl_source
-from agent.slots import Health, SlotId
+from agent.slots.model import Health, SlotId
 from tests.fakes import RESOURCE_NAME, AgentHarness
 from tests.integration.udev.sourcewatch import wait_registry, watching
 from tests.udevbed import ALL_ONES, FakeDflCard, FakeFpgaManager, UdevTestbed, two_dfl_cards

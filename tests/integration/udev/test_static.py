@@ -10,7 +10,8 @@ import pytest
 from agent.config import Config, load_config
 from agent.errors import ConfigError
 from agent.node.backend import build_backend
-from agent.slots import DeviceNode, Health, SlotId, SlotRegistry
+from agent.slots.model import DeviceNode, Health, SlotId
+from agent.slots.registry import SlotRegistry
 from tests.integration.udev.sourcewatch import wait_registry, watching
 from tests.udevbed import AFU_NLB, FakeDflCard, UdevTestbed
 

@@ -9,8 +9,8 @@ import pytest
 from google.protobuf import json_format
 
 from agent._proto.podresources.v1 import api_pb2 as pr
-from agent.deviceplugin import RESOURCE_NAME, ContainerRef
-from agent.deviceplugin.podresources import containers_from_pods
+from agent.deviceplugin.constants import RESOURCE_NAME
+from agent.deviceplugin.podresources import ContainerRef, containers_from_pods
 
 #: What a real kubelet v1.36 answered to List, rendered as JSON (proto3 JSON names).
 WIRE_SAMPLE = Path(__file__).parents[2] / "wire-samples" / "podresources-list.json"

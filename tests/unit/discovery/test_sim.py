@@ -11,7 +11,8 @@ import pytest
 from agent.discovery.sim import CONTAINER_DEV_DIR, SimSource, slot_from_sim
 from agent.simfpga import SimFabric, SimSlotInfo
 from agent.simfpga.fabric import PLATFORM, Listener
-from agent.slots import DeviceNode, Health, SlotId, SlotRegistry, SlotState
+from agent.slots.model import DeviceNode, Health, SlotId
+from agent.slots.registry import SlotRegistry, SlotState
 
 WAIT_S = 5.0
 

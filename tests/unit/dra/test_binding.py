@@ -12,7 +12,8 @@ from agent.dra.mode import UNHEALTHY_TAINT, slice_devices
 from agent.errors import KubeError
 from agent.kube.claims import MAX_DATA_BYTES, Condition, DeviceStatus, status_patch
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
-from agent.slots import SlotId, SlotRegistry
+from agent.slots.model import SlotId
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot
 
 DRIVER = "fpga.example.com"

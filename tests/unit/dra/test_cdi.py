@@ -10,7 +10,7 @@ import pytest
 
 from agent.dra.cdi import CdiSpecs
 from agent.errors import ProgrammingError
-from agent.slots import DeviceNode, Health, Slot, SlotId
+from agent.slots.model import DeviceNode, Health, Slot, SlotId
 from tests.fakes import CdiReader
 
 UID = "0f8e6b1c-2d3a-4b5c-8d9e-0a1b2c3d4e5f"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent.dra import DeviceHealth
+from agent.dra.health import DeviceHealth
 from agent.dra.mode import SLOT_CAPACITY, UNHEALTHY_TAINT, bitstream_capacity, device_health, slice_devices
 from agent.dra.naming import disambiguated_name
 from agent.extender.nodestate import read_published_state
 from agent.kube.resourceslices import DeviceTaint, SliceDevice, slice_spec
-from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.model import Health, SlotId
 from agent.slots.published import state_object, state_spec
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot
 
 

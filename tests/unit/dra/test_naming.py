@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from agent.dra import NameClash, device_name, device_names
-from agent.dra.naming import disambiguated_name
-from agent.slots import make_slot_id
+from agent.dra.naming import NameClash, device_name, device_names, disambiguated_name
+from agent.slots.model import make_slot_id
 
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

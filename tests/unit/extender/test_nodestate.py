@@ -41,6 +41,14 @@ def test_never_used_slots_sort_first_among_reusable() -> None:
     assert [s.bitstream for s in state.reusable[PAC]] == ["sha", "aes"]
 
 
+def test_a_slot_outside_the_catalog_sorts_beside_a_loaded_one_used_at_the_same_time() -> None:
+    state = node(
+        "n1",
+        [slot("a", bitstream="aes", last_used=10), slot("b", bitstream=None, accelerator="unknown-afu", last_used=10)],
+    )
+    assert state.reusable[PAC] == (LoadedSlot(10, None), LoadedSlot(10, "aes"))
+
+
 def test_optional_fields_may_be_absent() -> None:
     obj = state_object_of("n1", [], {})
     obj["spec"]["slots"] = [{"id": "s0", "card": "", "platform": PAC, "free": True, "healthy": True}]

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.kube import PodInfo
-from agent.kube.pods import ContainerSlots, parse_pod, parse_timestamp
+from agent.kube.pods import ContainerSlots, PodInfo, parse_pod, parse_timestamp
 from agent.slots.bitstreamrequest import SLOT_RESOURCE
 
 SAMPLE = Path(__file__).parents[2] / "wire-samples" / "pod-fpga.json"

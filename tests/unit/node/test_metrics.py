@@ -6,7 +6,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.node.metrics import AgentMetrics
-from agent.slots import DeviceNode, Health, Slot, SlotId, SlotRegistry
+from agent.slots.model import DeviceNode, Health, Slot, SlotId
+from agent.slots.registry import SlotRegistry
 
 
 def make_slot(region: str, health: Health = Health.HEALTHY, loaded: str | None = None) -> Slot:

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from agent.node.nodestate import CatalogReader, publish_node_state, render_state, slot_platforms
 from agent.programming.catalog import Catalog
-from agent.slots import Health, SlotId, SlotRegistry
+from agent.slots.model import Health, SlotId
 from agent.slots.published import parse_state, published_slot, state_object
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import FakeClock, make_slot
 
 TIMEOUT_S = 5.0

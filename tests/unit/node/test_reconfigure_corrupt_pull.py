@@ -13,7 +13,8 @@ import pytest
 from agent.errors import BitstreamHashError, UnknownBitstream
 from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalog import Catalog
-from agent.slots import Slot, SlotRegistry
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 from tests.unit.reconfigure_support import make_slot, reconfigurer
 
 DATA = b"pulled bitstream" * 64

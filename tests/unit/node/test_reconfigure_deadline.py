@@ -9,7 +9,8 @@ import pytest
 
 from agent.errors import ProgrammingTimeout
 from agent.programming.catalogentry import CatalogEntry
-from agent.slots import Slot, SlotRegistry
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as configured
 

@@ -10,7 +10,8 @@ import pytest
 
 from agent.node.reconfigure import Reconfigurer
 from agent.programming.catalogentry import CatalogEntry
-from agent.slots import Slot, SlotRegistry
+from agent.slots.model import Slot
+from agent.slots.registry import SlotRegistry
 from tests.unit.reconfigure_support import make_slot
 from tests.unit.reconfigure_support import reconfigurer as make_reconfigurer
 

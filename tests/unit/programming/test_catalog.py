@@ -27,7 +27,7 @@ from agent.files.bitstream import validate_name
 from agent.programming import catalog as catalog_module
 from agent.programming.catalog import Catalog
 from agent.programming.catalogentry import CatalogEntry, check_platform
-from agent.slots import Health, Slot, make_slot_id
+from agent.slots.model import Health, Slot, make_slot_id
 from tests.unit.programming.gbs_files import (
     ACCELERATOR_ID,
     INTERFACE_ID,

@@ -11,7 +11,7 @@ import pytest
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.command import CommandProgrammer
 from agent.programming.commandspec import parse_command_programmers
-from agent.slots import Health, Slot, SlotId
+from agent.slots.model import Health, Slot, SlotId
 from tests.unit.programming.cardlocks import busy
 
 ACCEL = "0123456789abcdef0123456789abcdef"

@@ -18,7 +18,7 @@ import pytest
 
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.dfl import DflProgrammer
-from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from agent.slots.model import DeviceNode, Health, Slot, make_slot_id
 from tests.unit.programming.cardlocks import busy
 
 IMAGE = bytes(range(256)) * 16 + b"tail"

@@ -14,7 +14,7 @@ import pytest
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming import fpga_region
 from agent.programming.fpga_region import FpgaRegionProgrammer, firmware_name
-from agent.slots import Health, Slot, make_slot_id
+from agent.slots.model import Health, Slot, make_slot_id
 from tests.unit.programming.cardlocks import busy
 
 IMAGE = b"\xaa\x99\x55\x66" + bytes(range(200))

@@ -11,7 +11,7 @@ from agent.discovery.sim import slot_from_sim
 from agent.errors import ProgrammingError, ProgrammingTimeout
 from agent.programming.sim import SimProgrammer
 from agent.simfpga import SimEvent, SimFabric, SimSlotInfo
-from agent.slots import Slot
+from agent.slots.model import Slot
 
 IMAGE = b"\x00bitstream"
 

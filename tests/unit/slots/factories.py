@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.slots import DeviceNode, Health, Slot, make_slot_id
+from agent.slots.model import DeviceNode, Health, Slot, make_slot_id
 
 
 def make_slot(

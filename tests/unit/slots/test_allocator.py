@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.errors import AllocationSizeError, DuplicateSlotError, UnknownSlotError
-from agent.slots import SlotState, choose_preferred
+from agent.slots.allocator import choose_preferred
+from agent.slots.registry import SlotState
 from tests.unit.slots.factories import make_slot
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.files.atomic import remove_stale_temp_files
-from agent.slots import SlotRegistry, checkpoint
+from agent.slots import checkpoint
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.slots import SlotRegistry, checkpoint
+from agent.slots import checkpoint
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot
 
 WAIT_S = 5.0

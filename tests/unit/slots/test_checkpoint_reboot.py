@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agent.slots import SlotRegistry, checkpoint
+from agent.slots import checkpoint
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import make_slot
 
 REGION = make_slot("card0", "region0")  # an fpga-region: reports nothing about its content

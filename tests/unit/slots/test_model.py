@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.slots import MAX_SLOT_ID_LEN, DeviceNode, Health, Holder, Slot, SlotId, eviction_key, make_slot_id
+from agent.slots.model import MAX_SLOT_ID_LEN, DeviceNode, Health, Holder, Slot, SlotId, eviction_key, make_slot_id
 
 ID_PATTERN = re.compile(r"[a-z0-9.-]+")
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.slots import SlotRegistry
 from agent.slots.published import (
     MAX_BITSTREAMS,
     MAX_NAME_LEN,
@@ -20,6 +19,7 @@ from agent.slots.published import (
     state_object,
     state_spec,
 )
+from agent.slots.registry import SlotRegistry
 from tests.unit.slots.factories import FakeClock, make_slot
 
 CRD = Path(__file__).parents[3] / "daemonset" / "fpganodestate-crd.yaml"

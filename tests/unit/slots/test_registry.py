@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from agent.errors import DuplicateSlotError, UnhealthySlotError, UnknownSlotError
-from agent.slots import Health, Holder, SlotId, SlotRegistry
-from agent.slots.registry import Content
+from agent.slots.model import Health, Holder, SlotId
+from agent.slots.registry import Content, SlotRegistry
 from tests.unit.slots.factories import FakeClock, make_slot
 
 A0 = make_slot("card0", "slot0")
