@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 WatchEventKind = Literal["ADDED", "MODIFIED", "DELETED"]
+#: The kinds a :class:`Watcher` lists and watches cluster-wide.
+WatchedKind = Literal["fpganodestates", "fpgabitstreams", "resourceclaimtemplates", "resourceclaims"]
 _EVENT_KINDS: frozenset[str] = frozenset(("ADDED", "MODIFIED", "DELETED"))
 
 #: Server-side length of one watch; each watch asks for a random value in [1x, 2x) (as client-go does).
@@ -315,7 +317,7 @@ class Watcher(Reflector[T]):
     """Every object of ``kind`` in the cluster (a list fails until the kind's CRD is installed: it retries)."""
 
     def __init__(
-        self, api_client: ApiClient, kind: str, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
+        self, api_client: ApiClient, kind: WatchedKind, *, parse: Callable[[Mapping[str, Any]], T], **options: Any
     ) -> None:
         core = CoreCalls(api_client)
         description, list_func = {

@@ -282,7 +282,7 @@ class Catalog:
                 staged, name, size, sha256, description, source=source, previous=previous, scope=scope
             )
         except OSError as exc:
-            raise BitstreamFileError(f"cannot add pulled bitstream {name!r}: {exc.strerror or exc}") from exc
+            raise BitstreamFileError(f"cannot add pulled bitstream {name!r}: {_reason(exc)}") from exc
         logger.info("bitstream catalog: added %s pulled from %s (%d bytes, sha256 %s)", name, source, size, sha256)
         return entry
 

@@ -1,5 +1,6 @@
 """Command programmer: program static slots by running the board's vendor tool (XRT, OPAE, fpgautil...), one
-operation per card, as ``command-programmers`` says (:mod:`agent.programming.commandspec`)."""
+operation per card, as ``command-programmers`` says (:mod:`agent.programming.commandspec`). See
+docs/command-programmer.md."""
 
 from __future__ import annotations
 
